@@ -1,0 +1,96 @@
+//! Typed errors of the store. Every message is fit to show a caller: it says what was wrong
+//! and what to do, and never contains a host path or an internal error chain (those go to
+//! the log).
+
+use crate::names::{CommitId, RepoName};
+
+/// Everything that can go wrong in the store.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// A repository name that is not `owner/name`.
+    #[error("invalid repository name `{name}`: {reason}; use `owner/name`")]
+    InvalidName { name: String, reason: String },
+    /// A path that is not a normal relative path (G-6).
+    #[error(
+        "invalid path `{path}`: {reason}; give a normal repository-relative path such as `docs/a.md`"
+    )]
+    InvalidPath { path: String, reason: &'static str },
+    /// A revision string that is neither a SHA, a short SHA nor a ref name.
+    #[error("invalid revision `{revision}`: {reason}")]
+    InvalidRevision { revision: String, reason: String },
+    /// No registration under this name (or the caller may not know of it: A-4).
+    #[error("unknown repository `{0}`; `discovery` lists the repositories you can read")]
+    UnknownRepo(RepoName),
+    /// The name is registered with another source or registered path.
+    #[error(
+        "repository name `{0}` is already registered with another source or path; remove it first or pick another name"
+    )]
+    NameTaken(RepoName),
+    /// The repository was registered but never synced successfully.
+    #[error("repository `{0}` has not been synced yet; try again once its first sync has finished")]
+    NotSynced(RepoName),
+    /// The revision names nothing in the repository.
+    #[error(
+        "unknown revision `{revision}` in `{repo}`; give a full SHA, a branch, a tag or a unique short SHA (≥ 7 hex)"
+    )]
+    UnknownRevision { repo: RepoName, revision: String },
+    /// A short SHA that matches several commits (G-4).
+    #[error("ambiguous short SHA `{prefix}` in `{repo}`: it matches {}; give more hex digits", candidates.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", "))]
+    Ambiguous {
+        repo: RepoName,
+        prefix: String,
+        candidates: Vec<CommitId>,
+    },
+    /// The commit exists but is not retained (G-5).
+    #[error(
+        "commit {commit} of `{repo}` is not readable (outside retention); read a current branch head or a commit from its history"
+    )]
+    OutsideRetention { repo: RepoName, commit: CommitId },
+    /// The path is outside the registered path (G-2).
+    #[error(
+        "path `{path}` is outside the registered path `{scope}` of `{repo}`; paths must start with `{scope}/`"
+    )]
+    OutsideScope {
+        repo: RepoName,
+        path: String,
+        scope: String,
+    },
+    /// Nothing at this path in this commit.
+    #[error("no file `{path}` at commit {commit}; use `search` or `list` to find paths")]
+    NotFound { path: String, commit: CommitId },
+    /// The path is a directory.
+    #[error("`{path}` is a directory; use `list` to see its entries")]
+    IsDirectory { path: String },
+    /// The path (or one of its parents) is a symbolic link, which is never followed (G-6).
+    #[error(
+        "`{path}` is a symbolic link (to `{target}`); links are not followed, read the target path directly if it is inside the repository"
+    )]
+    Symlink { path: String, target: String },
+    /// The path is a submodule (gitlink), never dereferenced (G-6).
+    #[error(
+        "`{path}` is a submodule (gitlink to commit {commit}); its content lives in another repository"
+    )]
+    Submodule { path: String, commit: String },
+    /// The file is a Git LFS pointer; the object is not in Git (G-6).
+    #[error(
+        "`{path}` is a Git LFS pointer (object {oid}, {size} bytes); the content is stored outside Git and is not served"
+    )]
+    LfsPointer {
+        path: String,
+        oid: String,
+        size: u64,
+    },
+    /// A binary file (NUL in the first 8 KiB) (G-7).
+    #[error("`{path}` is a binary file, {size} bytes; it is not served as text")]
+    Binary { path: String, size: u64 },
+    /// NUL-free but not valid UTF-8 (G-7).
+    #[error("`{path}` is not UTF-8 text ({size} bytes); it is not served as text")]
+    NotUtf8 { path: String, size: u64 },
+    /// The fetch failed; the last good state keeps serving (G-3).
+    #[error("sync of `{repo}` failed: {message}; the last good state keeps serving")]
+    Sync { repo: RepoName, message: String },
+    /// Storage trouble (SQLite, object database, filesystem). The message is generic; the
+    /// detail went to the log.
+    #[error("storage error: {0}; see the server log")]
+    Storage(String),
+}

@@ -1,0 +1,215 @@
+//! `gitstore` owns the Git side of Context Source Graph (SPEC section 1, G-1..G-8).
+//!
+//! It keeps registered repositories (a whole repository or a registered path inside a
+//! monorepo), their bare mirrors under the data directory, the SQLite metadata (registrations,
+//! sync state, heads seen, pins), revision resolution to full SHAs, retention with an
+//! injectable clock, snapshot leases, path safety and blob/tree reads.
+//!
+//! Everything here is blocking: callers on an async runtime wrap calls in
+//! `spawn_blocking`. Object access goes through `gix`; only fetch/clone and pruning shell
+//! out to `git`.
+//!
+//! Paths given to and returned by this crate are always *repository-relative*
+//! (`packages/docs/knowledge/a.md`), even for a registration with a registered path: the
+//! scope only decides what is visible.
+
+mod clock;
+mod error;
+mod names;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use error::Error;
+pub use names::{CommitId, RepoName, RepoPath};
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// Default retention window for former heads (G-5).
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(30 * 24 * 60 * 60);
+
+/// How the store is set up.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// The storage root: SQLite metadata and mirrors live below it.
+    pub data_dir: PathBuf,
+    /// How long a former head stays readable after the last sync that saw it (G-5).
+    pub retention: Duration,
+}
+
+/// What a caller asks to register (G-1, G-2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registration {
+    /// `owner/name`.
+    pub name: RepoName,
+    /// A remote URL (https, ssh, file://) or a local path (made absolute by the caller).
+    pub source: String,
+    /// The registered path (monorepo scope); [`RepoPath::root`] for the whole repository.
+    pub registered_path: RepoPath,
+    /// The default branch; `None` takes the source's `HEAD`.
+    pub branch: Option<String>,
+}
+
+/// A registered repository and its sync state, as `discovery` shows it (S-5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepoInfo {
+    pub name: RepoName,
+    pub source: String,
+    pub registered_path: RepoPath,
+    /// The default branch (configured, or the source's `HEAD` at the last sync).
+    pub default_branch: Option<String>,
+    /// Full SHA of the default branch head at the last good sync.
+    pub head: Option<CommitId>,
+    /// When the last sync attempt finished, successful or not.
+    pub last_sync: Option<SystemTime>,
+    /// When the last *successful* sync finished.
+    pub last_good_sync: Option<SystemTime>,
+    /// The error of the last sync attempt, if it failed (G-3). Never a host path.
+    pub last_error: Option<String>,
+}
+
+/// The result of one successful sync.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncOutcome {
+    /// Head of the default branch after the fetch.
+    pub head: Option<CommitId>,
+    /// Branch heads that changed (`branch`, new SHA).
+    pub changed: Vec<(String, CommitId)>,
+}
+
+/// One entry of a tree listing (S-7).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeEntry {
+    /// Repository-relative path.
+    pub path: String,
+    pub kind: EntryKind,
+    /// Blob size in bytes, for files.
+    pub size: Option<u64>,
+}
+
+/// What a tree entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryKind {
+    File,
+    Executable,
+    Directory,
+    Symlink,
+    Submodule,
+}
+
+/// What retention sweeping did (G-5, G-8).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SweepReport {
+    /// Former heads dropped from retention.
+    pub expired: Vec<(RepoName, CommitId)>,
+    /// Former heads past the window that were kept because a lease held them.
+    pub kept_by_lease: Vec<(RepoName, CommitId)>,
+}
+
+/// A snapshot lease on (repo, commit): while it lives, sweeping cannot remove the commit (G-8).
+/// Dropping it releases the lease.
+#[derive(Debug)]
+pub struct Lease {
+    _inner: Arc<()>,
+}
+
+/// The store of registered repositories. Cheap to clone; share one per process.
+#[derive(Clone)]
+pub struct GitStore {
+    _inner: Arc<()>,
+}
+
+impl GitStore {
+    /// Opens (creating if needed) the store under `config.data_dir`.
+    pub fn open(_config: StoreConfig, _clock: Arc<dyn Clock>) -> Result<Self, Error> {
+        unimplemented!()
+    }
+
+    /// The storage root this store lives in (part of every cache key above this crate).
+    pub fn storage_root(&self) -> &std::path::Path {
+        unimplemented!()
+    }
+
+    /// Registers a repository. Registering the same name again with the same source and
+    /// registered path is a no-op that returns the existing registration (so `serve --repo .`
+    /// can run twice); a different source or path under a taken name is
+    /// [`Error::NameTaken`]. Does not fetch: call [`GitStore::sync`].
+    pub fn register(&self, _registration: Registration) -> Result<RepoInfo, Error> {
+        unimplemented!()
+    }
+
+    /// Removes a registration, its metadata and its mirror.
+    pub fn unregister(&self, _name: &RepoName) -> Result<(), Error> {
+        unimplemented!()
+    }
+
+    /// All registrations, sorted by name.
+    pub fn repos(&self) -> Result<Vec<RepoInfo>, Error> {
+        unimplemented!()
+    }
+
+    /// One registration.
+    pub fn repo(&self, _name: &RepoName) -> Result<RepoInfo, Error> {
+        unimplemented!()
+    }
+
+    /// Fetches the source into the mirror (clone on first use), records every branch head seen
+    /// now (for retention) and the sync state. A failure is recorded in the metadata
+    /// (`last_error`) and returned; the mirror keeps its last good state (G-3).
+    pub fn sync(&self, _name: &RepoName) -> Result<SyncOutcome, Error> {
+        unimplemented!()
+    }
+
+    /// Resolves `revision` (full SHA, branch, tag, unique short SHA of ≥ 7 hex; `None` = head
+    /// of the default branch) to a full commit SHA that is readable now (G-4, G-5).
+    pub fn resolve(&self, _name: &RepoName, _revision: Option<&str>) -> Result<CommitId, Error> {
+        unimplemented!()
+    }
+
+    /// Takes a snapshot lease after re-checking that `commit` is retained (G-8).
+    pub fn lease(&self, _name: &RepoName, _commit: &CommitId) -> Result<Lease, Error> {
+        unimplemented!()
+    }
+
+    /// Reads a file at `commit` as UTF-8 text. Every non-text case is a typed error:
+    /// [`Error::NotFound`], [`Error::IsDirectory`], [`Error::Symlink`], [`Error::Submodule`],
+    /// [`Error::LfsPointer`], [`Error::Binary`], [`Error::NotUtf8`],
+    /// [`Error::OutsideScope`].
+    pub fn read_text(
+        &self,
+        _name: &RepoName,
+        _commit: &CommitId,
+        _path: &RepoPath,
+    ) -> Result<Arc<str>, Error> {
+        unimplemented!()
+    }
+
+    /// Lists the tree at `path` (`RepoPath::root()` = the registered scope's top) down to
+    /// `depth` levels (1 = direct children), sorted by path, only inside the registered scope.
+    pub fn list_tree(
+        &self,
+        _name: &RepoName,
+        _commit: &CommitId,
+        _path: &RepoPath,
+        _depth: u32,
+    ) -> Result<Vec<TreeEntry>, Error> {
+        unimplemented!()
+    }
+
+    /// Pins a commit so it stays readable regardless of retention (G-5).
+    pub fn pin(&self, _name: &RepoName, _commit: &CommitId) -> Result<(), Error> {
+        unimplemented!()
+    }
+
+    /// Removes a pin.
+    pub fn unpin(&self, _name: &RepoName, _commit: &CommitId) -> Result<(), Error> {
+        unimplemented!()
+    }
+
+    /// Drops former heads that left retention (not leased, not pinned) and prunes objects no
+    /// longer reachable from anything retained (G-5, G-8).
+    pub fn sweep(&self) -> Result<SweepReport, Error> {
+        unimplemented!()
+    }
+}
