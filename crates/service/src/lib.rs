@@ -1,1 +1,463 @@
-//! placeholder
+//! `service` holds the operations of Context Source Graph in plain Rust types: `read`,
+//! `read_many`, `list`, `resolve`, `discovery`, `availability` and `sync` (SPEC sections 2
+//! and 3). Transports (`mcpserver`, `httpserver`) turn requests into these calls and answers
+//! into their own formats; nothing here knows MCP, JSON-RPC or HTTP.
+//!
+//! Every operation is `async` but does its Git work on the blocking pool, under the read side
+//! of the query lock. Enrichment by repository plugins will run after the base read,
+//! outside that lock.
+
+mod background;
+mod connection;
+mod error;
+mod lines;
+mod model;
+mod stats;
+
+pub use background::{Shutdown, spawn_maintenance};
+pub use connection::{CallContext, ConnectionPlugins, InvalidConnectionPlugins};
+pub use error::{ErrorKind, ServiceError};
+pub use model::*;
+pub use stats::{OpSnapshot, OpStats, QueryStats, StatsSnapshot};
+
+use gitstore::{CommitId, GitStore, RepoName, RepoPath};
+use std::sync::{Arc, RwLock};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// Limits of the read operations. Defaults are the SPEC's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServiceConfig {
+    /// Body bytes one `read` may return (256 KiB).
+    pub read_budget: usize,
+    /// Body bytes one `read_many` shares across its items, in request order (512 KiB).
+    pub batch_budget: usize,
+    /// Items one `read_many` may ask for (50).
+    pub max_batch_items: usize,
+    /// A single line longer than this is cut inside the line (1 MiB).
+    pub line_cap: usize,
+    /// Lines a read returns when `end_line` is omitted (500).
+    pub default_lines: u64,
+    /// Entries one `list` returns at most (10 000).
+    pub max_list_entries: usize,
+    /// Deepest `list` (10).
+    pub max_list_depth: u32,
+}
+
+impl Default for ServiceConfig {
+    fn default() -> Self {
+        Self {
+            read_budget: 256 * 1024,
+            batch_budget: 512 * 1024,
+            max_batch_items: 50,
+            line_cap: 1024 * 1024,
+            default_lines: 500,
+            max_list_entries: 10_000,
+            max_list_depth: 10,
+        }
+    }
+}
+
+/// The operations. Cheap to clone; one per process.
+#[derive(Clone)]
+pub struct Service {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: GitStore,
+    config: ServiceConfig,
+    /// The query lock: reads hold the read side; removing objects (retention sweep,
+    /// unregistering) takes the write side.
+    query_lock: RwLock<()>,
+    stats: QueryStats,
+}
+
+impl Service {
+    /// A service over `store`.
+    pub fn new(store: GitStore, config: ServiceConfig) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                config,
+                query_lock: RwLock::new(()),
+                stats: QueryStats::default(),
+            }),
+        }
+    }
+
+    /// The underlying store (for administration: registering, syncing).
+    pub fn store(&self) -> &GitStore {
+        &self.inner.store
+    }
+
+    /// The limits in force.
+    pub fn config(&self) -> &ServiceConfig {
+        &self.inner.config
+    }
+
+    /// Query statistics of the base operations.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.inner.stats.snapshot()
+    }
+
+    /// Runs `work` on the blocking pool under the read side of the query lock.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Inner) -> Result<T, ServiceError> + Send + 'static,
+    ) -> Result<T, ServiceError> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let inner = &this.inner;
+            let _guard = inner
+                .query_lock
+                .read()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            work(inner)
+        })
+        .await
+        .map_err(|join| {
+            tracing::error!(error = %join, "a blocking operation panicked or was cancelled");
+            ServiceError::internal(
+                "internal error while reading the repository; see the server log",
+            )
+        })?
+    }
+
+    /// `read` (R-1..R-3). A failed base read is an error; a successful one is never turned
+    /// into one by anything that runs after it.
+    pub async fn read(
+        &self,
+        _ctx: &CallContext,
+        req: ReadRequest,
+    ) -> Result<ReadItem, ServiceError> {
+        let started = Instant::now();
+        let result = self
+            .blocking(move |inner| {
+                let (name, commit) = inner.resolve(&req.repo, req.revision.as_deref())?;
+                let _lease = inner.store.lease(&name, &commit)?;
+                let file = FileRange {
+                    path: req.path,
+                    start_line: req.start_line,
+                    end_line: req.end_line,
+                };
+                let mut budget = lines::Budget::single(&inner.config);
+                let (path, range) = inner.read_range(&name, &commit, &file, &mut budget)?;
+                Ok(ReadItem {
+                    repo: name.to_string(),
+                    commit: commit.to_string(),
+                    path,
+                    outcome: Ok(range),
+                })
+            })
+            .await;
+        self.inner.stats.read.record(started, result.is_ok());
+        result
+    }
+
+    /// `read_many`: one item per entry in request order, one shared budget.
+    pub async fn read_many(
+        &self,
+        _ctx: &CallContext,
+        req: ReadManyRequest,
+    ) -> Result<ReadManyAnswer, ServiceError> {
+        let started = Instant::now();
+        let result = self
+            .blocking(move |inner| {
+                let max = inner.config.max_batch_items;
+                if req.files.is_empty() {
+                    return Err(ServiceError::invalid(
+                        "`files` is empty; give 1 to 50 entries of {path, start_line?, end_line?}",
+                    ));
+                }
+                if req.files.len() > max {
+                    return Err(ServiceError::invalid(format!(
+                        "`files` has {} entries; at most {max} per read_many: split the batch",
+                        req.files.len()
+                    )));
+                }
+                let (name, commit) = inner.resolve(&req.repo, req.revision.as_deref())?;
+                let _lease = inner.store.lease(&name, &commit)?;
+                let mut budget = lines::Budget::batch(&inner.config);
+                let items = req
+                    .files
+                    .iter()
+                    .map(|file| inner.read_item(&name, &commit, file, &mut budget))
+                    .collect();
+                Ok(ReadManyAnswer {
+                    repo: name.to_string(),
+                    commit: commit.to_string(),
+                    items,
+                })
+            })
+            .await;
+        self.inner.stats.read_many.record(started, result.is_ok());
+        result
+    }
+
+    /// `list` (S-7): the tree below a directory, inside the registered scope.
+    pub async fn list(
+        &self,
+        _ctx: &CallContext,
+        req: ListRequest,
+    ) -> Result<ListAnswer, ServiceError> {
+        let started = Instant::now();
+        let result = self
+            .blocking(move |inner| {
+                let (name, commit) = inner.resolve(&req.repo, req.revision.as_deref())?;
+                let _lease = inner.store.lease(&name, &commit)?;
+                let path = RepoPath::parse(req.path.as_deref().unwrap_or(""))?;
+                let max_depth = inner.config.max_list_depth;
+                let depth = req.depth.unwrap_or(1);
+                if depth == 0 || depth > max_depth {
+                    return Err(ServiceError::invalid(format!(
+                        "depth must be between 1 and {max_depth}"
+                    )));
+                }
+                let mut entries = inner.store.list_tree(&name, &commit, &path, depth)?;
+                let truncated = entries.len() > inner.config.max_list_entries;
+                entries.truncate(inner.config.max_list_entries);
+                Ok(ListAnswer {
+                    repo: name.to_string(),
+                    commit: commit.to_string(),
+                    path: path.to_string(),
+                    depth,
+                    entries: entries
+                        .into_iter()
+                        .map(|e| ListEntry {
+                            path: e.path,
+                            kind: e.kind,
+                            size: e.size,
+                        })
+                        .collect(),
+                    truncated,
+                })
+            })
+            .await;
+        self.inner.stats.list.record(started, result.is_ok());
+        result
+    }
+
+    /// `resolve` (S-6): a revision to the full SHA, or why not.
+    pub async fn resolve(
+        &self,
+        _ctx: &CallContext,
+        repo: String,
+        revision: String,
+    ) -> Result<ResolveAnswer, ServiceError> {
+        let started = Instant::now();
+        let result = self
+            .blocking(move |inner| {
+                let (name, commit) = inner.resolve(&repo, Some(&revision))?;
+                Ok(ResolveAnswer {
+                    repo: name.to_string(),
+                    revision,
+                    commit: commit.to_string(),
+                })
+            })
+            .await;
+        self.inner.stats.resolve.record(started, result.is_ok());
+        result
+    }
+
+    /// `discovery` (S-5): the repositories the caller may read.
+    pub async fn discovery(&self, _ctx: &CallContext) -> Result<Vec<RepoSummary>, ServiceError> {
+        self.blocking(|inner| {
+            Ok(inner
+                .store
+                .repos()?
+                .into_iter()
+                .map(|info| RepoSummary {
+                    name: info.name.to_string(),
+                    registered_path: info.registered_path.to_string(),
+                    default_branch: info.default_branch,
+                    head: info.head.map(|c| c.to_string()),
+                    indexed: false,
+                    last_sync: info.last_sync.map(rfc3339),
+                    last_sync_error: info.last_error,
+                })
+                .collect())
+        })
+        .await
+    }
+
+    /// `availability` (SPEC §9): is the repository visible, does the revision resolve and is
+    /// it readable. Repository-plugin discovery (`include_plugins`) joins with the plugin
+    /// host.
+    pub async fn availability(
+        &self,
+        _ctx: &CallContext,
+        req: AvailabilityRequest,
+    ) -> Result<AvailabilityAnswer, ServiceError> {
+        self.blocking(move |inner| {
+            let name = RepoName::parse(&req.repo)?;
+            let visible = match inner.store.repo(&name) {
+                Ok(_) => true,
+                Err(gitstore::Error::UnknownRepo(_)) => false,
+                Err(other) => return Err(other.into()),
+            };
+            let mut answer = AvailabilityAnswer {
+                repo: name.to_string(),
+                visible,
+                revision: req.revision.clone(),
+                commit: None,
+                readable: false,
+                reason: None,
+                indexed: false,
+            };
+            if !visible {
+                answer.reason = Some(gitstore::Error::UnknownRepo(name).to_string());
+                return Ok(answer);
+            }
+            match inner.store.resolve(&name, req.revision.as_deref()) {
+                Ok(commit) => {
+                    answer.commit = Some(commit.to_string());
+                    answer.readable = true;
+                }
+                Err(gitstore::Error::OutsideRetention { commit, .. }) => {
+                    answer.commit = Some(commit.to_string());
+                    answer.reason =
+                        Some(gitstore::Error::OutsideRetention { repo: name, commit }.to_string());
+                }
+                Err(other) => answer.reason = Some(other.to_string()),
+            }
+            Ok(answer)
+        })
+        .await
+    }
+
+    /// Fetches one repository now (G-3). Reads keep answering from the last good state while
+    /// it runs and if it fails.
+    pub async fn sync(&self, repo: String) -> Result<gitstore::SyncOutcome, ServiceError> {
+        let store = self.inner.store.clone();
+        tokio::task::spawn_blocking(move || {
+            let name = RepoName::parse(&repo)?;
+            Ok(store.sync(&name)?)
+        })
+        .await
+        .map_err(|_| ServiceError::internal("sync was interrupted; see the server log"))?
+    }
+
+    /// Drops commits that left retention (G-5), under the write side of the query lock so no
+    /// read runs while objects disappear; leased commits are kept (G-8).
+    pub async fn sweep(&self) -> Result<gitstore::SweepReport, ServiceError> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let _guard = this
+                .inner
+                .query_lock
+                .write()
+                .unwrap_or_else(|p| p.into_inner());
+            Ok(this.inner.store.sweep()?)
+        })
+        .await
+        .map_err(|_| {
+            ServiceError::internal("retention sweep was interrupted; see the server log")
+        })?
+    }
+}
+
+impl Inner {
+    fn resolve(
+        &self,
+        repo: &str,
+        revision: Option<&str>,
+    ) -> Result<(RepoName, CommitId), ServiceError> {
+        let name = RepoName::parse(repo)?;
+        let commit = self.store.resolve(&name, revision)?;
+        Ok((name, commit))
+    }
+
+    /// Reads one range under `budget`; answers the normalised path with it.
+    fn read_range(
+        &self,
+        name: &RepoName,
+        commit: &CommitId,
+        file: &FileRange,
+        budget: &mut lines::Budget,
+    ) -> Result<(String, ReadRange), ServiceError> {
+        let path = RepoPath::parse(&file.path)?;
+        let text = self.store.read_text(name, commit, &path)?;
+        let window = lines::window(
+            &text,
+            file.start_line,
+            file.end_line,
+            self.config.default_lines,
+        )
+        .map_err(|e| ServiceError::invalid(e.message(path.as_str())))?;
+        Ok((path.to_string(), budget.take(&text, window)))
+    }
+
+    /// Reads one batch item under `budget`; a failure stays inside the item.
+    fn read_item(
+        &self,
+        name: &RepoName,
+        commit: &CommitId,
+        file: &FileRange,
+        budget: &mut lines::Budget,
+    ) -> ReadItem {
+        let (path, outcome) = match self.read_range(name, commit, file, budget) {
+            Ok((path, range)) => (path, Ok(range)),
+            Err(error) => {
+                // Show the path as asked, escaped and bounded: it may be hostile input.
+                let shown = file
+                    .path
+                    .chars()
+                    .take(200)
+                    .collect::<String>()
+                    .escape_debug()
+                    .to_string();
+                (shown, Err(error.message))
+            }
+        };
+        ReadItem {
+            repo: name.to_string(),
+            commit: commit.to_string(),
+            path,
+            outcome,
+        }
+    }
+}
+
+/// Formats a time as RFC 3339 UTC (`2026-12-02T11:56:03Z`), without a date crate.
+fn rfc3339(time: SystemTime) -> String {
+    let secs = time
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn rfc3339_formats_utc() {
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
+        assert_eq!(
+            rfc3339(UNIX_EPOCH + Duration::from_secs(1_796_212_563)),
+            "2026-12-02T11:56:03Z"
+        );
+        assert_eq!(
+            rfc3339(UNIX_EPOCH + Duration::from_secs(951_782_400)),
+            "2000-02-29T00:00:00Z"
+        );
+    }
+}

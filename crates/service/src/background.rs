@@ -1,0 +1,62 @@
+//! Background maintenance: periodic sync of every registered repository (G-3, default every
+//! 60 s) and the retention sweep (G-5).
+
+use crate::Service;
+use std::time::Duration;
+
+/// A shutdown signal: loops end when it turns true or its sender is dropped.
+pub type Shutdown = tokio::sync::watch::Receiver<bool>;
+
+/// Spawns the maintenance loop: every `interval`, sync each repository (a failure is
+/// recorded and reported by `discovery`, the last good state keeps serving), then sweep
+/// retention. Ends when `shutdown` turns true or its sender is dropped.
+pub fn spawn_maintenance(
+    service: Service,
+    interval: Duration,
+    mut shutdown: Shutdown,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The first tick fires at once; the caller already synced at start-up.
+        ticker.tick().await;
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {}
+                changed = shutdown.changed() => {
+                    if changed.is_err() || *shutdown.borrow() {
+                        return;
+                    }
+                }
+            }
+            let repos = match service.discovery(&crate::CallContext::default()).await {
+                Ok(repos) => repos,
+                Err(error) => {
+                    tracing::warn!(%error, "maintenance: listing repositories failed");
+                    continue;
+                }
+            };
+            for repo in repos {
+                match service.sync(repo.name.clone()).await {
+                    Ok(outcome) => {
+                        tracing::debug!(repo = %repo.name, changed = outcome.changed.len(), "synced")
+                    }
+                    Err(error) => {
+                        tracing::warn!(repo = %repo.name, %error, "sync failed; serving the last good state")
+                    }
+                }
+            }
+            match service.sweep().await {
+                Ok(report) if !report.expired.is_empty() => {
+                    tracing::info!(
+                        expired = report.expired.len(),
+                        kept = report.kept_by_lease.len(),
+                        "retention sweep"
+                    )
+                }
+                Ok(_) => {}
+                Err(error) => tracing::warn!(%error, "retention sweep failed"),
+            }
+        }
+    })
+}

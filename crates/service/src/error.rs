@@ -1,0 +1,79 @@
+//! The error every operation answers with: a kind a transport can map (JSON-RPC invalid
+//! params, MCP `isError`, HTTP status) and a message fit for the caller.
+
+use std::fmt;
+
+/// What kind of failure; transports map it, callers read the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The arguments are wrong (bad path, bad range, too many items…).
+    InvalidArgument,
+    /// The repository, revision or path does not exist (or is not visible: A-4).
+    NotFound,
+    /// The revision exists but is not readable (outside retention) or is ambiguous.
+    NotReadable,
+    /// The repository is not ready (never synced) or the server is shutting down.
+    Unavailable,
+    /// Something broke inside; the message is generic and the detail is in the log.
+    Internal,
+}
+
+/// An operation's failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceError {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl ServiceError {
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        Self {
+            kind: ErrorKind::InvalidArgument,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn internal(message: impl Into<String>) -> Self {
+        Self {
+            kind: ErrorKind::Internal,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for ServiceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ServiceError {}
+
+impl From<gitstore::Error> for ServiceError {
+    fn from(error: gitstore::Error) -> Self {
+        use gitstore::Error as E;
+        let kind = match &error {
+            E::InvalidName { .. }
+            | E::InvalidPath { .. }
+            | E::InvalidRevision { .. }
+            | E::OutsideScope { .. } => ErrorKind::InvalidArgument,
+            E::UnknownRepo(_) | E::UnknownRevision { .. } | E::NotFound { .. } => {
+                ErrorKind::NotFound
+            }
+            E::Ambiguous { .. } | E::OutsideRetention { .. } => ErrorKind::NotReadable,
+            E::IsDirectory { .. }
+            | E::Symlink { .. }
+            | E::Submodule { .. }
+            | E::LfsPointer { .. }
+            | E::Binary { .. }
+            | E::NotUtf8 { .. } => ErrorKind::InvalidArgument,
+            E::NotSynced(_) | E::Sync { .. } => ErrorKind::Unavailable,
+            E::NameTaken(_) => ErrorKind::InvalidArgument,
+            E::Storage(_) => ErrorKind::Internal,
+        };
+        Self {
+            kind,
+            message: error.to_string(),
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! Plain request and answer types of the operations. Transports turn these into MCP text
+//! blocks (`mcpserver`) or JSON (`httpserver`); nothing here knows either.
+
+use serde::{Deserialize, Serialize};
+
+/// One selected repository plugin with its business arguments (W-10). Carried through now;
+/// acted on by the repository-plugin host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PluginSelection {
+    /// The plugin's name (its artifact name without `.sourcegraph.wasm`).
+    pub name: String,
+    /// Business arguments, opaque to the host; `{}` when absent.
+    #[serde(default = "empty_object")]
+    pub args: serde_json::Value,
+}
+
+fn empty_object() -> serde_json::Value {
+    serde_json::Value::Object(Default::default())
+}
+
+/// `read {repo, revision?, path, start_line?, end_line?, plugins?}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadRequest {
+    pub repo: String,
+    pub revision: Option<String>,
+    pub path: String,
+    pub start_line: Option<u64>,
+    pub end_line: Option<u64>,
+    /// The call's `plugins` argument: `None` = not given, `Some([])` = none for this call.
+    pub plugins: Option<Vec<PluginSelection>>,
+}
+
+/// One entry of `read_many.files`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileRange {
+    pub path: String,
+    pub start_line: Option<u64>,
+    pub end_line: Option<u64>,
+}
+
+/// `read_many {repo, revision?, files, plugins?}`: one revision for the whole batch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadManyRequest {
+    pub repo: String,
+    pub revision: Option<String>,
+    pub files: Vec<FileRange>,
+    pub plugins: Option<Vec<PluginSelection>>,
+}
+
+/// One answered read item: where it was read, and either the range or why it failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReadItem {
+    /// `owner/name`.
+    pub repo: String,
+    /// The full SHA that was read.
+    pub commit: String,
+    /// The repository-relative path as requested (normalised).
+    pub path: String,
+    /// The range, or the item's own error (R-4: a failed item keeps its place).
+    pub outcome: Result<ReadRange, String>,
+}
+
+/// The actual returned range of a read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReadRange {
+    /// First returned line (1-based). `1` for an empty file.
+    pub start_line: u64,
+    /// Last returned line (inclusive); `start_line - 1` when no line was returned.
+    pub end_line: u64,
+    /// The file's line count.
+    pub total_lines: u64,
+    /// The byte budget cut the requested range.
+    pub truncated: bool,
+    /// Lines after `end_line` exist in the file.
+    pub has_more: bool,
+    /// Where to continue, when `has_more`.
+    pub next_start_line: Option<u64>,
+    /// Bytes omitted from a single line longer than LINE_CAP, when that happened.
+    pub line_cut: Option<u64>,
+    /// The file's bytes for those lines, unchanged (a cut line excepted).
+    pub content: String,
+}
+
+/// The answer of `read_many`: one item per request entry, in request order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReadManyAnswer {
+    pub repo: String,
+    pub commit: String,
+    pub items: Vec<ReadItem>,
+}
+
+/// `list {repo, revision?, path?, depth?}` (S-7).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListRequest {
+    pub repo: String,
+    pub revision: Option<String>,
+    pub path: Option<String>,
+    pub depth: Option<u32>,
+}
+
+/// The answer of `list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ListAnswer {
+    pub repo: String,
+    pub commit: String,
+    /// The listed directory, repository-relative (`""` = the top of the registered scope).
+    pub path: String,
+    pub depth: u32,
+    pub entries: Vec<ListEntry>,
+    /// The listing stopped at the entry limit.
+    pub truncated: bool,
+}
+
+/// One entry of a listing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ListEntry {
+    pub path: String,
+    /// `file`, `executable`, `directory`, `symlink` or `submodule`.
+    pub kind: gitstore::EntryKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+}
+
+/// The answer of `resolve` (S-6).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ResolveAnswer {
+    pub repo: String,
+    pub revision: String,
+    pub commit: String,
+}
+
+/// One repository as `discovery` shows it (S-5).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RepoSummary {
+    pub name: String,
+    /// `""` for the whole repository.
+    pub registered_path: String,
+    pub default_branch: Option<String>,
+    pub head: Option<String>,
+    /// `indexed`, `not indexed` (search index state; search is a later issue).
+    pub indexed: bool,
+    /// RFC 3339 UTC.
+    pub last_sync: Option<String>,
+    pub last_sync_error: Option<String>,
+}
+
+/// `availability {repo, revision?, include_plugins?}` (SPEC §9).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AvailabilityRequest {
+    pub repo: String,
+    pub revision: Option<String>,
+    pub include_plugins: bool,
+}
+
+/// The answer of `availability`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AvailabilityAnswer {
+    pub repo: String,
+    /// The repository is visible to the caller.
+    pub visible: bool,
+    /// The revision as asked (`None`: the default branch head).
+    pub revision: Option<String>,
+    /// The full SHA, when it resolved.
+    pub commit: Option<String>,
+    /// Readable now.
+    pub readable: bool,
+    /// Why not, when not readable (unknown, outside retention…).
+    pub reason: Option<String>,
+    pub indexed: bool,
+}
