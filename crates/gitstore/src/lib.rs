@@ -14,8 +14,14 @@
 //! scope only decides what is visible.
 
 mod clock;
+mod db;
 mod error;
+mod gitcli;
 mod names;
+mod objects;
+mod retention;
+mod revision;
+mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::Error;
@@ -109,67 +115,104 @@ pub struct SweepReport {
 
 /// A snapshot lease on (repo, commit): while it lives, sweeping cannot remove the commit (G-8).
 /// Dropping it releases the lease.
-#[derive(Debug)]
 pub struct Lease {
-    _inner: Arc<()>,
+    store: Arc<store::Inner>,
+    key: (u64, gix::ObjectId),
+    repo: RepoName,
+    commit: CommitId,
+}
+
+impl Lease {
+    /// The leased repository.
+    pub fn repo(&self) -> &RepoName {
+        &self.repo
+    }
+
+    /// The leased commit.
+    pub fn commit(&self) -> &CommitId {
+        &self.commit
+    }
+}
+
+impl std::fmt::Debug for Lease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lease")
+            .field("repo", &self.repo)
+            .field("commit", &self.commit)
+            .finish()
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.store.release(&self.key);
+    }
 }
 
 /// The store of registered repositories. Cheap to clone; share one per process.
 #[derive(Clone)]
 pub struct GitStore {
-    _inner: Arc<()>,
+    inner: Arc<store::Inner>,
 }
 
 impl GitStore {
     /// Opens (creating if needed) the store under `config.data_dir`.
-    pub fn open(_config: StoreConfig, _clock: Arc<dyn Clock>) -> Result<Self, Error> {
-        unimplemented!()
+    pub fn open(config: StoreConfig, clock: Arc<dyn Clock>) -> Result<Self, Error> {
+        Ok(Self {
+            inner: Arc::new(store::Inner::open(config, clock)?),
+        })
     }
 
     /// The storage root this store lives in (part of every cache key above this crate).
     pub fn storage_root(&self) -> &std::path::Path {
-        unimplemented!()
+        self.inner.storage_root()
     }
 
     /// Registers a repository. Registering the same name again with the same source and
     /// registered path is a no-op that returns the existing registration (so `serve --repo .`
     /// can run twice); a different source or path under a taken name is
     /// [`Error::NameTaken`]. Does not fetch: call [`GitStore::sync`].
-    pub fn register(&self, _registration: Registration) -> Result<RepoInfo, Error> {
-        unimplemented!()
+    pub fn register(&self, registration: Registration) -> Result<RepoInfo, Error> {
+        self.inner.register(registration)
     }
 
     /// Removes a registration, its metadata and its mirror.
-    pub fn unregister(&self, _name: &RepoName) -> Result<(), Error> {
-        unimplemented!()
+    pub fn unregister(&self, name: &RepoName) -> Result<(), Error> {
+        self.inner.unregister(name)
     }
 
     /// All registrations, sorted by name.
     pub fn repos(&self) -> Result<Vec<RepoInfo>, Error> {
-        unimplemented!()
+        self.inner.repos()
     }
 
     /// One registration.
-    pub fn repo(&self, _name: &RepoName) -> Result<RepoInfo, Error> {
-        unimplemented!()
+    pub fn repo(&self, name: &RepoName) -> Result<RepoInfo, Error> {
+        self.inner.repo(name)
     }
 
     /// Fetches the source into the mirror (clone on first use), records every branch head seen
     /// now (for retention) and the sync state. A failure is recorded in the metadata
     /// (`last_error`) and returned; the mirror keeps its last good state (G-3).
-    pub fn sync(&self, _name: &RepoName) -> Result<SyncOutcome, Error> {
-        unimplemented!()
+    pub fn sync(&self, name: &RepoName) -> Result<SyncOutcome, Error> {
+        self.inner.sync(name)
     }
 
     /// Resolves `revision` (full SHA, branch, tag, unique short SHA of ≥ 7 hex; `None` = head
     /// of the default branch) to a full commit SHA that is readable now (G-4, G-5).
-    pub fn resolve(&self, _name: &RepoName, _revision: Option<&str>) -> Result<CommitId, Error> {
-        unimplemented!()
+    pub fn resolve(&self, name: &RepoName, revision: Option<&str>) -> Result<CommitId, Error> {
+        self.inner.resolve(name, revision)
     }
 
     /// Takes a snapshot lease after re-checking that `commit` is retained (G-8).
-    pub fn lease(&self, _name: &RepoName, _commit: &CommitId) -> Result<Lease, Error> {
-        unimplemented!()
+    pub fn lease(&self, name: &RepoName, commit: &CommitId) -> Result<Lease, Error> {
+        let key = self.inner.lease(name, commit)?;
+        Ok(Lease {
+            store: self.inner.clone(),
+            key,
+            repo: name.clone(),
+            commit: commit.clone(),
+        })
     }
 
     /// Reads a file at `commit` as UTF-8 text. Every non-text case is a typed error:
@@ -178,38 +221,38 @@ impl GitStore {
     /// [`Error::OutsideScope`].
     pub fn read_text(
         &self,
-        _name: &RepoName,
-        _commit: &CommitId,
-        _path: &RepoPath,
+        name: &RepoName,
+        commit: &CommitId,
+        path: &RepoPath,
     ) -> Result<Arc<str>, Error> {
-        unimplemented!()
+        self.inner.read_text(name, commit, path)
     }
 
     /// Lists the tree at `path` (`RepoPath::root()` = the registered scope's top) down to
     /// `depth` levels (1 = direct children), sorted by path, only inside the registered scope.
     pub fn list_tree(
         &self,
-        _name: &RepoName,
-        _commit: &CommitId,
-        _path: &RepoPath,
-        _depth: u32,
+        name: &RepoName,
+        commit: &CommitId,
+        path: &RepoPath,
+        depth: u32,
     ) -> Result<Vec<TreeEntry>, Error> {
-        unimplemented!()
+        self.inner.list_tree(name, commit, path, depth)
     }
 
     /// Pins a commit so it stays readable regardless of retention (G-5).
-    pub fn pin(&self, _name: &RepoName, _commit: &CommitId) -> Result<(), Error> {
-        unimplemented!()
+    pub fn pin(&self, name: &RepoName, commit: &CommitId) -> Result<(), Error> {
+        self.inner.pin(name, commit)
     }
 
     /// Removes a pin.
-    pub fn unpin(&self, _name: &RepoName, _commit: &CommitId) -> Result<(), Error> {
-        unimplemented!()
+    pub fn unpin(&self, name: &RepoName, commit: &CommitId) -> Result<(), Error> {
+        self.inner.unpin(name, commit)
     }
 
     /// Drops former heads that left retention (not leased, not pinned) and prunes objects no
     /// longer reachable from anything retained (G-5, G-8).
     pub fn sweep(&self) -> Result<SweepReport, Error> {
-        unimplemented!()
+        self.inner.sweep()
     }
 }

@@ -1,1 +1,50 @@
-//! placeholder
+//! `httpserver` is the HTTP face of Context Source Graph: the JSON API under
+//! `/sourcegraph/api/` (R-6, SPEC §9), `/healthz`, `/readyz`, `/metrics`, the listener and
+//! graceful shutdown. Handlers are thin: they turn query strings and JSON bodies into
+//! `service` calls and answers into JSON. The JSON API never runs plugins.
+//!
+//! Other faces (the MCP endpoint) are mounted by the binary onto the [`Router`] this crate
+//! builds; this crate does not know MCP.
+
+mod api;
+mod json;
+
+use axum::Router;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+pub use json::{ErrorBody, ItemJson};
+
+/// Whether the server is ready to answer (`/readyz`): set once start-up work is done.
+#[derive(Debug, Clone, Default)]
+pub struct Readiness(Arc<AtomicBool>);
+
+impl Readiness {
+    /// Marks the server ready.
+    pub fn set_ready(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether it is ready.
+    pub fn is_ready(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// The router of the JSON API, health probes and metrics.
+pub fn router(service: service::Service, readiness: Readiness) -> Router {
+    api::router(service, readiness)
+}
+
+/// Serves `app` on `listener` until `shutdown` completes, then lets in-flight requests finish
+/// (O-6).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+}

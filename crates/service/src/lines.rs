@@ -236,9 +236,13 @@ impl Budget {
             self.spent = true;
             return spent(window);
         };
+        // An item cut short by the *shared* budget spends it: later items must not take
+        // bytes ahead of the lines this one still owes (strict request order).
+        let cut_by_batch =
+            limits.budget < self.per_item && range.truncated && range.line_cut.is_none();
         self.remaining = self.remaining.saturating_sub(range.content.len());
         self.anything_returned |= !range.content.is_empty();
-        self.spent |= self.remaining == 0;
+        self.spent |= self.remaining == 0 || cut_by_batch;
         range
     }
 }

@@ -1,0 +1,214 @@
+//! The `csg` binary: repository commands and settings precedence (O-1, O-2, O-3, M-6).
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const CSG: &str = env!("CARGO_BIN_EXE_csg");
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.org")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.org")
+        .env("HOME", dir)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A temp dir with a one-commit repository `source/` and a data dir `data/`.
+fn workspace() -> (tempfile::TempDir, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let source = tmp.path().join("source");
+    std::fs::create_dir(&source).unwrap();
+    git(&source, &["init", "-q", "-b", "main"]);
+    std::fs::write(source.join("a.md"), "# A\n").unwrap();
+    git(&source, &["add", "-A"]);
+    git(&source, &["commit", "-q", "-m", "one"]);
+    let head = git(&source, &["rev-parse", "HEAD"]);
+    (tmp, head)
+}
+
+fn csg(tmp: &Path, args: &[&str]) -> Output {
+    Command::new(CSG)
+        .arg("--data-dir")
+        .arg(tmp.join("data"))
+        .args(args)
+        .env_remove("CSG_LISTEN")
+        .env_remove("CSG_DATA_DIR")
+        .output()
+        .expect("csg runs")
+}
+
+/// O-1: `repo add`, `list`, `sync`, `remove`.
+#[test]
+fn o1_repo_commands() {
+    let (tmp, head) = workspace();
+    let source = tmp.path().join("source");
+    let added = csg(
+        tmp.path(),
+        &["repo", "add", "acme/docs", source.to_str().unwrap()],
+    );
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&added.stdout).trim(),
+        format!("acme/docs {head}")
+    );
+    let listed = csg(tmp.path(), &["repo", "list"]);
+    let listing = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listing.contains("acme/docs") && listing.contains(&head) && listing.contains("main"),
+        "{listing}"
+    );
+    let synced = csg(tmp.path(), &["repo", "sync", "acme/docs"]);
+    assert!(synced.status.success());
+    let bad = csg(
+        tmp.path(),
+        &["repo", "add", "not-a-name", source.to_str().unwrap()],
+    );
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("owner/name"));
+    let removed = csg(tmp.path(), &["repo", "remove", "acme/docs"]);
+    assert!(removed.status.success());
+    let listed = csg(tmp.path(), &["repo", "list"]);
+    assert!(!String::from_utf8_lossy(&listed.stdout).contains("acme/docs"));
+}
+
+/// Starts `csg serve` and waits for the banner; answers the child and the endpoint line.
+fn serve(tmp: &Path, extra: &[&str], env: &[(&str, &str)]) -> Result<(Child, String), String> {
+    let mut command = Command::new(CSG);
+    command
+        .arg("--data-dir")
+        .arg(tmp.join("data"))
+        .args(extra)
+        .env_remove("CSG_LISTEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = command.spawn().expect("csg starts");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line.starts_with("MCP endpoint: ") {
+                let _ = tx.send(line);
+                return;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(line) = rx.try_recv() {
+            return Ok((child, line));
+        }
+        if let Ok(Some(_)) = child.try_wait() {
+            let mut stderr = String::new();
+            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+            return Err(stderr);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "csg serve did not print its endpoint in time"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// O-2, M-6: `serve --repo PATH` needs no config; it prints the endpoint with plugins=auto.
+#[test]
+fn o2_serve_embedded_default() {
+    let (tmp, _) = workspace();
+    let source = tmp.path().join("source");
+    let (mut child, line) = serve(
+        tmp.path(),
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--repo",
+            source.to_str().unwrap(),
+        ],
+        &[],
+    )
+    .unwrap();
+    assert!(
+        line.starts_with("MCP endpoint: http://127.0.0.1:"),
+        "{line}"
+    );
+    assert!(line.ends_with("/sourcegraph/mcp?plugins=auto"), "{line}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let listed = csg(tmp.path(), &["repo", "list"]);
+    assert!(
+        String::from_utf8_lossy(&listed.stdout).contains("local/source"),
+        "named after its directory"
+    );
+}
+
+/// O-3: flags > env > TOML file > defaults. A bad value at a lower level is never read when
+/// a higher level sets the key.
+#[test]
+fn o3_settings_precedence() {
+    let (tmp, _) = workspace();
+    let config = tmp.path().join("csg.toml");
+    std::fs::write(&config, "listen = \"127.0.0.1:0\"\n").unwrap();
+    let config = config.to_str().unwrap();
+
+    let (mut child, _) =
+        serve(tmp.path(), &["--config", config, "serve"], &[]).expect("TOML value used");
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let bad_file = tmp.path().join("bad.toml");
+    std::fs::write(&bad_file, "listen = \"not an address\"\n").unwrap();
+    let bad_file = bad_file.to_str().unwrap();
+    let (mut child, _) = serve(
+        tmp.path(),
+        &["--config", bad_file, "serve"],
+        &[("CSG_LISTEN", "127.0.0.1:0")],
+    )
+    .expect("env beats the file");
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let (mut child, _) = serve(
+        tmp.path(),
+        &["serve", "--listen", "127.0.0.1:0"],
+        &[("CSG_LISTEN", "bogus")],
+    )
+    .expect("flag beats env");
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let error = serve(tmp.path(), &["serve"], &[("CSG_LISTEN", "bogus")])
+        .err()
+        .expect("bad env refused");
+    assert!(error.contains("invalid listen address `bogus`"), "{error}");
+
+    let typo = tmp.path().join("typo.toml");
+    std::fs::write(&typo, "lissen = \"127.0.0.1:0\"\n").unwrap();
+    let error = serve(
+        tmp.path(),
+        &["--config", typo.to_str().unwrap(), "serve"],
+        &[],
+    )
+    .err()
+    .expect("typo refused");
+    assert!(error.contains("lissen"), "{error}");
+}

@@ -1,0 +1,340 @@
+//! The SQLite metadata: registrations, sync state, heads seen by syncs, pins.
+
+use crate::{CommitId, Error, Registration, RepoInfo, RepoName, RepoPath};
+use rusqlite::{Connection, OptionalExtension, params};
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS repos (
+    name TEXT PRIMARY KEY NOT NULL,
+    source TEXT NOT NULL,
+    registered_path TEXT NOT NULL,
+    branch TEXT,
+    default_branch TEXT,
+    head TEXT,
+    last_sync INTEGER,
+    last_good_sync INTEGER,
+    last_error TEXT
+);
+CREATE TABLE IF NOT EXISTS seen_heads (
+    repo TEXT NOT NULL,
+    sha TEXT NOT NULL,
+    last_seen INTEGER NOT NULL,
+    PRIMARY KEY (repo, sha)
+);
+CREATE TABLE IF NOT EXISTS pins (
+    repo TEXT NOT NULL,
+    sha TEXT NOT NULL,
+    PRIMARY KEY (repo, sha)
+);
+";
+
+/// Logs the detail and returns the generic storage error (messages never carry host paths or
+/// library error chains).
+pub(crate) fn storage<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> Error {
+    move |e| {
+        tracing::warn!(error = %e, "gitstore: {what}");
+        Error::Storage(what.to_string())
+    }
+}
+
+/// A registration row.
+#[derive(Debug, Clone)]
+pub(crate) struct RepoRow {
+    pub name: RepoName,
+    pub source: String,
+    pub registered_path: RepoPath,
+    pub branch: Option<String>,
+    pub default_branch: Option<String>,
+    pub head: Option<CommitId>,
+    pub last_sync: Option<SystemTime>,
+    pub last_good_sync: Option<SystemTime>,
+    pub last_error: Option<String>,
+}
+
+impl RepoRow {
+    pub(crate) fn info(&self) -> RepoInfo {
+        RepoInfo {
+            name: self.name.clone(),
+            source: self.source.clone(),
+            registered_path: self.registered_path.clone(),
+            default_branch: self.default_branch.clone(),
+            head: self.head.clone(),
+            last_sync: self.last_sync,
+            last_good_sync: self.last_good_sync,
+            last_error: self.last_error.clone(),
+        }
+    }
+}
+
+pub(crate) struct Db {
+    conn: Mutex<Connection>,
+}
+
+/// Times are stored as nanoseconds since the epoch (the ManualClock of tests ticks in
+/// seconds, the system clock in nanoseconds; both round-trip exactly).
+pub(crate) fn to_db_time(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+pub(crate) fn from_db_time(n: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_nanos(u64::try_from(n).unwrap_or(0))
+}
+
+const REPO_COLUMNS: &str = "name, source, registered_path, branch, default_branch, head, last_sync, last_good_sync, last_error";
+
+type RawRow = (
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+    Option<i64>,
+    Option<String>,
+);
+
+fn raw_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
+    Ok((
+        row.get(0)?,
+        row.get(1)?,
+        row.get(2)?,
+        row.get(3)?,
+        row.get(4)?,
+        row.get(5)?,
+        row.get(6)?,
+        row.get(7)?,
+        row.get(8)?,
+    ))
+}
+
+fn parse_row(raw: RawRow) -> Result<RepoRow, Error> {
+    let (name, source, path, branch, default_branch, head, last_sync, last_good, last_error) = raw;
+    let corrupt = |what: &str| {
+        tracing::warn!(repo = %name, "gitstore: corrupt metadata row ({what})");
+        Error::Storage("metadata database".to_string())
+    };
+    Ok(RepoRow {
+        name: RepoName::parse(&name).map_err(|_| corrupt("name"))?,
+        source,
+        registered_path: RepoPath::parse(&path).map_err(|_| corrupt("registered path"))?,
+        branch,
+        default_branch,
+        head: match head {
+            Some(h) => Some(CommitId::parse(&h).ok_or_else(|| corrupt("head"))?),
+            None => None,
+        },
+        last_sync: last_sync.map(from_db_time),
+        last_good_sync: last_good.map(from_db_time),
+        last_error,
+    })
+}
+
+impl Db {
+    pub(crate) fn open(path: &Path) -> Result<Self, Error> {
+        let conn = Connection::open(path).map_err(storage("opening the metadata database"))?;
+        conn.busy_timeout(Duration::from_secs(10))
+            .map_err(storage("configuring the metadata database"))?;
+        // WAL: readers (`discovery`) never wait for a sync writing its state.
+        conn.query_row("PRAGMA journal_mode=WAL", [], |_| Ok(()))
+            .map_err(storage("configuring the metadata database"))?;
+        conn.execute_batch("PRAGMA synchronous=NORMAL;")
+            .map_err(storage("configuring the metadata database"))?;
+        conn.execute_batch(SCHEMA)
+            .map_err(storage("creating the metadata schema"))?;
+        Ok(Self {
+            conn: Mutex::new(conn),
+        })
+    }
+
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn all_repos(&self) -> Result<Vec<RepoRow>, Error> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached(&format!("SELECT {REPO_COLUMNS} FROM repos ORDER BY name"))
+            .map_err(storage("reading registrations"))?;
+        let raws = stmt
+            .query_map([], raw_row)
+            .map_err(storage("reading registrations"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(storage("reading registrations"))?;
+        drop(stmt);
+        drop(conn);
+        raws.into_iter().map(parse_row).collect()
+    }
+
+    pub(crate) fn repo(&self, name: &RepoName) -> Result<Option<RepoRow>, Error> {
+        let raw = self
+            .conn()
+            .query_row(
+                &format!("SELECT {REPO_COLUMNS} FROM repos WHERE name = ?1"),
+                [name.as_str()],
+                raw_row,
+            )
+            .optional()
+            .map_err(storage("reading a registration"))?;
+        raw.map(parse_row).transpose()
+    }
+
+    pub(crate) fn insert_repo(&self, reg: &Registration) -> Result<(), Error> {
+        self.conn()
+            .execute(
+                "INSERT INTO repos (name, source, registered_path, branch, default_branch) VALUES (?1, ?2, ?3, ?4, ?4)",
+                params![
+                    reg.name.as_str(),
+                    reg.source,
+                    reg.registered_path.as_str(),
+                    reg.branch
+                ],
+            )
+            .map_err(storage("saving a registration"))?;
+        Ok(())
+    }
+
+    pub(crate) fn delete_repo(&self, name: &RepoName) -> Result<(), Error> {
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction()
+            .map_err(storage("removing a registration"))?;
+        for sql in [
+            "DELETE FROM repos WHERE name = ?1",
+            "DELETE FROM seen_heads WHERE repo = ?1",
+            "DELETE FROM pins WHERE repo = ?1",
+        ] {
+            tx.execute(sql, [name.as_str()])
+                .map_err(storage("removing a registration"))?;
+        }
+        tx.commit().map_err(storage("removing a registration"))
+    }
+
+    pub(crate) fn record_sync_failure(
+        &self,
+        name: &RepoName,
+        now: SystemTime,
+        message: &str,
+    ) -> Result<(), Error> {
+        self.conn()
+            .execute(
+                "UPDATE repos SET last_sync = ?2, last_error = ?3 WHERE name = ?1",
+                params![name.as_str(), to_db_time(now), message],
+            )
+            .map_err(storage("saving the sync state"))?;
+        Ok(())
+    }
+
+    /// One transaction: the sync state and every branch head seen now (G-5).
+    pub(crate) fn record_sync_success(
+        &self,
+        name: &RepoName,
+        now: SystemTime,
+        default_branch: Option<&str>,
+        head: Option<&CommitId>,
+        heads_seen: &[CommitId],
+    ) -> Result<(), Error> {
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction()
+            .map_err(storage("saving the sync state"))?;
+        {
+            let mut upsert = tx
+                .prepare_cached(
+                    "INSERT INTO seen_heads (repo, sha, last_seen) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (repo, sha) DO UPDATE SET last_seen = excluded.last_seen",
+                )
+                .map_err(storage("saving the sync state"))?;
+            for sha in heads_seen {
+                upsert
+                    .execute(params![name.as_str(), sha.as_str(), to_db_time(now)])
+                    .map_err(storage("saving the sync state"))?;
+            }
+        }
+        tx.execute(
+            "UPDATE repos SET last_sync = ?2, last_good_sync = ?2, last_error = NULL,
+                 default_branch = ?3, head = ?4 WHERE name = ?1",
+            params![
+                name.as_str(),
+                to_db_time(now),
+                default_branch,
+                head.map(CommitId::as_str)
+            ],
+        )
+        .map_err(storage("saving the sync state"))?;
+        tx.commit().map_err(storage("saving the sync state"))
+    }
+
+    pub(crate) fn seen_heads(&self, name: &RepoName) -> Result<Vec<(CommitId, SystemTime)>, Error> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached("SELECT sha, last_seen FROM seen_heads WHERE repo = ?1")
+            .map_err(storage("reading seen heads"))?;
+        let rows = stmt
+            .query_map([name.as_str()], |row| {
+                Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+            })
+            .map_err(storage("reading seen heads"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(storage("reading seen heads"))?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(sha, t)| CommitId::parse(&sha).map(|c| (c, from_db_time(t))))
+            .collect())
+    }
+
+    pub(crate) fn delete_seen(&self, name: &RepoName, shas: &[CommitId]) -> Result<(), Error> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(storage("expiring seen heads"))?;
+        {
+            let mut del = tx
+                .prepare_cached("DELETE FROM seen_heads WHERE repo = ?1 AND sha = ?2")
+                .map_err(storage("expiring seen heads"))?;
+            for sha in shas {
+                del.execute(params![name.as_str(), sha.as_str()])
+                    .map_err(storage("expiring seen heads"))?;
+            }
+        }
+        tx.commit().map_err(storage("expiring seen heads"))
+    }
+
+    pub(crate) fn pins(&self, name: &RepoName) -> Result<Vec<CommitId>, Error> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare_cached("SELECT sha FROM pins WHERE repo = ?1")
+            .map_err(storage("reading pins"))?;
+        let rows = stmt
+            .query_map([name.as_str()], |row| row.get::<_, String>(0))
+            .map_err(storage("reading pins"))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(storage("reading pins"))?;
+        Ok(rows.iter().filter_map(|s| CommitId::parse(s)).collect())
+    }
+
+    pub(crate) fn insert_pin(&self, name: &RepoName, sha: &CommitId) -> Result<(), Error> {
+        self.conn()
+            .execute(
+                "INSERT OR IGNORE INTO pins (repo, sha) VALUES (?1, ?2)",
+                params![name.as_str(), sha.as_str()],
+            )
+            .map_err(storage("saving a pin"))?;
+        Ok(())
+    }
+
+    /// Whether a pin was removed.
+    pub(crate) fn delete_pin(&self, name: &RepoName, sha: &CommitId) -> Result<bool, Error> {
+        let n = self
+            .conn()
+            .execute(
+                "DELETE FROM pins WHERE repo = ?1 AND sha = ?2",
+                params![name.as_str(), sha.as_str()],
+            )
+            .map_err(storage("removing a pin"))?;
+        Ok(n > 0)
+    }
+}

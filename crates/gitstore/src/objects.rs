@@ -1,0 +1,347 @@
+//! Reading trees and blobs with gix: the read path (no `git` subprocess here).
+
+use crate::db::storage;
+use crate::{CommitId, EntryKind, Error, RepoPath, TreeEntry};
+use gix::ObjectId;
+use gix::objs::tree::EntryKind as GitKind;
+use std::sync::Arc;
+
+/// G-7: how much of a file is searched for a NUL byte.
+const BINARY_PROBE: usize = 8 * 1024;
+/// Git LFS pointer files are small; anything larger is content.
+const LFS_POINTER_MAX: usize = 1024;
+const LFS_PREFIX: &[u8] = b"version https://git-lfs.github.com/spec/v1";
+/// Symlink targets are repository data shown in an error message: keep them short.
+const LINK_TARGET_MAX: usize = 512;
+
+fn odb<E: std::fmt::Display>(e: E) -> Error {
+    storage("reading the object database")(e)
+}
+
+/// What a path names inside a commit's tree.
+pub(crate) enum Target {
+    Tree(ObjectId),
+    Blob { id: ObjectId, executable: bool },
+    Symlink { target: String },
+    Submodule { commit: ObjectId },
+}
+
+/// The root tree of `commit`, which must be a commit.
+pub(crate) fn commit_tree(repo: &gix::Repository, commit: ObjectId) -> Result<ObjectId, Error> {
+    let object = repo.find_object(commit).map_err(odb)?;
+    if object.kind != gix::objs::Kind::Commit {
+        return Err(odb(format!("{commit} is not a commit")));
+    }
+    gix::objs::CommitRefIter::from_bytes(&object.data, repo.object_hash())
+        .tree_id()
+        .map_err(odb)
+}
+
+struct Found {
+    kind: GitKind,
+    id: ObjectId,
+}
+
+fn find_entry(repo: &gix::Repository, tree: ObjectId, name: &[u8]) -> Result<Option<Found>, Error> {
+    let object = repo.find_object(tree).map_err(odb)?;
+    for entry in gix::objs::TreeRefIter::from_bytes(&object.data, repo.object_hash()) {
+        let entry = entry.map_err(odb)?;
+        if entry.filename.as_ref() as &[u8] == name {
+            return Ok(Some(Found {
+                kind: entry.mode.kind(),
+                id: entry.oid.to_owned(),
+            }));
+        }
+    }
+    Ok(None)
+}
+
+fn target_of(repo: &gix::Repository, found: Found) -> Result<Target, Error> {
+    Ok(match found.kind {
+        GitKind::Tree => Target::Tree(found.id),
+        GitKind::Blob => Target::Blob {
+            id: found.id,
+            executable: false,
+        },
+        GitKind::BlobExecutable => Target::Blob {
+            id: found.id,
+            executable: true,
+        },
+        GitKind::Link => Target::Symlink {
+            target: link_target(repo, found.id)?,
+        },
+        GitKind::Commit => Target::Submodule { commit: found.id },
+    })
+}
+
+fn link_target(repo: &gix::Repository, id: ObjectId) -> Result<String, Error> {
+    let object = repo.find_object(id).map_err(odb)?;
+    let text = String::from_utf8_lossy(&object.data);
+    let mut shown: String = text
+        .chars()
+        .take(LINK_TARGET_MAX)
+        .collect::<String>()
+        .escape_debug()
+        .to_string();
+    if text.chars().count() > LINK_TARGET_MAX {
+        shown.push('…');
+    }
+    Ok(shown)
+}
+
+/// Walks `path` from `root` one segment at a time. Symlinks and gitlinks on the way are
+/// errors naming themselves (G-6): nothing is ever followed.
+pub(crate) fn locate(
+    repo: &gix::Repository,
+    root: ObjectId,
+    path: &RepoPath,
+    commit: &CommitId,
+) -> Result<Target, Error> {
+    let mut current = Target::Tree(root);
+    let mut walked = String::new();
+    for segment in path.segments() {
+        let tree = match current {
+            Target::Tree(id) => id,
+            Target::Symlink { target } => {
+                return Err(Error::Symlink {
+                    path: walked,
+                    target,
+                });
+            }
+            Target::Submodule { commit: sub } => {
+                return Err(Error::Submodule {
+                    path: walked,
+                    commit: sub.to_string(),
+                });
+            }
+            Target::Blob { .. } => {
+                return Err(Error::NotFound {
+                    path: path.to_string(),
+                    commit: commit.clone(),
+                });
+            }
+        };
+        if !walked.is_empty() {
+            walked.push('/');
+        }
+        walked.push_str(segment);
+        let Some(found) = find_entry(repo, tree, segment.as_bytes())? else {
+            return Err(Error::NotFound {
+                path: path.to_string(),
+                commit: commit.clone(),
+            });
+        };
+        current = target_of(repo, found)?;
+    }
+    Ok(current)
+}
+
+/// G-6, G-7: the text of the file at `path`, or the typed reason it is not served as text.
+pub(crate) fn read_text(
+    repo: &gix::Repository,
+    root: ObjectId,
+    path: &RepoPath,
+    commit: &CommitId,
+) -> Result<Arc<str>, Error> {
+    match locate(repo, root, path, commit)? {
+        Target::Tree(_) => Err(Error::IsDirectory {
+            path: path.to_string(),
+        }),
+        Target::Symlink { target } => Err(Error::Symlink {
+            path: path.to_string(),
+            target,
+        }),
+        Target::Submodule { commit: sub } => Err(Error::Submodule {
+            path: path.to_string(),
+            commit: sub.to_string(),
+        }),
+        Target::Blob { id, .. } => {
+            let object = repo.find_object(id).map_err(odb)?;
+            classify_blob(path.as_str(), &object.data)
+        }
+    }
+}
+
+/// The classification order of the design: LFS pointer, binary, not UTF-8, text.
+pub(crate) fn classify_blob(path: &str, data: &[u8]) -> Result<Arc<str>, Error> {
+    let size = data.len() as u64;
+    if data.len() < LFS_POINTER_MAX
+        && data.starts_with(LFS_PREFIX)
+        && let Some((oid, lfs_size)) = parse_lfs_pointer(data)
+    {
+        return Err(Error::LfsPointer {
+            path: path.to_string(),
+            oid,
+            size: lfs_size,
+        });
+    }
+    if data[..data.len().min(BINARY_PROBE)].contains(&0) {
+        return Err(Error::Binary {
+            path: path.to_string(),
+            size,
+        });
+    }
+    match std::str::from_utf8(data) {
+        Ok(text) => Ok(Arc::from(text)),
+        Err(_) => Err(Error::NotUtf8 {
+            path: path.to_string(),
+            size,
+        }),
+    }
+}
+
+/// `oid sha256:<hex>` and `size <n>` lines of a pointer file; `None` when either is missing
+/// (then the file is just text that happens to start like a pointer).
+fn parse_lfs_pointer(data: &[u8]) -> Option<(String, u64)> {
+    let text = std::str::from_utf8(data).ok()?;
+    let mut oid = None;
+    let mut size = None;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("oid ") {
+            let rest = rest.trim();
+            let (algo, hex) = rest.split_once(':')?;
+            if algo.is_empty()
+                || !algo.bytes().all(|b| b.is_ascii_alphanumeric())
+                || hex.is_empty()
+                || !hex.bytes().all(|b| b.is_ascii_hexdigit())
+            {
+                return None;
+            }
+            oid = Some(rest.to_string());
+        } else if let Some(rest) = line.strip_prefix("size ") {
+            size = Some(rest.trim().parse::<u64>().ok()?);
+        }
+    }
+    Some((oid?, size?))
+}
+
+fn entry_kind(kind: GitKind) -> EntryKind {
+    match kind {
+        GitKind::Tree => EntryKind::Directory,
+        GitKind::Blob => EntryKind::File,
+        GitKind::BlobExecutable => EntryKind::Executable,
+        GitKind::Link => EntryKind::Symlink,
+        GitKind::Commit => EntryKind::Submodule,
+    }
+}
+
+/// Appends the entries of `tree` (named below `base`) down to `depth` levels.
+pub(crate) fn list(
+    repo: &gix::Repository,
+    tree: ObjectId,
+    base: &str,
+    depth: u32,
+    out: &mut Vec<TreeEntry>,
+) -> Result<(), Error> {
+    let children: Vec<(String, GitKind, ObjectId)> = {
+        let object = repo.find_object(tree).map_err(odb)?;
+        gix::objs::TreeRefIter::from_bytes(&object.data, repo.object_hash())
+            .map(|entry| {
+                entry.map(|e| {
+                    (
+                        String::from_utf8_lossy(e.filename.as_ref()).into_owned(),
+                        e.mode.kind(),
+                        e.oid.to_owned(),
+                    )
+                })
+            })
+            .collect::<Result<_, _>>()
+            .map_err(odb)?
+    };
+    for (name, kind, id) in children {
+        let path = if base.is_empty() {
+            name
+        } else {
+            format!("{base}/{name}")
+        };
+        let size = match kind {
+            GitKind::Blob | GitKind::BlobExecutable => {
+                Some(repo.find_header(id).map_err(odb)?.size())
+            }
+            _ => None,
+        };
+        out.push(TreeEntry {
+            path: path.clone(),
+            kind: entry_kind(kind),
+            size,
+        });
+        if kind == GitKind::Tree && depth > 1 {
+            list(repo, id, &path, depth - 1, out)?;
+        }
+    }
+    Ok(())
+}
+
+/// The single entry a listing of a non-directory path shows.
+pub(crate) fn single_entry(
+    repo: &gix::Repository,
+    path: &RepoPath,
+    target: &Target,
+) -> Result<TreeEntry, Error> {
+    let (kind, size) = match target {
+        Target::Tree(_) => (EntryKind::Directory, None),
+        Target::Blob { id, executable } => (
+            if *executable {
+                EntryKind::Executable
+            } else {
+                EntryKind::File
+            },
+            Some(repo.find_header(*id).map_err(odb)?.size()),
+        ),
+        Target::Symlink { .. } => (EntryKind::Symlink, None),
+        Target::Submodule { .. } => (EntryKind::Submodule, None),
+    };
+    Ok(TreeEntry {
+        path: path.to_string(),
+        kind,
+        size,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// G-6, G-7: classification order and sizes.
+    #[test]
+    fn g7_blob_classification() {
+        assert_eq!(&*classify_blob("a", b"hello\n").unwrap(), "hello\n");
+        assert_eq!(&*classify_blob("a", b"").unwrap(), "");
+        let pointer = b"version https://git-lfs.github.com/spec/v1\noid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 12345\n";
+        assert_eq!(
+            classify_blob("big.bin", pointer),
+            Err(Error::LfsPointer {
+                path: "big.bin".into(),
+                oid: "sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393"
+                    .into(),
+                size: 12345
+            })
+        );
+        // Starts like a pointer but is not one: plain text.
+        let fake = b"version https://git-lfs.github.com/spec/v1 is the LFS spec URL\n";
+        assert!(classify_blob("notes.md", fake).is_ok());
+        assert_eq!(
+            classify_blob("x", b"ab\0cd"),
+            Err(Error::Binary {
+                path: "x".into(),
+                size: 5
+            })
+        );
+        // NUL beyond the probe: not binary, and valid UTF-8 text.
+        let mut late_nul = vec![b'a'; BINARY_PROBE];
+        late_nul.push(0);
+        assert!(classify_blob("x", &late_nul).is_ok());
+        assert_eq!(
+            classify_blob("l1.txt", b"caf\xe9\n"),
+            Err(Error::NotUtf8 {
+                path: "l1.txt".into(),
+                size: 5
+            })
+        );
+        // Binary wins over not-UTF-8.
+        assert!(matches!(
+            classify_blob("x", b"\xff\0"),
+            Err(Error::Binary { .. })
+        ));
+    }
+}

@@ -1,0 +1,686 @@
+//! The state behind [`crate::GitStore`]: registrations, per-repository views, retention
+//! checks, leases and reads. What changes a mirror (sync, pins, sweep) is in `maintenance`.
+//!
+//! Locking order (outer first): a repository's `maintenance` mutex (sync, pin, unpin, sweep,
+//! unregister: everything that runs `git` on the mirror), then `leases`, then a repository's
+//! `view` / `memo`, then the metadata connection. Reads take no maintenance lock.
+
+use crate::db::{Db, storage};
+use crate::objects::{self, Target};
+use crate::retention::{Memo, Roots};
+use crate::revision::{self, MIN_SHORT_SHA};
+use crate::{
+    Clock, CommitId, Error, Registration, RepoInfo, RepoName, RepoPath, StoreConfig, TreeEntry,
+};
+use gix::ObjectId;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::SystemTime;
+
+mod maintenance;
+
+/// Our bookkeeping refs in each mirror. Fetches only write `refs/heads/*` and `refs/tags/*`,
+/// so `--prune` never touches these.
+const SEEN_REFS: &str = "refs/csg/seen/";
+const PINNED_REFS: &str = "refs/csg/pinned/";
+const LEASED_REFS: &str = "refs/csg/leased/";
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn odb<E: std::fmt::Display>(e: E) -> Error {
+    storage("reading the object database")(e)
+}
+
+fn to_oid(commit: &CommitId) -> Result<ObjectId, Error> {
+    ObjectId::from_hex(commit.as_str().as_bytes()).map_err(odb)
+}
+
+fn to_commit_id(id: &ObjectId) -> Result<CommitId, Error> {
+    CommitId::parse(&id.to_string()).ok_or_else(|| odb("object id is not 40 hex digits"))
+}
+
+/// Branch name (without `refs/heads/`) → head commit.
+type Branches = BTreeMap<String, ObjectId>;
+/// Tag name (without `refs/tags/`) → the commit it peels to.
+type Tags = HashMap<String, ObjectId>;
+
+/// What the mirror looked like after the last good sync (plus pins and seen heads), with the
+/// gix handle to read it. Replaced as a whole, never mutated: a reader keeps a consistent
+/// snapshot for the length of its call.
+pub(crate) struct View {
+    repo: Arc<gix::ThreadSafeRepository>,
+    default_branch: Option<String>,
+    head: Option<ObjectId>,
+    branches: Branches,
+    /// Tags that peel to commits.
+    tags: Tags,
+    pins: HashSet<ObjectId>,
+    roots: Roots,
+}
+
+/// One registered repository.
+pub(crate) struct RepoState {
+    /// Distinguishes a re-registration under the same name (leases are keyed by it).
+    id: u64,
+    name: RepoName,
+    source: String,
+    registered_path: RepoPath,
+    branch: Option<String>,
+    mirror: PathBuf,
+    maintenance: Mutex<()>,
+    view: RwLock<Option<Arc<View>>>,
+    memo: Mutex<Memo>,
+    /// Refs were deleted since the last garbage collection. Starts true: after a restart we
+    /// do not know whether the previous process got to prune.
+    needs_prune: AtomicBool,
+}
+
+impl RepoState {
+    fn view(&self) -> Option<Arc<View>> {
+        self.view
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set_view(&self, view: Option<Arc<View>>) {
+        *self.view.write().unwrap_or_else(PoisonError::into_inner) = view;
+    }
+}
+
+pub(crate) struct Inner {
+    config: StoreConfig,
+    clock: Arc<dyn Clock>,
+    db: Db,
+    repos: RwLock<BTreeMap<RepoName, Arc<RepoState>>>,
+    /// Live snapshot leases: (repository state id, commit) → count (G-8).
+    leases: Mutex<HashMap<(u64, ObjectId), usize>>,
+    /// Source of repository state ids and root generations.
+    counter: AtomicU64,
+    /// The data directory as configured and as canonicalised: never shown to callers.
+    data_dir_forms: Vec<String>,
+}
+
+impl Inner {
+    pub(crate) fn open(config: StoreConfig, clock: Arc<dyn Clock>) -> Result<Self, Error> {
+        std::fs::create_dir_all(config.data_dir.join("mirrors"))
+            .map_err(storage("creating the data directory"))?;
+        let db = Db::open(&config.data_dir.join("csg.sqlite"))?;
+        let mut data_dir_forms = vec![config.data_dir.to_string_lossy().into_owned()];
+        if let Ok(canonical) = config.data_dir.canonicalize() {
+            data_dir_forms.push(canonical.to_string_lossy().into_owned());
+        }
+        let inner = Self {
+            config,
+            clock,
+            db,
+            repos: RwLock::new(BTreeMap::new()),
+            leases: Mutex::new(HashMap::new()),
+            counter: AtomicU64::new(1),
+            data_dir_forms,
+        };
+        let rows = inner.db.all_repos()?;
+        let mut repos = BTreeMap::new();
+        for row in rows {
+            let state = Arc::new(inner.new_state(
+                row.name.clone(),
+                row.source.clone(),
+                row.registered_path.clone(),
+                row.branch.clone(),
+            ));
+            if row.last_good_sync.is_some() && state.mirror.join("HEAD").is_file() {
+                match inner.load_view(&state, row.default_branch.clone()) {
+                    Ok(view) => state.set_view(Some(Arc::new(view))),
+                    // The repository stays registered and reads answer "not synced" until
+                    // the next good sync rebuilds the view.
+                    Err(e) => {
+                        tracing::warn!(repo = %row.name, error = %e, "gitstore: could not load mirror state")
+                    }
+                }
+            }
+            repos.insert(row.name, state);
+        }
+        *inner.repos.write().unwrap_or_else(PoisonError::into_inner) = repos;
+        Ok(inner)
+    }
+
+    pub(crate) fn storage_root(&self) -> &Path {
+        &self.config.data_dir
+    }
+
+    fn next_id(&self) -> u64 {
+        self.counter.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn mirror_path(&self, name: &RepoName) -> PathBuf {
+        let (owner, repo) = name
+            .as_str()
+            .split_once('/')
+            .unwrap_or(("_", name.as_str()));
+        self.config
+            .data_dir
+            .join("mirrors")
+            .join(owner)
+            .join(format!("{repo}.git"))
+    }
+
+    fn new_state(
+        &self,
+        name: RepoName,
+        source: String,
+        registered_path: RepoPath,
+        branch: Option<String>,
+    ) -> RepoState {
+        RepoState {
+            id: self.next_id(),
+            mirror: self.mirror_path(&name),
+            name,
+            source,
+            registered_path,
+            branch,
+            maintenance: Mutex::new(()),
+            view: RwLock::new(None),
+            memo: Mutex::new(Memo::default()),
+            needs_prune: AtomicBool::new(true),
+        }
+    }
+
+    fn state(&self, name: &RepoName) -> Result<Arc<RepoState>, Error> {
+        self.repos
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::UnknownRepo(name.clone()))
+    }
+
+    /// Whether `state` is still the registration under its name (not unregistered or
+    /// replaced while we waited for its maintenance lock).
+    fn is_current(&self, state: &RepoState) -> bool {
+        self.repos
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&state.name)
+            .is_some_and(|s| s.id == state.id)
+    }
+
+    fn synced(&self, name: &RepoName) -> Result<(Arc<RepoState>, Arc<View>), Error> {
+        let state = self.state(name)?;
+        let view = state.view().ok_or_else(|| Error::NotSynced(name.clone()))?;
+        Ok((state, view))
+    }
+
+    // ----- registrations -----------------------------------------------------------------
+
+    pub(crate) fn register(&self, reg: Registration) -> Result<RepoInfo, Error> {
+        validate_source(&reg.source)?;
+        if let Some(branch) = &reg.branch {
+            revision::validate_branch(branch)?;
+        }
+        // Held across the check and the insert so two registrations cannot race.
+        let mut repos = self.repos.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(row) = self.db.repo(&reg.name)? {
+            return if row.source == reg.source && row.registered_path == reg.registered_path {
+                Ok(row.info())
+            } else {
+                Err(Error::NameTaken(reg.name))
+            };
+        }
+        self.db.insert_repo(&reg)?;
+        let state = self.new_state(
+            reg.name.clone(),
+            reg.source.clone(),
+            reg.registered_path.clone(),
+            reg.branch.clone(),
+        );
+        repos.insert(reg.name.clone(), Arc::new(state));
+        drop(repos);
+        self.repo(&reg.name)
+    }
+
+    pub(crate) fn unregister(&self, name: &RepoName) -> Result<(), Error> {
+        let state = self
+            .repos
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(name)
+            .ok_or_else(|| Error::UnknownRepo(name.clone()))?;
+        // Wait for a running sync or sweep to finish before the mirror goes away.
+        let _maintenance = lock(&state.maintenance);
+        state.set_view(None);
+        self.db.delete_repo(name)?;
+        match std::fs::remove_dir_all(&state.mirror) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(storage("removing the mirror")(e)),
+        }
+    }
+
+    pub(crate) fn repos(&self) -> Result<Vec<RepoInfo>, Error> {
+        Ok(self.db.all_repos()?.iter().map(|r| r.info()).collect())
+    }
+
+    pub(crate) fn repo(&self, name: &RepoName) -> Result<RepoInfo, Error> {
+        self.db
+            .repo(name)?
+            .map(|r| r.info())
+            .ok_or_else(|| Error::UnknownRepo(name.clone()))
+    }
+
+    // ----- views -------------------------------------------------------------------------
+
+    fn open_repo(&self, state: &RepoState) -> Result<gix::ThreadSafeRepository, Error> {
+        // Isolated: the mirror's own config only, nothing from the environment or the
+        // operator's global config can change how objects are read.
+        gix::ThreadSafeRepository::open_opts(&state.mirror, gix::open::Options::isolated())
+            .map_err(storage("opening a mirror"))
+    }
+
+    /// Builds a view from the mirror's refs and the metadata (pins, seen heads).
+    fn load_view(&self, state: &RepoState, default_branch: Option<String>) -> Result<View, Error> {
+        let repo = self.open_repo(state)?;
+        let (branches, tags) = read_refs(&repo.to_thread_local())?;
+        let head = default_branch
+            .as_ref()
+            .and_then(|b| branches.get(b))
+            .copied();
+        self.assemble_view(state, Arc::new(repo), default_branch, head, branches, tags)
+    }
+
+    fn assemble_view(
+        &self,
+        state: &RepoState,
+        repo: Arc<gix::ThreadSafeRepository>,
+        default_branch: Option<String>,
+        head: Option<ObjectId>,
+        branches: BTreeMap<String, ObjectId>,
+        tags: HashMap<String, ObjectId>,
+    ) -> Result<View, Error> {
+        let pins: HashSet<ObjectId> = self
+            .db
+            .pins(&state.name)?
+            .iter()
+            .map(to_oid)
+            .collect::<Result<_, _>>()?;
+        let seen = self
+            .db
+            .seen_heads(&state.name)?
+            .iter()
+            .map(|(c, t)| Ok((to_oid(c)?, *t)))
+            .collect::<Result<HashMap<_, _>, Error>>()?;
+        let fixed = branches
+            .values()
+            .chain(tags.values())
+            .chain(pins.iter())
+            .copied()
+            .collect();
+        Ok(View {
+            repo,
+            default_branch,
+            head,
+            branches,
+            tags,
+            pins,
+            roots: Roots {
+                generation: self.next_id(),
+                fixed,
+                seen,
+            },
+        })
+    }
+
+    /// A copy of `view` with pins and seen heads re-read from the metadata.
+    fn refreshed_view(&self, state: &RepoState, view: &View) -> Result<View, Error> {
+        self.assemble_view(
+            state,
+            view.repo.clone(),
+            view.default_branch.clone(),
+            view.head,
+            view.branches.clone(),
+            view.tags.clone(),
+        )
+    }
+
+    // ----- retention ---------------------------------------------------------------------
+
+    fn is_leased(&self, state: &RepoState, id: &ObjectId) -> bool {
+        lock(&self.leases).contains_key(&(state.id, *id))
+    }
+
+    /// Whether `id` is reachable from the retention roots active at `now`.
+    fn is_retained(
+        &self,
+        state: &RepoState,
+        view: &View,
+        id: &ObjectId,
+        now: SystemTime,
+    ) -> Result<bool, Error> {
+        if view.roots.is_root(id, now, self.config.retention) {
+            return Ok(true);
+        }
+        lock(&state.memo).reaches(&view.roots, now, self.config.retention, &view.repo, id)
+    }
+
+    /// Ok if `id` may be read now; otherwise the precise reason. `allow_leased`: a commit
+    /// under a live lease stays readable for the operation holding it (G-8), even if it left
+    /// retention meanwhile; new requests (`resolve`, `lease`, `pin`) need real retention.
+    fn check_readable(
+        &self,
+        state: &RepoState,
+        view: &View,
+        id: &ObjectId,
+        allow_leased: bool,
+    ) -> Result<(), Error> {
+        let now = self.clock.now();
+        // Cheapest first: roots, then live leases, then the (memoised) ancestor walk.
+        if view.roots.is_root(id, now, self.config.retention)
+            || (allow_leased && self.is_leased(state, id))
+            || self.is_retained(state, view, id, now)?
+        {
+            return Ok(());
+        }
+        let repo = view.repo.to_thread_local();
+        let commit = to_commit_id(id)?;
+        match repo.try_find_header(*id) {
+            Ok(Some(h)) if h.kind() == gix::objs::Kind::Commit => Err(Error::OutsideRetention {
+                repo: state.name.clone(),
+                commit,
+            }),
+            Ok(_) => Err(Error::UnknownRevision {
+                repo: state.name.clone(),
+                revision: commit.to_string(),
+            }),
+            Err(e) => Err(odb(e)),
+        }
+    }
+
+    // ----- resolve -----------------------------------------------------------------------
+
+    pub(crate) fn resolve(
+        &self,
+        name: &RepoName,
+        revision: Option<&str>,
+    ) -> Result<CommitId, Error> {
+        let (state, view) = self.synced(name)?;
+        let unknown = |rev: &str| Error::UnknownRevision {
+            repo: name.clone(),
+            revision: rev.to_string(),
+        };
+        let id = match revision {
+            None | Some("HEAD") => view.head.ok_or_else(|| unknown("HEAD"))?,
+            Some(rev) => {
+                revision::validate_revision(rev)?;
+                self.resolve_name(&state, &view, rev)?
+            }
+        };
+        self.check_readable(&state, &view, &id, false)?;
+        to_commit_id(&id)
+    }
+
+    fn resolve_name(&self, state: &RepoState, view: &View, rev: &str) -> Result<ObjectId, Error> {
+        let unknown = || Error::UnknownRevision {
+            repo: state.name.clone(),
+            revision: rev.to_string(),
+        };
+        if rev.len() == 40 && revision::is_hex(rev) {
+            let id = ObjectId::from_hex(rev.as_bytes()).map_err(|_| unknown())?;
+            return peel_to_commit(&view.repo.to_thread_local(), id)?.ok_or_else(unknown);
+        }
+        // A ref wins over a short SHA of the same spelling, as in git.
+        let by_ref = view
+            .branches
+            .get(rev)
+            .or_else(|| view.tags.get(rev))
+            .or_else(|| {
+                rev.strip_prefix("refs/heads/")
+                    .and_then(|b| view.branches.get(b))
+            })
+            .or_else(|| {
+                rev.strip_prefix("refs/tags/")
+                    .and_then(|t| view.tags.get(t))
+            });
+        if let Some(id) = by_ref {
+            return Ok(*id);
+        }
+        if revision::is_hex(rev) && rev.len() >= MIN_SHORT_SHA {
+            return resolve_prefix(
+                &state.name,
+                &view.repo.to_thread_local(),
+                rev,
+                MIN_SHORT_SHA,
+            );
+        }
+        Err(unknown())
+    }
+
+    // ----- leases ------------------------------------------------------------------------
+
+    /// Takes a lease after checking retention; returns the key to release.
+    pub(crate) fn lease(
+        &self,
+        name: &RepoName,
+        commit: &CommitId,
+    ) -> Result<(u64, ObjectId), Error> {
+        let (state, view) = self.synced(name)?;
+        let id = to_oid(commit)?;
+        // Warm the memo outside the lease lock: a first ancestor walk can take a while and
+        // must not block every other lease and release.
+        self.check_readable(&state, &view, &id, false)?;
+        let mut leases = lock(&self.leases);
+        // The decisive check, under the lock sweep() decides under: either sweep sees this
+        // lease, or we see the view sweep left behind.
+        let (state, view) = self.synced(name)?;
+        if !self.is_retained(&state, &view, &id, self.clock.now())? {
+            drop(leases);
+            return Err(Error::OutsideRetention {
+                repo: name.clone(),
+                commit: commit.clone(),
+            });
+        }
+        *leases.entry((state.id, id)).or_insert(0) += 1;
+        Ok((state.id, id))
+    }
+
+    pub(crate) fn release(&self, key: &(u64, ObjectId)) {
+        let mut leases = lock(&self.leases);
+        if let Some(count) = leases.get_mut(key) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                leases.remove(key);
+            }
+        }
+    }
+
+    // ----- reads -------------------------------------------------------------------------
+
+    fn outside_scope(state: &RepoState, path: &RepoPath) -> Error {
+        Error::OutsideScope {
+            repo: state.name.clone(),
+            path: path.to_string(),
+            scope: state.registered_path.to_string(),
+        }
+    }
+
+    pub(crate) fn read_text(
+        &self,
+        name: &RepoName,
+        commit: &CommitId,
+        path: &RepoPath,
+    ) -> Result<Arc<str>, Error> {
+        let (state, view) = self.synced(name)?;
+        if !state.registered_path.is_root() && !path.is_within(&state.registered_path) {
+            return Err(Self::outside_scope(&state, path));
+        }
+        let id = to_oid(commit)?;
+        self.check_readable(&state, &view, &id, true)?;
+        let repo = view.repo.to_thread_local();
+        let tree = objects::commit_tree(&repo, id)?;
+        objects::read_text(&repo, tree, path, commit)
+    }
+
+    pub(crate) fn list_tree(
+        &self,
+        name: &RepoName,
+        commit: &CommitId,
+        path: &RepoPath,
+        depth: u32,
+    ) -> Result<Vec<TreeEntry>, Error> {
+        let (state, view) = self.synced(name)?;
+        let target_path = if path.is_root() {
+            state.registered_path.clone()
+        } else if path.is_within(&state.registered_path) {
+            path.clone()
+        } else {
+            return Err(Self::outside_scope(&state, path));
+        };
+        let id = to_oid(commit)?;
+        self.check_readable(&state, &view, &id, true)?;
+        let repo = view.repo.to_thread_local();
+        let tree = objects::commit_tree(&repo, id)?;
+        let mut out = Vec::new();
+        match objects::locate(&repo, tree, &target_path, commit) {
+            Ok(Target::Tree(dir)) => {
+                objects::list(&repo, dir, target_path.as_str(), depth.max(1), &mut out)?;
+            }
+            Ok(other) => out.push(objects::single_entry(&repo, &target_path, &other)?),
+            // A registered path that does not exist at this commit is an empty scope.
+            Err(Error::NotFound { .. }) if path.is_root() => {}
+            Err(e) => return Err(e),
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(out)
+    }
+}
+
+/// A `source` we are willing to hand to git as its repository argument.
+fn validate_source(source: &str) -> Result<(), Error> {
+    // No dedicated variant exists for a bad source; the message names it as the source.
+    let bad = |reason: &str| Error::InvalidName {
+        name: source
+            .chars()
+            .take(200)
+            .collect::<String>()
+            .escape_debug()
+            .to_string(),
+        reason: format!("not a usable source ({reason})"),
+    };
+    if source.trim().is_empty() {
+        return Err(bad("it is empty"));
+    }
+    if source.len() > 4096 {
+        return Err(bad("it is longer than 4096 bytes"));
+    }
+    if source.chars().any(char::is_control) {
+        return Err(bad("it contains a control character"));
+    }
+    if source.starts_with('-') {
+        return Err(bad("it starts with `-`"));
+    }
+    Ok(())
+}
+
+fn refs_err<E: std::fmt::Display>(e: E) -> Error {
+    storage("reading mirror refs")(e)
+}
+
+/// Branch heads and tags (peeled to commits) of the mirror.
+fn read_refs(repo: &gix::Repository) -> Result<(Branches, Tags), Error> {
+    let platform = repo.references().map_err(refs_err)?;
+    let mut branches = BTreeMap::new();
+    for reference in platform.local_branches().map_err(refs_err)? {
+        let mut reference = reference.map_err(refs_err)?;
+        let Some(name) = ref_suffix(&reference, "refs/heads/") else {
+            continue;
+        };
+        let id = reference.peel_to_id().map_err(refs_err)?.detach();
+        if is_commit(repo, id)? {
+            branches.insert(name, id);
+        }
+    }
+    let mut tags = HashMap::new();
+    for reference in platform.tags().map_err(refs_err)? {
+        let mut reference = reference.map_err(refs_err)?;
+        let Some(name) = ref_suffix(&reference, "refs/tags/") else {
+            continue;
+        };
+        let id = reference.peel_to_id().map_err(refs_err)?.detach();
+        if is_commit(repo, id)? {
+            tags.insert(name, id);
+        }
+    }
+    Ok((branches, tags))
+}
+
+fn ref_suffix(reference: &gix::Reference<'_>, prefix: &str) -> Option<String> {
+    let full = std::str::from_utf8(reference.name().as_bstr().as_ref()).ok()?;
+    full.strip_prefix(prefix).map(str::to_string)
+}
+
+fn is_commit(repo: &gix::Repository, id: ObjectId) -> Result<bool, Error> {
+    Ok(repo
+        .try_find_header(id)
+        .map_err(odb)?
+        .is_some_and(|h| h.kind() == gix::objs::Kind::Commit))
+}
+
+/// Follows annotated tags to what they point at; `None` unless that is an existing commit.
+fn peel_to_commit(repo: &gix::Repository, mut id: ObjectId) -> Result<Option<ObjectId>, Error> {
+    // Tag chains are short; a bound keeps a pathological cycle-free chain from looping long.
+    for _ in 0..16 {
+        let Some(object) = repo.try_find_object(id).map_err(odb)? else {
+            return Ok(None);
+        };
+        match object.kind {
+            gix::objs::Kind::Commit => return Ok(Some(id)),
+            gix::objs::Kind::Tag => {
+                id = gix::objs::TagRefIter::from_bytes(&object.data, repo.object_hash())
+                    .target_id()
+                    .map_err(odb)?;
+            }
+            _ => return Ok(None),
+        }
+    }
+    Ok(None)
+}
+
+/// Unique-prefix lookup among commits (G-4). `min_len` is a parameter so tests can prove the
+/// ambiguity logic with short prefixes, which collide in small repositories.
+pub(crate) fn resolve_prefix(
+    repo_name: &RepoName,
+    repo: &gix::Repository,
+    hex: &str,
+    min_len: usize,
+) -> Result<ObjectId, Error> {
+    let unknown = || Error::UnknownRevision {
+        repo: repo_name.clone(),
+        revision: hex.to_string(),
+    };
+    if hex.len() < min_len || hex.len() >= 40 || !revision::is_hex(hex) {
+        return Err(unknown());
+    }
+    let prefix = gix::hash::Prefix::from_hex(&hex.to_ascii_lowercase()).map_err(|_| unknown())?;
+    let mut candidates = HashSet::new();
+    repo.objects
+        .lookup_prefix(prefix, Some(&mut candidates))
+        .map_err(odb)?;
+    let mut commits = Vec::new();
+    for id in candidates {
+        if is_commit(repo, id)? {
+            commits.push(id);
+        }
+    }
+    commits.sort();
+    match commits.as_slice() {
+        [] => Err(unknown()),
+        [one] => Ok(*one),
+        many => Err(Error::Ambiguous {
+            repo: repo_name.clone(),
+            prefix: hex.to_string(),
+            candidates: many.iter().map(to_commit_id).collect::<Result<_, _>>()?,
+        }),
+    }
+}

@@ -1,0 +1,440 @@
+//! The procedures that change a mirror: sync (G-3), pins (G-5) and sweeping (G-5, G-8).
+//! All of them run under the repository's maintenance lock.
+
+use super::{
+    Inner, LEASED_REFS, PINNED_REFS, RepoState, SEEN_REFS, lock, read_refs, to_commit_id, to_oid,
+};
+use crate::db::storage;
+use crate::gitcli::{self, FETCH_TIMEOUT, GC_TIMEOUT, GitFailure, LOCAL_TIMEOUT};
+use crate::retention::in_window;
+use crate::{CommitId, Error, RepoName, SweepReport, SyncOutcome};
+use gix::ObjectId;
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
+
+impl Inner {
+    // ----- sync --------------------------------------------------------------------------
+
+    fn secrets(&self, state: &RepoState) -> Vec<(String, &'static str)> {
+        let mut secrets = vec![
+            (state.source.clone(), "<source>"),
+            (state.mirror.to_string_lossy().into_owned(), "<mirror>"),
+        ];
+        if let Some(path) = state.source.strip_prefix("file://") {
+            secrets.push((path.to_string(), "<source>"));
+        }
+        if let Ok(canonical) = Path::new(&state.source).canonicalize() {
+            secrets.push((canonical.to_string_lossy().into_owned(), "<source>"));
+        }
+        for form in &self.data_dir_forms {
+            secrets.push((form.clone(), "<data-dir>"));
+        }
+        secrets
+    }
+
+    fn git_failure(&self, state: &RepoState, what: &str, failure: &GitFailure) -> Error {
+        tracing::warn!(repo = %state.name, error = %failure, "gitstore: git {what} failed");
+        let secrets = self.secrets(state);
+        let refs: Vec<(&str, &str)> = secrets.iter().map(|(s, p)| (s.as_str(), *p)).collect();
+        Error::Sync {
+            repo: state.name.clone(),
+            message: gitcli::describe(failure, &refs),
+        }
+    }
+
+    /// Runs git on the mirror; failures become a path-free [`Error::Sync`].
+    fn git_on_mirror(
+        &self,
+        state: &RepoState,
+        what: &str,
+        args: &[&str],
+        stdin: Option<Vec<u8>>,
+        timeout: std::time::Duration,
+    ) -> Result<Vec<u8>, Error> {
+        let mut cmd = gitcli::git(Some(&state.mirror));
+        cmd.args(args);
+        gitcli::run(cmd, stdin, timeout).map_err(|f| self.git_failure(state, what, &f))
+    }
+
+    pub(crate) fn sync(&self, name: &RepoName) -> Result<SyncOutcome, Error> {
+        let state = self.state(name)?;
+        let _maintenance = lock(&state.maintenance);
+        if !self.is_current(&state) {
+            return Err(Error::UnknownRepo(name.clone()));
+        }
+        match self.sync_locked(&state) {
+            Ok(outcome) => Ok(outcome),
+            Err(e) => {
+                let message = match &e {
+                    Error::Sync { message, .. } => message.clone(),
+                    other => other.to_string(),
+                };
+                self.db
+                    .record_sync_failure(name, self.clock.now(), &message)?;
+                Err(Error::Sync {
+                    repo: name.clone(),
+                    message,
+                })
+            }
+        }
+    }
+
+    fn ensure_mirror(&self, state: &RepoState) -> Result<(), Error> {
+        if state.mirror.join("HEAD").is_file() {
+            return Ok(());
+        }
+        if let Some(parent) = state.mirror.parent() {
+            std::fs::create_dir_all(parent).map_err(storage("creating a mirror directory"))?;
+        }
+        let mut cmd = gitcli::git(None);
+        cmd.args(["init", "--bare", "--quiet"]).arg(&state.mirror);
+        gitcli::run(cmd, None, LOCAL_TIMEOUT).map_err(|f| self.git_failure(state, "init", &f))?;
+        for (key, value) in [("core.logAllRefUpdates", "false"), ("gc.auto", "0")] {
+            self.git_on_mirror(
+                state,
+                "config",
+                &["config", key, value],
+                None,
+                LOCAL_TIMEOUT,
+            )?;
+        }
+        Ok(())
+    }
+
+    fn sync_locked(&self, state: &RepoState) -> Result<SyncOutcome, Error> {
+        self.ensure_mirror(state)?;
+
+        // The source's HEAD (and the configured branch, to refuse a missing one before
+        // anything in the mirror changes).
+        let mut args = vec!["ls-remote", "--symref", "--", state.source.as_str(), "HEAD"];
+        let branch_ref = state.branch.as_ref().map(|b| format!("refs/heads/{b}"));
+        if let Some(r) = &branch_ref {
+            args.push(r);
+        }
+        let listing = self.git_on_mirror(state, "ls-remote", &args, None, FETCH_TIMEOUT)?;
+        let listing = String::from_utf8_lossy(&listing);
+        let mut remote_head: Option<String> = None;
+        let mut branch_exists = false;
+        for line in listing.lines() {
+            if let Some(rest) = line.strip_prefix("ref: ")
+                && let Some((target, "HEAD")) = rest.split_once('\t')
+            {
+                remote_head = target.strip_prefix("refs/heads/").map(str::to_string);
+            } else if let Some((_, refname)) = line.split_once('\t')
+                && branch_ref.as_deref() == Some(refname)
+            {
+                branch_exists = true;
+            }
+        }
+        if let Some(branch) = &state.branch
+            && !branch_exists
+        {
+            return Err(Error::Sync {
+                repo: state.name.clone(),
+                message: format!("branch `{branch}` does not exist in the source"),
+            });
+        }
+
+        // Not a mirror refspec: `--prune` with `+refs/*:refs/*` would delete our own
+        // refs/csg/* bookkeeping refs. `--atomic`: all refs move or none.
+        self.git_on_mirror(
+            state,
+            "fetch",
+            &[
+                "fetch",
+                "--quiet",
+                "--prune",
+                "--force",
+                "--no-tags",
+                "--atomic",
+                "--no-write-fetch-head",
+                "--no-recurse-submodules",
+                "--",
+                state.source.as_str(),
+                "+refs/heads/*:refs/heads/*",
+                "+refs/tags/*:refs/tags/*",
+            ],
+            None,
+            FETCH_TIMEOUT,
+        )?;
+
+        let repo = Arc::new(self.open_repo(state)?);
+        let (branches, tags) = read_refs(&repo.to_thread_local())?;
+        let default_branch = match &state.branch {
+            Some(b) => Some(b.clone()),
+            None => remote_head
+                .filter(|h| branches.contains_key(h))
+                .or_else(|| {
+                    ["main", "master"]
+                        .into_iter()
+                        .find(|b| branches.contains_key(*b))
+                        .map(str::to_string)
+                })
+                .or_else(|| branches.keys().next().cloned()),
+        };
+        let head = default_branch
+            .as_ref()
+            .and_then(|b| branches.get(b))
+            .copied();
+
+        // Every head gets a ref of its own before it is recorded as seen, so a later
+        // force-push cannot let gc take its objects while it is retained (G-5).
+        let known: HashSet<CommitId> = self
+            .db
+            .seen_heads(&state.name)?
+            .into_iter()
+            .map(|(c, _)| c)
+            .collect();
+        let heads: Vec<CommitId> = branches
+            .values()
+            .copied()
+            .collect::<HashSet<_>>()
+            .iter()
+            .map(to_commit_id)
+            .collect::<Result<_, _>>()?;
+        let mut edits = String::new();
+        for h in heads.iter().filter(|h| !known.contains(*h)) {
+            edits.push_str(&format!("update {SEEN_REFS}{h} {h}\n"));
+        }
+        self.update_refs(state, edits)?;
+
+        let now = self.clock.now();
+        let head_id = head.as_ref().map(to_commit_id).transpose()?;
+        self.db.record_sync_success(
+            &state.name,
+            now,
+            default_branch.as_deref(),
+            head_id.as_ref(),
+            &heads,
+        )?;
+
+        let old = state.view();
+        let mut changed = Vec::new();
+        for (branch, id) in &branches {
+            if old.as_ref().and_then(|v| v.branches.get(branch)) != Some(id) {
+                changed.push((branch.clone(), to_commit_id(id)?));
+            }
+        }
+        let view = self.assemble_view(state, repo, default_branch, head, branches, tags)?;
+        state.set_view(Some(Arc::new(view)));
+        Ok(SyncOutcome {
+            head: head_id,
+            changed,
+        })
+    }
+
+    fn update_refs(&self, state: &RepoState, edits: String) -> Result<(), Error> {
+        if edits.is_empty() {
+            return Ok(());
+        }
+        self.git_on_mirror(
+            state,
+            "update-ref",
+            &["update-ref", "--stdin"],
+            Some(edits.into_bytes()),
+            LOCAL_TIMEOUT,
+        )
+        .map(|_| ())
+    }
+
+    // ----- pins --------------------------------------------------------------------------
+
+    pub(crate) fn pin(&self, name: &RepoName, commit: &CommitId) -> Result<(), Error> {
+        let state = self.state(name)?;
+        let _maintenance = lock(&state.maintenance);
+        let (state, view) = self.synced(name)?;
+        let id = to_oid(commit)?;
+        if view.pins.contains(&id) {
+            return Ok(());
+        }
+        self.check_readable(&state, &view, &id, false)?;
+        self.update_refs(&state, format!("update {PINNED_REFS}{commit} {commit}\n"))
+            .map_err(as_storage)?;
+        self.db.insert_pin(name, commit)?;
+        let view = self.refreshed_view(&state, &view)?;
+        state.set_view(Some(Arc::new(view)));
+        Ok(())
+    }
+
+    pub(crate) fn unpin(&self, name: &RepoName, commit: &CommitId) -> Result<(), Error> {
+        let state = self.state(name)?;
+        let _maintenance = lock(&state.maintenance);
+        let (state, view) = self.synced(name)?;
+        if !self.db.delete_pin(name, commit)? {
+            return Ok(());
+        }
+        let view = self.refreshed_view(&state, &view)?;
+        state.set_view(Some(Arc::new(view)));
+        self.update_refs(&state, format!("delete {PINNED_REFS}{commit}\n"))
+            .map_err(as_storage)?;
+        state.needs_prune.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+
+    // ----- sweep -------------------------------------------------------------------------
+
+    pub(crate) fn sweep(&self) -> Result<SweepReport, Error> {
+        let states: Vec<Arc<RepoState>> = self
+            .repos
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        let mut report = SweepReport::default();
+        let mut first_error = None;
+        for state in states {
+            if let Err(e) = self.sweep_repo(&state, &mut report) {
+                tracing::warn!(repo = %state.name, error = %e, "gitstore: sweep failed");
+                first_error.get_or_insert(e);
+            }
+        }
+        report.expired.sort();
+        report.kept_by_lease.sort();
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(report),
+        }
+    }
+
+    fn sweep_repo(&self, state: &RepoState, report: &mut SweepReport) -> Result<(), Error> {
+        let _maintenance = lock(&state.maintenance);
+        if !self.is_current(state) {
+            return Ok(());
+        }
+        let Some(view) = state.view() else {
+            return Ok(());
+        };
+        let now = self.clock.now();
+
+        // Former heads past the window. One still reachable from an active root (a head that
+        // was fast-forwarded, say) just loses its bookkeeping: it never left retention. The
+        // ancestor walks happen here, before the lease lock, so lease() is not held up.
+        let mut candidates = Vec::new();
+        let mut quietly_dropped = Vec::new();
+        for (id, last_seen) in &view.roots.seen {
+            if in_window(*last_seen, now, self.config.retention) || view.roots.fixed.contains(id) {
+                continue;
+            }
+            if self.is_retained(state, &view, id, now)? {
+                quietly_dropped.push(to_commit_id(id)?);
+            } else {
+                candidates.push(*id);
+            }
+        }
+
+        let (expired, leased) = {
+            let leases = lock(&self.leases);
+            let leased: HashSet<ObjectId> = leases
+                .keys()
+                .filter(|(owner, _)| *owner == state.id)
+                .map(|(_, id)| *id)
+                .collect();
+            let mut expired = Vec::new();
+            for id in &candidates {
+                let commit = to_commit_id(id)?;
+                if leased.contains(id) {
+                    report.kept_by_lease.push((state.name.clone(), commit));
+                } else {
+                    expired.push(commit);
+                }
+            }
+            let dropped: Vec<CommitId> = expired.iter().chain(&quietly_dropped).cloned().collect();
+            if !dropped.is_empty() {
+                // Decided and published under the lease lock: a lease() after this point
+                // sees the new view and refuses the expired commits.
+                self.db.delete_seen(&state.name, &dropped)?;
+                let view = self.refreshed_view(state, &view)?;
+                state.set_view(Some(Arc::new(view)));
+            }
+            (expired, leased)
+        };
+
+        // Leased commits that are no longer roots (a commit from the history of a head that
+        // just expired, say) get a ref of their own so gc cannot take them (G-8); refs of
+        // leases that ended are dropped.
+        let existing = self.git_on_mirror(
+            state,
+            "for-each-ref",
+            &["for-each-ref", "--format=%(refname)", LEASED_REFS],
+            None,
+            LOCAL_TIMEOUT,
+        );
+        let existing = existing.map_err(as_storage)?;
+        let existing: HashSet<ObjectId> = String::from_utf8_lossy(&existing)
+            .lines()
+            .filter_map(|l| l.strip_prefix(LEASED_REFS))
+            .filter_map(|hex| ObjectId::from_hex(hex.as_bytes()).ok())
+            .collect();
+        let mut edits = String::new();
+        for commit in expired.iter().chain(&quietly_dropped) {
+            edits.push_str(&format!("delete {SEEN_REFS}{commit}\n"));
+        }
+        for id in leased.difference(&existing) {
+            edits.push_str(&format!("update {LEASED_REFS}{id} {id}\n"));
+        }
+        let mut dropped_lease_refs = false;
+        for id in existing.difference(&leased) {
+            edits.push_str(&format!("delete {LEASED_REFS}{id}\n"));
+            dropped_lease_refs = true;
+        }
+        self.update_refs(state, edits).map_err(as_storage)?;
+        if !expired.is_empty() || dropped_lease_refs {
+            state.needs_prune.store(true, Ordering::SeqCst);
+        }
+        for commit in expired {
+            report.expired.push((state.name.clone(), commit));
+        }
+
+        if state.needs_prune.swap(false, Ordering::SeqCst) {
+            let gc = self.git_on_mirror(
+                state,
+                "gc",
+                &[
+                    "-c",
+                    "gc.reflogExpire=now",
+                    "-c",
+                    "gc.reflogExpireUnreachable=now",
+                    "-c",
+                    "gc.pruneExpire=now",
+                    "gc",
+                    "--quiet",
+                    "--prune=now",
+                ],
+                None,
+                GC_TIMEOUT,
+            );
+            if let Err(e) = gc {
+                state.needs_prune.store(true, Ordering::SeqCst);
+                return Err(as_storage(e));
+            }
+            // A fresh handle: the old one may hold pack indices of packs gc replaced.
+            if let Some(current) = state.view() {
+                let repo = Arc::new(self.open_repo(state)?);
+                let view = self.assemble_view(
+                    state,
+                    repo,
+                    current.default_branch.clone(),
+                    current.head,
+                    current.branches.clone(),
+                    current.tags.clone(),
+                )?;
+                state.set_view(Some(Arc::new(view)));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Outside of sync, a failing git command is storage trouble, not a sync failure.
+fn as_storage(e: Error) -> Error {
+    match e {
+        Error::Sync { message, .. } => {
+            tracing::warn!(%message, "gitstore: git maintenance command failed");
+            Error::Storage("maintaining a mirror".to_string())
+        }
+        other => other,
+    }
+}

@@ -1,0 +1,272 @@
+//! Routes and handlers of the JSON API. Each handler parses, calls the service, answers.
+
+use crate::Readiness;
+use crate::json::{ApiError, ItemJson};
+use axum::extract::{FromRequest, Query, Request, State};
+use axum::http::{Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use service::{
+    AvailabilityRequest, CallContext, FileRange, ListRequest, ReadManyRequest, ReadRequest, Service,
+};
+use std::fmt::Write as _;
+
+#[derive(Clone)]
+struct AppState {
+    service: Service,
+    readiness: Readiness,
+}
+
+pub(crate) fn router(service: Service, readiness: Readiness) -> Router {
+    let api = Router::new()
+        .route("/read", get(read))
+        .route("/read_many", post(read_many))
+        .route("/list", get(list).post(list))
+        .route("/resolve", get(resolve).post(resolve))
+        .route("/discovery", get(discovery).post(discovery))
+        .route("/availability", get(availability).post(availability));
+    Router::new()
+        .nest("/sourcegraph/api", api)
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(AppState { service, readiness })
+}
+
+/// The JSON API never runs plugins: every call gets the default context, whose
+/// connection parameter is irrelevant because the API does not enrich.
+fn context() -> CallContext {
+    CallContext::default()
+}
+
+/// Arguments from the query string (GET) or a JSON body (POST). Unknown arguments are
+/// refused with a message naming them; that also refuses a token in the URL.
+struct Args<T>(T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequest<S> for Args<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        if request.method() == Method::GET {
+            let Query(args) = Query::<T>::from_request(request, state)
+                .await
+                .map_err(|r| {
+                    ApiError::bad_request(format!("invalid query string: {}", r.body_text()))
+                })?;
+            Ok(Args(args))
+        } else {
+            let Json(args) = Json::<T>::from_request(request, state).await.map_err(|r| {
+                ApiError::bad_request(format!("invalid JSON body: {}", r.body_text()))
+            })?;
+            Ok(Args(args))
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadArgs {
+    repo: String,
+    revision: Option<String>,
+    path: String,
+    start_line: Option<u64>,
+    end_line: Option<u64>,
+}
+
+async fn read(
+    State(state): State<AppState>,
+    Args(args): Args<ReadArgs>,
+) -> Result<Json<ItemJson>, ApiError> {
+    let request = ReadRequest {
+        repo: args.repo,
+        revision: args.revision,
+        path: args.path,
+        start_line: args.start_line,
+        end_line: args.end_line,
+        plugins: None,
+    };
+    Ok(Json(state.service.read(&context(), request).await?.into()))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileArgs {
+    path: String,
+    start_line: Option<u64>,
+    end_line: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadManyArgs {
+    repo: String,
+    revision: Option<String>,
+    files: Vec<FileArgs>,
+}
+
+#[derive(serde::Serialize)]
+struct ReadManyJson {
+    repo: String,
+    commit: String,
+    items: Vec<ItemJson>,
+}
+
+async fn read_many(
+    State(state): State<AppState>,
+    Args(args): Args<ReadManyArgs>,
+) -> Result<Json<ReadManyJson>, ApiError> {
+    let request = ReadManyRequest {
+        repo: args.repo,
+        revision: args.revision,
+        files: args
+            .files
+            .into_iter()
+            .map(|f| FileRange {
+                path: f.path,
+                start_line: f.start_line,
+                end_line: f.end_line,
+            })
+            .collect(),
+        plugins: None,
+    };
+    let answer = state.service.read_many(&context(), request).await?;
+    Ok(Json(ReadManyJson {
+        repo: answer.repo,
+        commit: answer.commit,
+        items: answer.items.into_iter().map(ItemJson::from).collect(),
+    }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListArgs {
+    repo: String,
+    revision: Option<String>,
+    path: Option<String>,
+    depth: Option<u32>,
+}
+
+impl From<ListArgs> for ListRequest {
+    fn from(a: ListArgs) -> Self {
+        ListRequest {
+            repo: a.repo,
+            revision: a.revision,
+            path: a.path,
+            depth: a.depth,
+        }
+    }
+}
+
+async fn list(State(state): State<AppState>, Args(args): Args<ListArgs>) -> Response {
+    answer(state.service.list(&context(), args.into()).await)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResolveArgs {
+    repo: String,
+    revision: String,
+}
+
+async fn resolve(State(state): State<AppState>, Args(args): Args<ResolveArgs>) -> Response {
+    answer(
+        state
+            .service
+            .resolve(&context(), args.repo, args.revision)
+            .await,
+    )
+}
+
+async fn discovery(State(state): State<AppState>) -> Response {
+    #[derive(serde::Serialize)]
+    struct Repos {
+        repositories: Vec<service::RepoSummary>,
+    }
+    answer(
+        state
+            .service
+            .discovery(&context())
+            .await
+            .map(|repositories| Repos { repositories }),
+    )
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AvailabilityArgs {
+    repo: String,
+    revision: Option<String>,
+    #[serde(default)]
+    include_plugins: bool,
+}
+
+impl From<AvailabilityArgs> for AvailabilityRequest {
+    fn from(a: AvailabilityArgs) -> Self {
+        AvailabilityRequest {
+            repo: a.repo,
+            revision: a.revision,
+            include_plugins: a.include_plugins,
+        }
+    }
+}
+
+async fn availability(
+    State(state): State<AppState>,
+    Args(args): Args<AvailabilityArgs>,
+) -> Response {
+    answer(state.service.availability(&context(), args.into()).await)
+}
+
+fn answer<T: serde::Serialize>(result: Result<T, service::ServiceError>) -> Response {
+    match result {
+        Ok(value) => Json(value).into_response(),
+        Err(error) => ApiError::from(error).into_response(),
+    }
+}
+
+async fn readyz(State(state): State<AppState>) -> Response {
+    if state.readiness.is_ready() {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "starting\n").into_response()
+    }
+}
+
+/// Prometheus text exposition of the base-query statistics (R-7, O-4).
+async fn metrics(State(state): State<AppState>) -> Response {
+    let stats = state.service.stats();
+    let mut out = String::new();
+    let families = [
+        (
+            "csg_queries_total",
+            "Base queries answered, by operation.",
+            "counter",
+        ),
+        (
+            "csg_query_errors_total",
+            "Base queries that failed, by operation.",
+            "counter",
+        ),
+        (
+            "csg_query_duration_microseconds_sum",
+            "Sum of base query latencies.",
+            "counter",
+        ),
+        (
+            "csg_query_duration_microseconds_max",
+            "Slowest base query since start.",
+            "gauge",
+        ),
+    ];
+    for (index, (name, help, kind)) in families.iter().enumerate() {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (operation, op) in stats.by_operation() {
+            let value = [op.calls, op.errors, op.total_micros, op.max_micros][index];
+            let _ = writeln!(out, "{name}{{operation=\"{operation}\"}} {value}");
+        }
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+}

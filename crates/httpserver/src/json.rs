@@ -1,0 +1,125 @@
+//! JSON shapes of the API: the MCP header's facts in snake_case.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use service::{ErrorKind, ReadItem, ServiceError};
+
+/// One read item as JSON: `repo`, `commit`, `path`, the range fields and `content`, or
+/// `error` for a failed item.
+#[derive(Debug, Serialize)]
+pub struct ItemJson {
+    pub repo: String,
+    pub commit: String,
+    pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_line: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end_line: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_lines: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub has_more: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_start_line: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line_cut: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl From<ReadItem> for ItemJson {
+    fn from(item: ReadItem) -> Self {
+        let mut json = ItemJson {
+            repo: item.repo,
+            commit: item.commit,
+            path: item.path,
+            start_line: None,
+            end_line: None,
+            total_lines: None,
+            truncated: None,
+            has_more: None,
+            next_start_line: None,
+            line_cut: None,
+            content: None,
+            error: None,
+        };
+        match item.outcome {
+            Ok(range) => {
+                json.start_line = Some(range.start_line);
+                json.end_line = Some(range.end_line);
+                json.total_lines = Some(range.total_lines);
+                json.truncated = Some(range.truncated);
+                json.has_more = Some(range.has_more);
+                json.next_start_line = range.next_start_line;
+                json.line_cut = range.line_cut;
+                json.content = Some(range.content);
+            }
+            Err(message) => json.error = Some(message),
+        }
+        json
+    }
+}
+
+/// The body of every error answer: `{"error": {"kind": …, "message": …}}`.
+#[derive(Debug, Serialize)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+/// What went wrong.
+#[derive(Debug, Serialize)]
+pub struct ErrorDetail {
+    /// `invalid_argument`, `not_found`, `not_readable`, `unavailable`, `internal`.
+    pub kind: &'static str,
+    pub message: String,
+}
+
+/// An error answer with its status code.
+pub(crate) struct ApiError(pub(crate) StatusCode, pub(crate) ErrorBody);
+
+impl ApiError {
+    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
+        Self(
+            StatusCode::BAD_REQUEST,
+            ErrorBody {
+                error: ErrorDetail {
+                    kind: "invalid_argument",
+                    message: message.into(),
+                },
+            },
+        )
+    }
+}
+
+impl From<ServiceError> for ApiError {
+    fn from(error: ServiceError) -> Self {
+        let (status, kind) = match error.kind {
+            ErrorKind::InvalidArgument => (StatusCode::BAD_REQUEST, "invalid_argument"),
+            ErrorKind::NotFound => (StatusCode::NOT_FOUND, "not_found"),
+            ErrorKind::NotReadable => (StatusCode::CONFLICT, "not_readable"),
+            ErrorKind::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            ErrorKind::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        };
+        Self(
+            status,
+            ErrorBody {
+                error: ErrorDetail {
+                    kind,
+                    message: error.message,
+                },
+            },
+        )
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(self.1)).into_response()
+    }
+}

@@ -1,0 +1,257 @@
+//! The JSON API over real HTTP on 127.0.0.1 (R-6, SPEC §9 routes, O-4 probes).
+
+use gitstore::{GitStore, Registration, RepoName, RepoPath, StoreConfig, SystemClock};
+use httpserver::Readiness;
+use serde_json::{Value, json};
+use service::{Service, ServiceConfig};
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.org")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.org")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+struct Server {
+    _tmp: tempfile::TempDir,
+    base: String,
+    head: String,
+    readiness: Readiness,
+    client: reqwest::Client,
+}
+
+async fn server() -> Server {
+    let tmp = tempfile::tempdir().unwrap();
+    let source = tmp.path().join("source");
+    std::fs::create_dir(&source).unwrap();
+    git(&source, &["init", "-q", "-b", "main"]);
+    std::fs::write(source.join("a.md"), "# A\nsecond\nthird\n").unwrap();
+    std::fs::write(source.join("bin.dat"), b"\0\0").unwrap();
+    git(&source, &["add", "-A"]);
+    git(&source, &["commit", "-q", "-m", "one"]);
+    let head = git(&source, &["rev-parse", "HEAD"]);
+    let store = GitStore::open(
+        StoreConfig {
+            data_dir: tmp.path().join("data"),
+            retention: gitstore::DEFAULT_RETENTION,
+        },
+        Arc::new(SystemClock),
+    )
+    .unwrap();
+    let name = RepoName::parse("test/api").unwrap();
+    store
+        .register(Registration {
+            name: name.clone(),
+            source: source.to_string_lossy().into_owned(),
+            registered_path: RepoPath::root(),
+            branch: None,
+        })
+        .unwrap();
+    store.sync(&name).unwrap();
+    let service = Service::new(store, ServiceConfig::default());
+    let readiness = Readiness::default();
+    let app = httpserver::router(service, readiness.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(httpserver::serve(listener, app, std::future::pending()));
+    Server {
+        _tmp: tmp,
+        base,
+        head,
+        readiness,
+        client: reqwest::Client::new(),
+    }
+}
+
+impl Server {
+    async fn get(&self, path: &str) -> (u16, Value) {
+        let response = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let response = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+}
+
+/// the read API carries the header's facts in snake_case JSON.
+#[tokio::test]
+async fn r6_read_json() {
+    let s = server().await;
+    let (status, body) = s
+        .get("/sourcegraph/api/read?repo=test/api&path=a.md&start_line=2&end_line=2")
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        json!({
+            "repo": "test/api", "commit": s.head, "path": "a.md",
+            "start_line": 2, "end_line": 2, "total_lines": 3,
+            "truncated": false, "has_more": true, "next_start_line": 3,
+            "content": "second\n"
+        })
+    );
+}
+
+/// read_many keeps failed items in place with `error`.
+#[tokio::test]
+async fn r6_read_many_json() {
+    let s = server().await;
+    let request = json!({"repo": "test/api", "files": [{"path": "a.md"}, {"path": "bin.dat"}, {"path": "a.md", "start_line": 3}]});
+    let (status, body) = s.post("/sourcegraph/api/read_many", request).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["commit"], s.head);
+    let items = body["items"].as_array().unwrap();
+    assert_eq!(items.len(), 3);
+    assert_eq!(items[0]["content"], "# A\nsecond\nthird\n");
+    assert!(items[1]["error"].as_str().unwrap().contains("binary file"));
+    assert!(items[1].get("content").is_none());
+    assert_eq!(items[2]["content"], "third\n");
+}
+
+/// Unknown arguments (a token in the URL among them: A-1) and bad input are 400 with a
+/// message; unknown repositories 404.
+#[tokio::test]
+async fn r6_errors_are_clear() {
+    let s = server().await;
+    let (status, body) = s
+        .get("/sourcegraph/api/read?repo=test/api&path=a.md&access_token=secret")
+        .await;
+    assert_eq!(status, 400);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("access_token"),
+        "{body}"
+    );
+    let (status, body) = s
+        .get("/sourcegraph/api/read?repo=test/api&path=../etc/passwd")
+        .await;
+    assert_eq!(
+        (status, body["error"]["kind"].as_str()),
+        (400, Some("invalid_argument")),
+        "{body}"
+    );
+    let (status, _) = s.get("/sourcegraph/api/read?repo=nobody/x&path=a.md").await;
+    assert_eq!(status, 404);
+    let (status, body) = s
+        .post(
+            "/sourcegraph/api/read_many",
+            json!({"repo": "test/api", "files": [], "extra": 1}),
+        )
+        .await;
+    assert_eq!(status, 400);
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("extra"),
+        "{body}"
+    );
+}
+
+/// S-5, S-6, S-7, SPEC §9 routes: discovery, resolve, list, availability.
+#[tokio::test]
+async fn s5_s6_s7_navigation_routes() {
+    let s = server().await;
+    let (status, body) = s.get("/sourcegraph/api/discovery").await;
+    assert_eq!(status, 200);
+    assert_eq!(body["repositories"][0]["name"], "test/api");
+    assert_eq!(body["repositories"][0]["head"], s.head);
+    let (_, body) = s
+        .post(
+            "/sourcegraph/api/resolve",
+            json!({"repo": "test/api", "revision": "main"}),
+        )
+        .await;
+    assert_eq!(body["commit"], s.head);
+    let (_, body) = s.get("/sourcegraph/api/list?repo=test/api").await;
+    let paths: Vec<&str> = body["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["a.md", "bin.dat"]);
+    let (_, body) = s
+        .get("/sourcegraph/api/availability?repo=test/api&revision=main")
+        .await;
+    assert_eq!(
+        (body["readable"].as_bool(), body["commit"].as_str()),
+        (Some(true), Some(s.head.as_str()))
+    );
+}
+
+/// O-4: health, readiness and metrics.
+#[tokio::test]
+async fn o4_probes_and_metrics() {
+    let s = server().await;
+    let health = s
+        .client
+        .get(format!("{}/healthz", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status().as_u16(), 200);
+    let ready = s
+        .client
+        .get(format!("{}/readyz", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        ready.status().as_u16(),
+        503,
+        "not ready before start-up finished"
+    );
+    s.readiness.set_ready();
+    let ready = s
+        .client
+        .get(format!("{}/readyz", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status().as_u16(), 200);
+    s.get("/sourcegraph/api/read?repo=test/api&path=a.md").await;
+    let metrics = s
+        .client
+        .get(format!("{}/metrics", s.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("csg_queries_total{operation=\"read\"} 1"),
+        "{metrics}"
+    );
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what building and testing csg needs on a fresh Debian machine of this kind, and
+# nothing else. Idempotent: every step checks first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v git >/dev/null 2>&1 || need_apt+=(git)
+command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
+command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "setup: installing ${need_apt[*]}" >&2
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+command -v cargo >/dev/null 2>&1 || { echo "setup: cargo is missing; install Rust with rustup first" >&2; exit 1; }
+
+# The Python venv for the end-to-end tests (official MCP SDK as the client).
+if [ "${1:-}" = "--with-test-venv" ]; then
+  stamp=.venv/.requirements.sha256
+  want=$(sha256sum tests/e2e/requirements.txt | cut -d' ' -f1)
+  if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    echo "setup: preparing .venv for the end-to-end tests" >&2
+    python3 -m venv .venv
+    .venv/bin/pip install -q --disable-pip-version-check -r tests/e2e/requirements.txt
+    echo "$want" > "$stamp"
+  fi
+fi

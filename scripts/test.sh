@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Runs every test: the Rust workspace (unit, integration, property tests) and the
+# end-to-end tests that drive the real `csg` binary with the official Python MCP SDK.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh --with-test-venv
+
+export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
+cargo build --locked -p csg
+cargo test --locked --workspace
+
+echo "== end-to-end (Python MCP SDK against target/debug/csg)"
+CSG_BIN="$PWD/target/debug/csg" .venv/bin/python -m pytest -q tests/e2e
