@@ -16,7 +16,7 @@ use gix::ObjectId;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard};
 use std::time::SystemTime;
 
 mod maintenance;
@@ -72,6 +72,9 @@ pub(crate) struct RepoState {
     branch: Option<String>,
     mirror: PathBuf,
     maintenance: Mutex<()>,
+    /// Object reads hold the read side; garbage collection (which replaces packs under the
+    /// gix handle) holds the write side, so no read sees a pack vanish mid-call.
+    objects: RwLock<()>,
     view: RwLock<Option<Arc<View>>>,
     memo: Mutex<Memo>,
     /// Refs were deleted since the last garbage collection. Starts true: after a restart we
@@ -183,6 +186,7 @@ impl Inner {
             registered_path,
             branch,
             maintenance: Mutex::new(()),
+            objects: RwLock::new(()),
             view: RwLock::new(None),
             memo: Mutex::new(Memo::default()),
             needs_prune: AtomicBool::new(true),
@@ -206,6 +210,11 @@ impl Inner {
             .unwrap_or_else(PoisonError::into_inner)
             .get(&state.name)
             .is_some_and(|s| s.id == state.id)
+    }
+
+    /// The read side of `state.objects`, for the length of one object-reading call.
+    fn reading(state: &RepoState) -> RwLockReadGuard<'_, ()> {
+        state.objects.read().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn synced(&self, name: &RepoName) -> Result<(Arc<RepoState>, Arc<View>), Error> {
@@ -406,6 +415,7 @@ impl Inner {
         revision: Option<&str>,
     ) -> Result<CommitId, Error> {
         let (state, view) = self.synced(name)?;
+        let _objects = Self::reading(&state);
         let unknown = |rev: &str| Error::UnknownRevision {
             repo: name.clone(),
             revision: rev.to_string(),
@@ -466,6 +476,7 @@ impl Inner {
         commit: &CommitId,
     ) -> Result<(u64, ObjectId), Error> {
         let (state, view) = self.synced(name)?;
+        let _objects = Self::reading(&state);
         let id = to_oid(commit)?;
         // Warm the memo outside the lease lock: a first ancestor walk can take a while and
         // must not block every other lease and release.
@@ -512,6 +523,7 @@ impl Inner {
         path: &RepoPath,
     ) -> Result<Arc<str>, Error> {
         let (state, view) = self.synced(name)?;
+        let _objects = Self::reading(&state);
         if !state.registered_path.is_root() && !path.is_within(&state.registered_path) {
             return Err(Self::outside_scope(&state, path));
         }
@@ -530,6 +542,7 @@ impl Inner {
         depth: u32,
     ) -> Result<Vec<TreeEntry>, Error> {
         let (state, view) = self.synced(name)?;
+        let _objects = Self::reading(&state);
         let target_path = if path.is_root() {
             state.registered_path.clone()
         } else if path.is_within(&state.registered_path) {

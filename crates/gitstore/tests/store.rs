@@ -67,8 +67,8 @@ fn g1_register_twice_is_noop_other_source_is_name_taken() {
 
     let mut other = f.registration("");
     other.source = f
-        .tmp
-        .path()
+        .source
+        .tmp()
         .join("elsewhere")
         .to_string_lossy()
         .into_owned();
@@ -1076,7 +1076,7 @@ fn g1_file_url_source() {
     f.store
         .register(Registration {
             name: bad.clone(),
-            source: format!("file://{}/nope", f.tmp.path().display()),
+            source: format!("file://{}/nope", f.source.tmp().display()),
             registered_path: RepoPath::root(),
             branch: None,
         })

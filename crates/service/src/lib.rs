@@ -66,8 +66,9 @@ pub struct Service {
 struct Inner {
     store: GitStore,
     config: ServiceConfig,
-    /// The query lock: reads hold the read side; removing objects (retention sweep,
-    /// unregistering) takes the write side.
+    /// The query lock: base reads hold the read side. Writers (state changes that must
+    /// not interleave with a read) take the write side; enrichment and plugin host reads
+    /// will take it briefly, outside the base read.
     query_lock: RwLock<()>,
     stats: QueryStats,
 }
@@ -337,22 +338,15 @@ impl Service {
         .map_err(|_| ServiceError::internal("sync was interrupted; see the server log"))?
     }
 
-    /// Drops commits that left retention (G-5), under the write side of the query lock so no
-    /// read runs while objects disappear; leased commits are kept (G-8).
+    /// Drops commits that left retention (G-5); leased commits are kept (G-8). The store
+    /// guards object removal per repository, so reads of other repositories never wait.
     pub async fn sweep(&self) -> Result<gitstore::SweepReport, ServiceError> {
-        let this = self.clone();
-        tokio::task::spawn_blocking(move || {
-            let _guard = this
-                .inner
-                .query_lock
-                .write()
-                .unwrap_or_else(|p| p.into_inner());
-            Ok(this.inner.store.sweep()?)
-        })
-        .await
-        .map_err(|_| {
-            ServiceError::internal("retention sweep was interrupted; see the server log")
-        })?
+        let store = self.inner.store.clone();
+        tokio::task::spawn_blocking(move || Ok(store.sweep()?))
+            .await
+            .map_err(|_| {
+                ServiceError::internal("retention sweep was interrupted; see the server log")
+            })?
     }
 }
 

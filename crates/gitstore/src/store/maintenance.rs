@@ -389,6 +389,11 @@ impl Inner {
         }
 
         if state.needs_prune.swap(false, Ordering::SeqCst) {
+            // Readers of this repository wait while gc swaps packs and the handle is reopened.
+            let _exclusive = state
+                .objects
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
             let gc = self.git_on_mirror(
                 state,
                 "gc",

@@ -6,63 +6,12 @@ use gitstore::{
     StoreConfig, SyncOutcome,
 };
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub const DAY: Duration = Duration::from_secs(24 * 60 * 60);
 
-static TICK: AtomicU64 = AtomicU64::new(0);
-
-/// Runs git in `cwd` with a fixed identity, increasing dates and no global config.
-pub fn git_in(cwd: &Path, args: &[&str]) -> String {
-    git_with_input(cwd, args, None)
-}
-
-pub fn git_with_input(cwd: &Path, args: &[&str], input: Option<&[u8]>) -> String {
-    let out = git_raw(cwd, args, input);
-    assert!(
-        out.status.success(),
-        "git {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-pub fn git_raw(cwd: &Path, args: &[&str], input: Option<&[u8]>) -> std::process::Output {
-    let n = TICK.fetch_add(1, Ordering::SeqCst);
-    let date = format!("{} +0000", 1_700_000_000 + n * 60);
-    let mut cmd = Command::new("git");
-    cmd.current_dir(cwd)
-        .args(args)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "Test")
-        .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
-        .env("GIT_COMMITTER_NAME", "Test")
-        .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
-        .env("GIT_AUTHOR_DATE", &date)
-        .env("GIT_COMMITTER_DATE", &date)
-        .stdin(if input.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("git runs");
-    if let Some(input) = input {
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(input)
-            .expect("write stdin");
-    }
-    child.wait_with_output().expect("git finishes")
-}
+pub use testgit::{git as git_in, git_raw, git_with_input};
 
 pub fn cid(sha: &str) -> CommitId {
     CommitId::parse(sha).expect("full sha")
@@ -74,7 +23,7 @@ pub fn path(p: &str) -> RepoPath {
 
 /// A source repository and a store with a manual clock.
 pub struct Fixture {
-    pub tmp: tempfile::TempDir,
+    pub source: testgit::SourceRepo,
     pub src: PathBuf,
     pub data: PathBuf,
     pub clock: ManualClock,
@@ -84,15 +33,13 @@ pub struct Fixture {
 
 impl Fixture {
     pub fn new() -> Self {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let src = tmp.path().join("src");
-        let data = tmp.path().join("data");
-        std::fs::create_dir_all(&src).expect("mkdir src");
-        git_in(&src, &["init", "-q", "-b", "main"]);
+        let source = testgit::SourceRepo::new();
+        let src = source.path().to_path_buf();
+        let data = source.data_dir();
         let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_750_000_000));
         let store = open_store(&data, &clock);
         Self {
-            tmp,
+            source,
             src,
             data,
             clock,
@@ -107,23 +54,13 @@ impl Fixture {
 
     /// Writes files (creating directories), stages everything, commits; returns the SHA.
     pub fn commit(&self, files: &[(&str, &[u8])], message: &str) -> String {
-        for (p, content) in files {
-            let full = self.src.join(p);
-            if let Some(parent) = full.parent() {
-                std::fs::create_dir_all(parent).expect("mkdir");
-            }
-            std::fs::write(&full, content).expect("write file");
-        }
-        self.git(&["add", "-A"]);
-        self.git(&["commit", "-q", "--allow-empty", "-m", message]);
-        self.git(&["rev-parse", "HEAD"])
+        self.source.commit(files, message)
     }
 
     /// Commits the index as it is (no `git add`): for entries the worktree cannot hold,
     /// such as gitlinks.
     pub fn commit_index(&self, message: &str) -> String {
-        self.git(&["commit", "-q", "--allow-empty", "-m", message]);
-        self.git(&["rev-parse", "HEAD"])
+        self.source.commit_index(message)
     }
 
     pub fn registration(&self, registered_path: &str) -> Registration {
@@ -153,7 +90,7 @@ impl Fixture {
     pub fn mirror_has(&self, sha: &str) -> bool {
         let mirror = self.mirror();
         git_raw(
-            self.tmp.path(),
+            self.source.tmp(),
             &[
                 "--git-dir",
                 mirror.to_str().expect("utf-8 path"),
@@ -178,9 +115,9 @@ impl Fixture {
 
     /// Asserts an error message names no host path of this fixture.
     pub fn assert_path_free(&self, text: &str) {
-        let tmp = self.tmp.path().to_string_lossy().into_owned();
+        let tmp = self.source.tmp().to_string_lossy().into_owned();
         assert!(!text.contains(&tmp), "host path leaked: {text}");
-        if let Ok(canonical) = self.tmp.path().canonicalize() {
+        if let Ok(canonical) = self.source.tmp().canonicalize() {
             let canonical = canonical.to_string_lossy().into_owned();
             assert!(!text.contains(&canonical), "host path leaked: {text}");
         }

@@ -1,0 +1,443 @@
+//! Text answers of the MCP tools (R-5, SPEC §9). MCP results carry only `content` text blocks,
+//! so every answer is written for an agent that reads it line by line: a header of
+//! `Name: value` lines (absent values omitted), then, where there is one, a blank line and the
+//! payload.
+//!
+//! Header values come from repositories (paths, revisions) and may hold any character Git
+//! allows, newlines included; [`header_value`] escapes control characters so one header is
+//! always one line and `NextStartLine` / `Error` can be found mechanically.
+
+use gitstore::EntryKind;
+use service::{
+    AvailabilityAnswer, ListAnswer, ReadItem, ReadManyAnswer, RepoSummary, ResolveAnswer,
+};
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
+/// Renders one read item as the SPEC §9 block.
+///
+/// A successful item:
+///
+/// ```text
+/// Repo: example/knowledge
+/// Commit: 0123456789abcdef0123456789abcdef01234567
+/// Path: knowledge/onboarding.md
+/// StartLine: 1
+/// EndLine: 30
+/// TotalLines: 120
+/// Truncated: false
+/// HasMore: true
+/// NextStartLine: 31
+/// BodyBytes: 1834
+///
+/// <body: the file's bytes for those lines, unchanged>
+/// ```
+///
+/// `NextStartLine` is omitted when `HasMore` is false; `LineCut: <bytes omitted>` follows it
+/// when a single over-long line was cut (R-3). A failed item keeps `Repo`, `Commit` and `Path`
+/// and has `Error: <message>` instead of the range lines and the body.
+pub fn render_read_block(item: &ReadItem) -> String {
+    let mut out = String::new();
+    header(&mut out, "Repo", &item.repo);
+    header(&mut out, "Commit", &item.commit);
+    header(&mut out, "Path", &item.path);
+    match &item.outcome {
+        Ok(range) => {
+            header(&mut out, "StartLine", range.start_line);
+            header(&mut out, "EndLine", range.end_line);
+            header(&mut out, "TotalLines", range.total_lines);
+            header(&mut out, "Truncated", range.truncated);
+            header(&mut out, "HasMore", range.has_more);
+            if range.has_more
+                && let Some(next) = range.next_start_line
+            {
+                header(&mut out, "NextStartLine", next);
+            }
+            if let Some(cut) = range.line_cut {
+                header(&mut out, "LineCut", cut);
+            }
+            header(&mut out, "BodyBytes", range.content.len());
+            out.push('\n');
+            out.push_str(&range.content);
+        }
+        Err(message) => {
+            out.push_str("Error: ");
+            out.push_str(&header_value(message));
+        }
+    }
+    out
+}
+
+/// One block per item of a `read_many` answer, in request order, failed items included (R-4).
+pub(crate) fn read_many_blocks(answer: &ReadManyAnswer) -> Vec<String> {
+    answer.items.iter().map(render_read_block).collect()
+}
+
+/// A `list` answer: the header, a blank line, then one entry per line.
+///
+/// Entries are repository-relative paths that `read` accepts as they are. A directory ends with
+/// `/`; anything else that is not a plain file carries a bracketed note after two spaces:
+/// `[executable]`, `[symlink]`, `[submodule]`; files show their size the same way
+/// (`a.md  [1834 bytes]`, `run.sh  [executable, 210 bytes]`).
+pub(crate) fn render_list(answer: &ListAnswer) -> String {
+    let mut out = String::new();
+    header(&mut out, "Repo", &answer.repo);
+    header(&mut out, "Commit", &answer.commit);
+    // The top of the registered scope is `""`; show it as `/` so the line is never empty.
+    let shown_path = if answer.path.is_empty() {
+        "/"
+    } else {
+        answer.path.as_str()
+    };
+    header(&mut out, "Path", shown_path);
+    header(&mut out, "Depth", answer.depth);
+    header(&mut out, "Entries", answer.entries.len());
+    header(&mut out, "Truncated", answer.truncated);
+    out.push('\n');
+    for entry in &answer.entries {
+        out.push_str(&header_value(&entry.path));
+        let note = match (entry.kind, entry.size) {
+            (EntryKind::Directory, _) => {
+                out.push('/');
+                None
+            }
+            (EntryKind::File, Some(size)) => Some(format!("{size} bytes")),
+            (EntryKind::File, None) => None,
+            (EntryKind::Executable, Some(size)) => Some(format!("executable, {size} bytes")),
+            (EntryKind::Executable, None) => Some("executable".to_string()),
+            (EntryKind::Symlink, _) => Some("symlink".to_string()),
+            (EntryKind::Submodule, _) => Some("submodule".to_string()),
+        };
+        if let Some(note) = note {
+            let _ = write!(out, "  [{note}]");
+        }
+        out.push('\n');
+    }
+    if answer.truncated {
+        out.push_str(
+            "\n(The listing stopped at the entry limit: list a subdirectory or use a smaller depth.)\n",
+        );
+    }
+    out
+}
+
+/// A `resolve` answer.
+pub(crate) fn render_resolve(answer: &ResolveAnswer) -> String {
+    let mut out = String::new();
+    header(&mut out, "Repo", &answer.repo);
+    header(&mut out, "Revision", &answer.revision);
+    header(&mut out, "Commit", &answer.commit);
+    out
+}
+
+/// A `discovery` answer: a count, then one record per repository, records separated by a blank
+/// line.
+pub(crate) fn render_discovery(repos: &[RepoSummary]) -> String {
+    let mut out = String::new();
+    header(&mut out, "Repositories", repos.len());
+    for repo in repos {
+        out.push('\n');
+        header(&mut out, "Repo", &repo.name);
+        if !repo.registered_path.is_empty() {
+            header(&mut out, "RegisteredPath", &repo.registered_path);
+        }
+        if let Some(branch) = &repo.default_branch {
+            header(&mut out, "DefaultBranch", branch);
+        }
+        if let Some(head) = &repo.head {
+            header(&mut out, "Head", head);
+        }
+        header(&mut out, "Indexed", repo.indexed);
+        if let Some(at) = &repo.last_sync {
+            header(&mut out, "LastSync", at);
+        }
+        if let Some(error) = &repo.last_sync_error {
+            header(&mut out, "LastSyncError", error);
+        }
+    }
+    out
+}
+
+/// An `availability` answer. `include_plugins` is accepted now; repository-plugin discovery
+/// joins when the plugin host exists, and until then the answer says so instead of implying
+/// that there are no plugins.
+pub(crate) fn render_availability(answer: &AvailabilityAnswer, include_plugins: bool) -> String {
+    let mut out = String::new();
+    header(&mut out, "Repo", &answer.repo);
+    header(&mut out, "Visible", answer.visible);
+    if let Some(revision) = &answer.revision {
+        header(&mut out, "Revision", revision);
+    }
+    if let Some(commit) = &answer.commit {
+        header(&mut out, "Commit", commit);
+    }
+    header(&mut out, "Readable", answer.readable);
+    if let Some(reason) = &answer.reason {
+        header(&mut out, "Reason", reason);
+    }
+    header(&mut out, "Indexed", answer.indexed);
+    if include_plugins {
+        header(
+            &mut out,
+            "Plugins",
+            "unavailable: this server does not run repository plugins yet",
+        );
+    }
+    out
+}
+
+/// The text of a business failure (`isError: true`): the same `Error:` field an agent checks
+/// in read blocks.
+pub(crate) fn render_error(message: &str) -> String {
+    format!("Error: {}", header_value(message))
+}
+
+/// Appends `Name: value\n`.
+fn header(out: &mut String, name: &str, value: impl HeaderDisplay) {
+    out.push_str(name);
+    out.push_str(": ");
+    out.push_str(&value.shown());
+    out.push('\n');
+}
+
+/// What a header line may show: numbers and booleans as they are, text escaped.
+trait HeaderDisplay {
+    fn shown(&self) -> Cow<'_, str>;
+}
+
+impl HeaderDisplay for &String {
+    fn shown(&self) -> Cow<'_, str> {
+        header_value(self)
+    }
+}
+
+impl HeaderDisplay for &str {
+    fn shown(&self) -> Cow<'_, str> {
+        header_value(self)
+    }
+}
+
+macro_rules! plain_header_display {
+    ($($t:ty),*) => {$(
+        impl HeaderDisplay for $t {
+            fn shown(&self) -> Cow<'_, str> {
+                Cow::Owned(self.to_string())
+            }
+        }
+    )*};
+}
+
+plain_header_display!(u32, u64, usize, bool);
+
+/// Escapes control characters (newlines above all) so a value stays on its header line; other
+/// text, non-ASCII included, is shown as it is.
+pub(crate) fn header_value(value: &str) -> Cow<'_, str> {
+    if !value.chars().any(char::is_control) {
+        return Cow::Borrowed(value);
+    }
+    let mut out = String::with_capacity(value.len() + 8);
+    for c in value.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use service::{ListEntry, ReadRange};
+
+    const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
+
+    fn item(outcome: Result<ReadRange, String>) -> ReadItem {
+        ReadItem {
+            repo: "example/knowledge".into(),
+            commit: SHA.into(),
+            path: "knowledge/onboarding.md".into(),
+            outcome,
+        }
+    }
+
+    fn range(content: &str) -> ReadRange {
+        ReadRange {
+            start_line: 1,
+            end_line: 30,
+            total_lines: 120,
+            truncated: false,
+            has_more: true,
+            next_start_line: Some(31),
+            line_cut: None,
+            content: content.into(),
+        }
+    }
+
+    /// R-5 / §9: the exact block shape, header order and the blank line before the body.
+    #[test]
+    fn r5_read_block_exact_shape() {
+        let body = "# Onboarding\nline two\n";
+        assert_eq!(
+            render_read_block(&item(Ok(range(body)))),
+            format!(
+                "Repo: example/knowledge\nCommit: {SHA}\nPath: knowledge/onboarding.md\n\
+                 StartLine: 1\nEndLine: 30\nTotalLines: 120\nTruncated: false\nHasMore: true\n\
+                 NextStartLine: 31\nBodyBytes: {}\n\n{body}",
+                body.len()
+            )
+        );
+    }
+
+    /// R-1 / §9: an empty file answers StartLine 1, EndLine 0, TotalLines 0, no NextStartLine.
+    #[test]
+    fn r1_read_block_empty_file() {
+        let empty = ReadRange {
+            start_line: 1,
+            end_line: 0,
+            total_lines: 0,
+            truncated: false,
+            has_more: false,
+            next_start_line: None,
+            line_cut: None,
+            content: String::new(),
+        };
+        assert_eq!(
+            render_read_block(&item(Ok(empty))),
+            format!(
+                "Repo: example/knowledge\nCommit: {SHA}\nPath: knowledge/onboarding.md\n\
+                 StartLine: 1\nEndLine: 0\nTotalLines: 0\nTruncated: false\nHasMore: false\n\
+                 BodyBytes: 0\n\n"
+            )
+        );
+    }
+
+    /// R-4 / §9: a failed item keeps Repo/Commit/Path and has only `Error`.
+    #[test]
+    fn r4_read_block_failed_item() {
+        let failed = item(Err("no file `x.md` at commit abc; use `search`".into()));
+        assert_eq!(
+            render_read_block(&failed),
+            format!(
+                "Repo: example/knowledge\nCommit: {SHA}\nPath: knowledge/onboarding.md\n\
+                 Error: no file `x.md` at commit abc; use `search`"
+            )
+        );
+    }
+
+    /// R-3: `LineCut` follows `NextStartLine` and precedes `BodyBytes`; BodyBytes counts UTF-8
+    /// bytes, not characters.
+    #[test]
+    fn r3_read_block_line_cut_and_utf8_bytes() {
+        let mut cut = range("héllo\n");
+        cut.truncated = true;
+        cut.line_cut = Some(4096);
+        let block = render_read_block(&item(Ok(cut)));
+        assert!(
+            block.contains("NextStartLine: 31\nLineCut: 4096\nBodyBytes: 7\n\nhéllo\n"),
+            "{block}"
+        );
+        assert!(block.contains("Truncated: true\n"), "{block}");
+    }
+
+    /// §9: NextStartLine is omitted when HasMore is false, whatever the range says.
+    #[test]
+    fn r2_next_start_line_only_with_has_more() {
+        let mut last = range("x\n");
+        last.has_more = false;
+        last.next_start_line = Some(31);
+        let block = render_read_block(&item(Ok(last)));
+        assert!(!block.contains("NextStartLine"), "{block}");
+    }
+
+    /// A hostile path or message cannot add header lines.
+    #[test]
+    fn r5_header_values_stay_on_one_line() {
+        let mut hostile = item(Err("bad\nNextStartLine: 1".into()));
+        hostile.path = "a\nError: forged".into();
+        let block = render_read_block(&hostile);
+        assert_eq!(block.lines().count(), 4, "{block}");
+        assert!(block.contains("Path: a\\nError: forged\n"), "{block}");
+        assert!(block.ends_with("Error: bad\\nNextStartLine: 1"), "{block}");
+    }
+
+    /// S-7: directories end with `/`, notes for sizes and special kinds.
+    #[test]
+    fn s7_list_rendering() {
+        let answer = ListAnswer {
+            repo: "a/b".into(),
+            commit: SHA.into(),
+            path: String::new(),
+            depth: 2,
+            entries: vec![
+                ListEntry {
+                    path: "docs".into(),
+                    kind: EntryKind::Directory,
+                    size: None,
+                },
+                ListEntry {
+                    path: "docs/a.md".into(),
+                    kind: EntryKind::File,
+                    size: Some(12),
+                },
+                ListEntry {
+                    path: "run.sh".into(),
+                    kind: EntryKind::Executable,
+                    size: Some(3),
+                },
+                ListEntry {
+                    path: "link".into(),
+                    kind: EntryKind::Symlink,
+                    size: None,
+                },
+                ListEntry {
+                    path: "vendor/lib".into(),
+                    kind: EntryKind::Submodule,
+                    size: None,
+                },
+            ],
+            truncated: false,
+        };
+        assert_eq!(
+            render_list(&answer),
+            format!(
+                "Repo: a/b\nCommit: {SHA}\nPath: /\nDepth: 2\nEntries: 5\nTruncated: false\n\n\
+                 docs/\ndocs/a.md  [12 bytes]\nrun.sh  [executable, 3 bytes]\nlink  [symlink]\n\
+                 vendor/lib  [submodule]\n"
+            )
+        );
+    }
+
+    #[test]
+    fn s6_resolve_rendering() {
+        let answer = ResolveAnswer {
+            repo: "a/b".into(),
+            revision: "main".into(),
+            commit: SHA.into(),
+        };
+        assert_eq!(
+            render_resolve(&answer),
+            format!("Repo: a/b\nRevision: main\nCommit: {SHA}\n")
+        );
+    }
+
+    #[test]
+    fn s5_discovery_rendering_omits_absent_values() {
+        let repos = vec![RepoSummary {
+            name: "a/b".into(),
+            registered_path: String::new(),
+            default_branch: Some("main".into()),
+            head: Some(SHA.into()),
+            indexed: false,
+            last_sync: None,
+            last_sync_error: None,
+        }];
+        assert_eq!(
+            render_discovery(&repos),
+            format!(
+                "Repositories: 1\n\nRepo: a/b\nDefaultBranch: main\nHead: {SHA}\nIndexed: false\n"
+            )
+        );
+    }
+}

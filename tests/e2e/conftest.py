@@ -1,0 +1,155 @@
+"""Fixtures of the end-to-end MCP tests: a real Git repository and the real `csg serve`.
+
+The binary is `$CSG_BIN`, or `<repo>/target/debug/csg` (build it first: `cargo build -p csg`).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import subprocess
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_NAME = "test/e2e"
+GUIDE = "# Guide\nline two\nline three\n"
+START_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class GitRepo:
+    path: Path
+    commit: str
+
+
+@dataclass(frozen=True)
+class Server:
+    endpoint: str
+    """The URL `csg serve` printed, e.g. `http://127.0.0.1:PORT/sourcegraph/mcp?plugins=auto`."""
+    commit: str
+    repo: str = REPO_NAME
+
+    @property
+    def base(self) -> str:
+        """The endpoint without its query."""
+        parts = urllib.parse.urlsplit(self.endpoint)
+        return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+
+    def url(self, query: str = "") -> str:
+        return self.base + query
+
+
+def _git(cwd: Path, *args: str) -> str:
+    env = dict(os.environ)
+    # A developer's global Git config (signing, hooks, templates) must not change the fixture.
+    env.update(
+        GIT_CONFIG_GLOBAL=os.devnull,
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_AUTHOR_NAME="E2E",
+        GIT_AUTHOR_EMAIL="e2e@example.invalid",
+        GIT_COMMITTER_NAME="E2E",
+        GIT_COMMITTER_EMAIL="e2e@example.invalid",
+    )
+    done = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"git {' '.join(args)} failed: {done.stderr}")
+    return done.stdout
+
+
+@pytest.fixture(scope="session")
+def git_repo(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
+    """`docs/guide.md` (3 lines), `big.txt` (600 lines), `empty.txt`, `src/lib.rs`."""
+    work = tmp_path_factory.mktemp("repo")
+    (work / "docs").mkdir()
+    (work / "src").mkdir()
+    (work / "docs" / "guide.md").write_text(GUIDE)
+    (work / "big.txt").write_text("".join(f"line {n}\n" for n in range(1, 601)))
+    (work / "empty.txt").write_text("")
+    (work / "src" / "lib.rs").write_text("pub fn answer() -> u32 {\n    42\n}\n")
+    _git(work, "init", "-q", "-b", "main")
+    _git(work, "add", ".")
+    _git(work, "commit", "-q", "-m", "initial")
+    return GitRepo(path=work, commit=_git(work, "rev-parse", "HEAD").strip())
+
+
+def csg_bin() -> Path:
+    binary = Path(os.environ.get("CSG_BIN", REPO_ROOT / "target" / "debug" / "csg"))
+    if not binary.is_file():
+        pytest.fail(f"csg binary not found at {binary}; build it (cargo build -p csg) or set CSG_BIN")
+    return binary
+
+
+@pytest.fixture(scope="session")
+def server(git_repo: GitRepo, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """`csg serve` on a free loopback port, stopped at the end of the session."""
+    data_dir = tmp_path_factory.mktemp("data")
+    log_path = tmp_path_factory.mktemp("log") / "csg.stderr"
+    command = [
+        str(csg_bin()),
+        "--data-dir",
+        str(data_dir),
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--repo",
+        f"{REPO_NAME}={git_repo.path}",
+    ]
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "info")},
+        )
+        lines: queue.Queue[str | None] = queue.Queue()
+
+        def pump() -> None:
+            # Keeps draining stdout for the whole session so the server never blocks on a
+            # full pipe.
+            assert process.stdout is not None
+            for line in process.stdout:
+                lines.put(line)
+            lines.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+        try:
+            endpoint = _wait_for_endpoint(process, lines, log_path)
+            yield Server(endpoint=endpoint, commit=git_repo.commit)
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=5)
+
+
+def _wait_for_endpoint(process: subprocess.Popen[str], lines: queue.Queue[str | None], log_path: Path) -> str:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    seen: list[str] = []
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=0.5)
+        except queue.Empty:
+            if process.poll() is not None:
+                break
+            continue
+        if line is None:
+            break
+        seen.append(line)
+        if line.startswith("MCP endpoint: "):
+            return line[len("MCP endpoint: ") :].strip()
+    process.kill()
+    pytest.fail(
+        "csg serve did not print `MCP endpoint: <url>`"
+        f" (exit code {process.poll()}).\nstdout:\n{''.join(seen)}\nstderr:\n{log_path.read_text()}"
+    )
