@@ -4,39 +4,15 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+use testgit::SourceRepo;
 
 const CSG: &str = env!("CARGO_BIN_EXE_csg");
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.org")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.org")
-        .env("HOME", dir)
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-/// A temp dir with a one-commit repository `source/` and a data dir `data/`.
-fn workspace() -> (tempfile::TempDir, String) {
-    let tmp = tempfile::tempdir().unwrap();
-    let source = tmp.path().join("source");
-    std::fs::create_dir(&source).unwrap();
-    git(&source, &["init", "-q", "-b", "main"]);
-    std::fs::write(source.join("a.md"), "# A\n").unwrap();
-    git(&source, &["add", "-A"]);
-    git(&source, &["commit", "-q", "-m", "one"]);
-    let head = git(&source, &["rev-parse", "HEAD"]);
-    (tmp, head)
+/// A temp dir with a one-commit repository `source/`; `data/` beside it is the data dir.
+fn workspace() -> (SourceRepo, String) {
+    let source = SourceRepo::with_files(&[("a.md", b"# A\n")]);
+    let head = source.head();
+    (source, head)
 }
 
 fn csg(tmp: &Path, args: &[&str]) -> Output {
@@ -54,9 +30,9 @@ fn csg(tmp: &Path, args: &[&str]) -> Output {
 #[test]
 fn o1_repo_commands() {
     let (tmp, head) = workspace();
-    let source = tmp.path().join("source");
+    let source = tmp.path().to_path_buf();
     let added = csg(
-        tmp.path(),
+        tmp.tmp(),
         &["repo", "add", "acme/docs", source.to_str().unwrap()],
     );
     assert!(
@@ -68,23 +44,23 @@ fn o1_repo_commands() {
         String::from_utf8_lossy(&added.stdout).trim(),
         format!("acme/docs {head}")
     );
-    let listed = csg(tmp.path(), &["repo", "list"]);
+    let listed = csg(tmp.tmp(), &["repo", "list"]);
     let listing = String::from_utf8_lossy(&listed.stdout);
     assert!(
         listing.contains("acme/docs") && listing.contains(&head) && listing.contains("main"),
         "{listing}"
     );
-    let synced = csg(tmp.path(), &["repo", "sync", "acme/docs"]);
+    let synced = csg(tmp.tmp(), &["repo", "sync", "acme/docs"]);
     assert!(synced.status.success());
     let bad = csg(
-        tmp.path(),
+        tmp.tmp(),
         &["repo", "add", "not-a-name", source.to_str().unwrap()],
     );
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("owner/name"));
-    let removed = csg(tmp.path(), &["repo", "remove", "acme/docs"]);
+    let removed = csg(tmp.tmp(), &["repo", "remove", "acme/docs"]);
     assert!(removed.status.success());
-    let listed = csg(tmp.path(), &["repo", "list"]);
+    let listed = csg(tmp.tmp(), &["repo", "list"]);
     assert!(!String::from_utf8_lossy(&listed.stdout).contains("acme/docs"));
 }
 
@@ -134,9 +110,9 @@ fn serve(tmp: &Path, extra: &[&str], env: &[(&str, &str)]) -> Result<(Child, Str
 #[test]
 fn o2_serve_embedded_default() {
     let (tmp, _) = workspace();
-    let source = tmp.path().join("source");
+    let source = tmp.path().to_path_buf();
     let (mut child, line) = serve(
-        tmp.path(),
+        tmp.tmp(),
         &[
             "serve",
             "--listen",
@@ -154,7 +130,7 @@ fn o2_serve_embedded_default() {
     assert!(line.ends_with("/sourcegraph/mcp?plugins=auto"), "{line}");
     child.kill().unwrap();
     child.wait().unwrap();
-    let listed = csg(tmp.path(), &["repo", "list"]);
+    let listed = csg(tmp.tmp(), &["repo", "list"]);
     assert!(
         String::from_utf8_lossy(&listed.stdout).contains("local/source"),
         "named after its directory"
@@ -166,20 +142,20 @@ fn o2_serve_embedded_default() {
 #[test]
 fn o3_settings_precedence() {
     let (tmp, _) = workspace();
-    let config = tmp.path().join("csg.toml");
+    let config = tmp.tmp().join("csg.toml");
     std::fs::write(&config, "listen = \"127.0.0.1:0\"\n").unwrap();
     let config = config.to_str().unwrap();
 
     let (mut child, _) =
-        serve(tmp.path(), &["--config", config, "serve"], &[]).expect("TOML value used");
+        serve(tmp.tmp(), &["--config", config, "serve"], &[]).expect("TOML value used");
     child.kill().unwrap();
     child.wait().unwrap();
 
-    let bad_file = tmp.path().join("bad.toml");
+    let bad_file = tmp.tmp().join("bad.toml");
     std::fs::write(&bad_file, "listen = \"not an address\"\n").unwrap();
     let bad_file = bad_file.to_str().unwrap();
     let (mut child, _) = serve(
-        tmp.path(),
+        tmp.tmp(),
         &["--config", bad_file, "serve"],
         &[("CSG_LISTEN", "127.0.0.1:0")],
     )
@@ -188,7 +164,7 @@ fn o3_settings_precedence() {
     child.wait().unwrap();
 
     let (mut child, _) = serve(
-        tmp.path(),
+        tmp.tmp(),
         &["serve", "--listen", "127.0.0.1:0"],
         &[("CSG_LISTEN", "bogus")],
     )
@@ -196,19 +172,17 @@ fn o3_settings_precedence() {
     child.kill().unwrap();
     child.wait().unwrap();
 
-    let error = serve(tmp.path(), &["serve"], &[("CSG_LISTEN", "bogus")])
-        .err()
-        .expect("bad env refused");
+    let error =
+        serve(tmp.tmp(), &["serve"], &[("CSG_LISTEN", "bogus")]).expect_err("bad env refused");
     assert!(error.contains("invalid listen address `bogus`"), "{error}");
 
-    let typo = tmp.path().join("typo.toml");
+    let typo = tmp.tmp().join("typo.toml");
     std::fs::write(&typo, "lissen = \"127.0.0.1:0\"\n").unwrap();
     let error = serve(
-        tmp.path(),
+        tmp.tmp(),
         &["--config", typo.to_str().unwrap(), "serve"],
         &[],
     )
-    .err()
-    .expect("typo refused");
+    .expect_err("typo refused");
     assert!(error.contains("lissen"), "{error}");
 }

@@ -1,35 +1,12 @@
 //! The JSON API over real HTTP on 127.0.0.1 (R-6, SPEC §9 routes, O-4 probes).
 
-use gitstore::{GitStore, Registration, RepoName, RepoPath, StoreConfig, SystemClock};
 use httpserver::Readiness;
 use serde_json::{Value, json};
 use service::{Service, ServiceConfig};
-use std::path::Path;
-use std::process::Command;
-use std::sync::Arc;
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.org")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.org")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", dir)
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
+use testgit::SourceRepo;
 
 struct Server {
-    _tmp: tempfile::TempDir,
+    _source: SourceRepo,
     base: String,
     head: String,
     readiness: Readiness,
@@ -37,33 +14,9 @@ struct Server {
 }
 
 async fn server() -> Server {
-    let tmp = tempfile::tempdir().unwrap();
-    let source = tmp.path().join("source");
-    std::fs::create_dir(&source).unwrap();
-    git(&source, &["init", "-q", "-b", "main"]);
-    std::fs::write(source.join("a.md"), "# A\nsecond\nthird\n").unwrap();
-    std::fs::write(source.join("bin.dat"), b"\0\0").unwrap();
-    git(&source, &["add", "-A"]);
-    git(&source, &["commit", "-q", "-m", "one"]);
-    let head = git(&source, &["rev-parse", "HEAD"]);
-    let store = GitStore::open(
-        StoreConfig {
-            data_dir: tmp.path().join("data"),
-            retention: gitstore::DEFAULT_RETENTION,
-        },
-        Arc::new(SystemClock),
-    )
-    .unwrap();
-    let name = RepoName::parse("test/api").unwrap();
-    store
-        .register(Registration {
-            name: name.clone(),
-            source: source.to_string_lossy().into_owned(),
-            registered_path: RepoPath::root(),
-            branch: None,
-        })
-        .unwrap();
-    store.sync(&name).unwrap();
+    let source = SourceRepo::with_files(&[("a.md", b"# A\nsecond\nthird\n"), ("bin.dat", b"\0\0")]);
+    let head = source.head();
+    let store = source.store("test/api", "");
     let service = Service::new(store, ServiceConfig::default());
     let readiness = Readiness::default();
     let app = httpserver::router(service, readiness.clone());
@@ -71,7 +24,7 @@ async fn server() -> Server {
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(httpserver::serve(listener, app, std::future::pending()));
     Server {
-        _tmp: tmp,
+        _source: source,
         base,
         head,
         readiness,

@@ -2,7 +2,6 @@
 //! CLI), a real store and service, the endpoint mounted in axum on 127.0.0.1, and the official
 //! rmcp client (plus raw HTTP where a client would hide what is tested).
 
-use gitstore::{GitStore, Registration, RepoName, RepoPath, StoreConfig, SystemClock};
 use mcpserver::{McpConfig, http_service};
 use rmcp::model::{CallToolRequestParams, CallToolResult, ErrorCode, ProtocolVersion};
 use rmcp::service::{RunningService, ServiceError};
@@ -10,10 +9,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use std::net::SocketAddr;
-use std::path::Path;
-use std::process::Command;
-use std::sync::Arc;
-use tempfile::TempDir;
+use testgit::SourceRepo;
 use tokio_util::sync::CancellationToken;
 
 const REPO: &str = "test/repo";
@@ -22,7 +18,7 @@ const GUIDE: &str = "# Guide\nline two\nline three\n";
 /// A served repository: `docs/guide.md` (3 lines), `empty.txt`, `big.txt` (600 lines),
 /// `bin/run.sh` (executable) and `src/lib.rs`.
 struct Fixture {
-    _dirs: TempDir,
+    _source: SourceRepo,
     addr: SocketAddr,
     commit: String,
     shutdown: CancellationToken,
@@ -40,45 +36,20 @@ impl Fixture {
     }
 
     async fn start_with(config: McpConfig) -> Self {
-        let dirs = tempfile::tempdir().expect("temp dir");
-        let work = dirs.path().join("work");
-        std::fs::create_dir_all(work.join("docs")).unwrap();
-        std::fs::create_dir_all(work.join("src")).unwrap();
-        std::fs::create_dir_all(work.join("bin")).unwrap();
-        std::fs::write(work.join("docs/guide.md"), GUIDE).unwrap();
-        std::fs::write(work.join("empty.txt"), "").unwrap();
         let big: String = (1..=600).map(|n| format!("line {n}\n")).collect();
-        std::fs::write(work.join("big.txt"), big).unwrap();
-        std::fs::write(
-            work.join("src/lib.rs"),
-            "pub fn answer() -> u32 {\n    42\n}\n",
-        )
-        .unwrap();
-        std::fs::write(work.join("bin/run.sh"), "#!/bin/sh\necho hi\n").unwrap();
-        git(&work, &["init", "-q", "-b", "main"]);
-        git(&work, &["add", "."]);
-        git(&work, &["update-index", "--chmod=+x", "bin/run.sh"]);
-        git(&work, &["commit", "-q", "-m", "initial"]);
-        let commit = git(&work, &["rev-parse", "HEAD"]).trim().to_string();
-
-        let store = GitStore::open(
-            StoreConfig {
-                data_dir: dirs.path().join("data"),
-                retention: gitstore::DEFAULT_RETENTION,
-            },
-            Arc::new(SystemClock),
-        )
-        .expect("open store");
-        store
-            .register(Registration {
-                name: RepoName::parse(REPO).unwrap(),
-                source: work.to_string_lossy().into_owned(),
-                registered_path: RepoPath::root(),
-                branch: None,
-            })
-            .expect("register");
-        let service = service::Service::new(store, service::ServiceConfig::default());
-        service.sync(REPO.into()).await.expect("sync");
+        let source = SourceRepo::new();
+        source.write(&[
+            ("docs/guide.md", GUIDE.as_bytes()),
+            ("empty.txt", b""),
+            ("big.txt", big.as_bytes()),
+            ("src/lib.rs", b"pub fn answer() -> u32 {\n    42\n}\n"),
+            ("bin/run.sh", b"#!/bin/sh\necho hi\n"),
+        ]);
+        source.git(&["add", "."]);
+        source.git(&["update-index", "--chmod=+x", "bin/run.sh"]);
+        let commit = source.commit_index("initial");
+        let service =
+            service::Service::new(source.store(REPO, ""), service::ServiceConfig::default());
 
         let shutdown = CancellationToken::new();
         let router = axum::Router::new().nest_service(
@@ -94,7 +65,7 @@ impl Fixture {
                 .await;
         });
         Self {
-            _dirs: dirs,
+            _source: source,
             addr,
             commit,
             shutdown,
@@ -138,32 +109,6 @@ impl Fixture {
         let status = response.status().as_u16();
         (status, response.text().await.unwrap_or_default())
     }
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .args([
-            "-c",
-            "user.name=Test",
-            "-c",
-            "user.email=test@example.invalid",
-        ])
-        .args([
-            "-c",
-            "commit.gpgsign=false",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run git");
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
 }
 
 fn call(name: &'static str, arguments: Value) -> CallToolRequestParams {

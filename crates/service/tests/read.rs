@@ -1,79 +1,24 @@
 //! The read operations against real Git repositories made in temp dirs (R-1..R-4, G-2, G-3,
 //! G-6, G-7 through the service).
 
-use gitstore::{GitStore, Registration, RepoName, RepoPath, StoreConfig, SystemClock};
 use service::{CallContext, FileRange, ReadManyRequest, ReadRequest, Service, ServiceConfig};
-use std::path::Path;
-use std::process::Command;
-use std::sync::Arc;
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.org")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.org")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", dir)
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
+use testgit::SourceRepo;
 
 struct Fixture {
-    _tmp: tempfile::TempDir,
-    source: std::path::PathBuf,
-    data: std::path::PathBuf,
+    source: SourceRepo,
     service: Service,
     head: String,
 }
 
-/// A source repository with `files` committed on `main`, registered (optionally with a
-/// registered path) and synced.
+/// A source repository with `files` committed on `main`, registered as `test/repo` (with
+/// registered path `scope`) and synced.
 fn fixture(files: &[(&str, &[u8])], scope: &str, config: ServiceConfig) -> Fixture {
-    let tmp = tempfile::tempdir().unwrap();
-    let source = tmp.path().join("source");
-    std::fs::create_dir(&source).unwrap();
-    git(&source, &["init", "-q", "-b", "main"]);
-    for (path, bytes) in files {
-        let full = source.join(path);
-        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
-        std::fs::write(full, bytes).unwrap();
-    }
-    git(&source, &["add", "-A"]);
-    git(&source, &["commit", "-q", "-m", "files"]);
-    let head = git(&source, &["rev-parse", "HEAD"]);
-    let data = tmp.path().join("data");
-    let store = GitStore::open(
-        StoreConfig {
-            data_dir: data.clone(),
-            retention: gitstore::DEFAULT_RETENTION,
-        },
-        Arc::new(SystemClock),
-    )
-    .unwrap();
-    let name = RepoName::parse("test/repo").unwrap();
-    store
-        .register(Registration {
-            name: name.clone(),
-            source: source.to_string_lossy().into_owned(),
-            registered_path: RepoPath::parse(scope).unwrap(),
-            branch: None,
-        })
-        .unwrap();
-    store.sync(&name).unwrap();
+    let source = SourceRepo::with_files(files);
+    let head = source.head();
+    let service = Service::new(source.store("test/repo", scope), config);
     Fixture {
-        _tmp: tmp,
         source,
-        data,
-        service: Service::new(store, config),
+        service,
         head,
     }
 }
@@ -407,18 +352,12 @@ async fn g6_g7_bad_input_table() {
         "",
         ServiceConfig::default(),
     );
-    std::os::unix::fs::symlink("../../etc/passwd", f.source.join("escape")).unwrap();
-    git(&f.source, &["add", "escape"]);
-    git(
-        &f.source,
-        &[
-            "update-index",
-            "--add",
-            "--cacheinfo",
-            &format!("160000,{},sub", f.head),
-        ],
-    );
-    git(&f.source, &["commit", "-q", "-m", "links"]);
+    std::os::unix::fs::symlink("../../etc/passwd", f.source.path().join("escape")).unwrap();
+    f.source.git(&["add", "escape"]);
+    let gitlink = format!("160000,{},sub", f.head);
+    f.source
+        .git(&["update-index", "--add", "--cacheinfo", &gitlink]);
+    f.source.commit_index("links");
     f.service.sync("test/repo".into()).await.unwrap();
     let ctx = CallContext::default();
     let cases: &[(&str, Option<&str>, &str)] = &[
@@ -442,8 +381,8 @@ async fn g6_g7_bad_input_table() {
         ),
         ("ok.txt", Some("no-such-branch"), "unknown revision"),
     ];
-    let data = f.data.to_string_lossy().into_owned();
-    let source = f.source.to_string_lossy().into_owned();
+    let data = f.source.data_dir().to_string_lossy().into_owned();
+    let source = f.source.source();
     for (path, revision, expected) in cases {
         let request = ReadRequest {
             revision: revision.map(String::from),
@@ -479,7 +418,7 @@ async fn g6_g7_bad_input_table() {
 async fn g3_failed_sync_keeps_serving() {
     let f = fixture(&[("a.txt", b"still here\n")], "", ServiceConfig::default());
     let ctx = CallContext::default();
-    std::fs::remove_dir_all(&f.source).unwrap();
+    std::fs::remove_dir_all(f.source.path()).unwrap();
     let error = f.service.sync("test/repo".into()).await.unwrap_err();
     assert!(
         error.message.contains("sync of `test/repo` failed"),

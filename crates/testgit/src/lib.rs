@@ -147,3 +147,27 @@ impl SourceRepo {
         self.git(&["rev-parse", "HEAD"])
     }
 }
+
+#[cfg(feature = "store")]
+impl SourceRepo {
+    /// A store in [`SourceRepo::data_dir`] (system clock, default retention) with this
+    /// repository registered as `name` (registered path `scope`, `""` for all) and synced.
+    pub fn store(&self, name: &str, scope: &str) -> gitstore::GitStore {
+        let config = gitstore::StoreConfig {
+            data_dir: self.data_dir(),
+            retention: gitstore::DEFAULT_RETENTION,
+        };
+        let store = gitstore::GitStore::open(config, std::sync::Arc::new(gitstore::SystemClock))
+            .expect("open store");
+        let name = gitstore::RepoName::parse(name).expect("repository name");
+        let registration = gitstore::Registration {
+            name: name.clone(),
+            source: self.source(),
+            registered_path: gitstore::RepoPath::parse(scope).expect("registered path"),
+            branch: None,
+        };
+        store.register(registration).expect("register");
+        store.sync(&name).expect("sync");
+        store
+    }
+}
