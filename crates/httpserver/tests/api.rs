@@ -33,6 +33,16 @@ async fn server() -> Server {
 }
 
 impl Server {
+    async fn raw(&self, path: &str) -> (u16, String) {
+        let response = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
+    }
+
     async fn get(&self, path: &str) -> (u16, Value) {
         let response = self
             .client
@@ -167,42 +177,16 @@ async fn s5_s6_s7_navigation_routes() {
 #[tokio::test]
 async fn o4_probes_and_metrics() {
     let s = server().await;
-    let health = s
-        .client
-        .get(format!("{}/healthz", s.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(health.status().as_u16(), 200);
-    let ready = s
-        .client
-        .get(format!("{}/readyz", s.base))
-        .send()
-        .await
-        .unwrap();
+    assert_eq!(s.raw("/healthz").await.0, 200);
     assert_eq!(
-        ready.status().as_u16(),
+        s.raw("/readyz").await.0,
         503,
         "not ready before start-up finished"
     );
     s.readiness.set_ready();
-    let ready = s
-        .client
-        .get(format!("{}/readyz", s.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(ready.status().as_u16(), 200);
+    assert_eq!(s.raw("/readyz").await.0, 200);
     s.get("/sourcegraph/api/read?repo=test/api&path=a.md").await;
-    let metrics = s
-        .client
-        .get(format!("{}/metrics", s.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let (_, metrics) = s.raw("/metrics").await;
     assert!(
         metrics.contains("csg_queries_total{operation=\"read\"} 1"),
         "{metrics}"

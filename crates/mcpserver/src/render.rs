@@ -293,16 +293,7 @@ mod tests {
     /// R-1 / §9: an empty file answers StartLine 1, EndLine 0, TotalLines 0, no NextStartLine.
     #[test]
     fn r1_read_block_empty_file() {
-        let empty = ReadRange {
-            start_line: 1,
-            end_line: 0,
-            total_lines: 0,
-            truncated: false,
-            has_more: false,
-            next_start_line: None,
-            line_cut: None,
-            content: String::new(),
-        };
+        let empty = ReadRange::empty_file();
         assert_eq!(
             render_read_block(&item(Ok(empty))),
             format!(

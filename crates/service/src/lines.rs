@@ -110,7 +110,7 @@ pub(crate) fn window(
 /// The answer for an item whose batch budget is spent: its place, no lines.
 pub(crate) fn spent(window: Window) -> ReadRange {
     if window.total == 0 {
-        return empty();
+        return ReadRange::empty_file();
     }
     ReadRange {
         start_line: window.start,
@@ -124,24 +124,11 @@ pub(crate) fn spent(window: Window) -> ReadRange {
     }
 }
 
-fn empty() -> ReadRange {
-    ReadRange {
-        start_line: 1,
-        end_line: 0,
-        total_lines: 0,
-        truncated: false,
-        has_more: false,
-        next_start_line: None,
-        line_cut: None,
-        content: String::new(),
-    }
-}
-
 /// Cuts `window` out of `text` under `limits`. Returns `None` when not even the first line
 /// fits and `limits.first_line_always` is off (the batch budget is spent).
 pub(crate) fn cut(text: &str, window: Window, limits: Limits) -> Option<ReadRange> {
     if window.total == 0 {
-        return Some(empty());
+        return Some(ReadRange::empty_file());
     }
     let starts = line_starts(text);
     let line = |n: u64| {

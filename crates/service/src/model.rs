@@ -81,6 +81,23 @@ pub struct ReadRange {
     pub content: String,
 }
 
+impl ReadRange {
+    /// The answer for an empty file: `StartLine: 1`, `EndLine: 0`, `TotalLines: 0`, nothing
+    /// more.
+    pub fn empty_file() -> Self {
+        Self {
+            start_line: 1,
+            end_line: 0,
+            total_lines: 0,
+            truncated: false,
+            has_more: false,
+            next_start_line: None,
+            line_cut: None,
+            content: String::new(),
+        }
+    }
+}
+
 /// The answer of `read_many`: one item per request entry, in request order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ReadManyAnswer {
