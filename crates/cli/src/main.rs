@@ -191,9 +191,11 @@ fn open_store(cli: &Cli, file: &FileConfig) -> Result<GitStore> {
         .with_context(|| format!("cannot open the data directory {}", data_dir.display()))
 }
 
-fn service_config(read: &ReadOptions, file: &FileConfig) -> ServiceConfig {
+fn service_config(read: &ReadOptions, file: &FileConfig) -> Result<ServiceConfig> {
     let defaults = ServiceConfig::default();
-    ServiceConfig {
+    // Repository-plugin budgets come from SOURCEGRAPH_PLUGINS_* only (seed 000), read once.
+    let plugins = wasmplugin::PluginConfig::from_env()?;
+    Ok(ServiceConfig {
         read_budget: read
             .read_budget_bytes
             .or(file.read_budget_bytes)
@@ -210,8 +212,9 @@ fn service_config(read: &ReadOptions, file: &FileConfig) -> ServiceConfig {
             .line_cap_bytes
             .or(file.line_cap_bytes)
             .unwrap_or(defaults.line_cap),
+        plugins,
         ..defaults
-    }
+    })
 }
 
 /// Registers (or reuses) and syncs every `--repo`.
@@ -248,7 +251,7 @@ fn progress(message: &str) {
 }
 
 async fn serve(store: GitStore, file: &FileConfig, args: ServeArgs) -> Result<()> {
-    let service = Service::new(store, service_config(&args.read, file));
+    let service = Service::new(store, service_config(&args.read, file)?);
     let listen = args
         .listen
         .clone()
@@ -344,7 +347,7 @@ async fn wait_for_signal() {
 
 async fn mcp(store: GitStore, file: &FileConfig, args: McpArgs) -> Result<()> {
     let plugins = ConnectionPlugins::parse(Some(&args.plugins))?;
-    let service = Service::new(store, service_config(&args.read, file));
+    let service = Service::new(store, service_config(&args.read, file)?);
     register_repos(&service, &args.read.repos).await?;
     mcpserver::serve_stdio(service, plugins)
         .await

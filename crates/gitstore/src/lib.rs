@@ -93,6 +93,18 @@ pub struct TreeEntry {
     pub size: Option<u64>,
 }
 
+/// A file found by [`GitStore::find_files`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoundFile {
+    /// Repository-relative path.
+    pub path: String,
+    pub kind: EntryKind,
+    /// Blob size in bytes (0 for symlinks and submodules).
+    pub size: u64,
+    /// The object id (hex): a content digest for blobs.
+    pub id: String,
+}
+
 /// What a tree entry is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -226,6 +238,29 @@ impl GitStore {
         path: &RepoPath,
     ) -> Result<Arc<str>, Error> {
         self.inner.read_text(name, commit, path)
+    }
+
+    /// Reads a file's raw bytes at `commit` (no text classification; plugin artifacts and
+    /// plugin host reads). Directory, symlink, submodule, missing and out-of-scope paths are
+    /// errors as for [`GitStore::read_text`].
+    pub fn read_bytes(
+        &self,
+        name: &RepoName,
+        commit: &CommitId,
+        path: &RepoPath,
+    ) -> Result<Vec<u8>, Error> {
+        self.inner.read_bytes(name, commit, path)
+    }
+
+    /// Every entry inside the registered scope whose file name ends with `suffix`, sorted by
+    /// path, with its kind, size and object id (discovery of `*.sourcegraph.wasm`, W-2).
+    pub fn find_files(
+        &self,
+        name: &RepoName,
+        commit: &CommitId,
+        suffix: &str,
+    ) -> Result<Vec<FoundFile>, Error> {
+        self.inner.find_files(name, commit, suffix)
     }
 
     /// Lists the tree at `path` (`RepoPath::root()` = the registered scope's top) down to

@@ -1,7 +1,7 @@
 //! Reading trees and blobs with gix: the read path (no `git` subprocess here).
 
 use crate::db::storage;
-use crate::{CommitId, EntryKind, Error, RepoPath, TreeEntry};
+use crate::{CommitId, EntryKind, Error, FoundFile, RepoPath, TreeEntry};
 use gix::ObjectId;
 use gix::objs::tree::EntryKind as GitKind;
 use std::sync::Arc;
@@ -137,12 +137,13 @@ pub(crate) fn locate(
 }
 
 /// G-6, G-7: the text of the file at `path`, or the typed reason it is not served as text.
-pub(crate) fn read_text(
+/// The raw bytes of the blob at `path` (symlinks, submodules and directories are errors).
+pub(crate) fn read_bytes(
     repo: &gix::Repository,
     root: ObjectId,
     path: &RepoPath,
     commit: &CommitId,
-) -> Result<Arc<str>, Error> {
+) -> Result<Vec<u8>, Error> {
     match locate(repo, root, path, commit)? {
         Target::Tree(_) => Err(Error::IsDirectory {
             path: path.to_string(),
@@ -155,14 +156,53 @@ pub(crate) fn read_text(
             path: path.to_string(),
             commit: sub.to_string(),
         }),
-        Target::Blob { id, .. } => {
-            let object = repo.find_object(id).map_err(odb)?;
-            classify_blob(path.as_str(), &object.data)
-        }
+        Target::Blob { id, .. } => Ok(repo.find_object(id).map_err(odb)?.detach().data),
     }
 }
 
-/// The classification order of the design: LFS pointer, binary, not UTF-8, text.
+/// Every entry below `tree` whose file name ends with `suffix`, whatever its kind (so a
+/// symlinked or submodule artifact can be diagnosed). Only matches pay a header lookup.
+pub(crate) fn find_suffix(
+    repo: &gix::Repository,
+    tree: ObjectId,
+    base: &str,
+    suffix: &str,
+    out: &mut Vec<FoundFile>,
+) -> Result<(), Error> {
+    let children: Vec<(Vec<u8>, GitKind, ObjectId)> = {
+        let object = repo.find_object(tree).map_err(odb)?;
+        gix::objs::TreeRefIter::from_bytes(&object.data, repo.object_hash())
+            .map(|entry| entry.map(|e| (e.filename.to_vec(), e.mode.kind(), e.oid.to_owned())))
+            .collect::<Result<_, _>>()
+            .map_err(odb)?
+    };
+    for (name, kind, id) in children {
+        let name = String::from_utf8_lossy(&name);
+        let path = if base.is_empty() {
+            name.to_string()
+        } else {
+            format!("{base}/{name}")
+        };
+        if kind == GitKind::Tree {
+            find_suffix(repo, id, &path, suffix, out)?;
+        } else if name.ends_with(suffix) {
+            let size = match kind {
+                GitKind::Blob | GitKind::BlobExecutable => {
+                    repo.find_header(id).map_err(odb)?.size()
+                }
+                _ => 0,
+            };
+            out.push(FoundFile {
+                path,
+                kind: entry_kind(kind),
+                size,
+                id: id.to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn classify_blob(path: &str, data: &[u8]) -> Result<Arc<str>, Error> {
     let size = data.len() as u64;
     if data.len() < LFS_POINTER_MAX

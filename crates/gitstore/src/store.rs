@@ -10,7 +10,8 @@ use crate::objects::{self, Target};
 use crate::retention::{Memo, Roots};
 use crate::revision::{self, MIN_SHORT_SHA};
 use crate::{
-    Clock, CommitId, Error, Registration, RepoInfo, RepoName, RepoPath, StoreConfig, TreeEntry,
+    Clock, CommitId, Error, FoundFile, Registration, RepoInfo, RepoName, RepoPath, StoreConfig,
+    TreeEntry,
 };
 use gix::ObjectId;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -516,22 +517,79 @@ impl Inner {
         }
     }
 
-    pub(crate) fn read_text(
+    /// Runs `read` on the root tree of `commit` after the scope check of `path`, the
+    /// retention check (a live lease suffices) and with the object lock held.
+    fn with_tree<T>(
         &self,
         name: &RepoName,
         commit: &CommitId,
         path: &RepoPath,
-    ) -> Result<Arc<str>, Error> {
+        read: impl FnOnce(&RepoState, &gix::Repository, ObjectId) -> Result<T, Error>,
+    ) -> Result<T, Error> {
         let (state, view) = self.synced(name)?;
         let _objects = Self::reading(&state);
-        if !state.registered_path.is_root() && !path.is_within(&state.registered_path) {
+        if !path.is_root() && !path.is_within(&state.registered_path) {
             return Err(Self::outside_scope(&state, path));
         }
         let id = to_oid(commit)?;
         self.check_readable(&state, &view, &id, true)?;
         let repo = view.repo.to_thread_local();
         let tree = objects::commit_tree(&repo, id)?;
-        objects::read_text(&repo, tree, path, commit)
+        read(&state, &repo, tree)
+    }
+
+    pub(crate) fn read_text(
+        &self,
+        name: &RepoName,
+        commit: &CommitId,
+        path: &RepoPath,
+    ) -> Result<Arc<str>, Error> {
+        if path.is_root() {
+            return Err(Error::IsDirectory {
+                path: String::new(),
+            });
+        }
+        self.with_tree(name, commit, path, |_, repo, tree| {
+            let data = objects::read_bytes(repo, tree, path, commit)?;
+            objects::classify_blob(path.as_str(), &data)
+        })
+    }
+
+    pub(crate) fn read_bytes(
+        &self,
+        name: &RepoName,
+        commit: &CommitId,
+        path: &RepoPath,
+    ) -> Result<Vec<u8>, Error> {
+        if path.is_root() {
+            return Err(Error::IsDirectory {
+                path: String::new(),
+            });
+        }
+        self.with_tree(name, commit, path, |_, repo, tree| {
+            objects::read_bytes(repo, tree, path, commit)
+        })
+    }
+
+    pub(crate) fn find_files(
+        &self,
+        name: &RepoName,
+        commit: &CommitId,
+        suffix: &str,
+    ) -> Result<Vec<FoundFile>, Error> {
+        self.with_tree(name, commit, &RepoPath::root(), |state, repo, tree| {
+            let scope = &state.registered_path;
+            let mut out = Vec::new();
+            match objects::locate(repo, tree, scope, commit) {
+                Ok(Target::Tree(dir)) => {
+                    objects::find_suffix(repo, dir, scope.as_str(), suffix, &mut out)?
+                }
+                Ok(_) | Err(Error::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+            out.sort_by(|a, b| a.path.cmp(&b.path));
+            Ok(out)
+        })
     }
 
     pub(crate) fn list_tree(
@@ -541,31 +599,25 @@ impl Inner {
         path: &RepoPath,
         depth: u32,
     ) -> Result<Vec<TreeEntry>, Error> {
-        let (state, view) = self.synced(name)?;
-        let _objects = Self::reading(&state);
-        let target_path = if path.is_root() {
-            state.registered_path.clone()
-        } else if path.is_within(&state.registered_path) {
-            path.clone()
-        } else {
-            return Err(Self::outside_scope(&state, path));
-        };
-        let id = to_oid(commit)?;
-        self.check_readable(&state, &view, &id, true)?;
-        let repo = view.repo.to_thread_local();
-        let tree = objects::commit_tree(&repo, id)?;
-        let mut out = Vec::new();
-        match objects::locate(&repo, tree, &target_path, commit) {
-            Ok(Target::Tree(dir)) => {
-                objects::list(&repo, dir, target_path.as_str(), depth.max(1), &mut out)?;
+        self.with_tree(name, commit, path, |state, repo, tree| {
+            let target_path = if path.is_root() {
+                &state.registered_path
+            } else {
+                path
+            };
+            let mut out = Vec::new();
+            match objects::locate(repo, tree, target_path, commit) {
+                Ok(Target::Tree(dir)) => {
+                    objects::list(repo, dir, target_path.as_str(), depth.max(1), &mut out)?;
+                }
+                Ok(other) => out.push(objects::single_entry(repo, target_path, &other)?),
+                // A registered path that does not exist at this commit is an empty scope.
+                Err(Error::NotFound { .. }) if path.is_root() => {}
+                Err(e) => return Err(e),
             }
-            Ok(other) => out.push(objects::single_entry(&repo, &target_path, &other)?),
-            // A registered path that does not exist at this commit is an empty scope.
-            Err(Error::NotFound { .. }) if path.is_root() => {}
-            Err(e) => return Err(e),
-        }
-        out.sort_by(|a, b| a.path.cmp(&b.path));
-        Ok(out)
+            out.sort_by(|a, b| a.path.cmp(&b.path));
+            Ok(out)
+        })
     }
 }
 

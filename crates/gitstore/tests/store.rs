@@ -1128,3 +1128,77 @@ fn g8_concurrent_reads_during_sync_and_sweep() {
         }
     });
 }
+
+/// W-2 support: `find_files` finds artifacts of every kind inside the scope only, with ids;
+/// `read_bytes` answers raw bytes (binary included) under the same path rules.
+#[test]
+fn g2_find_files_and_read_bytes() {
+    let f = Fixture::new();
+    f.commit(
+        &[
+            ("a.sourcegraph.wasm", b"\0asm-a"),
+            ("docs/b.sourcegraph.wasm", b"\0asm-b"),
+            ("docs/notes.md", b"n\n"),
+        ],
+        "artifacts",
+    );
+    std::os::unix::fs::symlink("a.sourcegraph.wasm", f.src.join("docs/c.sourcegraph.wasm"))
+        .unwrap();
+    let tip = cid(&f.commit(&[], "link"));
+    f.register("");
+    f.sync();
+    let found = f
+        .store
+        .find_files(&f.name, &tip, ".sourcegraph.wasm")
+        .unwrap();
+    let summary: Vec<(&str, gitstore::EntryKind, u64)> = found
+        .iter()
+        .map(|e| (e.path.as_str(), e.kind, e.size))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("a.sourcegraph.wasm", gitstore::EntryKind::File, 6),
+            ("docs/b.sourcegraph.wasm", gitstore::EntryKind::File, 6),
+            ("docs/c.sourcegraph.wasm", gitstore::EntryKind::Symlink, 0),
+        ]
+    );
+    assert!(found.iter().all(|e| e.id.len() == 40));
+    assert_eq!(
+        f.store
+            .read_bytes(&f.name, &tip, &path("a.sourcegraph.wasm"))
+            .unwrap(),
+        b"\0asm-a"
+    );
+    assert!(matches!(
+        f.store
+            .read_bytes(&f.name, &tip, &path("docs/c.sourcegraph.wasm")),
+        Err(Error::Symlink { .. })
+    ));
+
+    let scoped = Fixture::new();
+    scoped.commit(
+        &[
+            ("a.sourcegraph.wasm", b"x"),
+            ("docs/b.sourcegraph.wasm", b"y"),
+        ],
+        "two",
+    );
+    let tip = cid(&scoped.commit(&[], "again"));
+    scoped.register("docs");
+    scoped.sync();
+    let found = scoped
+        .store
+        .find_files(&scoped.name, &tip, ".sourcegraph.wasm")
+        .unwrap();
+    assert_eq!(
+        found.iter().map(|e| e.path.as_str()).collect::<Vec<_>>(),
+        ["docs/b.sourcegraph.wasm"]
+    );
+    assert!(matches!(
+        scoped
+            .store
+            .read_bytes(&scoped.name, &tip, &path("a.sourcegraph.wasm")),
+        Err(Error::OutsideScope { .. })
+    ));
+}

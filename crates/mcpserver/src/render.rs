@@ -8,9 +8,7 @@
 //! always one line and `NextStartLine` / `Error` can be found mechanically.
 
 use gitstore::EntryKind;
-use service::{
-    AvailabilityAnswer, ListAnswer, ReadItem, ReadManyAnswer, RepoSummary, ResolveAnswer,
-};
+use service::{AvailabilityAnswer, Enrichment, ListAnswer, ReadItem, RepoSummary, ResolveAnswer};
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
@@ -68,9 +66,36 @@ pub fn render_read_block(item: &ReadItem) -> String {
     out
 }
 
-/// One block per item of a `read_many` answer, in request order, failed items included.
-pub(crate) fn read_many_blocks(answer: &ReadManyAnswer) -> Vec<String> {
-    answer.items.iter().map(render_read_block).collect()
+/// The blocks of a read answer (R-5, SPEC §9): one per item in request order, failed items
+/// included, each followed by its plugin attachments after a blank line (W-17); then
+/// one block per whole-batch attachment; then the diagnostics block. Attachment text is
+/// appended as it is: never parsed, labelled or merged (W-18).
+pub(crate) fn read_blocks(items: &[ReadItem], enrichment: &Enrichment) -> Vec<String> {
+    let mut blocks: Vec<String> = items
+        .iter()
+        .enumerate()
+        .map(|(index, item)| {
+            let mut block = render_read_block(item);
+            for text in enrichment.for_item(index) {
+                if !block.ends_with('\n') {
+                    block.push('\n');
+                }
+                block.push('\n');
+                block.push_str(text);
+            }
+            block
+        })
+        .collect();
+    blocks.extend(enrichment.whole.iter().cloned());
+    if !enrichment.diagnostics.is_empty() {
+        let mut block = String::from("PluginDiagnostics:");
+        for line in &enrichment.diagnostics {
+            block.push_str("\n- ");
+            block.push_str(line);
+        }
+        blocks.push(block);
+    }
+    blocks
 }
 
 /// A `list` answer: the header, a blank line, then one entry per line.

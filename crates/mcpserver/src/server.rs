@@ -156,9 +156,11 @@ impl McpServer {
                     plugins: plugin_selections(a.plugins),
                 };
                 service
-                    .read(&ctx, request)
+                    .read_enriched(&ctx, request)
                     .await
-                    .map(|item| vec![render::render_read_block(&item)])
+                    .map(|(item, enrichment)| {
+                        render::read_blocks(std::slice::from_ref(&item), &enrichment)
+                    })
             }
             "read_many" => {
                 let a: ReadManyArgs = args::parse(name, arguments)?;
@@ -177,9 +179,9 @@ impl McpServer {
                     plugins: plugin_selections(a.plugins),
                 };
                 service
-                    .read_many(&ctx, request)
+                    .read_many_enriched(&ctx, request)
                     .await
-                    .map(|answer| render::read_many_blocks(&answer))
+                    .map(|(answer, enrichment)| render::read_blocks(&answer.items, &enrichment))
             }
             "list" => {
                 let a: ListArgs = args::parse(name, arguments)?;

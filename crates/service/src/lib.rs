@@ -8,24 +8,31 @@
 //! outside that lock.
 
 mod background;
-mod connection;
+mod enrich;
 mod error;
 mod lines;
 mod model;
 mod stats;
 
 pub use background::{Shutdown, spawn_maintenance};
-pub use connection::{CallContext, ConnectionPlugins, InvalidConnectionPlugins};
 pub use error::{ErrorKind, ServiceError};
 pub use model::*;
 pub use stats::{OpSnapshot, OpStats, QueryStats, StatsSnapshot};
+pub use wasmplugin::{ConnectionPlugins, InvalidConnectionPlugins, PluginConfig};
 
 use gitstore::{CommitId, GitStore, RepoName, RepoPath};
 use std::sync::{Arc, RwLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+/// Per-call context a transport hands to the service.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallContext {
+    /// The connection's `plugins` parameter (M-2).
+    pub plugins: ConnectionPlugins,
+}
+
 /// Limits of the read operations. Defaults are the SPEC's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServiceConfig {
     /// Body bytes one `read` may return (256 KiB).
     pub read_budget: usize,
@@ -41,6 +48,8 @@ pub struct ServiceConfig {
     pub max_list_entries: usize,
     /// Deepest `list` (10).
     pub max_list_depth: u32,
+    /// Repository-plugin budgets and switches (W-26).
+    pub plugins: wasmplugin::PluginConfig,
 }
 
 impl Default for ServiceConfig {
@@ -53,6 +62,7 @@ impl Default for ServiceConfig {
             default_lines: 500,
             max_list_entries: 10_000,
             max_list_depth: 10,
+            plugins: wasmplugin::PluginConfig::default(),
         }
     }
 }
@@ -71,6 +81,8 @@ struct Inner {
     /// will take it briefly, outside the base read.
     query_lock: RwLock<()>,
     stats: QueryStats,
+    /// The repository-plugin host (W-*).
+    plugins: enrich::Plugins,
 }
 
 impl Service {
@@ -79,9 +91,10 @@ impl Service {
         Self {
             inner: Arc::new(Inner {
                 store,
-                config,
                 query_lock: RwLock::new(()),
                 stats: QueryStats::default(),
+                plugins: enrich::Plugins::new(config.plugins.clone()),
+                config,
             }),
         }
     }
@@ -96,6 +109,12 @@ impl Service {
         &self.inner.config
     }
 
+    /// Figures of the repository-plugin runtime (W-38), kept apart from the base-query
+    /// statistics; `None` when plugins are disabled.
+    pub fn plugin_stats(&self) -> Option<wasmplugin::runtime::RuntimeStats> {
+        self.inner.plugins.runtime().map(|r| r.stats())
+    }
+
     /// Query statistics of the base operations.
     pub fn stats(&self) -> StatsSnapshot {
         self.inner.stats.snapshot()
@@ -106,64 +125,123 @@ impl Service {
         &self,
         work: impl FnOnce(&Inner) -> Result<T, ServiceError> + Send + 'static,
     ) -> Result<T, ServiceError> {
-        let this = self.clone();
-        tokio::task::spawn_blocking(move || {
-            let inner = &this.inner;
-            let _guard = inner
-                .query_lock
-                .read()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            work(inner)
-        })
-        .await
-        .map_err(|join| {
-            tracing::error!(error = %join, "a blocking operation panicked or was cancelled");
-            ServiceError::internal(
-                "internal error while reading the repository; see the server log",
-            )
-        })?
+        self.unlocked(move |inner| inner.locked(|| work(inner)))
+            .await
     }
 
-    /// `read` (R-1..R-3). A failed base read is an error; a successful one is never turned
-    /// into one by anything that runs after it.
+    /// Runs `work` on the blocking pool; `work` takes the query lock where it needs it.
+    async fn unlocked<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Inner) -> Result<T, ServiceError> + Send + 'static,
+    ) -> Result<T, ServiceError> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || work(&this.inner))
+            .await
+            .map_err(|join| {
+                tracing::error!(error = %join, "a blocking operation panicked or was cancelled");
+                ServiceError::internal(
+                    "internal error while reading the repository; see the server log",
+                )
+            })?
+    }
+
+    /// `read` (R-1..R-3), base only: no plugin runs. A failed base read is an error.
     pub async fn read(
         &self,
-        _ctx: &CallContext,
+        ctx: &CallContext,
         req: ReadRequest,
     ) -> Result<ReadItem, ServiceError> {
-        let started = Instant::now();
-        let result = self
-            .blocking(move |inner| {
+        self.read_with(ctx, req, false).await.map(|(item, _)| item)
+    }
+
+    /// `read` followed by repository-plugin enrichment (W-33): a successful base read is
+    /// never turned into an error by anything the plugins do.
+    pub async fn read_enriched(
+        &self,
+        ctx: &CallContext,
+        req: ReadRequest,
+    ) -> Result<(ReadItem, Enrichment), ServiceError> {
+        self.read_with(ctx, req, true).await
+    }
+
+    async fn read_with(
+        &self,
+        ctx: &CallContext,
+        req: ReadRequest,
+        enrich: bool,
+    ) -> Result<(ReadItem, Enrichment), ServiceError> {
+        let ctx = ctx.clone();
+        self.unlocked(move |inner| {
+            let started = Instant::now();
+            let base = inner.locked(|| -> Result<_, ServiceError> {
                 let (name, commit) = inner.resolve(&req.repo, req.revision.as_deref())?;
-                let _lease = inner.store.lease(&name, &commit)?;
+                let lease = inner.store.lease(&name, &commit)?;
                 let file = FileRange {
-                    path: req.path,
+                    path: req.path.clone(),
                     start_line: req.start_line,
                     end_line: req.end_line,
                 };
                 let mut budget = lines::Budget::single(&inner.config);
                 let (path, range) = inner.read_range(&name, &commit, &file, &mut budget)?;
-                Ok(ReadItem {
+                let item = ReadItem {
                     repo: name.to_string(),
                     commit: commit.to_string(),
                     path,
                     outcome: Ok(range),
-                })
-            })
-            .await;
-        self.inner.stats.read.record(started, result.is_ok());
-        result
+                };
+                Ok((item, lease, name, commit))
+            });
+            // the base figures stop here; enrichment has its own.
+            inner.stats.read.record(started, base.is_ok());
+            let (item, _lease, name, commit) = base?;
+            let enrichment = if enrich {
+                inner.enrich(
+                    &ctx,
+                    "read",
+                    &name,
+                    &commit,
+                    std::slice::from_ref(&item),
+                    req.plugins.as_deref(),
+                )
+            } else {
+                Enrichment::default()
+            };
+            Ok((item, enrichment))
+        })
+        .await
     }
 
-    /// `read_many`: one item per entry in request order, one shared budget.
+    /// `read_many`, base only: one item per entry in request order, one shared
+    /// budget; no plugin runs.
     pub async fn read_many(
         &self,
-        _ctx: &CallContext,
+        ctx: &CallContext,
         req: ReadManyRequest,
     ) -> Result<ReadManyAnswer, ServiceError> {
-        let started = Instant::now();
-        let result = self
-            .blocking(move |inner| {
+        self.read_many_with(ctx, req, false)
+            .await
+            .map(|(answer, _)| answer)
+    }
+
+    /// `read_many` followed by repository-plugin enrichment (W-33).
+    pub async fn read_many_enriched(
+        &self,
+        ctx: &CallContext,
+        req: ReadManyRequest,
+    ) -> Result<(ReadManyAnswer, Enrichment), ServiceError> {
+        self.read_many_with(ctx, req, true).await
+    }
+
+    async fn read_many_with(
+        &self,
+        ctx: &CallContext,
+        req: ReadManyRequest,
+        enrich: bool,
+    ) -> Result<(ReadManyAnswer, Enrichment), ServiceError> {
+        let ctx = ctx.clone();
+        self.unlocked(move |inner| {
+            let started = Instant::now();
+            let base = inner.locked(|| -> Result<_, ServiceError> {
                 let max = inner.config.max_batch_items;
                 if req.files.is_empty() {
                     return Err(ServiceError::invalid(
@@ -177,22 +255,37 @@ impl Service {
                     )));
                 }
                 let (name, commit) = inner.resolve(&req.repo, req.revision.as_deref())?;
-                let _lease = inner.store.lease(&name, &commit)?;
+                let lease = inner.store.lease(&name, &commit)?;
                 let mut budget = lines::Budget::batch(&inner.config);
                 let items = req
                     .files
                     .iter()
                     .map(|file| inner.read_item(&name, &commit, file, &mut budget))
                     .collect();
-                Ok(ReadManyAnswer {
+                let answer = ReadManyAnswer {
                     repo: name.to_string(),
                     commit: commit.to_string(),
                     items,
-                })
-            })
-            .await;
-        self.inner.stats.read_many.record(started, result.is_ok());
-        result
+                };
+                Ok((answer, lease, name, commit))
+            });
+            inner.stats.read_many.record(started, base.is_ok());
+            let (answer, _lease, name, commit) = base?;
+            let enrichment = if enrich {
+                inner.enrich(
+                    &ctx,
+                    "read_many",
+                    &name,
+                    &commit,
+                    &answer.items,
+                    req.plugins.as_deref(),
+                )
+            } else {
+                Enrichment::default()
+            };
+            Ok((answer, enrichment))
+        })
+        .await
     }
 
     /// `list` (S-7): the tree below a directory, inside the registered scope.
@@ -351,6 +444,15 @@ impl Service {
 }
 
 impl Inner {
+    /// Runs `work` under the read side of the query lock.
+    fn locked<T>(&self, work: impl FnOnce() -> T) -> T {
+        let _guard = self
+            .query_lock
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        work()
+    }
+
     fn resolve(
         &self,
         repo: &str,

@@ -1,22 +1,9 @@
 //! Plain request and answer types of the operations. Transports turn these into MCP text
 //! blocks (`mcpserver`) or JSON (`httpserver`); nothing here knows either.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-/// One selected repository plugin with its business arguments (W-10). Carried through now;
-/// acted on by the repository-plugin host.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PluginSelection {
-    /// The plugin's name (its artifact name without `.sourcegraph.wasm`).
-    pub name: String,
-    /// Business arguments, opaque to the host; `{}` when absent.
-    #[serde(default = "empty_object")]
-    pub args: serde_json::Value,
-}
-
-fn empty_object() -> serde_json::Value {
-    serde_json::Value::Object(Default::default())
-}
+pub use wasmplugin::PluginSelection;
 
 /// `read {repo, revision?, path, start_line?, end_line?, plugins?}`.
 #[derive(Debug, Clone, PartialEq)]
@@ -184,4 +171,24 @@ pub struct AvailabilityAnswer {
     /// Why not, when not readable (unknown, outside retention…).
     pub reason: Option<String>,
     pub indexed: bool,
+}
+
+/// What repository plugins added to a read (W-17, R-5): texts for items (by `read-N` id, in
+/// append order), whole-batch texts, and diagnostic lines (SPEC §9, without the `- `).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Enrichment {
+    pub per_item: Vec<(String, String)>,
+    pub whole: Vec<String>,
+    pub diagnostics: Vec<String>,
+}
+
+impl Enrichment {
+    /// The texts attached to the item at request index `index`, in order.
+    pub fn for_item(&self, index: usize) -> impl Iterator<Item = &str> {
+        let id = format!("read-{index}");
+        self.per_item
+            .iter()
+            .filter(move |(item, _)| *item == id)
+            .map(|(_, text)| text.as_str())
+    }
 }

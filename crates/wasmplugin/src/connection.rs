@@ -1,5 +1,7 @@
-//! The connection parameter `plugins` (M-2), read from the endpoint URL of an MCP connection
-//! (`/sourcegraph/mcp?plugins=…`) or `csg mcp --plugins …`.
+//! What a connection and a call say about repository plugins: the connection parameter
+//! `plugins` (M-2), read from the endpoint URL of an MCP connection
+//! (`/sourcegraph/mcp?plugins=…`) or `csg mcp --plugins …`, and the call's `plugins`
+//! argument (W-10).
 
 use std::fmt;
 
@@ -74,11 +76,19 @@ impl ConnectionPlugins {
     }
 }
 
-/// Per-call context a transport hands to the service.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CallContext {
-    /// The connection's `plugins` parameter (M-2).
-    pub plugins: ConnectionPlugins,
+/// One selected repository plugin with its business arguments (W-10): the call's
+/// `plugins: [{name, args}]`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PluginSelection {
+    /// The plugin's name (its artifact name without `.sourcegraph.wasm`).
+    pub name: String,
+    /// Business arguments, opaque to the host; `{}` when absent.
+    #[serde(default = "empty_object")]
+    pub args: serde_json::Value,
+}
+
+fn empty_object() -> serde_json::Value {
+    serde_json::Value::Object(Default::default())
 }
 
 #[cfg(test)]

@@ -1,0 +1,284 @@
+//! Enrichment by repository plugins (W-33, W-34): after the base read, outside the query
+//! lock, holding the snapshot lease. Discovery results are cached per commit and scope
+//! (W-29); the plugin host (`wasmplugin`) compiles, runs and bounds the plugins.
+
+use crate::model::{Enrichment, ReadItem};
+use crate::{CallContext, Inner};
+use gitstore::{CommitId, EntryKind, RepoName, RepoPath};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+use wasmplugin::runtime::{HostFiles, InstanceKey, Runtime};
+use wasmplugin::{
+    ArtifactEntry, ArtifactKind, Attachments, Catalog, Code, Diagnostic, ItemRef, PluginConfig,
+    PluginSelection,
+};
+
+/// Catalogs kept (W-29).
+const CATALOG_ENTRIES: usize = 64;
+/// Artifact bytes kept in catalogs (W-29).
+const CATALOG_BYTES: usize = 128 * 1024 * 1024;
+
+/// The plugin host of one service: configuration, runtime and the catalog cache.
+pub(crate) struct Plugins {
+    pub(crate) config: PluginConfig,
+    runtime: Option<Runtime>,
+    catalogs: Mutex<CatalogCache>,
+}
+
+/// A small LRU of catalogs by (repository, commit); the storage root and scope are fixed
+/// per repository registration within one store.
+#[derive(Default)]
+struct CatalogCache {
+    entries: HashMap<(String, String), Arc<Catalog>>,
+    order: VecDeque<(String, String)>,
+    bytes: usize,
+}
+
+impl CatalogCache {
+    fn get(&mut self, key: &(String, String)) -> Option<Arc<Catalog>> {
+        let found = self.entries.get(key).cloned()?;
+        self.order.retain(|k| k != key);
+        self.order.push_back(key.clone());
+        Some(found)
+    }
+
+    fn put(&mut self, key: (String, String), catalog: Arc<Catalog>) {
+        self.bytes += catalog.artifact_bytes();
+        if let Some(old) = self.entries.insert(key.clone(), catalog) {
+            self.bytes -= old.artifact_bytes();
+        }
+        self.order.retain(|k| *k != key);
+        self.order.push_back(key);
+        while self.entries.len() > CATALOG_ENTRIES || self.bytes > CATALOG_BYTES {
+            let Some(oldest) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(old) = self.entries.remove(&oldest) {
+                self.bytes -= old.artifact_bytes();
+            }
+        }
+    }
+}
+
+impl Plugins {
+    /// The host; when the runtime cannot start, enrichment answers a diagnostic instead of
+    /// attachments (never failing a base read).
+    pub(crate) fn new(config: PluginConfig) -> Self {
+        let runtime = if config.disabled {
+            None
+        } else {
+            match Runtime::new(config.clone()) {
+                Ok(runtime) => Some(runtime),
+                Err(error) => {
+                    tracing::error!(%error, "the repository plugin runtime did not start; plugins are off");
+                    None
+                }
+            }
+        };
+        Self {
+            config,
+            runtime,
+            catalogs: Mutex::new(CatalogCache::default()),
+        }
+    }
+
+    pub(crate) fn runtime(&self) -> Option<&Runtime> {
+        self.runtime.as_ref()
+    }
+}
+
+/// Host reads of one execution: the same repository, commit and scope, inside the plugin
+/// directory (W-22). Each read takes the query lock briefly and re-checks retention.
+struct PluginFiles<'a> {
+    inner: &'a Inner,
+    repo: &'a RepoName,
+    commit: &'a CommitId,
+    dir: String,
+    deadline: Instant,
+}
+
+impl HostFiles for PluginFiles<'_> {
+    fn read(&self, path: &str) -> Result<Vec<u8>, String> {
+        if Instant::now() >= self.deadline {
+            return Err("the request deadline passed".into());
+        }
+        let relative = RepoPath::parse(path).map_err(|e| e.to_string())?;
+        if relative.is_root() {
+            return Err("an empty path names no file".into());
+        }
+        let full = if self.dir.is_empty() {
+            relative.to_string()
+        } else {
+            format!("{}/{}", self.dir, relative)
+        };
+        let full = RepoPath::parse(&full).map_err(|e| e.to_string())?;
+        let _guard = self
+            .inner
+            .query_lock
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        self.inner
+            .store
+            .read_bytes(self.repo, self.commit, &full)
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl Inner {
+    /// Runs the selected plugins over the successful items. Never fails: every problem is a
+    /// diagnostic.
+    pub(crate) fn enrich(
+        &self,
+        ctx: &CallContext,
+        operation: &str,
+        repo: &RepoName,
+        commit: &CommitId,
+        items: &[ReadItem],
+        call: Option<&[PluginSelection]>,
+    ) -> Enrichment {
+        let started = Instant::now();
+        let deadline = started + self.plugins.config.timeout;
+        let refs: Vec<ItemRef> = items
+            .iter()
+            .enumerate()
+            .filter_map(|(index, item)| {
+                let range = item.outcome.as_ref().ok()?;
+                Some(ItemRef {
+                    item_id: format!("read-{index}"),
+                    repository_path: item.path.clone(),
+                    start_line: range.start_line,
+                    end_line: range.end_line,
+                    content: range.content.clone(),
+                    truncated: range.truncated,
+                    has_more: Some(range.has_more),
+                    next_start_line: range.next_start_line,
+                })
+            })
+            .collect();
+        let mut attachments = Attachments::default();
+        let quiet = call.is_none() && matches!(ctx.plugins, wasmplugin::ConnectionPlugins::Off);
+        if quiet || refs.is_empty() || (self.plugins.config.disabled && call.is_none()) {
+            return Enrichment::default();
+        }
+        let catalog = match self.catalog(repo, commit) {
+            Ok(catalog) => catalog,
+            Err(message) => {
+                attachments
+                    .diagnostics
+                    .push(Diagnostic::new(Code::Artifact, message));
+                return finish(attachments, started);
+            }
+        };
+        let disabled = self.plugins.config.disabled || self.plugins.runtime().is_none();
+        let plan = wasmplugin::plan(&catalog, &ctx.plugins, call, operation, disabled, &refs);
+        attachments.diagnostics.extend(plan.diagnostics);
+        let Some(runtime) = self.plugins.runtime() else {
+            return finish(attachments, started);
+        };
+        for execution in &plan.executions {
+            let plugin = &execution.plugin;
+            let ids: Vec<String> = execution
+                .items
+                .iter()
+                .map(|&i| refs[i].item_id.clone())
+                .collect();
+            let outcome = runtime
+                .module(&plugin.digest, &plugin.bytes, Some(deadline))
+                .and_then(|module| {
+                    let key = InstanceKey {
+                        storage_root: self.store.storage_root().to_string_lossy().into_owned(),
+                        repo: repo.to_string(),
+                        commit: commit.to_string(),
+                        plugin_dir: plugin.dir.clone(),
+                        args: execution.args.to_string(),
+                    };
+                    let input = execution.input(operation, repo.as_str(), commit.as_str(), &refs);
+                    let files = PluginFiles {
+                        inner: self,
+                        repo,
+                        commit,
+                        dir: plugin.dir.clone(),
+                        deadline,
+                    };
+                    runtime.execute(&module, &key, &input, &files, deadline)
+                });
+            match outcome {
+                Ok(output) => attachments.absorb(execution, &refs, &output),
+                Err(diagnostic) => attachments
+                    .diagnostics
+                    .push(diagnostic.at(&plugin.name, &plugin.dir).for_items(ids)),
+            }
+        }
+        finish(attachments, started)
+    }
+
+    /// The catalog of (repo, commit): cached, else discovered (W-29). A failure is never
+    /// cached.
+    fn catalog(&self, repo: &RepoName, commit: &CommitId) -> Result<Arc<Catalog>, String> {
+        let key = (repo.to_string(), commit.to_string());
+        if let Some(found) = self
+            .plugins
+            .catalogs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+        {
+            return Ok(found);
+        }
+        let catalog = {
+            let _guard = self
+                .query_lock
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            let found = self
+                .store
+                .find_files(repo, commit, wasmplugin::ARTIFACT_SUFFIX)
+                .map_err(|e| format!("plugin discovery failed: {e}"))?;
+            let entries: Vec<ArtifactEntry> = found
+                .into_iter()
+                .map(|f| ArtifactEntry {
+                    path: f.path,
+                    kind: match f.kind {
+                        EntryKind::Symlink => ArtifactKind::Symlink,
+                        EntryKind::Submodule => ArtifactKind::Submodule,
+                        _ => ArtifactKind::Blob,
+                    },
+                    size: f.size,
+                    digest: f.id,
+                })
+                .collect();
+            wasmplugin::discover(&entries, &self.plugins.config, |entry| {
+                let path = RepoPath::parse(&entry.path).map_err(|e| e.to_string())?;
+                self.store
+                    .read_bytes(repo, commit, &path)
+                    .map_err(|e| format!("plugin discovery failed: {e}"))
+            })?
+        };
+        let catalog = Arc::new(catalog);
+        self.plugins
+            .catalogs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .put(key, catalog.clone());
+        Ok(catalog)
+    }
+}
+
+fn finish(attachments: Attachments, started: Instant) -> Enrichment {
+    tracing::debug!(
+        elapsed_us = started.elapsed().as_micros() as u64,
+        attachments = attachments.per_item.len() + attachments.whole.len(),
+        diagnostics = attachments.diagnostics.len(),
+        "enrichment"
+    );
+    Enrichment {
+        per_item: attachments.per_item,
+        whole: attachments.whole,
+        diagnostics: attachments
+            .diagnostics
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+    }
+}

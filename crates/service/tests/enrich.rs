@@ -1,0 +1,403 @@
+//! Repository-plugin enrichment through the service, with the committed fixture artifacts
+//! (W-37) inside real Git repositories: selection, grouping, versioning, isolation and the
+//! example plugins.
+
+use serde_json::json;
+use service::{
+    CallContext, ConnectionPlugins, Enrichment, FileRange, PluginSelection, ReadItem,
+    ReadManyRequest, ReadRequest, Service, ServiceConfig,
+};
+use testgit::SourceRepo;
+
+fn artifact(name: &str) -> Vec<u8> {
+    let path = format!(
+        "{}/../wasmplugin/testdata/{name}.sourcegraph.wasm",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read(&path).unwrap_or_else(|e| panic!("fixture {path}: {e}"))
+}
+
+fn service(source: &SourceRepo, scope: &str) -> Service {
+    Service::new(source.store("test/repo", scope), ServiceConfig::default())
+}
+
+fn read(path: &str) -> ReadRequest {
+    ReadRequest {
+        repo: "test/repo".into(),
+        revision: None,
+        path: path.into(),
+        start_line: None,
+        end_line: None,
+        plugins: None,
+    }
+}
+
+fn batch(paths: &[&str]) -> ReadManyRequest {
+    ReadManyRequest {
+        repo: "test/repo".into(),
+        revision: None,
+        files: paths
+            .iter()
+            .map(|p| FileRange {
+                path: p.to_string(),
+                start_line: None,
+                end_line: None,
+            })
+            .collect(),
+        plugins: None,
+    }
+}
+
+fn auto() -> CallContext {
+    CallContext::default()
+}
+
+fn selection(name: &str, args: serde_json::Value) -> PluginSelection {
+    PluginSelection {
+        name: name.into(),
+        args,
+    }
+}
+
+fn texts(enrichment: &Enrichment, index: usize) -> Vec<String> {
+    enrichment.for_item(index).map(str::to_string).collect()
+}
+
+/// W-8, W-17: a default-enabled plugin applies to its directory only; its text is the
+/// item's; base results are untouched.
+#[tokio::test]
+async fn w8_w17_default_plugin_attaches_to_its_items() {
+    let echo = artifact("echo");
+    let source = SourceRepo::with_files(&[
+        ("docs/echo.sourcegraph.wasm", &echo),
+        ("docs/a.md", b"one\ntwo\n"),
+        ("README.md", b"r\n"),
+    ]);
+    let service = service(&source, "");
+    let (item, enrichment) = service
+        .read_enriched(&auto(), read("docs/a.md"))
+        .await
+        .unwrap();
+    assert_eq!(
+        texts(&enrichment, 0),
+        ["echo read-0 a.md 1-2 root=docs op=read calls=1"]
+    );
+    assert!(
+        enrichment.diagnostics.is_empty(),
+        "{:?}",
+        enrichment.diagnostics
+    );
+    assert_eq!(
+        item,
+        service.read(&auto(), read("docs/a.md")).await.unwrap(),
+        "W-25: base unchanged"
+    );
+    let (_, outside) = service
+        .read_enriched(&auto(), read("README.md"))
+        .await
+        .unwrap();
+    assert_eq!(outside, Enrichment::default());
+}
+
+/// W-14, W-15: a batch over two plugin directories of a monorepo registered path: ids are
+/// not renumbered, failed items are not passed, paths are relative to each plugin
+/// directory, `root` is repository-relative and the prefix is not added twice.
+#[tokio::test]
+async fn w15_multi_directory_batch() {
+    let echo = artifact("echo");
+    let source = SourceRepo::with_files(&[
+        ("packages/docs/echo.sourcegraph.wasm", &echo),
+        ("packages/docs/kb/echo.sourcegraph.wasm", &echo),
+        ("packages/docs/a.md", b"a\n"),
+        ("packages/docs/kb/b.md", b"b1\nb2\n"),
+        ("packages/docs/kb/deep/c.md", b"c\n"),
+    ]);
+    let service = service(&source, "packages/docs");
+    let request = batch(&[
+        "packages/docs/kb/b.md",
+        "packages/docs/missing.md",
+        "packages/docs/a.md",
+        "packages/docs/kb/deep/c.md",
+    ]);
+    let (answer, enrichment) = service.read_many_enriched(&auto(), request).await.unwrap();
+    assert!(answer.items[1].outcome.is_err());
+    assert_eq!(
+        texts(&enrichment, 0),
+        ["echo read-0 b.md 1-2 root=packages/docs/kb op=read_many calls=1"]
+    );
+    assert!(
+        texts(&enrichment, 1).is_empty(),
+        "a failed item gets nothing"
+    );
+    assert_eq!(
+        texts(&enrichment, 2),
+        ["echo read-2 a.md 1-1 root=packages/docs op=read_many calls=1"]
+    );
+    assert_eq!(
+        texts(&enrichment, 3),
+        ["echo read-3 deep/c.md 1-1 root=packages/docs/kb op=read_many calls=1"]
+    );
+    // W-19: the root-most directory runs first.
+    let order: Vec<&str> = enrichment
+        .per_item
+        .iter()
+        .map(|(id, _)| id.as_str())
+        .collect();
+    assert_eq!(order, ["read-2", "read-0", "read-3"]);
+}
+
+/// W-9, W-10, M-2: connection `off` beats the call; `[]` turns plugins off for a call; a
+/// call list chooses with args; an unknown name is a diagnostic, not an error.
+#[tokio::test]
+async fn w10_call_and_connection_selection() {
+    let echo = artifact("echo");
+    let source = SourceRepo::with_files(&[("echo.sourcegraph.wasm", &echo), ("a.md", b"a\n")]);
+    let service = service(&source, "");
+    let off = CallContext {
+        plugins: ConnectionPlugins::Off,
+    };
+    let named = ReadRequest {
+        plugins: Some(vec![selection("echo", json!({"whole": "W"}))]),
+        ..read("a.md")
+    };
+    let (_, enrichment) = service.read_enriched(&off, named.clone()).await.unwrap();
+    assert!(enrichment.per_item.is_empty());
+    assert!(
+        enrichment.diagnostics[0].starts_with("code=PLUGIN_DISABLED plugin=echo"),
+        "{:?}",
+        enrichment.diagnostics
+    );
+    let (_, none) = service
+        .read_enriched(
+            &auto(),
+            ReadRequest {
+                plugins: Some(vec![]),
+                ..read("a.md")
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(none, Enrichment::default());
+    let (_, chosen) = service.read_enriched(&auto(), named).await.unwrap();
+    assert_eq!(chosen.whole, ["W"]);
+    let missing = ReadRequest {
+        plugins: Some(vec![selection("nope", json!({}))]),
+        ..read("a.md")
+    };
+    let (item, diagnosed) = service.read_enriched(&auto(), missing).await.unwrap();
+    assert!(item.outcome.is_ok());
+    assert!(
+        diagnosed.diagnostics[0].starts_with("code=PLUGIN_NOT_FOUND plugin=nope"),
+        "{:?}",
+        diagnosed.diagnostics
+    );
+    let connection_list = CallContext {
+        plugins: ConnectionPlugins::Named(vec!["other".into()]),
+    };
+    let (_, listed) = service
+        .read_enriched(&connection_list, read("a.md"))
+        .await
+        .unwrap();
+    assert!(
+        listed.per_item.is_empty(),
+        "only the connection's names run"
+    );
+}
+
+/// W-7: a plugin added, changed and removed across three commits; each SHA runs its own.
+#[tokio::test]
+async fn w7_each_commit_runs_its_own_plugins() {
+    let source = SourceRepo::with_files(&[("a.md", b"a\n")]);
+    let none = source.head();
+    let added = source.commit(&[("echo.sourcegraph.wasm", &artifact("echo"))], "add");
+    // The change replaces the module with one that no longer validates: the diagnostic
+    // proves the new bytes are the ones in force at that commit.
+    let changed = source.commit(&[("echo.sourcegraph.wasm", b"\0asm\x01\0\0\0")], "change");
+    source.git(&["rm", "-q", "echo.sourcegraph.wasm"]);
+    let removed = source.commit_index("remove");
+    let service = service(&source, "");
+    let at = |rev: &str| ReadRequest {
+        revision: Some(rev.to_string()),
+        ..read("a.md")
+    };
+    let (_, e) = service.read_enriched(&auto(), at(&none)).await.unwrap();
+    assert_eq!(e, Enrichment::default());
+    let (_, e) = service.read_enriched(&auto(), at(&added)).await.unwrap();
+    assert_eq!(texts(&e, 0), ["echo read-0 a.md 1-1 root= op=read calls=1"]);
+    let (_, e) = service.read_enriched(&auto(), at(&changed)).await.unwrap();
+    assert!(e.per_item.is_empty());
+    assert!(
+        e.diagnostics[0].starts_with("code=PLUGIN_METADATA plugin=echo"),
+        "{:?}",
+        e.diagnostics
+    );
+    let (_, e) = service.read_enriched(&auto(), at(&removed)).await.unwrap();
+    assert_eq!(e, Enrichment::default());
+    let (_, e) = service.read_enriched(&auto(), at(&added)).await.unwrap();
+    assert_eq!(texts(&e, 0).len(), 1, "the historical SHA keeps its plugin");
+}
+
+/// W-25, W-27: faults are diagnostics; the body is intact and no error is raised.
+#[tokio::test]
+async fn w25_faults_keep_the_body() {
+    let echo = artifact("echo");
+    let source = SourceRepo::with_files(&[("echo.sourcegraph.wasm", &echo), ("a.md", b"a\n")]);
+    let config = ServiceConfig {
+        plugins: wasmplugin_config(std::time::Duration::from_secs(3)),
+        ..ServiceConfig::default()
+    };
+    let service = Service::new(source.store("test/repo", ""), config);
+    let base = service.read(&auto(), read("a.md")).await.unwrap();
+    for (args, code) in [
+        (json!({"panic": "boom"}), "PLUGIN_TRAP"),
+        (json!({"spin": true}), "PLUGIN_TIMEOUT"),
+        (json!({"grow_mib": 64}), "PLUGIN_MEMORY"),
+    ] {
+        let request = ReadRequest {
+            plugins: Some(vec![selection("echo", args.clone())]),
+            ..read("a.md")
+        };
+        let (item, e) = service.read_enriched(&auto(), request).await.unwrap();
+        assert_eq!(item, base, "{args}");
+        assert!(e.per_item.is_empty(), "{args}");
+        assert!(
+            e.diagnostics[0]
+                .starts_with(&format!("code={code} plugin=echo root=\"\" items=read-0")),
+            "{args}: {:?}",
+            e.diagnostics
+        );
+    }
+}
+
+fn wasmplugin_config(timeout: std::time::Duration) -> service::PluginConfig {
+    service::PluginConfig {
+        timeout,
+        memory_mib: 32,
+        ..Default::default()
+    }
+}
+
+/// W-40: the example plugins, as the SPEC describes them.
+#[tokio::test]
+async fn w40_example_plugins() {
+    let related =
+        serde_json::to_vec(&json!({"guides/*.md": ["refs/glossary.md", "refs/policy.md"]}))
+            .unwrap();
+    let evidence = serde_json::to_vec(&json!({"guides/a.md": [{"path": "refs/policy.md", "start_line": 2, "end_line": 4, "note": "approval rule"}]})).unwrap();
+    let source = SourceRepo::with_files(&[
+        (
+            "kb/related-content.sourcegraph.wasm",
+            &artifact("related-content"),
+        ),
+        (
+            "kb/evidence-chain.sourcegraph.wasm",
+            &artifact("evidence-chain"),
+        ),
+        ("kb/related.json", &related),
+        ("kb/evidence.json", &evidence),
+        ("kb/guides/a.md", b"# Guide A\nbody\n"),
+        ("kb/refs/glossary.md", b"\n# Glossary\nterms\n"),
+        (
+            "kb/refs/policy.md",
+            b"Policy first line\nrule\nrule\nrule\n",
+        ),
+    ]);
+    let head = source.head();
+    let service = service(&source, "");
+    let request = ReadRequest {
+        plugins: Some(vec![
+            selection("related-content", json!({})),
+            selection(
+                "evidence-chain",
+                json!({"site_url": "https://csg.example.org/"}),
+            ),
+        ]),
+        ..read("kb/guides/a.md")
+    };
+    let (_, e) = service.read_enriched(&auto(), request).await.unwrap();
+    assert_eq!(
+        texts(&e, 0),
+        [
+            "related:\n- refs/glossary.md — Glossary\n- refs/policy.md — Policy first line"
+                .to_string(),
+            format!(
+                "references:\n- https://csg.example.org/sourcegraph/repos/test/repo/-/blob/{head}/kb/refs/policy.md#L2-L4 — approval rule"
+            ),
+        ]
+    );
+    assert!(e.diagnostics.is_empty(), "{:?}", e.diagnostics);
+}
+
+/// W-39: the opt-in interop test against an externally built plugin.
+#[tokio::test]
+async fn external_plugin_contract() {
+    let Ok(path) = std::env::var("SOURCEGRAPH_TEST_PLUGIN_WASM") else {
+        eprintln!(
+            "SKIPPED: set SOURCEGRAPH_TEST_PLUGIN_WASM=/abs/path.wasm to run the external plugin contract test"
+        );
+        return;
+    };
+    let wasm = std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
+    let meta = wasmplugin_name(&wasm);
+    let file = format!("{meta}.sourcegraph.wasm");
+    let source = SourceRepo::with_files(&[
+        (&file, &wasm),
+        (&format!("docs/{file}"), &wasm),
+        ("a.md", b"# A\nroot doc\n"),
+        ("docs/b.md", b"# B\ndocs doc\n"),
+    ]);
+    let service = service(&source, "");
+    let call = Some(vec![selection(&meta, json!({}))]);
+    let (single, e) = service
+        .read_enriched(
+            &auto(),
+            ReadRequest {
+                plugins: call.clone(),
+                ..read("a.md")
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(single, service.read(&auto(), read("a.md")).await.unwrap());
+    assert_item_ids(&e, &[single]);
+    let mut request = batch(&["a.md", "missing.md", "docs/b.md"]);
+    request.plugins = call;
+    let (answer, e) = service
+        .read_many_enriched(&auto(), request.clone())
+        .await
+        .unwrap();
+    request.plugins = None;
+    assert_eq!(
+        answer,
+        service.read_many(&auto(), request).await.unwrap(),
+        "base blocks identical to plugins off"
+    );
+    assert_item_ids(&e, &answer.items);
+}
+
+fn assert_item_ids(e: &Enrichment, items: &[ReadItem]) {
+    for (id, _) in &e.per_item {
+        let index: usize = id
+            .strip_prefix("read-")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(usize::MAX);
+        let item = items
+            .get(index)
+            .unwrap_or_else(|| panic!("attachment for unknown item {id}"));
+        assert!(item.outcome.is_ok(), "attachment on a failed item {id}");
+    }
+}
+
+/// The name in an artifact's metadata section.
+fn wasmplugin_name(wasm: &[u8]) -> String {
+    for payload in wasmparser::Parser::new(0).parse_all(wasm) {
+        if let Ok(wasmparser::Payload::CustomSection(reader)) = payload
+            && reader.name() == "sourcegraph.plugin.v1"
+        {
+            let meta: serde_json::Value =
+                serde_json::from_slice(reader.data()).expect("metadata JSON");
+            return meta["name"].as_str().expect("metadata name").to_string();
+        }
+    }
+    panic!("the external plugin has no sourcegraph.plugin.v1 section")
+}

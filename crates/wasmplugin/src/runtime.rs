@@ -1,0 +1,664 @@
+//! The execution runtime of repository plugins (W-1, W-13..W-16, W-22..W-27, W-30, W-32,
+//! W-35, W-36): compiles artifacts once per digest, keeps idle instances per isolation key, and
+//! runs one `enrich` call at a time per instance inside time, memory, read and output budgets.
+//!
+//! Design, in short:
+//! - One wasmtime [`Engine`] per [`Runtime`]: no WASI, no disk cache, pooling allocator sized to
+//!   CONCURRENCY + IDLE_INSTANCES slots with `max_memory_size` = MEMORY_MIB, copy-on-write
+//!   memory images, an [`InstancePre`] per module linked against the three `sourcegraph`
+//!   functions only.
+//! - Compiles run on one worker thread (the `parallel-compilation` feature is off, so Cranelift
+//!   itself is serial too); see [`Runtime::module`].
+//! - Time: one engine-wide ticker thread increments the epoch every [`EPOCH_TICK`]; each store's
+//!   epoch callback compares the wall clock with its own request deadline. The epoch is never
+//!   bumped per call, so a timeout never disturbs another execution.
+//! - Any fault discards the instance: wasmtime does not poison an instance after a trap, so
+//!   reuse after a fault would run a guest whose invariants are broken.
+
+mod abi;
+mod compiler;
+mod host;
+mod pool;
+mod stats;
+
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Memory,
+    PoolConcurrencyLimitError, PoolingAllocationConfig, Store, Trap, TypedFunc, UpdateDeadline,
+};
+
+use crate::{Code, Diagnostic, PluginConfig};
+use host::{Budget, ExecCounters, GuestFns, HostFault, HostState};
+use pool::IdlePool;
+use stats::{Counters, add, bump};
+pub use stats::{FaultCounts, RuntimeStats};
+
+/// How often the engine-wide ticker advances the epoch: the granularity of timeouts.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Largest initial table an instance slot holds (Rust plugins use a few hundred entries).
+const TABLE_ELEMENTS: usize = 10_000;
+
+/// Largest linear memory of a 32-bit module: MEMORY_MIB is clamped to it.
+const MAX_MEMORY_BYTES: u64 = 4 << 30;
+
+/// Reads files for one plugin execution. Paths are relative to the plugin directory, as the
+/// plugin gave them (the implementor validates and resolves them; the runtime only forwards).
+/// `Err` is a caller-safe message (no host paths): the plugin receives it through
+/// `last_error` or as a `read_files` item error.
+///
+/// The runtime applies FILE_BYTES after `read` returns, and epochs do not tick inside a
+/// host call: an implementor should itself stop at the request deadline and refuse files it
+/// knows are large before reading them.
+pub trait HostFiles: Send + Sync {
+    /// The raw bytes of `path`, or why not.
+    fn read(&self, path: &str) -> Result<Vec<u8>, String>;
+}
+
+/// Identity of a reusable instance (W-32): instances are never shared across different keys
+/// (nor across different modules under one key: several plugins may share a directory).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct InstanceKey {
+    /// The storage root the repository lives in.
+    pub storage_root: String,
+    /// The repository.
+    pub repo: String,
+    /// The full commit SHA.
+    pub commit: String,
+    /// The plugin directory, repository-relative.
+    pub plugin_dir: String,
+    /// The call's `args`, as canonical JSON.
+    pub args: String,
+}
+
+/// The runtime could not start (an operator error, not a plugin diagnostic).
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// wasmtime refused the engine configuration (e.g. the pool's virtual memory).
+    #[error("could not create the Wasm engine: {0}")]
+    Engine(String),
+    /// A runtime thread (epoch ticker or compile worker) could not be spawned.
+    #[error("could not start the plugin runtime's {0} thread: {1}")]
+    Thread(&'static str, std::io::Error),
+}
+
+/// A compiled, linked plugin module, ready to instantiate. Shared via `Arc` with the cache.
+pub struct Module {
+    digest: String,
+    pre: InstancePre<HostState>,
+    compile_time: Duration,
+}
+
+impl Module {
+    /// The artifact digest this module was compiled from.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// How long validation, compilation and linking took.
+    pub fn compile_time(&self) -> Duration {
+        self.compile_time
+    }
+}
+
+impl fmt::Debug for Module {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Module")
+            .field("digest", &self.digest)
+            .field("compile_time", &self.compile_time)
+            .finish()
+    }
+}
+
+/// The plugin runtime: one per process.
+pub struct Runtime {
+    shared: Arc<Shared>,
+    /// Dropping the sender stops the ticker.
+    ticker: Option<(mpsc::Sender<()>, JoinHandle<()>)>,
+    worker: Option<JoinHandle<()>>,
+}
+
+/// State shared with the compile worker.
+struct Shared {
+    config: PluginConfig,
+    /// MEMORY_MIB in bytes (clamped to 4 GiB).
+    memory_bytes: u64,
+    engine: Engine,
+    linker: Linker<HostState>,
+    compiler: compiler::Compiler,
+    pool: Mutex<IdlePool>,
+    /// Executions holding a concurrency slot.
+    running: AtomicUsize,
+    counters: Counters,
+}
+
+impl Shared {
+    fn static_limits(&self) -> abi::StaticLimits {
+        abi::StaticLimits {
+            memory_bytes: self.memory_bytes,
+            table_elements: TABLE_ELEMENTS as u64,
+        }
+    }
+
+    fn pool(&self) -> MutexGuard<'_, IdlePool> {
+        // A panic while holding the pool lock leaves a consistent list; keep using it.
+        self.pool.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Drops the idle instances of module `digest` (stores are dropped outside the lock).
+    fn purge_idle(&self, digest: &str) {
+        let purged = self.pool().purge(digest);
+        drop(purged);
+    }
+}
+
+impl Runtime {
+    /// Builds the engine and starts the epoch ticker and the compile worker.
+    pub fn new(config: PluginConfig) -> Result<Self, RuntimeError> {
+        let memory_bytes = config
+            .memory_mib
+            .saturating_mul(1 << 20)
+            .min(MAX_MEMORY_BYTES);
+        // Every execution holds one instance and every idle instance one more: the pool never
+        // needs more slots than that (an evicted idle instance is dropped before its slot is
+        // needed again; an exhausted pool would be reported as PLUGIN_BUSY).
+        let slots = u32::try_from(config.concurrency.saturating_add(config.idle_instances))
+            .unwrap_or(u32::MAX)
+            .max(1);
+        let mut pooling = PoolingAllocationConfig::new();
+        pooling
+            .total_core_instances(slots)
+            .total_memories(slots)
+            .total_tables(slots)
+            .max_memories_per_module(1)
+            .max_tables_per_module(1)
+            .table_elements(TABLE_ELEMENTS)
+            .max_memory_size(usize::try_from(memory_bytes).unwrap_or(usize::MAX));
+        let mut wasm = Config::new();
+        wasm.epoch_interruption(true)
+            .memory_init_cow(true)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+        let engine = Engine::new(&wasm).map_err(|error| RuntimeError::Engine(error.to_string()))?;
+        let linker =
+            host::linker(&engine).map_err(|error| RuntimeError::Engine(error.to_string()))?;
+
+        let shared = Arc::new(Shared {
+            pool: Mutex::new(IdlePool::new(config.idle_instances)),
+            config,
+            memory_bytes,
+            engine,
+            linker,
+            compiler: compiler::Compiler::default(),
+            running: AtomicUsize::new(0),
+            counters: Counters::default(),
+        });
+
+        let (stop, stopped) = mpsc::channel::<()>();
+        let engine = shared.engine.clone();
+        let ticker = std::thread::Builder::new()
+            .name("wasmplugin-epoch".into())
+            .stack_size(64 << 10)
+            .spawn(move || {
+                // recv_timeout doubles as the sleep: a dropped sender ends the loop at once.
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(EPOCH_TICK) {
+                    engine.increment_epoch();
+                }
+            })
+            .map_err(|error| RuntimeError::Thread("epoch ticker", error))?;
+        let mut runtime = Self {
+            shared: shared.clone(),
+            ticker: Some((stop, ticker)),
+            worker: None,
+        };
+        let worker = std::thread::Builder::new()
+            .name("wasmplugin-compile".into())
+            // Cranelift's recursion is shallow, but an untrusted module should not find the
+            // default 2 MiB limit.
+            .stack_size(8 << 20)
+            .spawn(move || compiler::work(shared))
+            .map_err(|error| RuntimeError::Thread("compile worker", error))?;
+        runtime.worker = Some(worker);
+        Ok(runtime)
+    }
+
+    /// The compiled module for an artifact whose content digest is `digest` (the caller passes
+    /// the Git blob id).
+    ///
+    /// A cache hit (CACHE_ENTRIES, LRU) returns at once. A miss compiles on the single compile
+    /// worker; the caller waits for the worker and the compile only until `deadline` (None: no
+    /// deadline, for background preparation) and then gets PLUGIN_TIMEOUT while the worker
+    /// finishes; a compile that finishes after all its callers gave up is dropped, not cached
+    /// (a caller arriving for the same digest while it compiles joins it instead). At most
+    /// CONCURRENCY callers wait at once; a further one gets PLUGIN_BUSY.
+    ///
+    /// Diagnostics: PLUGIN_ARTIFACT (not a valid core module, or over the host's table or
+    /// instance limits), PLUGIN_ABI (a missing or mistyped `memory`/`alloc`/`dealloc`/`enrich`
+    /// export, any import but `sourcegraph::{read_file, read_files, last_error}` with their
+    /// types, WASI included), PLUGIN_MEMORY (initial memory over MEMORY_MIB: the pooling
+    /// allocator could not instantiate it, so it is refused here, before compiling).
+    /// Failures are not cached.
+    pub fn module(
+        &self,
+        digest: &str,
+        artifact: &[u8],
+        deadline: Option<Instant>,
+    ) -> Result<Arc<Module>, Diagnostic> {
+        let started = Instant::now();
+        let hits = self
+            .shared
+            .counters
+            .compile_cache_hits
+            .load(Ordering::Relaxed);
+        let outcome = compiler::module(&self.shared, digest, artifact, deadline);
+        let hit = self
+            .shared
+            .counters
+            .compile_cache_hits
+            .load(Ordering::Relaxed)
+            > hits;
+        if let Err(diagnostic) = &outcome {
+            self.shared.counters.fault(diagnostic.code);
+        }
+        tracing::debug!(
+            digest,
+            cache_hit = hit,
+            wait_us = started.elapsed().as_micros() as u64,
+            fault = outcome.as_ref().err().map_or("none", |d| d.code.as_str()),
+            "plugin module"
+        );
+        outcome
+    }
+
+    /// Whether `digest` is compiled and cached.
+    pub fn is_cached(&self, digest: &str) -> bool {
+        self.shared.compiler.is_cached(digest)
+    }
+
+    /// The counters since start-up.
+    pub fn stats(&self) -> RuntimeStats {
+        self.shared.counters.snapshot()
+    }
+
+    /// Idle instances currently pooled.
+    pub fn idle_instances(&self) -> usize {
+        self.shared.pool().len()
+    }
+
+    /// One execution of `enrich` with `input` (the JSON ABI 2 request), returning the output
+    /// text (its JSON shape is checked by the caller).
+    ///
+    /// Takes one of CONCURRENCY slots (none free: PLUGIN_BUSY at once, no queue), an idle
+    /// instance for `key` and this module (else a fresh one), writes the input into a buffer
+    /// from the guest's `alloc`, calls `enrich`, bounds-checks the packed result, copies it,
+    /// and deallocs input and output with their exact lengths. On success the instance is
+    /// parked for `key`; after any fault it is dropped.
+    ///
+    /// Diagnostics: PLUGIN_TIMEOUT (deadline, checked by the epoch callback and by every
+    /// host import), PLUGIN_BUSY, PLUGIN_TRAP (any trap, in `alloc`, `enrich`, `dealloc` or
+    /// at start), PLUGIN_MEMORY (a memory growth over MEMORY_MIB; an input that cannot fit),
+    /// PLUGIN_OUTPUT (out-of-bounds, null or input-aliasing output, over OUTPUT_BYTES —
+    /// refused before copying — or not UTF-8), PLUGIN_ABI (`alloc` returned 0, also for
+    /// length 0 where W-16 requires a non-zero pointer, or a buffer outside memory).
+    pub fn execute(
+        &self,
+        module: &Module,
+        key: &InstanceKey,
+        input: &[u8],
+        files: &dyn HostFiles,
+        deadline: Instant,
+    ) -> Result<String, Diagnostic> {
+        let started = Instant::now();
+        let mut report = Report::default();
+        let outcome = self.run(module, key, input, files, deadline, &mut report);
+        let counters = &self.shared.counters;
+        if let Err(diagnostic) = &outcome {
+            counters.fault(diagnostic.code);
+        }
+        add(&counters.host_reads, report.reads.files);
+        add(&counters.host_read_bytes, report.reads.bytes);
+        add(&counters.read_budget_hits, report.reads.budget_hits);
+        // W-36: timings, reads and the fault code only; never args, input or output.
+        tracing::debug!(
+            digest = module.digest(),
+            total_us = started.elapsed().as_micros() as u64,
+            instantiate_us = report.instantiate.as_micros() as u64,
+            execute_us = report.execute.as_micros() as u64,
+            host_read_us = report.reads.read_time.as_micros() as u64,
+            read_calls = report.reads.calls,
+            read_files = report.reads.files,
+            read_bytes = report.reads.bytes,
+            read_budget_hits = report.reads.budget_hits,
+            instance_reused = report.reused,
+            fault = outcome.as_ref().err().map_or("none", |d| d.code.as_str()),
+            "plugin execution"
+        );
+        outcome
+    }
+
+    fn run(
+        &self,
+        module: &Module,
+        key: &InstanceKey,
+        input: &[u8],
+        files: &dyn HostFiles,
+        deadline: Instant,
+        report: &mut Report,
+    ) -> Result<String, Diagnostic> {
+        let shared = &*self.shared;
+        if Instant::now() >= deadline {
+            return Err(Diagnostic::new(
+                Code::Timeout,
+                "the request deadline passed before the plugin ran",
+            ));
+        }
+        let _slot = Slot::take(&shared.running, shared.config.concurrency).ok_or_else(|| {
+            Diagnostic::new(
+                Code::Busy,
+                format!(
+                    "{} plugin executions are already running (CONCURRENCY)",
+                    shared.config.concurrency
+                ),
+            )
+        })?;
+        bump(&shared.counters.executions);
+        let input_len = u32::try_from(input.len())
+            .ok()
+            .filter(|&len| u64::from(len) <= shared.memory_bytes);
+        let Some(input_len) = input_len else {
+            return Err(Diagnostic::new(
+                Code::Memory,
+                format!(
+                    "the input of {} bytes cannot fit MEMORY_MIB ({} MiB)",
+                    input.len(),
+                    shared.memory_bytes >> 20
+                ),
+            ));
+        };
+
+        let taken = shared.pool().take(key, module.digest());
+        let mut live = match taken {
+            Some(live) => {
+                report.reused = true;
+                bump(&shared.counters.instance_reuses);
+                live
+            }
+            None => {
+                let instantiating = Instant::now();
+                let live = Live::new(shared, module, files, deadline);
+                report.instantiate = instantiating.elapsed();
+                bump(&shared.counters.instantiations);
+                live?
+            }
+        };
+
+        let executing = Instant::now();
+        live.store.data_mut().begin(files, deadline);
+        live.store.set_epoch_deadline(1);
+        let outcome = live.call(input, input_len, shared.config.output_bytes);
+        report.reads = live.store.data_mut().end();
+        report.execute = executing.elapsed();
+
+        let text = outcome.and_then(|bytes| {
+            String::from_utf8(bytes)
+                .map_err(|_| Diagnostic::new(Code::Output, "the output is not valid UTF-8"))
+        })?;
+        let evicted = shared.pool().put(key, module.digest(), live);
+        drop(evicted);
+        Ok(text)
+    }
+}
+
+impl Drop for Runtime {
+    /// W-35: stops the ticker and the compile worker (after its current compile) and drops the
+    /// idle instances.
+    fn drop(&mut self) {
+        self.shared.compiler.shut_down();
+        if let Some((stop, ticker)) = self.ticker.take() {
+            drop(stop);
+            let _ = ticker.join();
+        }
+        if let Some(worker) = self.worker.take() {
+            let _ = worker.join();
+        }
+        let idle = self.shared.pool().clear();
+        drop(idle);
+    }
+}
+
+/// What one execution did, for the debug log.
+#[derive(Default)]
+struct Report {
+    reused: bool,
+    instantiate: Duration,
+    execute: Duration,
+    reads: ExecCounters,
+}
+
+/// One of the CONCURRENCY execution slots, released on drop.
+struct Slot<'a>(&'a AtomicUsize);
+
+impl<'a> Slot<'a> {
+    fn take(running: &'a AtomicUsize, limit: usize) -> Option<Self> {
+        running
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .ok()?;
+        Some(Self(running))
+    }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// An instance with its store, leased exclusively by one execution or parked in the pool.
+struct Live {
+    store: Store<HostState>,
+    memory: Memory,
+    alloc: TypedFunc<i32, i32>,
+    dealloc: TypedFunc<(i32, i32), ()>,
+    enrich: TypedFunc<(i32, i32), i64>,
+}
+
+impl Live {
+    /// A fresh instance; the start function (if any) runs under `deadline`.
+    fn new(
+        shared: &Shared,
+        module: &Module,
+        files: &dyn HostFiles,
+        deadline: Instant,
+    ) -> Result<Self, Diagnostic> {
+        let budget = Budget {
+            read_calls: shared.config.read_calls,
+            read_bytes: shared.config.read_bytes,
+            file_bytes: shared.config.file_bytes,
+        };
+        let memory_bytes = usize::try_from(shared.memory_bytes).unwrap_or(usize::MAX);
+        let mut store = Store::new(&shared.engine, HostState::new(memory_bytes, budget));
+        store.limiter(|state| &mut state.limits);
+        store.epoch_deadline_callback(|mut context| {
+            let state = context.data_mut();
+            if Instant::now() >= state.deadline {
+                state.timed_out = true;
+                Ok(UpdateDeadline::Interrupt)
+            } else {
+                // Not yet: look again at the next tick.
+                Ok(UpdateDeadline::Continue(1))
+            }
+        });
+        store.data_mut().begin(files, deadline);
+        store.set_epoch_deadline(1);
+        let instance = module.pre.instantiate(&mut store);
+        store.data_mut().end();
+        let instance = instance.map_err(|error| classify(&error, store.data(), "instantiation"))?;
+
+        // The static checks guarantee these exports; a failure here is still an ABI failure.
+        let missing = |what: &str| {
+            Diagnostic::new(
+                Code::Abi,
+                format!("the module does not export a usable `{what}`"),
+            )
+        };
+        let memory = instance
+            .get_memory(&mut store, "memory")
+            .ok_or_else(|| missing("memory"))?;
+        let alloc = instance
+            .get_typed_func::<i32, i32>(&mut store, "alloc")
+            .map_err(|_| missing("alloc"))?;
+        let dealloc = instance
+            .get_typed_func::<(i32, i32), ()>(&mut store, "dealloc")
+            .map_err(|_| missing("dealloc"))?;
+        let enrich = instance
+            .get_typed_func::<(i32, i32), i64>(&mut store, "enrich")
+            .map_err(|_| missing("enrich"))?;
+        store.data_mut().guest = Some(GuestFns {
+            memory,
+            alloc: alloc.clone(),
+        });
+        Ok(Self {
+            store,
+            memory,
+            alloc,
+            dealloc,
+            enrich,
+        })
+    }
+
+    /// alloc + write input, enrich, check and copy the output, dealloc both. Returns the raw
+    /// output bytes (UTF-8 is checked by the caller).
+    fn call(
+        &mut self,
+        input: &[u8],
+        input_len: u32,
+        output_limit: u64,
+    ) -> Result<Vec<u8>, Diagnostic> {
+        let in_ptr = self
+            .alloc
+            .call(&mut self.store, input_len as i32)
+            .map_err(|e| self.fault(&e, "alloc"))? as u32;
+        if in_ptr == 0 {
+            // W-16: even a zero-length allocation must return a non-zero pointer; a module
+            // breaking that contract is an ABI failure (not an output one: enrich never ran).
+            return Err(Diagnostic::new(
+                Code::Abi,
+                format!("alloc({input_len}) returned 0"),
+            ));
+        }
+        let in_start = in_ptr as usize;
+        let in_end = in_start.checked_add(input.len());
+        let dest =
+            in_end.and_then(|end| self.memory.data_mut(&mut self.store).get_mut(in_start..end));
+        let Some(dest) = dest else {
+            return Err(Diagnostic::new(
+                Code::Abi,
+                "alloc returned a buffer outside the module's memory",
+            ));
+        };
+        dest.copy_from_slice(input);
+
+        let packed = self
+            .enrich
+            .call(&mut self.store, (in_ptr as i32, input_len as i32))
+            .map_err(|e| self.fault(&e, "enrich"))?;
+        self.check_deadline()?;
+        let packed = packed as u64;
+        let (out_ptr, out_len) = ((packed >> 32) as u32, packed as u32);
+        if u64::from(out_len) > output_limit {
+            return Err(Diagnostic::new(
+                Code::Output,
+                format!("the output of {out_len} bytes is over OUTPUT_BYTES ({output_limit})"),
+            ));
+        }
+        if out_ptr == 0 {
+            return Err(Diagnostic::new(
+                Code::Output,
+                "enrich returned a null output pointer",
+            ));
+        }
+        let memory_size = self.memory.data_size(&self.store) as u64;
+        let out_end = u64::from(out_ptr)
+            .checked_add(u64::from(out_len))
+            .filter(|&end| end <= memory_size);
+        let Some(out_end) = out_end else {
+            return Err(Diagnostic::new(
+                Code::Output,
+                format!("the output buffer ({out_ptr}, {out_len}) is outside the module's memory"),
+            ));
+        };
+        let in_end = u64::from(in_ptr) + u64::from(input_len);
+        let overlaps = u64::from(out_ptr) < in_end && u64::from(in_ptr) < out_end;
+        if overlaps || out_ptr == in_ptr {
+            return Err(Diagnostic::new(
+                Code::Output,
+                "the output buffer aliases the input buffer",
+            ));
+        }
+        let output = self.memory.data(&self.store)[out_ptr as usize..out_end as usize].to_vec();
+
+        self.dealloc
+            .call(&mut self.store, (in_ptr as i32, input_len as i32))
+            .map_err(|e| self.fault(&e, "dealloc"))?;
+        self.dealloc
+            .call(&mut self.store, (out_ptr as i32, out_len as i32))
+            .map_err(|e| self.fault(&e, "dealloc"))?;
+        self.check_deadline()?;
+        Ok(output)
+    }
+
+    /// A call that returned in time may still have overrun: a host import saw the deadline, or
+    /// the call ended between two ticks past it. Either way the request has no time left.
+    fn check_deadline(&mut self) -> Result<(), Diagnostic> {
+        let state = self.store.data_mut();
+        if state.timed_out || Instant::now() >= state.deadline {
+            state.timed_out = true;
+            return Err(timeout());
+        }
+        Ok(())
+    }
+
+    fn fault(&self, error: &wasmtime::Error, phase: &str) -> Diagnostic {
+        classify(error, self.store.data(), phase)
+    }
+}
+
+fn timeout() -> Diagnostic {
+    Diagnostic::new(Code::Timeout, "the plugin ran past the request deadline")
+}
+
+/// Maps a failed guest call (or instantiation) to a diagnostic. The store's flags come first:
+/// a deadline or a refused memory growth surfaces as a generic trap or limiter error.
+fn classify(error: &wasmtime::Error, state: &HostState, phase: &str) -> Diagnostic {
+    if state.timed_out || matches!(error.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
+        return timeout();
+    }
+    if state.limits.memory_fault {
+        return Diagnostic::new(
+            Code::Memory,
+            "the plugin's linear memory would grow past MEMORY_MIB",
+        );
+    }
+    if let Some(fault) = error.downcast_ref::<HostFault>() {
+        return Diagnostic::new(fault.code, fault.message.clone());
+    }
+    if error.downcast_ref::<PoolConcurrencyLimitError>().is_some() {
+        return Diagnostic::new(Code::Busy, "no free plugin instance slot");
+    }
+    if let Some(trap) = error.downcast_ref::<Trap>() {
+        // wasmtime's trap text is a short fixed description ("wasm trap: out of bounds memory
+        // access"); nothing else of the error chain is shown.
+        let text = trap.to_string();
+        let text = text.strip_prefix("wasm trap: ").unwrap_or(&text);
+        return Diagnostic::new(Code::Trap, format!("{phase} trapped: {text}"));
+    }
+    tracing::debug!(phase, %error, "plugin call failed");
+    Diagnostic::new(Code::Trap, format!("{phase} failed"))
+}
