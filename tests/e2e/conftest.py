@@ -89,6 +89,40 @@ def csg_bin() -> Path:
 @pytest.fixture(scope="session")
 def server(git_repo: GitRepo, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """`csg serve` on a free loopback port, stopped at the end of the session."""
+    yield from _serve(git_repo, REPO_NAME, tmp_path_factory)
+
+
+PLUGIN_REPO_NAME = "test/plugins"
+TESTDATA = REPO_ROOT / "crates" / "wasmplugin" / "testdata"
+
+
+@pytest.fixture(scope="session")
+def plugin_repo(tmp_path_factory: pytest.TempPathFactory) -> GitRepo:
+    """`kb/` with the committed `related-content` example plugin, its `related.json`, a guide
+    and two related documents; `notes.md` outside the plugin directory."""
+    work = tmp_path_factory.mktemp("plugin-repo")
+    kb = work / "kb"
+    (kb / "refs").mkdir(parents=True)
+    (kb / "related-content.sourcegraph.wasm").write_bytes((TESTDATA / "related-content.sourcegraph.wasm").read_bytes())
+    (kb / "related.json").write_text('{"guide.md": ["refs/glossary.md", "refs/policy.md"]}')
+    (kb / "guide.md").write_text("# Guide\nbody\n")
+    (kb / "refs" / "glossary.md").write_text("# Glossary\n")
+    (kb / "refs" / "policy.md").write_text("Policy\n")
+    (work / "notes.md").write_text("notes\n")
+    _git(work, "init", "-q", "-b", "main")
+    _git(work, "add", ".")
+    _git(work, "commit", "-q", "-m", "plugins")
+    return GitRepo(path=work, commit=_git(work, "rev-parse", "HEAD").strip())
+
+
+@pytest.fixture(scope="session")
+def plugin_server(plugin_repo: GitRepo, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """`csg serve` over the plugin repository."""
+    for running in _serve(plugin_repo, PLUGIN_REPO_NAME, tmp_path_factory):
+        yield Server(endpoint=running.endpoint, commit=running.commit, repo=PLUGIN_REPO_NAME)
+
+
+def _serve(repo: GitRepo, name: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     data_dir = tmp_path_factory.mktemp("data")
     log_path = tmp_path_factory.mktemp("log") / "csg.stderr"
     command = [
@@ -99,7 +133,7 @@ def server(git_repo: GitRepo, tmp_path_factory: pytest.TempPathFactory) -> Itera
         "--listen",
         "127.0.0.1:0",
         "--repo",
-        f"{REPO_NAME}={git_repo.path}",
+        f"{name}={repo.path}",
     ]
     with log_path.open("w") as log:
         process = subprocess.Popen(
@@ -123,7 +157,7 @@ def server(git_repo: GitRepo, tmp_path_factory: pytest.TempPathFactory) -> Itera
         threading.Thread(target=pump, daemon=True).start()
         try:
             endpoint = _wait_for_endpoint(process, lines, log_path)
-            yield Server(endpoint=endpoint, commit=git_repo.commit)
+            yield Server(endpoint=endpoint, commit=repo.commit, repo=name)
         finally:
             process.terminate()
             try:

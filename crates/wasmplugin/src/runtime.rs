@@ -250,18 +250,7 @@ impl Runtime {
         deadline: Option<Instant>,
     ) -> Result<Arc<Module>, Diagnostic> {
         let started = Instant::now();
-        let hits = self
-            .shared
-            .counters
-            .compile_cache_hits
-            .load(Ordering::Relaxed);
-        let outcome = compiler::module(&self.shared, digest, artifact, deadline);
-        let hit = self
-            .shared
-            .counters
-            .compile_cache_hits
-            .load(Ordering::Relaxed)
-            > hits;
+        let (outcome, hit) = compiler::module(&self.shared, digest, artifact, deadline);
         if let Err(diagnostic) = &outcome {
             self.shared.counters.fault(diagnostic.code);
         }

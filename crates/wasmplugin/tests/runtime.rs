@@ -754,6 +754,82 @@ fn w22_read_file_in_a_tight_loop_ends_in_plugin_timeout() {
     );
 }
 
+/// A reader whose `alloc` misbehaves for three lengths: 7 → a buffer past the end of memory,
+/// 9 → trap, 11 → 0. `enrich` reads the input path and returns the file, or `last_error`.
+fn fussy_reader_wat() -> String {
+    r#"(module
+  (import "sourcegraph" "read_file" (func $read_file (param i32 i32) (result i64)))
+  (import "sourcegraph" "last_error" (func $last_error (result i64)))
+  (memory (export "memory") 1)
+  (global $bump (mut i32) (i32.const 4096))
+  (func (export "alloc") (param $len i32) (result i32) (local $ptr i32)
+    (if (i32.eq (local.get $len) (i32.const 7)) (then (return (i32.const 65534))))
+    (if (i32.eq (local.get $len) (i32.const 9)) (then unreachable))
+    (if (i32.eq (local.get $len) (i32.const 11)) (then (return (i32.const 0))))
+    (local.set $ptr (global.get $bump))
+    (global.set $bump (i32.add (local.get $ptr) (i32.and (i32.add (local.get $len) (i32.const 8)) (i32.const -8))))
+    (local.get $ptr))
+  (func (export "dealloc") (param i32 i32))
+  (func (export "enrich") (param $p i32) (param $l i32) (result i64) (local $r i64)
+    (local.set $r (call $read_file (local.get $p) (local.get $l)))
+    (if (result i64) (i64.eqz (local.get $r)) (then (call $last_error)) (else (local.get $r)))))"#
+        .to_string()
+}
+
+#[test]
+fn w22_guest_alloc_failures_inside_host_imports() {
+    let rt = runtime();
+    let module = compile(&rt, "fussy", &fussy_reader_wat());
+    let files = Files::with(&[
+        ("seven", b"1234567"),
+        ("nine", b"123456789"),
+        ("eleven", b"12345678901"),
+        ("ok", b"fine"),
+    ]);
+    assert_eq!(
+        run(&rt, &module, &key("{}"), "ok", &files).expect("ok"),
+        "fine"
+    );
+    // alloc handing out memory it does not have: the host cannot write the file → ABI fault.
+    let d = expect_code(run(&rt, &module, &key("{}"), "seven", &files), Code::Abi);
+    assert!(d.message.contains("outside"), "{d}");
+    // A trap in alloc re-entered from the import ends the execution.
+    let d = expect_code(run(&rt, &module, &key("{}"), "nine", &files), Code::Trap);
+    assert!(d.message.contains("unreachable"), "{d}");
+    // alloc returning 0 is a soft failure of the import.
+    assert_eq!(
+        run(&rt, &module, &key("{}"), "eleven", &files).expect("soft"),
+        "alloc(11) returned 0"
+    );
+}
+
+/// Answers after `delay`.
+struct Slow(Duration);
+
+impl HostFiles for Slow {
+    fn read(&self, _path: &str) -> Result<Vec<u8>, String> {
+        std::thread::sleep(self.0);
+        Ok(b"late".to_vec())
+    }
+}
+
+#[test]
+fn w22_deadline_passing_during_a_host_read_is_plugin_timeout() {
+    let rt = runtime();
+    let module = compile(&rt, "reader", &reader_wat());
+    let slow = Slow(Duration::from_millis(60));
+    let result = rt.execute(
+        &module,
+        &key("{}"),
+        b"a",
+        &slow,
+        Instant::now() + Duration::from_millis(20),
+    );
+    // The import answers 0 + "deadline passed"; the guest returns last_error normally, and the
+    // execution still ends in PLUGIN_TIMEOUT.
+    expect_code(result, Code::Timeout);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Concurrency, instances, compile cache
 

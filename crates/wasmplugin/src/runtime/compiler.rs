@@ -70,34 +70,41 @@ impl Compiler {
     }
 }
 
-/// The cached module, or a compile by the worker waited for until `deadline`.
+/// The cached module (and `true`: a cache hit), or a compile by the worker waited for until
+/// `deadline`.
 pub(super) fn module(
     shared: &Shared,
     digest: &str,
     artifact: &[u8],
     deadline: Option<Instant>,
-) -> Outcome {
+) -> (Outcome, bool) {
     let compiler = &shared.compiler;
     let job = {
         let mut state = lock(&compiler.state);
         if let Some(at) = state.cache.iter().position(|(d, _)| d == digest) {
-            let entry = state.cache.remove(at).ok_or_else(lost)?;
+            // Move to the back: most recently used.
+            let Some(entry) = state.cache.remove(at) else {
+                return (Err(lost()), false);
+            };
             let module = entry.1.clone();
             state.cache.push_back(entry);
             bump(&shared.counters.compile_cache_hits);
-            return Ok(module);
+            return (Ok(module), true);
         }
         if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
-            return Err(timeout());
+            return (Err(timeout()), false);
         }
         if state.waiting >= shared.config.concurrency {
-            return Err(Diagnostic::new(
-                Code::Busy,
-                format!(
-                    "{} plugin compiles are already waiting (CONCURRENCY)",
-                    state.waiting
-                ),
-            ));
+            return (
+                Err(Diagnostic::new(
+                    Code::Busy,
+                    format!(
+                        "{} plugin compiles are already waiting (CONCURRENCY)",
+                        state.waiting
+                    ),
+                )),
+                false,
+            );
         }
         state.waiting += 1;
         match state.inflight.get(digest) {
@@ -154,7 +161,7 @@ pub(super) fn module(
         }
     };
     lock(&compiler.state).waiting -= 1;
-    outcome
+    (outcome, false)
 }
 
 fn timeout() -> Diagnostic {
