@@ -201,12 +201,52 @@ pub(crate) fn render_availability(answer: &AvailabilityAnswer, include_plugins: 
         header(&mut out, "Reason", reason);
     }
     header(&mut out, "Indexed", answer.indexed);
-    if include_plugins {
-        header(
+    match (&answer.plugins, include_plugins) {
+        (Some(Ok(plugins)), _) => {
+            header(&mut out, "Plugins", plugins.len());
+            for plugin in plugins {
+                out.push_str("\n- Name: ");
+                out.push_str(&header_value(&plugin.name));
+                let mut field = |name: &str, value: &str| {
+                    out.push_str("\n  ");
+                    out.push_str(name);
+                    out.push_str(": ");
+                    out.push_str(&header_value(value));
+                };
+                field("Directory", &plugin.directory);
+                for (name, value) in [
+                    ("Title", &plugin.title),
+                    ("Description", &plugin.description),
+                    ("Version", &plugin.version),
+                ] {
+                    if let Some(value) = value {
+                        field(name, value);
+                    }
+                }
+                match &plugin.diagnostic {
+                    Some(diagnostic) => field("Diagnostic", diagnostic),
+                    None => {
+                        field("Operations", &plugin.operations.join(", "));
+                        field(
+                            "DefaultEnabled",
+                            if plugin.default_enabled {
+                                "true"
+                            } else {
+                                "false"
+                            },
+                        );
+                    }
+                }
+            }
+            out.push('\n');
+        }
+        (Some(Err(why)), _) => header(&mut out, "Plugins", &format!("unavailable: {why}")),
+        (None, true) => header(
             &mut out,
             "Plugins",
-            "unavailable: this server does not run repository plugins yet",
-        );
+            "unavailable: the revision is not readable",
+        ),
+        (None, false) => {}
     }
     out
 }

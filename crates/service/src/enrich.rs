@@ -2,7 +2,7 @@
 //! lock, holding the snapshot lease. Discovery results are cached per commit and scope
 //! (W-29); the plugin host (`wasmplugin`) compiles, runs and bounds the plugins.
 
-use crate::model::{Enrichment, ReadItem};
+use crate::model::{Enrichment, PluginInfo, ReadItem};
 use crate::{CallContext, Inner};
 use gitstore::{CommitId, EntryKind, RepoName, RepoPath};
 use std::collections::{HashMap, VecDeque};
@@ -211,6 +211,40 @@ impl Inner {
             }
         }
         finish(attachments, started)
+    }
+
+    /// What `availability(include_plugins: true)` shows (W-6): static information only.
+    pub(crate) fn plugin_infos(
+        &self,
+        repo: &RepoName,
+        commit: &CommitId,
+    ) -> Result<Vec<PluginInfo>, String> {
+        let catalog = self.catalog(repo, commit)?;
+        let runnable = catalog.plugins.iter().map(|p| PluginInfo {
+            name: p.name.clone(),
+            directory: p.dir.clone(),
+            title: p.metadata.title.clone(),
+            description: p.metadata.description.clone(),
+            version: p.metadata.version.clone(),
+            operations: p.metadata.operations.clone(),
+            default_enabled: p.metadata.default_enabled,
+            diagnostic: None,
+        });
+        let broken = catalog.broken.iter().map(|b| PluginInfo {
+            name: b.name.clone(),
+            directory: b.dir.clone(),
+            title: None,
+            description: None,
+            version: None,
+            operations: Vec::new(),
+            default_enabled: false,
+            diagnostic: Some(b.diagnostic.to_string()),
+        });
+        let mut infos: Vec<PluginInfo> = runnable.chain(broken).collect();
+        infos.sort_by(|a, b| {
+            (a.name.as_bytes(), &a.directory).cmp(&(b.name.as_bytes(), &b.directory))
+        });
+        Ok(infos)
     }
 
     /// The catalog of (repo, commit): cached, else discovered (W-29). A failure is never

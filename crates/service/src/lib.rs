@@ -397,6 +397,7 @@ impl Service {
                 readable: false,
                 reason: None,
                 indexed: false,
+                plugins: None,
             };
             if !visible {
                 answer.reason = Some(gitstore::Error::UnknownRepo(name).to_string());
@@ -406,6 +407,9 @@ impl Service {
                 Ok(commit) => {
                     answer.commit = Some(commit.to_string());
                     answer.readable = true;
+                    if req.include_plugins {
+                        answer.plugins = Some(inner.plugin_infos(&name, &commit));
+                    }
                 }
                 Err(gitstore::Error::OutsideRetention { commit, .. }) => {
                     answer.commit = Some(commit.to_string());

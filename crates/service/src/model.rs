@@ -171,6 +171,25 @@ pub struct AvailabilityAnswer {
     /// Why not, when not readable (unknown, outside retention…).
     pub reason: Option<String>,
     pub indexed: bool,
+    /// With `include_plugins`: the repository plugins discovered at that commit (W-6), or
+    /// why discovery failed.
+    pub plugins: Option<Result<Vec<PluginInfo>, String>>,
+}
+
+/// One discovered repository plugin, as `availability` shows it (W-6). Everything but
+/// `directory` comes from the plugin and is untrusted text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PluginInfo {
+    pub name: String,
+    /// The plugin directory, repository-relative (`""` = the repository root).
+    pub directory: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub version: Option<String>,
+    pub operations: Vec<String>,
+    pub default_enabled: bool,
+    /// Why the artifact cannot run (SPEC §9 diagnostic line), when it cannot.
+    pub diagnostic: Option<String>,
 }
 
 /// What repository plugins added to a read (W-17, R-5): texts for items (by `read-N` id, in

@@ -401,3 +401,137 @@ fn wasmplugin_name(wasm: &[u8]) -> String {
     }
     panic!("the external plugin has no sourcegraph.plugin.v1 section")
 }
+
+/// W-6: `availability(include_plugins)` shows what discovery found, broken artifacts with
+/// their diagnostic, and runs nothing; R-7/W-38: enrichment never touches base statistics.
+#[tokio::test]
+async fn w6_availability_lists_plugins_without_running_them() {
+    let source = SourceRepo::with_files(&[
+        ("docs/echo.sourcegraph.wasm", &artifact("echo")),
+        ("bad.sourcegraph.wasm", b"not wasm"),
+        ("docs/a.md", b"a\n"),
+    ]);
+    let service = service(&source, "");
+    let request = service::AvailabilityRequest {
+        repo: "test/repo".into(),
+        revision: None,
+        include_plugins: true,
+    };
+    let answer = service.availability(&auto(), request).await.unwrap();
+    let plugins = answer
+        .plugins
+        .expect("asked for plugins")
+        .expect("discovery works");
+    let summary: Vec<(&str, &str, bool, bool)> = plugins
+        .iter()
+        .map(|p| {
+            (
+                p.name.as_str(),
+                p.directory.as_str(),
+                p.default_enabled,
+                p.diagnostic.is_some(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [("bad", "", false, true), ("echo", "docs", true, false)]
+    );
+    assert!(
+        plugins[0]
+            .diagnostic
+            .as_deref()
+            .unwrap()
+            .starts_with("code=PLUGIN_ARTIFACT"),
+        "{plugins:?}"
+    );
+    assert_eq!(
+        service.plugin_stats().unwrap().executions,
+        0,
+        "discovery never runs a plugin"
+    );
+
+    service
+        .read_enriched(&auto(), read("docs/a.md"))
+        .await
+        .unwrap();
+    assert_eq!(service.plugin_stats().unwrap().executions, 1);
+    let stats = service.stats();
+    assert_eq!(
+        (stats.read.calls, stats.read.errors),
+        (1, 0),
+        "one base read counted, enrichment apart"
+    );
+}
+
+/// W-25: over every file of a generated repository and many random batches, the base
+/// answers with plugins on equal the answers with plugins off; attachments only ever name
+/// successful items of their batch.
+#[tokio::test]
+async fn w25_differential_plugins_on_and_off() {
+    let echo = artifact("echo");
+    let mut files: Vec<(String, Vec<u8>)> = vec![
+        ("echo.sourcegraph.wasm".into(), echo.clone()),
+        ("docs/echo.sourcegraph.wasm".into(), echo),
+    ];
+    for i in 0..40 {
+        let dir = ["", "docs/", "docs/deep/", "src/"][i % 4];
+        let body: String = (0..(i * 7 % 23))
+            .map(|n| format!("line {n} of file {i}\n"))
+            .collect();
+        files.push((format!("{dir}f{i}.txt"), body.into_bytes()));
+    }
+    files.push(("bin.dat".into(), b"\0\0".to_vec()));
+    let refs: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(p, b)| (p.as_str(), b.as_slice()))
+        .collect();
+    let source = SourceRepo::with_files(&refs);
+    let config = ServiceConfig {
+        batch_budget: 2000,
+        ..ServiceConfig::default()
+    };
+    let service = Service::new(source.store("test/repo", ""), config);
+    let paths: Vec<&str> = files
+        .iter()
+        .map(|(p, _)| p.as_str())
+        .chain(["missing.txt"])
+        .collect();
+    let mut state: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut next = move |bound: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % bound as u64) as usize
+    };
+    for _ in 0..60 {
+        let count = 1 + next(8);
+        let request = ReadManyRequest {
+            repo: "test/repo".into(),
+            revision: None,
+            files: (0..count)
+                .map(|_| {
+                    let start = 1 + next(5) as u64;
+                    FileRange {
+                        path: paths[next(paths.len())].to_string(),
+                        start_line: Some(start),
+                        end_line: (next(2) == 0).then_some(start + next(10) as u64),
+                    }
+                })
+                .collect(),
+            plugins: None,
+        };
+        let off = service.read_many(&auto(), request.clone()).await.unwrap();
+        let (on, enrichment) = service.read_many_enriched(&auto(), request).await.unwrap();
+        assert_eq!(on, off);
+        assert_item_ids(&enrichment, &on.items);
+        let attached: usize = (0..on.items.len())
+            .map(|i| enrichment.for_item(i).count())
+            .sum();
+        assert_eq!(
+            attached,
+            on.items.iter().filter(|i| i.outcome.is_ok()).count(),
+            "echo attaches once per read item"
+        );
+    }
+}
