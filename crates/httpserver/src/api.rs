@@ -268,5 +268,51 @@ async fn metrics(State(state): State<AppState>) -> Response {
             let _ = writeln!(out, "{name}{{operation=\"{operation}\"}} {value}");
         }
     }
+    // Enrichment has its own figures (W-38), never mixed into the base-query ones above.
+    if let Some(plugins) = state.service.plugin_stats() {
+        let counters = [
+            (
+                "csg_plugin_executions_total",
+                "Repository-plugin executions.",
+                plugins.executions,
+            ),
+            (
+                "csg_plugin_compiles_total",
+                "Plugin modules compiled.",
+                plugins.compiles,
+            ),
+            (
+                "csg_plugin_compile_cache_hits_total",
+                "Compiled-module cache hits.",
+                plugins.compile_cache_hits,
+            ),
+            (
+                "csg_plugin_instantiations_total",
+                "Plugin instances created.",
+                plugins.instantiations,
+            ),
+            (
+                "csg_plugin_instance_reuses_total",
+                "Executions on a reused idle instance.",
+                plugins.instance_reuses,
+            ),
+            (
+                "csg_plugin_host_reads_total",
+                "Files read by plugins through the host.",
+                plugins.host_reads,
+            ),
+            (
+                "csg_plugin_faults_total",
+                "Plugin executions and compiles that ended in a diagnostic.",
+                plugins.faults.total(),
+            ),
+        ];
+        for (name, help, value) in counters {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
+            );
+        }
+    }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
 }
