@@ -44,21 +44,7 @@ fn parse_reads() -> Result<usize> {
 }
 
 fn git(dir: &Path, args: &[&str]) -> Result<String> {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "bench")
-        .env("GIT_AUTHOR_EMAIL", "bench@example.org")
-        .env("GIT_COMMITTER_NAME", "bench")
-        .env("GIT_COMMITTER_EMAIL", "bench@example.org")
-        .output()?;
-    if !out.status.success() {
-        bail!(
-            "git {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    Ok(testgit::git(dir, args))
 }
 
 /// Copies `.rs` files from cargo's registry sources into `dest` (up to CORPUS_BYTES) and
