@@ -248,6 +248,21 @@ where
         .unwrap_or_else(|_| br#"{"attachments":[]}"#.to_vec())
 }
 
+/// `path` with leading `./` and `/` removed, so `./a.md`, `/a.md` and `a.md` name one file
+/// when a plugin compares paths from its own configuration with the input's.
+pub fn normalize_path(path: &str) -> &str {
+    let mut path = path;
+    loop {
+        if let Some(rest) = path.strip_prefix("./") {
+            path = rest;
+        } else if let Some(rest) = path.strip_prefix('/') {
+            path = rest;
+        } else {
+            return path;
+        }
+    }
+}
+
 /// The `name` field of a metadata JSON document, or `"plugin"` when it has none.
 pub fn plugin_name(metadata: &str) -> String {
     #[derive(Deserialize)]

@@ -328,26 +328,41 @@ fn read_one(caller: &mut Caller<'_, HostState>, path: &str) -> Result<Vec<u8>, (
     Ok(bytes)
 }
 
+/// The common start of a host read: the deadline, the guest's exports, and the request
+/// bytes at (`ptr`, `len`). `Err` carries the packed failure to return to the guest.
+fn request(
+    caller: &mut Caller<'_, HostState>,
+    ptr: i32,
+    len: i32,
+    what: &str,
+) -> Result<(GuestFns, Vec<u8>), i64> {
+    if past_deadline(caller) {
+        return Err(fail(caller, "deadline passed"));
+    }
+    let Some(guest) = caller.data().guest.clone() else {
+        return Err(fail(
+            caller,
+            "host reads are not available while the module starts",
+        ));
+    };
+    let Some(bytes) = guest_bytes(caller, guest.memory, ptr, len) else {
+        return Err(fail(
+            caller,
+            format!("{what} buffer is outside the module's memory"),
+        ));
+    };
+    Ok((guest, bytes))
+}
+
 /// `read_file(path_ptr, path_len) -> i64` (W-22).
 fn read_file(
     mut caller: Caller<'_, HostState>,
     path_ptr: i32,
     path_len: i32,
 ) -> wasmtime::Result<i64> {
-    if past_deadline(&mut caller) {
-        return Ok(fail(&mut caller, "deadline passed"));
-    }
-    let Some(guest) = caller.data().guest.clone() else {
-        return Ok(fail(
-            &mut caller,
-            "host reads are not available while the module starts",
-        ));
-    };
-    let Some(path) = guest_bytes(&mut caller, guest.memory, path_ptr, path_len) else {
-        return Ok(fail(
-            &mut caller,
-            "path buffer is outside the module's memory",
-        ));
+    let (guest, path) = match request(&mut caller, path_ptr, path_len, "path") {
+        Ok(found) => found,
+        Err(failed) => return Ok(failed),
     };
     let Ok(path) = String::from_utf8(path) else {
         return Ok(fail(&mut caller, "path is not valid UTF-8"));
@@ -378,20 +393,9 @@ fn read_files(
     paths_ptr: i32,
     paths_len: i32,
 ) -> wasmtime::Result<i64> {
-    if past_deadline(&mut caller) {
-        return Ok(fail(&mut caller, "deadline passed"));
-    }
-    let Some(guest) = caller.data().guest.clone() else {
-        return Ok(fail(
-            &mut caller,
-            "host reads are not available while the module starts",
-        ));
-    };
-    let Some(request) = guest_bytes(&mut caller, guest.memory, paths_ptr, paths_len) else {
-        return Ok(fail(
-            &mut caller,
-            "request buffer is outside the module's memory",
-        ));
+    let (guest, request) = match request(&mut caller, paths_ptr, paths_len, "request") {
+        Ok(found) => found,
+        Err(failed) => return Ok(failed),
     };
     let Ok(request) = std::str::from_utf8(&request) else {
         return Ok(fail(&mut caller, "request is not valid UTF-8"));

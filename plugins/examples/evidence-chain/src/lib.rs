@@ -79,7 +79,10 @@ fn enrich(input: Input) -> Result<Vec<Attachment>, String> {
     for file in &input.files {
         let Some(entries) = config
             .iter()
-            .find(|(key, _)| normalize(key) == normalize(&file.path))
+            .find(|(key, _)| {
+                sourcegraph_plugin_sdk::normalize_path(key)
+                    == sourcegraph_plugin_sdk::normalize_path(&file.path)
+            })
             .map(|(_, entries)| entries)
         else {
             continue;
@@ -106,20 +109,6 @@ fn enrich(input: Input) -> Result<Vec<Attachment>, String> {
         attachments.push(Attachment::item(&file.item_id, text));
     }
     Ok(attachments)
-}
-
-/// `path` with leading `./` and `/` removed, so `./a.md`, `/a.md` and `a.md` name one file.
-fn normalize(path: &str) -> &str {
-    let mut path = path;
-    loop {
-        if let Some(rest) = path.strip_prefix("./") {
-            path = rest;
-        } else if let Some(rest) = path.strip_prefix('/') {
-            path = rest;
-        } else {
-            return path;
-        }
-    }
 }
 
 /// The repository path of `path` (relative to the plugin directory `root`), resolving `.` and

@@ -184,27 +184,14 @@ fn atx_heading(line: &str) -> Option<&str> {
 
 /// Whole-path glob match with `*`, `?` and `**` (see the crate docs).
 fn glob_match(glob: &str, path: &str) -> bool {
-    let glob = normalize(glob);
-    let path = normalize(path);
+    let glob = sourcegraph_plugin_sdk::normalize_path(glob);
+    let path = sourcegraph_plugin_sdk::normalize_path(path);
     let p: Vec<char> = glob.chars().collect();
     let s: Vec<char> = path.chars().collect();
     // memo[pi * (s.len() + 1) + si]: result of matching p[pi..] against s[si..]. Keeps the
     // matcher polynomial however many stars an author writes.
     let mut memo = vec![None; (p.len() + 1) * (s.len() + 1)];
     matches(&p, &s, 0, 0, &mut memo)
-}
-
-fn normalize(path: &str) -> &str {
-    let mut path = path;
-    loop {
-        if let Some(rest) = path.strip_prefix("./") {
-            path = rest;
-        } else if let Some(rest) = path.strip_prefix('/') {
-            path = rest;
-        } else {
-            return path;
-        }
-    }
 }
 
 fn matches(p: &[char], s: &[char], pi: usize, si: usize, memo: &mut [Option<bool>]) -> bool {
