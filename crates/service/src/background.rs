@@ -18,8 +18,18 @@ pub fn spawn_maintenance(
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // The first tick fires at once; the caller already synced at start-up.
+        // The first tick fires at once: the caller synced at start-up, so this round only
+        // prepares plugins (W-31), and readiness never waits for it.
         ticker.tick().await;
+        for repo in service
+            .discovery(&crate::CallContext::default())
+            .await
+            .unwrap_or_default()
+        {
+            if let Err(error) = service.prepare_plugins(repo.name.clone()).await {
+                tracing::debug!(repo = %repo.name, %error, "plugin preparation skipped");
+            }
+        }
         loop {
             tokio::select! {
                 _ = ticker.tick() => {}
@@ -44,6 +54,11 @@ pub fn spawn_maintenance(
                     Err(error) => {
                         tracing::warn!(repo = %repo.name, %error, "sync failed; serving the last good state")
                     }
+                }
+                // W-31: prepare the head's plugins after every sync (a cache hit when nothing
+                // changed), so the first read compiles nothing.
+                if let Err(error) = service.prepare_plugins(repo.name.clone()).await {
+                    tracing::debug!(repo = %repo.name, %error, "plugin preparation skipped");
                 }
             }
             match service.sweep().await {

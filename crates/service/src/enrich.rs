@@ -24,6 +24,10 @@ pub(crate) struct Plugins {
     pub(crate) config: PluginConfig,
     runtime: Option<Runtime>,
     catalogs: Mutex<CatalogCache>,
+    /// Discoveries in progress, by (repository, commit).
+    flights: Mutex<HashMap<(String, String), Arc<Mutex<()>>>>,
+    /// Discoveries run (cache misses that did the work), for tests and metrics.
+    pub(crate) discoveries: std::sync::atomic::AtomicU64,
 }
 
 /// A small LRU of catalogs by (repository, commit); the storage root and scope are fixed
@@ -80,11 +84,43 @@ impl Plugins {
             config,
             runtime,
             catalogs: Mutex::new(CatalogCache::default()),
+            flights: Mutex::default(),
+            discoveries: Default::default(),
         }
     }
 
     pub(crate) fn runtime(&self) -> Option<&Runtime> {
         self.runtime.as_ref()
+    }
+}
+
+impl Inner {
+    /// Background preparation (W-31): discovery, caching of metadata and bytes, and
+    /// compilation of default-enabled modules of `commit`, with no deadline. Never calls
+    /// `enrich`. Answers how many modules are compiled and cached.
+    pub(crate) fn prepare_plugins(
+        &self,
+        repo: &RepoName,
+        commit: &CommitId,
+    ) -> Result<usize, String> {
+        let catalog = self.catalog(repo, commit)?;
+        let Some(runtime) = self.plugins.runtime() else {
+            return Ok(0);
+        };
+        let mut ready = 0;
+        for plugin in catalog
+            .plugins
+            .iter()
+            .filter(|p| p.metadata.default_enabled)
+        {
+            match runtime.module(&plugin.digest, &plugin.bytes, None) {
+                Ok(_) => ready += 1,
+                Err(diagnostic) => {
+                    tracing::info!(plugin = %plugin.name, dir = %plugin.dir, %diagnostic, "plugin not prepared")
+                }
+            }
+        }
+        Ok(ready)
     }
 }
 
@@ -251,16 +287,51 @@ impl Inner {
     /// cached.
     fn catalog(&self, repo: &RepoName, commit: &CommitId) -> Result<Arc<Catalog>, String> {
         let key = (repo.to_string(), commit.to_string());
-        if let Some(found) = self
-            .plugins
+        let cached = || {
+            self.plugins
+                .catalogs
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&key)
+        };
+        if let Some(found) = cached() {
+            return Ok(found);
+        }
+        // Single flight (W-29): concurrent cold requests for one key wait for the first one's
+        // discovery instead of repeating it.
+        let flight = {
+            let mut flights = self
+                .plugins
+                .flights
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            flights.entry(key.clone()).or_default().clone()
+        };
+        let _flight = flight.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(found) = cached() {
+            return Ok(found);
+        }
+        self.plugins
+            .discoveries
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let discovered = self.discover(repo, commit);
+        self.plugins
+            .flights
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&key);
+        let catalog = Arc::new(discovered?);
+        self.plugins
             .catalogs
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(&key)
+            .put(key, catalog.clone());
+        Ok(catalog)
+    }
+
+    /// Discovery proper: the artifacts of the commit inside the scope, read and checked.
+    fn discover(&self, repo: &RepoName, commit: &CommitId) -> Result<Catalog, String> {
         {
-            return Ok(found);
-        }
-        let catalog = {
             let _guard = self
                 .query_lock
                 .read()
@@ -287,15 +358,8 @@ impl Inner {
                 self.store
                     .read_bytes(repo, commit, &path)
                     .map_err(|e| format!("plugin discovery failed: {e}"))
-            })?
-        };
-        let catalog = Arc::new(catalog);
-        self.plugins
-            .catalogs
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .put(key, catalog.clone());
-        Ok(catalog)
+            })
+        }
     }
 }
 

@@ -115,6 +115,30 @@ impl Service {
         self.inner.plugins.runtime().map(|r| r.stats())
     }
 
+    /// Plugin discoveries run so far (catalog cache misses that did the work, W-29).
+    pub fn plugin_discoveries(&self) -> u64 {
+        self.inner
+            .plugins
+            .discoveries
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Prepares the repository plugins of `repo`'s default-branch head in the background
+    /// sense of W-31: discovery plus compilation of default-enabled modules, never `enrich`.
+    /// Answers how many modules are ready.
+    pub async fn prepare_plugins(&self, repo: String) -> Result<usize, ServiceError> {
+        self.unlocked(move |inner| {
+            let (name, commit) = inner.locked(|| inner.resolve(&repo, None))?;
+            if inner.plugins.config.disabled {
+                return Ok(0);
+            }
+            inner
+                .prepare_plugins(&name, &commit)
+                .map_err(ServiceError::internal)
+        })
+        .await
+    }
+
     /// Query statistics of the base operations.
     pub fn stats(&self) -> StatsSnapshot {
         self.inner.stats.snapshot()

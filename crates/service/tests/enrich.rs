@@ -535,3 +535,58 @@ async fn w25_differential_plugins_on_and_off() {
         );
     }
 }
+
+/// W-29: 16 concurrent cold reads of one commit run exactly one discovery.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn w29_concurrent_cold_reads_discover_once() {
+    let source = SourceRepo::with_files(&[
+        ("echo.sourcegraph.wasm", &artifact("echo")),
+        ("a.md", b"a\n"),
+    ]);
+    let service = service(&source, "");
+    let reads: Vec<_> = (0..16)
+        .map(|_| {
+            let service = service.clone();
+            tokio::spawn(async move { service.read_enriched(&auto(), read("a.md")).await })
+        })
+        .collect();
+    for read in reads {
+        let (_, e) = read.await.unwrap().unwrap();
+        assert!(
+            e.diagnostics.iter().all(|d| !d.contains("PLUGIN_TIMEOUT")),
+            "{:?}",
+            e.diagnostics
+        );
+    }
+    assert_eq!(service.plugin_discoveries(), 1);
+}
+
+/// W-31: preparation discovers and compiles default-enabled modules without running them;
+/// the first read then compiles nothing.
+#[tokio::test]
+async fn w31_preparation_compiles_without_running() {
+    let source = SourceRepo::with_files(&[
+        ("echo.sourcegraph.wasm", &artifact("echo")),
+        ("a.md", b"a\n"),
+    ]);
+    let service = service(&source, "");
+    assert_eq!(
+        service.prepare_plugins("test/repo".into()).await.unwrap(),
+        1
+    );
+    let prepared = service.plugin_stats().unwrap();
+    assert_eq!(
+        (prepared.compiles, prepared.executions),
+        (1, 0),
+        "compiled, never run"
+    );
+    let (_, e) = service.read_enriched(&auto(), read("a.md")).await.unwrap();
+    assert_eq!(texts(&e, 0).len(), 1);
+    let after = service.plugin_stats().unwrap();
+    assert_eq!(
+        (after.compiles, after.executions),
+        (1, 1),
+        "the first read compiled nothing"
+    );
+    assert_eq!(service.plugin_discoveries(), 1, "the catalog was reused");
+}
