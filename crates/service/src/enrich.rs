@@ -19,13 +19,16 @@ const CATALOG_ENTRIES: usize = 64;
 /// Artifact bytes kept in catalogs (W-29).
 const CATALOG_BYTES: usize = 128 * 1024 * 1024;
 
+/// (repository, commit): what a catalog is cached under.
+type CatalogKey = (String, String);
+
 /// The plugin host of one service: configuration, runtime and the catalog cache.
 pub(crate) struct Plugins {
     pub(crate) config: PluginConfig,
     runtime: Option<Runtime>,
     catalogs: Mutex<CatalogCache>,
     /// Discoveries in progress, by (repository, commit).
-    flights: Mutex<HashMap<(String, String), Arc<Mutex<()>>>>,
+    flights: Mutex<HashMap<CatalogKey, Arc<Mutex<()>>>>,
     /// Discoveries run (cache misses that did the work), for tests and metrics.
     pub(crate) discoveries: std::sync::atomic::AtomicU64,
 }
@@ -34,20 +37,20 @@ pub(crate) struct Plugins {
 /// per repository registration within one store.
 #[derive(Default)]
 struct CatalogCache {
-    entries: HashMap<(String, String), Arc<Catalog>>,
-    order: VecDeque<(String, String)>,
+    entries: HashMap<CatalogKey, Arc<Catalog>>,
+    order: VecDeque<CatalogKey>,
     bytes: usize,
 }
 
 impl CatalogCache {
-    fn get(&mut self, key: &(String, String)) -> Option<Arc<Catalog>> {
+    fn get(&mut self, key: &CatalogKey) -> Option<Arc<Catalog>> {
         let found = self.entries.get(key).cloned()?;
         self.order.retain(|k| k != key);
         self.order.push_back(key.clone());
         Some(found)
     }
 
-    fn put(&mut self, key: (String, String), catalog: Arc<Catalog>) {
+    fn put(&mut self, key: CatalogKey, catalog: Arc<Catalog>) {
         self.bytes += catalog.artifact_bytes();
         if let Some(old) = self.entries.insert(key.clone(), catalog) {
             self.bytes -= old.artifact_bytes();
