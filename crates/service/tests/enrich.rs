@@ -590,3 +590,27 @@ async fn w31_preparation_compiles_without_running() {
     );
     assert_eq!(service.plugin_discoveries(), 1, "the catalog was reused");
 }
+
+/// W-30: a new commit with the same artifact bytes hits the compiled-module cache (modules
+/// are keyed by content digest), while its catalog is discovered anew (W-29: per commit).
+#[tokio::test]
+async fn w30_same_artifact_in_a_new_commit_is_not_recompiled() {
+    let source = SourceRepo::with_files(&[
+        ("echo.sourcegraph.wasm", &artifact("echo")),
+        ("a.md", b"a\n"),
+    ]);
+    let first = source.head();
+    let second = source.commit(&[("b.md", b"b\n")], "unrelated change");
+    let service = service(&source, "");
+    for commit in [&first, &second] {
+        let request = ReadRequest {
+            revision: Some(commit.to_string()),
+            ..read("a.md")
+        };
+        let (_, e) = service.read_enriched(&auto(), request).await.unwrap();
+        assert_eq!(texts(&e, 0).len(), 1);
+    }
+    let stats = service.plugin_stats().unwrap();
+    assert_eq!((stats.compiles, stats.compile_cache_hits), (1, 1));
+    assert_eq!(service.plugin_discoveries(), 2);
+}
