@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh --with-test-venv
 
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
-cargo build --locked -p csg
+# One build: `cargo test` also builds target/debug/csg (the CLI's integration tests need it),
+# with the same feature set, so a separate `cargo build` would only compile dependencies twice.
 cargo test --locked --workspace
 
 echo "== end-to-end (Python MCP SDK against target/debug/csg)"
