@@ -44,14 +44,8 @@ impl Server {
     }
 
     async fn get(&self, path: &str) -> (u16, Value) {
-        let response = self
-            .client
-            .get(format!("{}{path}", self.base))
-            .send()
-            .await
-            .unwrap();
-        let status = response.status().as_u16();
-        (status, response.json().await.unwrap_or(Value::Null))
+        let (status, body) = self.raw(path).await;
+        (status, serde_json::from_str(&body).unwrap_or(Value::Null))
     }
 
     async fn post(&self, path: &str, body: Value) -> (u16, Value) {
