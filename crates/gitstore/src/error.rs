@@ -83,6 +83,9 @@ pub enum Error {
     /// A binary file (NUL in the first 8 KiB) (G-7).
     #[error("`{path}` is a binary file, {size} bytes; it is not served as text")]
     Binary { path: String, size: u64 },
+    /// A file over the caller's size limit, refused before it was read.
+    #[error("`{path}` is {size} bytes, over the limit of {limit} bytes")]
+    TooLarge { path: String, size: u64, limit: u64 },
     /// NUL-free but not valid UTF-8 (G-7).
     #[error("`{path}` is not UTF-8 text ({size} bytes); it is not served as text")]
     NotUtf8 { path: String, size: u64 },

@@ -249,7 +249,19 @@ impl GitStore {
         commit: &CommitId,
         path: &RepoPath,
     ) -> Result<Vec<u8>, Error> {
-        self.inner.read_bytes(name, commit, path)
+        self.inner.read_bytes(name, commit, path, None)
+    }
+
+    /// [`GitStore::read_bytes`] refusing a blob over `max` bytes from its header, before it
+    /// is inflated ([`Error::TooLarge`]): plugin host reads under FILE_BYTES (W-22).
+    pub fn read_bytes_within(
+        &self,
+        name: &RepoName,
+        commit: &CommitId,
+        path: &RepoPath,
+        max: u64,
+    ) -> Result<Vec<u8>, Error> {
+        self.inner.read_bytes(name, commit, path, Some(max))
     }
 
     /// Every entry inside the registered scope whose file name ends with `suffix`, sorted by

@@ -138,11 +138,14 @@ pub(crate) fn locate(
 
 /// G-6, G-7: the text of the file at `path`, or the typed reason it is not served as text.
 /// The raw bytes of the blob at `path` (symlinks, submodules and directories are errors).
+/// The blob at `path`; with `max`, a larger blob is refused from its header, before it is
+/// inflated.
 pub(crate) fn read_bytes(
     repo: &gix::Repository,
     root: ObjectId,
     path: &RepoPath,
     commit: &CommitId,
+    max: Option<u64>,
 ) -> Result<Vec<u8>, Error> {
     match locate(repo, root, path, commit)? {
         Target::Tree(_) => Err(Error::IsDirectory {
@@ -156,7 +159,19 @@ pub(crate) fn read_bytes(
             path: path.to_string(),
             commit: sub.to_string(),
         }),
-        Target::Blob { id, .. } => Ok(repo.find_object(id).map_err(odb)?.detach().data),
+        Target::Blob { id, .. } => {
+            if let Some(limit) = max {
+                let size = repo.find_header(id).map_err(odb)?.size();
+                if size > limit {
+                    return Err(Error::TooLarge {
+                        path: path.to_string(),
+                        size,
+                        limit,
+                    });
+                }
+            }
+            Ok(repo.find_object(id).map_err(odb)?.detach().data)
+        }
     }
 }
 

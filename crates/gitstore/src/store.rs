@@ -550,7 +550,7 @@ impl Inner {
             });
         }
         self.with_tree(name, commit, path, |_, repo, tree| {
-            let data = objects::read_bytes(repo, tree, path, commit)?;
+            let data = objects::read_bytes(repo, tree, path, commit, None)?;
             objects::classify_blob(path.as_str(), &data)
         })
     }
@@ -560,6 +560,7 @@ impl Inner {
         name: &RepoName,
         commit: &CommitId,
         path: &RepoPath,
+        max: Option<u64>,
     ) -> Result<Vec<u8>, Error> {
         if path.is_root() {
             return Err(Error::IsDirectory {
@@ -567,7 +568,7 @@ impl Inner {
             });
         }
         self.with_tree(name, commit, path, |_, repo, tree| {
-            objects::read_bytes(repo, tree, path, commit)
+            objects::read_bytes(repo, tree, path, commit, max)
         })
     }
 

@@ -1175,6 +1175,27 @@ fn g2_find_files_and_read_bytes() {
             .read_bytes(&f.name, &tip, &path("docs/c.sourcegraph.wasm")),
         Err(Error::Symlink { .. })
     ));
+    // A size limit refuses from the object header (W-22 FILE_BYTES), at the limit it reads.
+    assert_eq!(
+        f.store
+            .read_bytes_within(&f.name, &tip, &path("a.sourcegraph.wasm"), 6)
+            .unwrap(),
+        b"\0asm-a"
+    );
+    match f
+        .store
+        .read_bytes_within(&f.name, &tip, &path("a.sourcegraph.wasm"), 5)
+    {
+        Err(
+            e @ Error::TooLarge {
+                size: 6, limit: 5, ..
+            },
+        ) => assert_eq!(
+            e.to_string(),
+            "`a.sourcegraph.wasm` is 6 bytes, over the limit of 5 bytes"
+        ),
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
 
     let scoped = Fixture::new();
     scoped.commit(

@@ -1,5 +1,6 @@
 //! Background maintenance: periodic sync of every registered repository (G-3, default every
-//! 60 s) and the retention sweep (G-5).
+//! 60 s), plugin preparation (W-31), the retention sweep (G-5) and the plugin catalog idle
+//! sweep (W-29).
 
 use crate::Service;
 use std::time::Duration;
@@ -71,6 +72,10 @@ pub fn spawn_maintenance(
                 }
                 Ok(_) => {}
                 Err(error) => tracing::warn!(%error, "retention sweep failed"),
+            }
+            let idle = service.sweep_plugin_catalogs(std::time::Instant::now());
+            if idle > 0 {
+                tracing::debug!(idle, "plugin catalogs dropped after 10 idle minutes");
             }
         }
     })

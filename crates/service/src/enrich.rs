@@ -8,7 +8,7 @@ use gitstore::{CommitId, EntryKind, RepoName, RepoPath};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
-use wasmplugin::runtime::{HostFiles, InstanceKey, Runtime};
+use wasmplugin::runtime::{HostFiles, HostReadError, InstanceKey, Runtime};
 use wasmplugin::{
     ArtifactEntry, ArtifactKind, Attachments, Catalog, Code, Diagnostic, ItemRef, PluginConfig,
     PluginSelection,
@@ -18,6 +18,9 @@ use wasmplugin::{
 const CATALOG_ENTRIES: usize = 64;
 /// Artifact bytes kept in catalogs (W-29).
 const CATALOG_BYTES: usize = 128 * 1024 * 1024;
+
+/// A catalog unused this long is dropped by the background sweep (W-29).
+pub const CATALOG_IDLE: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// (repository, commit): what a catalog is cached under.
 type CatalogKey = (String, String);
@@ -37,23 +40,35 @@ pub(crate) struct Plugins {
 /// per repository registration within one store.
 #[derive(Default)]
 struct CatalogCache {
-    entries: HashMap<CatalogKey, Arc<Catalog>>,
+    entries: HashMap<CatalogKey, Cached>,
     order: VecDeque<CatalogKey>,
     bytes: usize,
 }
 
+/// A cached catalog and when it was last used (for the idle sweep).
+struct Cached {
+    catalog: Arc<Catalog>,
+    used: Instant,
+}
+
 impl CatalogCache {
     fn get(&mut self, key: &CatalogKey) -> Option<Arc<Catalog>> {
-        let found = self.entries.get(key).cloned()?;
+        let found = self.entries.get_mut(key)?;
+        found.used = Instant::now();
+        let catalog = found.catalog.clone();
         self.order.retain(|k| k != key);
         self.order.push_back(key.clone());
-        Some(found)
+        Some(catalog)
     }
 
     fn put(&mut self, key: CatalogKey, catalog: Arc<Catalog>) {
         self.bytes += catalog.artifact_bytes();
-        if let Some(old) = self.entries.insert(key.clone(), catalog) {
-            self.bytes -= old.artifact_bytes();
+        let cached = Cached {
+            catalog,
+            used: Instant::now(),
+        };
+        if let Some(old) = self.entries.insert(key.clone(), cached) {
+            self.bytes -= old.catalog.artifact_bytes();
         }
         self.order.retain(|k| *k != key);
         self.order.push_back(key);
@@ -61,10 +76,29 @@ impl CatalogCache {
             let Some(oldest) = self.order.pop_front() else {
                 break;
             };
-            if let Some(old) = self.entries.remove(&oldest) {
-                self.bytes -= old.artifact_bytes();
-            }
+            self.remove(&oldest);
         }
+    }
+
+    fn remove(&mut self, key: &CatalogKey) {
+        if let Some(old) = self.entries.remove(key) {
+            self.bytes -= old.catalog.artifact_bytes();
+        }
+    }
+
+    /// Drops the catalogs unused since `now - CATALOG_IDLE`; answers how many.
+    fn sweep_idle(&mut self, now: Instant) -> usize {
+        let idle: Vec<CatalogKey> = self
+            .entries
+            .iter()
+            .filter(|(_, c)| now.saturating_duration_since(c.used) >= CATALOG_IDLE)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in &idle {
+            self.remove(key);
+        }
+        self.order.retain(|k| self.entries.contains_key(k));
+        idle.len()
     }
 }
 
@@ -94,6 +128,20 @@ impl Plugins {
 
     pub(crate) fn runtime(&self) -> Option<&Runtime> {
         self.runtime.as_ref()
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, CatalogCache> {
+        self.catalogs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Drops catalogs idle for [`CATALOG_IDLE`] as of `now` (W-29); answers how many.
+    pub(crate) fn sweep_catalogs(&self, now: Instant) -> usize {
+        self.cache().sweep_idle(now)
+    }
+
+    /// Catalogs cached now.
+    pub(crate) fn cached_catalogs(&self) -> usize {
+        self.cache().entries.len()
     }
 }
 
@@ -138,29 +186,34 @@ struct PluginFiles<'a> {
 }
 
 impl HostFiles for PluginFiles<'_> {
-    fn read(&self, path: &str) -> Result<Vec<u8>, String> {
+    fn read(&self, path: &str, max_bytes: u64) -> Result<Vec<u8>, HostReadError> {
         if Instant::now() >= self.deadline {
-            return Err("the request deadline passed".into());
+            return Err("the request deadline passed".to_string().into());
         }
-        let relative = RepoPath::parse(path).map_err(|e| e.to_string())?;
+        let refused = |e: gitstore::Error| HostReadError::Refused(e.to_string());
+        let relative = RepoPath::parse(path).map_err(refused)?;
         if relative.is_root() {
-            return Err("an empty path names no file".into());
+            return Err("an empty path names no file".to_string().into());
         }
         let full = if self.dir.is_empty() {
             relative.to_string()
         } else {
             format!("{}/{}", self.dir, relative)
         };
-        let full = RepoPath::parse(&full).map_err(|e| e.to_string())?;
+        let full = RepoPath::parse(&full).map_err(refused)?;
         let _guard = self
             .inner
             .query_lock
             .read()
             .unwrap_or_else(PoisonError::into_inner);
-        self.inner
+        match self
+            .inner
             .store
-            .read_bytes(self.repo, self.commit, &full)
-            .map_err(|e| e.to_string())
+            .read_bytes_within(self.repo, self.commit, &full, max_bytes)
+        {
+            Err(gitstore::Error::TooLarge { size, .. }) => Err(HostReadError::TooLarge(size)),
+            other => other.map_err(refused),
+        }
     }
 }
 
@@ -242,11 +295,17 @@ impl Inner {
                     };
                     runtime.execute(&module, &key, &input, &files, deadline)
                 });
-            match outcome {
-                Ok(output) => attachments.absorb(execution, &refs, &output),
-                Err(diagnostic) => attachments
+            let failed = match outcome {
+                Ok(executed) => {
+                    attachments.absorb(execution, &refs, &executed.output);
+                    executed.read_budget
+                }
+                Err(diagnostic) => Some(diagnostic),
+            };
+            if let Some(diagnostic) = failed {
+                attachments
                     .diagnostics
-                    .push(diagnostic.at(&plugin.name, &plugin.dir).for_items(ids)),
+                    .push(diagnostic.at(&plugin.name, &plugin.dir).for_items(ids));
             }
         }
         finish(attachments, started)
@@ -290,13 +349,7 @@ impl Inner {
     /// cached.
     fn catalog(&self, repo: &RepoName, commit: &CommitId) -> Result<Arc<Catalog>, String> {
         let key = (repo.to_string(), commit.to_string());
-        let cached = || {
-            self.plugins
-                .catalogs
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .get(&key)
-        };
+        let cached = || self.plugins.cache().get(&key);
         if let Some(found) = cached() {
             return Ok(found);
         }
@@ -324,11 +377,7 @@ impl Inner {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&key);
         let catalog = Arc::new(discovered?);
-        self.plugins
-            .catalogs
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .put(key, catalog.clone());
+        self.plugins.cache().put(key, catalog.clone());
         Ok(catalog)
     }
 

@@ -66,7 +66,8 @@ impl From<gitstore::Error> for ServiceError {
             | E::Submodule { .. }
             | E::LfsPointer { .. }
             | E::Binary { .. }
-            | E::NotUtf8 { .. } => ErrorKind::InvalidArgument,
+            | E::NotUtf8 { .. }
+            | E::TooLarge { .. } => ErrorKind::InvalidArgument,
             E::NotSynced(_) | E::Sync { .. } => ErrorKind::Unavailable,
             E::NameTaken(_) => ErrorKind::InvalidArgument,
             E::Storage(_) => ErrorKind::Internal,

@@ -15,6 +15,7 @@ mod model;
 mod stats;
 
 pub use background::{Shutdown, spawn_maintenance};
+pub use enrich::CATALOG_IDLE;
 pub use error::{ErrorKind, ServiceError};
 pub use model::*;
 pub use stats::{OpSnapshot, OpStats, QueryStats, StatsSnapshot};
@@ -121,6 +122,17 @@ impl Service {
             .plugins
             .discoveries
             .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Drops plugin catalogs unused for 10 minutes as of `now` (W-29; the maintenance loop
+    /// calls it with the current time). Answers how many were dropped.
+    pub fn sweep_plugin_catalogs(&self, now: std::time::Instant) -> usize {
+        self.inner.plugins.sweep_catalogs(now)
+    }
+
+    /// Plugin catalogs cached now (W-29).
+    pub fn plugin_catalogs(&self) -> usize {
+        self.inner.plugins.cached_catalogs()
     }
 
     /// Prepares the repository plugins of `repo`'s default-branch head in the background

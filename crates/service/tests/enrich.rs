@@ -614,3 +614,158 @@ async fn w30_same_artifact_in_a_new_commit_is_not_recompiled() {
     assert_eq!((stats.compiles, stats.compile_cache_hits), (1, 1));
     assert_eq!(service.plugin_discoveries(), 2);
 }
+
+/// W-29: a catalog unused for 10 minutes is dropped by the sweep; the next read discovers
+/// again.
+#[tokio::test]
+async fn w29_idle_catalogs_are_swept() {
+    let source = SourceRepo::with_files(&[
+        ("echo.sourcegraph.wasm", &artifact("echo")),
+        ("a.md", b"a\n"),
+    ]);
+    let service = service(&source, "");
+    service.read_enriched(&auto(), read("a.md")).await.unwrap();
+    assert_eq!(service.plugin_catalogs(), 1);
+    let now = std::time::Instant::now();
+    assert_eq!(
+        service.sweep_plugin_catalogs(now + std::time::Duration::from_secs(300)),
+        0
+    );
+    assert_eq!(
+        service
+            .sweep_plugin_catalogs(now + service::CATALOG_IDLE + std::time::Duration::from_secs(1)),
+        1
+    );
+    assert_eq!(service.plugin_catalogs(), 0);
+    let (_, e) = service.read_enriched(&auto(), read("a.md")).await.unwrap();
+    assert_eq!(texts(&e, 0).len(), 1);
+    assert_eq!(service.plugin_discoveries(), 2);
+}
+
+/// W-29: a transient read failure during discovery is a diagnostic for that request only;
+/// it is never cached as "no plugins", and the next request discovers again.
+#[tokio::test]
+async fn w29_transient_discovery_failure_is_not_cached() {
+    let echo = artifact("echo");
+    let source = SourceRepo::with_files(&[("echo.sourcegraph.wasm", &echo), ("a.md", b"a\n")]);
+    let service = service(&source, "");
+    let blob = source.git(&["rev-parse", "HEAD:echo.sourcegraph.wasm"]);
+    let blob = blob.trim();
+    // A small fetch leaves loose objects in the mirror: hide the artifact's one for a while.
+    let loose = source
+        .data_dir()
+        .join("mirrors/test/repo.git/objects")
+        .join(&blob[..2])
+        .join(&blob[2..]);
+    let hidden = loose.with_extension("hidden");
+    std::fs::rename(&loose, &hidden).expect("the artifact is a loose object in the mirror");
+    let base = service.read(&auto(), read("a.md")).await.unwrap();
+    let (item, failed) = service.read_enriched(&auto(), read("a.md")).await.unwrap();
+    assert_eq!(item, base, "the body is intact");
+    assert!(failed.per_item.is_empty());
+    assert_eq!(failed.diagnostics.len(), 1, "{:?}", failed.diagnostics);
+    assert!(
+        failed.diagnostics[0].starts_with("code=PLUGIN_ARTIFACT")
+            && failed.diagnostics[0].contains("plugin discovery failed"),
+        "{:?}",
+        failed.diagnostics
+    );
+    assert!(
+        !failed.diagnostics[0].contains(source.data_dir().to_str().unwrap()),
+        "no host path: {:?}",
+        failed.diagnostics
+    );
+    assert_eq!(service.plugin_catalogs(), 0, "the failure was not cached");
+
+    std::fs::rename(&hidden, &loose).unwrap();
+    let (_, healed) = service.read_enriched(&auto(), read("a.md")).await.unwrap();
+    assert_eq!(texts(&healed, 0).len(), 1, "{:?}", healed.diagnostics);
+    assert_eq!(service.plugin_discoveries(), 2);
+}
+
+/// W-26: TIMEOUT bounds the whole enrichment of one request, not each plugin: when the
+/// first directory's plugin spends the deadline, the second is not started.
+#[tokio::test]
+async fn w26_one_timeout_covers_every_plugin_of_a_request() {
+    let echo = artifact("echo");
+    let source = SourceRepo::with_files(&[
+        ("echo.sourcegraph.wasm", &echo),
+        ("kb/echo.sourcegraph.wasm", &echo),
+        ("a.md", b"a\n"),
+        ("kb/b.md", b"b\n"),
+    ]);
+    let config = ServiceConfig {
+        plugins: wasmplugin_config(std::time::Duration::from_millis(300)),
+        ..ServiceConfig::default()
+    };
+    let service = Service::new(source.store("test/repo", ""), config);
+    // Compiled beforehand, so the deadline is spent by running, whatever the machine's load.
+    service.prepare_plugins("test/repo".into()).await.unwrap();
+    let request = ReadManyRequest {
+        plugins: Some(vec![selection("echo", json!({"spin": true}))]),
+        ..batch(&["a.md", "kb/b.md"])
+    };
+    let (_, e) = service.read_many_enriched(&auto(), request).await.unwrap();
+    assert!(e.per_item.is_empty());
+    assert_eq!(e.diagnostics.len(), 2, "{:?}", e.diagnostics);
+    assert!(
+        e.diagnostics[0].starts_with("code=PLUGIN_TIMEOUT plugin=echo root=\"\" items=read-0"),
+        "{:?}",
+        e.diagnostics
+    );
+    assert!(
+        e.diagnostics[1].starts_with("code=PLUGIN_TIMEOUT plugin=echo root=kb items=read-1")
+            && e.diagnostics[1].contains("deadline passed before the plugin ran"),
+        "{:?}",
+        e.diagnostics
+    );
+    let stats = service.plugin_stats().unwrap();
+    assert_eq!(stats.executions, 1, "the second plugin never started");
+}
+
+/// W-22, W-27: host-read budgets through the service. FILE_BYTES is refused from the object
+/// header before the blob is read; an overrun keeps the plugin's output and adds
+/// PLUGIN_READ_BUDGET.
+#[tokio::test]
+async fn w27_read_budgets_through_the_service() {
+    let source = SourceRepo::with_files(&[
+        ("reader.sourcegraph.wasm", &artifact("reader")),
+        ("a.md", b"a\n"),
+        ("big.txt", &[b'x'; 4096]),
+    ]);
+    let config = ServiceConfig {
+        plugins: service::PluginConfig {
+            file_bytes: 1024,
+            read_calls: 2,
+            ..wasmplugin_config(std::time::Duration::from_secs(5))
+        },
+        ..ServiceConfig::default()
+    };
+    let service = Service::new(source.store("test/repo", ""), config);
+    let request = ReadRequest {
+        plugins: Some(vec![selection(
+            "reader",
+            json!({"paths": ["a.md", "big.txt", "a.md"]}),
+        )]),
+        ..read("a.md")
+    };
+    let (_, e) = service.read_enriched(&auto(), request).await.unwrap();
+    let whole: Vec<&str> = e.whole.iter().map(String::as_str).collect();
+    assert_eq!(
+        whole,
+        [
+            "a.md: 2 bytes",
+            "big.txt: error file is 4096 bytes, over FILE_BYTES (1024)",
+            "a.md: error read budget spent: at most 2 reads per execution (READ_CALLS)",
+        ]
+    );
+    assert_eq!(
+        e.diagnostics,
+        [
+            "code=PLUGIN_READ_BUDGET plugin=reader root=\"\" items=read-0 message=2 host read(s) \
+          refused by a budget; first: file is 4096 bytes, over FILE_BYTES (1024)"
+        ]
+    );
+    let stats = service.plugin_stats().unwrap();
+    assert_eq!((stats.host_read_bytes, stats.read_budget_hits), (2, 2));
+}

@@ -50,15 +50,41 @@ const MAX_MEMORY_BYTES: u64 = 4 << 30;
 
 /// Reads files for one plugin execution. Paths are relative to the plugin directory, as the
 /// plugin gave them (the implementor validates and resolves them; the runtime only forwards).
-/// `Err` is a caller-safe message (no host paths): the plugin receives it through
-/// `last_error` or as a `read_files` item error.
 ///
-/// The runtime applies FILE_BYTES after `read` returns, and epochs do not tick inside a
-/// host call: an implementor should itself stop at the request deadline and refuse files it
-/// knows are large before reading them.
+/// Epochs do not tick inside a host call: an implementor stops at the request deadline
+/// itself, and refuses a file over `max_bytes` (FILE_BYTES) before reading it. The runtime
+/// checks the length again after the read, so a careless implementor costs time, never the
+/// budget.
 pub trait HostFiles: Send + Sync {
-    /// The raw bytes of `path`, or why not.
-    fn read(&self, path: &str) -> Result<Vec<u8>, String>;
+    /// The raw bytes of `path` if it has at most `max_bytes`, or why not.
+    fn read(&self, path: &str, max_bytes: u64) -> Result<Vec<u8>, HostReadError>;
+}
+
+/// Why a host read gave no bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostReadError {
+    /// The file has this many bytes, over the `max_bytes` asked for (a budget refusal).
+    TooLarge(u64),
+    /// Any other refusal, as a caller-safe message (no host paths): the plugin receives it
+    /// through `last_error` or as a `read_files` item error.
+    Refused(String),
+}
+
+impl From<String> for HostReadError {
+    fn from(message: String) -> Self {
+        Self::Refused(message)
+    }
+}
+
+/// What one successful execution produced.
+#[derive(Debug)]
+pub struct Executed {
+    /// The output text (its JSON shape is checked by the caller).
+    pub output: String,
+    /// PLUGIN_READ_BUDGET when a budget refused a host read: the output still counts (the
+    /// guest decided what to do with the refusal, W-22), but the overrun is reported and the
+    /// instance discarded (W-27).
+    pub read_budget: Option<Diagnostic>,
 }
 
 /// Identity of a reusable instance (W-32): instances are never shared across different keys
@@ -280,13 +306,13 @@ impl Runtime {
     }
 
     /// One execution of `enrich` with `input` (the JSON ABI 2 request), returning the output
-    /// text (its JSON shape is checked by the caller).
+    /// text (its JSON shape is checked by the caller) and any read-budget overrun.
     ///
     /// Takes one of CONCURRENCY slots (none free: PLUGIN_BUSY at once, no queue), an idle
     /// instance for `key` and this module (else a fresh one), writes the input into a buffer
     /// from the guest's `alloc`, calls `enrich`, bounds-checks the packed result, copies it,
     /// and deallocs input and output with their exact lengths. On success the instance is
-    /// parked for `key`; after any fault it is dropped.
+    /// parked for `key`; after any fault or budget overrun it is dropped.
     ///
     /// Diagnostics: PLUGIN_TIMEOUT (deadline, checked by the epoch callback and by every
     /// host import), PLUGIN_BUSY, PLUGIN_TRAP (any trap, in `alloc`, `enrich`, `dealloc` or
@@ -301,11 +327,12 @@ impl Runtime {
         input: &[u8],
         files: &dyn HostFiles,
         deadline: Instant,
-    ) -> Result<String, Diagnostic> {
+    ) -> Result<Executed, Diagnostic> {
         let started = Instant::now();
         let mut report = Report::default();
         let outcome = self.run(module, key, input, files, deadline, &mut report);
         let counters = &self.shared.counters;
+        // A read-budget overrun is counted by `read_budget_hits`, not as a fault.
         if let Err(diagnostic) = &outcome {
             counters.fault(diagnostic.code);
         }
@@ -338,7 +365,7 @@ impl Runtime {
         files: &dyn HostFiles,
         deadline: Instant,
         report: &mut Report,
-    ) -> Result<String, Diagnostic> {
+    ) -> Result<Executed, Diagnostic> {
         let shared = &*self.shared;
         if Instant::now() >= deadline {
             return Err(Diagnostic::new(
@@ -393,13 +420,27 @@ impl Runtime {
         report.reads = live.store.data_mut().end();
         report.execute = executing.elapsed();
 
-        let text = outcome.and_then(|bytes| {
+        let output = outcome.and_then(|bytes| {
             String::from_utf8(bytes)
                 .map_err(|_| Diagnostic::new(Code::Output, "the output is not valid UTF-8"))
         })?;
-        let evicted = shared.pool().put(key, module.digest(), live);
-        drop(evicted);
-        Ok(text)
+        let read_budget = report.reads.first_budget_refusal.as_ref().map(|first| {
+            Diagnostic::new(
+                Code::ReadBudget,
+                format!(
+                    "{} host read(s) refused by a budget; first: {first}",
+                    report.reads.budget_hits
+                ),
+            )
+        });
+        if read_budget.is_none() {
+            let evicted = shared.pool().put(key, module.digest(), live);
+            drop(evicted);
+        }
+        Ok(Executed {
+            output,
+            read_budget,
+        })
     }
 }
 

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use wasmplugin::runtime::{HostFiles, InstanceKey, Module, Runtime};
+use wasmplugin::runtime::{HostFiles, HostReadError, InstanceKey, Module, Runtime};
 use wasmplugin::{Code, Diagnostic, PluginConfig};
 
 // ---------------------------------------------------------------------------------------------
@@ -270,11 +270,15 @@ impl Files {
 }
 
 impl HostFiles for Files {
-    fn read(&self, path: &str) -> Result<Vec<u8>, String> {
-        self.0
+    fn read(&self, path: &str, max_bytes: u64) -> Result<Vec<u8>, HostReadError> {
+        let bytes = self
+            .0
             .get(path)
-            .cloned()
-            .ok_or_else(|| format!("{path}: no such file"))
+            .ok_or_else(|| format!("{path}: no such file"))?;
+        if bytes.len() as u64 > max_bytes {
+            return Err(HostReadError::TooLarge(bytes.len() as u64));
+        }
+        Ok(bytes.clone())
     }
 }
 
@@ -290,6 +294,7 @@ fn run(
     files: &dyn HostFiles,
 ) -> Result<String, Diagnostic> {
     rt.execute(module, key, input.as_bytes(), files, soon())
+        .map(|e| e.output)
 }
 
 fn expect_code(result: Result<String, Diagnostic>, code: Code) -> Diagnostic {
@@ -425,7 +430,8 @@ fn w16_alloc_returning_zero_is_plugin_abi() {
         "{}"
     );
     expect_code(
-        rt.execute(&zero_for_empty, &key("{}"), b"", &no_files(), soon()),
+        rt.execute(&zero_for_empty, &key("{}"), b"", &no_files(), soon())
+            .map(|e| e.output),
         Code::Abi,
     );
 }
@@ -468,13 +474,15 @@ fn w25_infinite_loop_is_plugin_timeout() {
     let rt = runtime();
     let module = compile(&rt, "echo", &echo_wat());
     let started = Instant::now();
-    let result = rt.execute(
-        &module,
-        &key("{}"),
-        b"l",
-        &no_files(),
-        Instant::now() + Duration::from_millis(100),
-    );
+    let result = rt
+        .execute(
+            &module,
+            &key("{}"),
+            b"l",
+            &no_files(),
+            Instant::now() + Duration::from_millis(100),
+        )
+        .map(|e| e.output);
     expect_code(result, Code::Timeout);
     assert!(
         started.elapsed() < Duration::from_secs(5),
@@ -492,13 +500,15 @@ fn w25_looping_start_function_is_plugin_timeout() {
              (func (export "enrich") (param i32 i32) (result i64) (i64.const 0)))"#
     );
     let module = compile(&rt, "start-loop", &wat);
-    let result = rt.execute(
-        &module,
-        &key("{}"),
-        b"{}",
-        &no_files(),
-        Instant::now() + Duration::from_millis(50),
-    );
+    let result = rt
+        .execute(
+            &module,
+            &key("{}"),
+            b"{}",
+            &no_files(),
+            Instant::now() + Duration::from_millis(50),
+        )
+        .map(|e| e.output);
     expect_code(result, Code::Timeout);
 }
 
@@ -639,6 +649,24 @@ fn w22_file_over_file_bytes_fails_softly_with_last_error() {
     assert_eq!(rt.stats().read_budget_hits, 1);
 }
 
+/// Ignores `max_bytes`: the runtime must still hold FILE_BYTES.
+struct Careless;
+
+impl HostFiles for Careless {
+    fn read(&self, _path: &str, _max_bytes: u64) -> Result<Vec<u8>, HostReadError> {
+        Ok(vec![b'c'; 2048])
+    }
+}
+
+#[test]
+fn w22_file_bytes_holds_even_when_the_reader_ignores_the_limit() {
+    let rt = runtime();
+    let module = compile(&rt, "reader", &reader_wat());
+    let message = run(&rt, &module, &key("{}"), "any", &Careless).expect("soft failure");
+    assert_eq!(message, "file is 2048 bytes, over FILE_BYTES (1024)");
+    assert_eq!(rt.stats().host_read_bytes, 0);
+}
+
 #[test]
 fn w22_reads_after_read_calls_fail_with_last_error() {
     let rt = runtime();
@@ -651,11 +679,46 @@ fn w22_reads_after_read_calls_fail_with_last_error() {
     );
     let stats = rt.stats();
     assert_eq!((stats.host_reads, stats.read_budget_hits), (16, 1));
-    // Budgets are per execution: the same (reused) instance reads again next time.
+    // Budgets are per execution: the next execution reads again.
     assert_eq!(
         run(&rt, &module, &key("{}"), "a", &files).expect("fresh budget"),
         "1"
     );
+}
+
+#[test]
+fn w27_read_budget_overrun_is_a_diagnostic_and_discards_the_instance() {
+    let rt = runtime();
+    let module = compile(&rt, "reader", &reader_wat());
+    let files = Files::with(&[("a", b"1"), ("big", &[b'x'; 1025])]);
+    let over = rt
+        .execute(&module, &key("{}"), b"*a", &files, soon())
+        .expect("the guest returned normally");
+    // The guest's own output stands (it chose to return last_error) ...
+    assert_eq!(
+        over.output,
+        "read budget spent: at most 16 reads per execution (READ_CALLS)"
+    );
+    // ... and the overrun is reported once, with the first refusal.
+    let diagnostic = over.read_budget.expect("PLUGIN_READ_BUDGET");
+    assert_eq!(diagnostic.code, Code::ReadBudget);
+    assert_eq!(
+        diagnostic.message,
+        "1 host read(s) refused by a budget; first: read budget spent: at most 16 reads per \
+         execution (READ_CALLS)"
+    );
+    // The instance was dropped: the next execution instantiates afresh.
+    assert_eq!(rt.idle_instances(), 0);
+    let clean = rt
+        .execute(&module, &key("{}"), b"a", &files, soon())
+        .expect("clean");
+    assert!(clean.read_budget.is_none());
+    let big = rt
+        .execute(&module, &key("{}"), b"big", &files, soon())
+        .expect("FILE_BYTES refusal");
+    assert_eq!(big.read_budget.expect("FILE_BYTES").code, Code::ReadBudget);
+    let stats = rt.stats();
+    assert_eq!((stats.instantiations, stats.instance_reuses), (2, 1));
 }
 
 #[test]
@@ -739,13 +802,15 @@ fn w22_read_file_in_a_tight_loop_ends_in_plugin_timeout() {
     let files = Files::with(&[("a", b"1")]);
     let started = Instant::now();
     // Reads fail (missing file, then READ_CALLS) without allocating; the loop only ends by time.
-    let result = rt.execute(
-        &module,
-        &key("{}"),
-        b"!missing",
-        &files,
-        Instant::now() + Duration::from_millis(100),
-    );
+    let result = rt
+        .execute(
+            &module,
+            &key("{}"),
+            b"!missing",
+            &files,
+            Instant::now() + Duration::from_millis(100),
+        )
+        .map(|e| e.output);
     expect_code(result, Code::Timeout);
     assert!(
         started.elapsed() < Duration::from_secs(5),
@@ -807,7 +872,7 @@ fn w22_guest_alloc_failures_inside_host_imports() {
 struct Slow(Duration);
 
 impl HostFiles for Slow {
-    fn read(&self, _path: &str) -> Result<Vec<u8>, String> {
+    fn read(&self, _path: &str, _max_bytes: u64) -> Result<Vec<u8>, HostReadError> {
         std::thread::sleep(self.0);
         Ok(b"late".to_vec())
     }
@@ -818,13 +883,15 @@ fn w22_deadline_passing_during_a_host_read_is_plugin_timeout() {
     let rt = runtime();
     let module = compile(&rt, "reader", &reader_wat());
     let slow = Slow(Duration::from_millis(60));
-    let result = rt.execute(
-        &module,
-        &key("{}"),
-        b"a",
-        &slow,
-        Instant::now() + Duration::from_millis(20),
-    );
+    let result = rt
+        .execute(
+            &module,
+            &key("{}"),
+            b"a",
+            &slow,
+            Instant::now() + Duration::from_millis(20),
+        )
+        .map(|e| e.output);
     // The import answers 0 + "deadline passed"; the guest returns last_error normally, and the
     // execution still ends in PLUGIN_TIMEOUT.
     expect_code(result, Code::Timeout);
@@ -837,7 +904,7 @@ fn w22_deadline_passing_during_a_host_read_is_plugin_timeout() {
 struct Gate(Barrier);
 
 impl HostFiles for Gate {
-    fn read(&self, _path: &str) -> Result<Vec<u8>, String> {
+    fn read(&self, _path: &str, _max_bytes: u64) -> Result<Vec<u8>, HostReadError> {
         self.0.wait(); // both executions are inside a read
         self.0.wait(); // released
         Ok(b"done".to_vec())
@@ -1068,7 +1135,8 @@ fn w25_deadline_passed_before_execution_is_timeout() {
     let rt = runtime();
     let module = compile(&rt, "echo", &echo_wat());
     expect_code(
-        rt.execute(&module, &key("{}"), b"{}", &no_files(), Instant::now()),
+        rt.execute(&module, &key("{}"), b"{}", &no_files(), Instant::now())
+            .map(|e| e.output),
         Code::Timeout,
     );
 }
@@ -1105,12 +1173,14 @@ fn w36_measurements() {
     let input = vec![b' '; 4096];
     let started = Instant::now();
     rt.execute(&module, &k, &input, &no_files(), soon())
+        .map(|e| e.output)
         .expect("cold");
     let cold = started.elapsed();
     let rounds = 2000;
     let started = Instant::now();
     for _ in 0..rounds {
         rt.execute(&module, &k, &input, &no_files(), soon())
+            .map(|e| e.output)
             .expect("warm");
     }
     let warm = started.elapsed() / rounds;
@@ -1118,6 +1188,7 @@ fn w36_measurements() {
     let started = Instant::now();
     for i in 0..fresh_rounds {
         rt.execute(&module, &key(&i.to_string()), &input, &no_files(), soon())
+            .map(|e| e.output)
             .expect("fresh");
     }
     let fresh = started.elapsed() / fresh_rounds;

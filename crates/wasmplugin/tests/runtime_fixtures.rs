@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use wasmplugin::runtime::{HostFiles, InstanceKey, Module, Runtime};
+use wasmplugin::runtime::{HostFiles, HostReadError, InstanceKey, Module, Runtime};
 use wasmplugin::{Code, PluginConfig};
 
 fn fixture(name: &str) -> Vec<u8> {
@@ -61,11 +61,12 @@ fn input(args: Value) -> Vec<u8> {
 struct Files(HashMap<&'static str, &'static [u8]>);
 
 impl HostFiles for Files {
-    fn read(&self, path: &str) -> Result<Vec<u8>, String> {
-        self.0
+    fn read(&self, path: &str, _max_bytes: u64) -> Result<Vec<u8>, HostReadError> {
+        let bytes = self
+            .0
             .get(path)
-            .map(|b| b.to_vec())
-            .ok_or_else(|| format!("{path}: no such file"))
+            .ok_or_else(|| format!("{path}: no such file"))?;
+        Ok(bytes.to_vec())
     }
 }
 
@@ -99,6 +100,7 @@ fn w37_fixture_echo_round_trip_and_instance_reuse() {
     let echo = module(&rt, "echo");
     let out = rt
         .execute(&echo, &key(), &input(json!({})), &no_files(), soon())
+        .map(|e| e.output)
         .expect("echo");
     assert_eq!(
         attachments(&out),
@@ -115,6 +117,7 @@ fn w37_fixture_echo_round_trip_and_instance_reuse() {
     );
     let out = rt
         .execute(&echo, &key(), &input(json!({})), &no_files(), soon())
+        .map(|e| e.output)
         .expect("echo");
     assert!(attachments(&out)[0].1.ends_with("calls=2"), "{out}");
 }
@@ -127,6 +130,7 @@ fn w27_fixture_echo_faults_discard_the_instance() {
     let calls = || {
         let out = rt
             .execute(&echo, &k, &input(json!({})), &no_files(), soon())
+            .map(|e| e.output)
             .expect("echo");
         attachments(&out)[0]
             .1
@@ -144,16 +148,19 @@ fn w27_fixture_echo_faults_discard_the_instance() {
             &no_files(),
             soon(),
         )
+        .map(|e| e.output)
         .expect_err("panic");
     assert_eq!(panic.code, Code::Trap, "{panic}");
     assert_eq!(calls(), "1", "a fresh instance after the trap");
-    let spin = rt.execute(
-        &echo,
-        &k,
-        &input(json!({"spin": true})),
-        &no_files(),
-        Instant::now() + Duration::from_millis(100),
-    );
+    let spin = rt
+        .execute(
+            &echo,
+            &k,
+            &input(json!({"spin": true})),
+            &no_files(),
+            Instant::now() + Duration::from_millis(100),
+        )
+        .map(|e| e.output);
     assert_eq!(spin.expect_err("spin").code, Code::Timeout);
     assert_eq!(calls(), "1", "a fresh instance after the timeout");
     let grow = rt
@@ -164,6 +171,7 @@ fn w27_fixture_echo_faults_discard_the_instance() {
             &no_files(),
             soon(),
         )
+        .map(|e| e.output)
         .expect_err("grow");
     assert_eq!(grow.code, Code::Memory, "{grow}");
     assert_eq!(calls(), "1", "a fresh instance after the memory fault");
@@ -176,6 +184,7 @@ fn w27_fixture_echo_faults_discard_the_instance() {
             &no_files(),
             soon(),
         )
+        .map(|e| e.output)
         .expect("error");
     assert_eq!(attachments(&out), vec![(None, "echo: nope".to_string())]);
 }
@@ -189,6 +198,7 @@ fn w22_fixture_reader_read_file_and_read_files() {
         let args = json!({"paths": ["notes/a.md", "missing.md", "empty.txt"], "content": true, "batch": batch});
         let out = rt
             .execute(&reader, &key(), &input(args), &files, soon())
+            .map(|e| e.output)
             .expect("reader");
         let texts: Vec<String> = attachments(&out)
             .into_iter()
@@ -225,10 +235,12 @@ fn w30_fixture_compile_times() {
         );
         let started = Instant::now();
         rt.execute(&module, &key(), &input(json!({})), &no_files(), soon())
+            .map(|e| e.output)
             .expect("execute");
         let cold = started.elapsed();
         let started = Instant::now();
         rt.execute(&module, &key(), &input(json!({})), &no_files(), soon())
+            .map(|e| e.output)
             .expect("execute");
         println!(
             "{name}: first execution {cold:?}, warm {:?}",

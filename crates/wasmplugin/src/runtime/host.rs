@@ -12,8 +12,8 @@ use wasmtime::{
     TypedFunc,
 };
 
-use super::HostFiles;
 use super::abi::HOST_MODULE;
+use super::{HostFiles, HostReadError};
 use crate::Code;
 
 /// Per-store data. Everything under `exec` is reset for each execution on a pooled instance.
@@ -51,6 +51,8 @@ pub(super) struct ExecCounters {
     pub read_time: Duration,
     /// Reads refused by a budget.
     pub budget_hits: u64,
+    /// The first budget refusal's message: the execution's PLUGIN_READ_BUDGET diagnostic.
+    pub first_budget_refusal: Option<String>,
     /// The message of the most recent failed host call (W-22).
     pub last_error: Option<String>,
 }
@@ -221,12 +223,6 @@ fn fail(caller: &mut Caller<'_, HostState>, message: impl Into<String>) -> i64 {
     0
 }
 
-/// A budget overrun: soft, but counted.
-fn over_budget(caller: &mut Caller<'_, HostState>, message: String) -> i64 {
-    caller.data_mut().exec.budget_hits += 1;
-    fail(caller, message)
-}
-
 /// Whether the request deadline passed. Epochs do not tick inside host calls, so imports check
 /// the wall clock themselves; once passed, the guest is made to trap at its next epoch check
 /// and the execution ends in PLUGIN_TIMEOUT whatever the guest does with the 0 it gets.
@@ -281,9 +277,24 @@ fn give(
     Ok(Some(pack(ptr, len32)))
 }
 
-/// One file through the budgets: Ok(bytes) or the caller-safe reason it was refused, and
-/// whether the refusal was a budget (counted) rather than a read error.
-fn read_one(caller: &mut Caller<'_, HostState>, path: &str) -> Result<Vec<u8>, (String, bool)> {
+/// One file through the budgets: Ok(bytes) or the caller-safe reason it was refused. A
+/// budget refusal is soft for the guest (W-22) but recorded for the execution's diagnostic.
+fn read_one(caller: &mut Caller<'_, HostState>, path: &str) -> Result<Vec<u8>, String> {
+    let refused = read_within_budget(caller, path);
+    if let Err((message, true)) = &refused {
+        let exec = &mut caller.data_mut().exec;
+        exec.budget_hits += 1;
+        exec.first_budget_refusal
+            .get_or_insert_with(|| message.clone());
+    }
+    refused.map_err(|(message, _)| message)
+}
+
+/// [`read_one`] proper: the refusal says whether it was a budget.
+fn read_within_budget(
+    caller: &mut Caller<'_, HostState>,
+    path: &str,
+) -> Result<Vec<u8>, (String, bool)> {
     let budget = caller.data().budget;
     let state = caller.data_mut();
     if state.exec.calls >= budget.read_calls {
@@ -300,19 +311,26 @@ fn read_one(caller: &mut Caller<'_, HostState>, path: &str) -> Result<Vec<u8>, (
         return Err(("host reads are not available here".into(), false));
     };
     let started = Instant::now();
-    let read = files.read(path);
+    let read = files.read(path, budget.file_bytes);
     let state = caller.data_mut();
     state.exec.read_time += started.elapsed();
-    let bytes = read.map_err(|message| (message, false))?;
-    let len = bytes.len() as u64;
-    if len > budget.file_bytes {
-        return Err((
+    let over_file_bytes = |len: u64| {
+        (
             format!(
                 "file is {len} bytes, over FILE_BYTES ({})",
                 budget.file_bytes
             ),
             true,
-        ));
+        )
+    };
+    let bytes = match read {
+        Ok(bytes) => bytes,
+        Err(HostReadError::TooLarge(len)) => return Err(over_file_bytes(len)),
+        Err(HostReadError::Refused(message)) => return Err((message, false)),
+    };
+    let len = bytes.len() as u64;
+    if len > budget.file_bytes {
+        return Err(over_file_bytes(len));
     }
     if state.exec.bytes.saturating_add(len) > budget.read_bytes {
         return Err((
@@ -369,8 +387,7 @@ fn read_file(
     };
     let bytes = match read_one(&mut caller, &path) {
         Ok(bytes) => bytes,
-        Err((message, true)) => return Ok(over_budget(&mut caller, message)),
-        Err((message, false)) => return Ok(fail(&mut caller, message)),
+        Err(message) => return Ok(fail(&mut caller, message)),
     };
     if past_deadline(&mut caller) {
         return Ok(fail(&mut caller, "deadline passed"));
@@ -414,15 +431,7 @@ fn read_files(
         if past_deadline(&mut caller) {
             return Ok(fail(&mut caller, "deadline passed"));
         }
-        items.push(match read_one(&mut caller, path) {
-            Ok(bytes) => Ok(bytes),
-            Err((message, budget)) => {
-                if budget {
-                    caller.data_mut().exec.budget_hits += 1;
-                }
-                Err(message)
-            }
-        });
+        items.push(read_one(&mut caller, path));
     }
     let payload = |item: &Result<Vec<u8>, String>| match item {
         Ok(bytes) => bytes.len(),
