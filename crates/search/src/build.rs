@@ -1,0 +1,278 @@
+//! Building one generation: read (or reuse) every document, classify it, extract its
+//! trigrams on worker threads, and write the content store and posting lists in path order.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+
+use crate::store::{Doc, DocKind, Generation, PostingBuf};
+use crate::trigram::{Trigram, TrigramScratch, doc_trigrams};
+use crate::{BuildProgress, SearchError, Source, SourceEntry};
+
+/// Bytes inspected for a NUL to call a file binary (what Git and grep tools do).
+const BINARY_SNIFF: usize = 8000;
+/// Documents per unit of work handed to a worker.
+const CHUNK: usize = 32;
+
+/// A multiplicative hasher for trigram keys: the default SipHash costs more than the rest of
+/// the posting insertion.
+#[derive(Default)]
+pub(crate) struct TrigramHasher(u64);
+
+impl Hasher for TrigramHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        let h = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.0 = h ^ (h >> 29);
+    }
+}
+
+type PostingMap = HashMap<Trigram, PostingBuf, BuildHasherDefault<TrigramHasher>>;
+
+/// The classification of one file's bytes.
+pub(crate) fn classify(bytes: &[u8], max_file_bytes: u64) -> DocKind {
+    if bytes.len() as u64 > max_file_bytes {
+        DocKind::TooLarge
+    } else if memchr::memchr(0, &bytes[..bytes.len().min(BINARY_SNIFF)]).is_some() {
+        DocKind::Binary
+    } else if std::str::from_utf8(bytes).is_err() {
+        DocKind::NotUtf8
+    } else {
+        DocKind::Text
+    }
+}
+
+/// One document, prepared by a worker.
+struct Prepared<'a> {
+    kind: DocKind,
+    text: Cow<'a, [u8]>,
+    trigrams: Vec<Trigram>,
+    reused: bool,
+}
+
+/// Counts of one build.
+#[derive(Default)]
+pub(crate) struct Counts {
+    pub reused: u64,
+    pub read: u64,
+    pub path_only: u64,
+    pub content_bytes: u64,
+    pub corpus_bytes: u64,
+}
+
+/// Inputs of [`write_generation`].
+pub(crate) struct BuildInput<'a> {
+    pub staging: &'a Path,
+    pub entries: &'a [SourceEntry],
+    pub source: &'a dyn Source,
+    pub previous: Option<&'a Generation>,
+    pub max_file_bytes: u64,
+    pub threads: usize,
+}
+
+fn prepare<'a>(
+    entry: &SourceEntry,
+    previous: Option<(&'a Generation, &'a Doc)>,
+    input: &BuildInput<'_>,
+    scratch: &mut TrigramScratch,
+) -> Result<Prepared<'a>, SearchError> {
+    let max = input.max_file_bytes;
+    if entry.size > max {
+        return Ok(Prepared {
+            kind: DocKind::TooLarge,
+            text: Cow::Borrowed(&[]),
+            trigrams: Vec::new(),
+            reused: false,
+        });
+    }
+    let (kind, text, reused) = match previous {
+        // Same blob id = same bytes: reuse the stored text, or the path-only verdict when
+        // it did not depend on the size limit.
+        Some((generation, doc)) if doc.kind == DocKind::Text && doc.len <= max => {
+            (DocKind::Text, Cow::Borrowed(generation.text(doc)), true)
+        }
+        Some((_, doc)) if matches!(doc.kind, DocKind::Binary | DocKind::NotUtf8) => {
+            (doc.kind, Cow::Borrowed(&[][..]), true)
+        }
+        _ => {
+            let bytes = input
+                .source
+                .read(entry)
+                .map_err(|message| SearchError::Source { message })?;
+            match classify(&bytes, max) {
+                DocKind::Text => (DocKind::Text, Cow::Owned(bytes), false),
+                other => (other, Cow::Borrowed(&[][..]), false),
+            }
+        }
+    };
+    let mut trigrams = Vec::new();
+    if kind == DocKind::Text {
+        doc_trigrams(&text, scratch, &mut trigrams);
+    }
+    Ok(Prepared {
+        kind,
+        text,
+        trigrams,
+        reused,
+    })
+}
+
+/// Writes `content.bin` and `postings.bin` into `staging`; answers the document table.
+pub(crate) fn write_generation(
+    input: &BuildInput<'_>,
+    progress: &mut dyn FnMut(BuildProgress),
+) -> Result<(Vec<Doc>, Counts), SearchError> {
+    let previous_by_blob: HashMap<&str, &Doc> = input
+        .previous
+        .map(|g| g.docs.iter().map(|d| (d.blob_id.as_str(), d)).collect())
+        .unwrap_or_default();
+    let entries = input.entries;
+    let total = entries.len();
+    let chunks = total.div_ceil(CHUNK);
+    let next_chunk = AtomicUsize::new(0);
+    let cancel = AtomicBool::new(false);
+
+    let io = |e: std::io::Error| SearchError::io("writing the content store", e);
+    let mut content = BufWriter::with_capacity(
+        1 << 20,
+        File::create(input.staging.join("content.bin")).map_err(io)?,
+    );
+    let mut offset = 0u64;
+    let mut docs = Vec::with_capacity(total);
+    let mut postings = PostingMap::default();
+    let mut counts = Counts::default();
+    let mut failure: Option<SearchError> = None;
+
+    std::thread::scope(|scope| {
+        // Bounded so that fast workers cannot buffer the whole corpus ahead of the writer.
+        let (tx, rx) = mpsc::sync_channel::<(usize, Result<Vec<Prepared<'_>>, SearchError>)>(
+            input.threads * 2,
+        );
+        for _ in 0..input.threads {
+            let tx = tx.clone();
+            let (next_chunk, cancel, previous_by_blob) = (&next_chunk, &cancel, &previous_by_blob);
+            scope.spawn(move || {
+                let mut scratch = TrigramScratch::new();
+                loop {
+                    let chunk = next_chunk.fetch_add(1, Ordering::Relaxed);
+                    if chunk >= chunks || cancel.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let range = chunk * CHUNK..((chunk + 1) * CHUNK).min(total);
+                    let result = entries[range]
+                        .iter()
+                        .map(|entry| {
+                            let previous = input.previous.and_then(|g| {
+                                previous_by_blob
+                                    .get(entry.blob_id.as_str())
+                                    .map(|d| (g, *d))
+                            });
+                            prepare(entry, previous, input, &mut scratch)
+                        })
+                        .collect::<Result<Vec<_>, _>>();
+                    let failed = result.is_err();
+                    if tx.send((chunk, result)).is_err() || failed {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(tx);
+
+        // The writer: documents must enter the posting lists in id order, so chunks that
+        // arrive early wait in `pending`.
+        let mut pending: BTreeMap<usize, Vec<Prepared<'_>>> = BTreeMap::new();
+        let mut next = 0usize;
+        let mut done = 0u64;
+        for (chunk, result) in rx.iter() {
+            if failure.is_some() {
+                continue; // drain so that workers blocked on send can finish
+            }
+            match result {
+                Ok(prepared) => {
+                    pending.insert(chunk, prepared);
+                }
+                Err(error) => {
+                    cancel.store(true, Ordering::Relaxed);
+                    failure = Some(error);
+                    continue;
+                }
+            }
+            while let Some(prepared) = pending.remove(&next) {
+                for (i, doc) in prepared.into_iter().enumerate() {
+                    let id = next * CHUNK + i;
+                    let entry = &entries[id];
+                    counts.corpus_bytes += entry.size;
+                    if doc.reused {
+                        counts.reused += 1;
+                    } else if doc.kind != DocKind::TooLarge {
+                        counts.read += 1;
+                    }
+                    let len = doc.text.len() as u64;
+                    if doc.kind == DocKind::Text {
+                        if let Err(error) = content.write_all(&doc.text) {
+                            cancel.store(true, Ordering::Relaxed);
+                            failure = Some(io(error));
+                            break;
+                        }
+                        for &t in &doc.trigrams {
+                            postings.entry(t).or_default().push(id as u32);
+                        }
+                        counts.content_bytes += len;
+                    } else {
+                        counts.path_only += 1;
+                    }
+                    docs.push(Doc {
+                        path: entry.path.clone(),
+                        blob_id: entry.blob_id.clone(),
+                        size: entry.size,
+                        kind: doc.kind,
+                        offset,
+                        len,
+                    });
+                    offset += len;
+                }
+                done = docs.len() as u64;
+                next += 1;
+                if failure.is_some() {
+                    break;
+                }
+                progress(BuildProgress {
+                    done,
+                    total: total as u64,
+                });
+            }
+        }
+        let _ = done;
+    });
+    if let Some(error) = failure {
+        return Err(error);
+    }
+    if docs.len() != total {
+        return Err(SearchError::Source {
+            message: "the build stopped before every file was indexed".into(),
+        });
+    }
+    let file = content.into_inner().map_err(|e| io(e.into_error()))?;
+    file.sync_all().map_err(io)?;
+    crate::store::write_postings(
+        &input.staging.join("postings.bin"),
+        postings.into_iter().collect(),
+    )?;
+    if total == 0 {
+        progress(BuildProgress { done: 0, total: 0 });
+    }
+    Ok((docs, counts))
+}

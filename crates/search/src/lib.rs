@@ -1,0 +1,807 @@
+//! Code search for Context Source Graph (SPEC S-1, S-3, S-4): one index per repository at
+//! one commit, published atomically as a *generation*, searched with literal or regular
+//! expression queries whose answers equal `git grep -n` on the same commit.
+//!
+//! How a search runs: the query (escaped when literal) becomes a `regex` and, through its
+//! `regex-syntax` HIR, a boolean query over trigrams ([`trigram`]); the posting lists of the
+//! generation give the candidate documents; each candidate's stored text (a memory-mapped
+//! content store, never the Git pack) is verified line by line; hits are ranked (file names,
+//! then definition-looking lines, then the rest, each in repository/path/line order) and cut
+//! into pages with an opaque cursor bound to the generations it was made from.
+//!
+//! On-disk layout: see [`store`](crate::store) — `<dir>/<owner>/<name>/gen-<n>/`.
+
+mod build;
+mod error;
+mod lang;
+mod query;
+mod store;
+mod trigram;
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant, SystemTime};
+
+pub use error::SearchError;
+pub use lang::known_langs;
+pub use query::{MAX_LIMIT, MAX_QUERY_BYTES, REGEX_SIZE_LIMIT, SEARCH_BUDGET, SNIPPET_CHARS};
+
+use query::{Cursor, Ranked};
+use store::{FORMAT_VERSION, Generation, Meta};
+
+/// Default of [`IndexConfig::max_file_bytes`]: 1 MiB.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 1_048_576;
+
+/// Index settings. Tests build it directly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexConfig {
+    /// Files larger than this are indexed by path only (default 1 MiB = 1_048_576).
+    pub max_file_bytes: u64,
+    /// Fingerprint of derived-state sources from server plugins (S-3, P-7); empty for none. Part of
+    /// the index fingerprint together with the format version: a change rebuilds.
+    pub plugin_fingerprint: String,
+}
+
+impl Default for IndexConfig {
+    fn default() -> Self {
+        IndexConfig {
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            plugin_fingerprint: String::new(),
+        }
+    }
+}
+
+impl IndexConfig {
+    /// The index fingerprint: format version, size limit and plugin fingerprint. A generation
+    /// built under another fingerprint is rebuilt even for the same commit.
+    pub fn fingerprint(&self) -> String {
+        format!(
+            "format={FORMAT_VERSION};max_file_bytes={};plugins={}",
+            self.max_file_bytes, self.plugin_fingerprint
+        )
+    }
+}
+
+/// One file of a commit as the caller lists it (blob id = git object id hex, a content digest).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceEntry {
+    /// Repository-relative path with `/` separators.
+    pub path: String,
+    /// The blob's object id (hex): equal ids mean equal bytes, which lets builds reuse documents.
+    pub blob_id: String,
+    /// Size in bytes (lets files over the size limit be skipped without reading them).
+    pub size: u64,
+}
+
+/// Where the indexer gets files; the service implements it over its git store.
+pub trait Source: Sync {
+    /// Every regular file in scope (no symlinks, no submodules).
+    fn entries(&self) -> Result<Vec<SourceEntry>, String>;
+    /// The bytes of one entry. Called from several threads at once.
+    fn read(&self, entry: &SourceEntry) -> Result<Vec<u8>, String>;
+}
+
+/// Progress of a build: documents done of total (reported from the calling thread).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuildProgress {
+    /// Documents written so far.
+    pub done: u64,
+    /// Documents in the commit.
+    pub total: u64,
+}
+
+/// What a build did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildStats {
+    /// Documents (files) in the generation, path-only ones included.
+    pub documents: u64,
+    /// Documents whose content (or path-only verdict) came from the previous generation.
+    pub reused: u64,
+    /// Documents read from the [`Source`].
+    pub read: u64,
+    /// Documents indexed by path only (over the size limit, binary, or not UTF-8).
+    pub path_only: u64,
+    /// Bytes on disk of the new generation (content store and index).
+    pub bytes: u64,
+    /// Bytes of searchable text in the content store.
+    pub content_bytes: u64,
+    /// Sum of the sizes of all files of the commit.
+    pub corpus_bytes: u64,
+    /// Wall time of the build.
+    pub elapsed: Duration,
+    /// True when the same commit under the same fingerprint was already current (nothing done).
+    pub skipped_same: bool,
+    /// The generation number now current.
+    pub generation: u64,
+}
+
+/// The current generation of one repository.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexInfo {
+    /// Repository name.
+    pub repo: String,
+    /// Full commit SHA the index was built from.
+    pub commit: String,
+    /// Index fingerprint it was built under ([`IndexConfig::fingerprint`]).
+    pub fingerprint: String,
+    /// Generation number (grows with each build of the repository).
+    pub generation: u64,
+    /// Documents (files), path-only ones included.
+    pub documents: u64,
+    /// Documents indexed by path only.
+    pub path_only: u64,
+    /// Bytes of searchable text.
+    pub content_bytes: u64,
+    /// Sum of the sizes of all files of the commit.
+    pub corpus_bytes: u64,
+    /// Bytes on disk (content store and index).
+    pub bytes_on_disk: u64,
+    /// When it was built.
+    pub built_at: SystemTime,
+}
+
+/// Counters since [`Indexes::open`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IndexesStats {
+    /// Builds that published a generation.
+    pub builds: u64,
+    /// Builds that found the same commit and fingerprint current and did nothing.
+    pub builds_skipped: u64,
+    /// Builds that failed.
+    pub build_errors: u64,
+    /// Documents reused from a previous generation.
+    pub documents_reused: u64,
+    /// Documents read from a source.
+    pub documents_read: u64,
+    /// Searches answered.
+    pub searches: u64,
+    /// Searches that ended in an error.
+    pub search_errors: u64,
+    /// Repositories with a current generation.
+    pub repos_indexed: u64,
+}
+
+/// A search.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SearchRequest {
+    /// Literal text, or a Rust `regex` pattern when `regex` is set. 1..=1000 bytes.
+    pub query: String,
+    /// Repositories to search, already permission-filtered by the caller; each searched at its
+    /// current generation. Repositories without an index are listed in
+    /// [`SearchResults::not_indexed`].
+    pub repos: Vec<String>,
+    /// Glob over repository-relative paths like `docs/**/*.md` (globset semantics; `*` does
+    /// not cross `/`).
+    pub path: Option<String>,
+    /// Language name, mapped by file extension (table in the `lang` module docs; see
+    /// [`known_langs`]).
+    pub lang: Option<String>,
+    /// false: the query is literal text.
+    pub regex: bool,
+    /// false: case-insensitive (Unicode simple case folding).
+    pub case_sensitive: bool,
+    /// Hits per page, clamped to 1..=[`MAX_LIMIT`].
+    pub limit: usize,
+    /// Opaque, from a previous answer's `next_cursor` (same query and filters).
+    pub cursor: Option<String>,
+}
+
+/// One page of hits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchResults {
+    /// Hits grouped by repository, in rank order of each repository's first hit on the page.
+    pub repos: Vec<RepoHits>,
+    /// Cursor of the next page, if more hits exist.
+    pub next_cursor: Option<String>,
+    /// Query statistics.
+    pub stats: SearchStats,
+    /// Requested repositories that have no index yet (not searched).
+    pub not_indexed: Vec<String>,
+}
+
+/// The hits of one repository on a page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepoHits {
+    /// Repository name.
+    pub repo: String,
+    /// Full SHA of the commit every hit was found in.
+    pub commit: String,
+    /// Hits in rank order.
+    pub hits: Vec<Hit>,
+}
+
+/// One hit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hit {
+    /// A line matching the query.
+    Line {
+        /// Repository-relative path.
+        path: String,
+        /// 1-based line number.
+        line: u64,
+        /// The line (trimmed), cut to at most [`SNIPPET_CHARS`] characters around the match.
+        snippet: String,
+    },
+    /// A path matching the query (the file itself may be path-only).
+    FileName {
+        /// Repository-relative path.
+        path: String,
+    },
+}
+
+/// Query statistics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SearchStats {
+    /// Text documents selected by the trigram index (after path and lang filters).
+    pub candidate_files: u64,
+    /// Documents whose text was run through the regex.
+    pub files_verified: u64,
+    /// Wall time of the search.
+    pub elapsed: Duration,
+    /// Documents in the searched generations.
+    pub documents: u64,
+    /// Hits of the whole query (all pages).
+    pub total_hits: u64,
+}
+
+/// One repository's slot: its current generation and the lock that serialises its builds.
+struct Slot {
+    current: RwLock<Option<Arc<Generation>>>,
+    build: Mutex<()>,
+    last_generation: AtomicU64,
+}
+
+impl Slot {
+    fn current(&self) -> Option<Arc<Generation>> {
+        self.current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    builds: AtomicU64,
+    builds_skipped: AtomicU64,
+    build_errors: AtomicU64,
+    documents_reused: AtomicU64,
+    documents_read: AtomicU64,
+    searches: AtomicU64,
+    search_errors: AtomicU64,
+}
+
+/// All repositories' indexes under one directory (the service passes `<data>/index`).
+pub struct Indexes {
+    dir: PathBuf,
+    config: IndexConfig,
+    fingerprint: String,
+    threads: usize,
+    repos: RwLock<BTreeMap<String, Arc<Slot>>>,
+    counters: Counters,
+}
+
+/// Checks a repository name and answers its directory components.
+fn repo_components(repo: &str) -> Result<Vec<&str>, SearchError> {
+    let invalid = || SearchError::InvalidRepo {
+        repo: repo.to_owned(),
+    };
+    let parts: Vec<&str> = repo.split('/').collect();
+    if repo.is_empty() || repo.len() > 512 {
+        return Err(invalid());
+    }
+    for part in &parts {
+        let ok = !part.is_empty()
+            && !part.starts_with('.')
+            && !part.starts_with("gen-")
+            && !part.starts_with("staging-")
+            && part
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+        if !ok {
+            return Err(invalid());
+        }
+    }
+    Ok(parts)
+}
+
+fn generation_number(name: &str, prefix: &str) -> Option<u64> {
+    name.strip_prefix(prefix)?.split('-').next()?.parse().ok()
+}
+
+fn unix_ms(time: SystemTime) -> u64 {
+    time.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Indexes {
+    /// Opens (creating) `dir` and loads every repository's newest complete generation;
+    /// deletes staging directories left by interrupted builds and older generations.
+    pub fn open(dir: PathBuf, config: IndexConfig) -> Result<Self, SearchError> {
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| SearchError::io("creating the index directory", e))?;
+        let threads = std::thread::available_parallelism()
+            .map_or(2, |n| n.get())
+            .clamp(1, 4);
+        let indexes = Indexes {
+            fingerprint: config.fingerprint(),
+            dir,
+            config,
+            threads,
+            repos: RwLock::new(BTreeMap::new()),
+            counters: Counters::default(),
+        };
+        let mut found = Vec::new();
+        indexes.scan(&indexes.dir.clone(), &mut Vec::new(), &mut found);
+        let mut repos = indexes
+            .repos
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        for (repo, generation) in found {
+            let number = generation.meta.generation;
+            repos.insert(
+                repo,
+                Arc::new(Slot {
+                    current: RwLock::new(Some(Arc::new(generation))),
+                    build: Mutex::new(()),
+                    last_generation: AtomicU64::new(number),
+                }),
+            );
+        }
+        drop(repos);
+        Ok(indexes)
+    }
+
+    /// Walks the index directory: a directory holding `gen-*`/`staging-*` entries is a
+    /// repository directory; its relative path is the repository name.
+    fn scan(&self, dir: &Path, name: &mut Vec<String>, found: &mut Vec<(String, Generation)>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut generations = Vec::new();
+        for entry in entries.filter_map(Result::ok) {
+            let file_name = entry.file_name().to_string_lossy().into_owned();
+            let path = entry.path();
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            if file_name.starts_with("staging-") {
+                // An interrupted build: never published, never loaded.
+                let _ = std::fs::remove_dir_all(&path);
+            } else if let Some(n) = generation_number(&file_name, "gen-") {
+                generations.push((n, path));
+            } else {
+                name.push(file_name);
+                self.scan(&path, name, found);
+                name.pop();
+            }
+        }
+        generations.sort_unstable_by_key(|(n, _)| std::cmp::Reverse(*n));
+        let repo = name.join("/");
+        let mut loaded = false;
+        for (_, path) in generations {
+            if !loaded && repo_components(&repo).is_ok() {
+                match Generation::load(path.clone()) {
+                    Ok(generation) if generation.meta.repo == repo => {
+                        found.push((repo.clone(), generation));
+                        loaded = true;
+                        continue;
+                    }
+                    Ok(_) | Err(_) => {
+                        tracing::warn!(repo, "discarding an unreadable index generation");
+                    }
+                }
+            }
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
+
+    fn slot(&self, repo: &str) -> Option<Arc<Slot>> {
+        self.repos
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(repo)
+            .cloned()
+    }
+
+    fn slot_or_create(&self, repo: &str) -> Arc<Slot> {
+        if let Some(slot) = self.slot(repo) {
+            return slot;
+        }
+        self.repos
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(repo.to_owned())
+            .or_insert_with(|| {
+                Arc::new(Slot {
+                    current: RwLock::new(None),
+                    build: Mutex::new(()),
+                    last_generation: AtomicU64::new(0),
+                })
+            })
+            .clone()
+    }
+
+    fn repo_dir(&self, repo: &str) -> Result<PathBuf, SearchError> {
+        let mut dir = self.dir.clone();
+        for part in repo_components(repo)? {
+            dir.push(part);
+        }
+        Ok(dir)
+    }
+
+    /// Builds the index of (repo, commit) and publishes it atomically as that repo's current
+    /// generation. Reuses documents of the repo's previous generation whose blob id is unchanged
+    /// (no re-read from the Source). Searches running meanwhile answer from the previous
+    /// generation without waiting. Same commit + same fingerprint already current → no-op.
+    /// Builds of one repository run one at a time; `progress` is called from this thread.
+    pub fn build(
+        &self,
+        repo: &str,
+        commit: &str,
+        source: &dyn Source,
+        progress: &mut dyn FnMut(BuildProgress),
+    ) -> Result<BuildStats, SearchError> {
+        let result = self.build_inner(repo, commit, source, progress);
+        if result.is_err() {
+            self.counters.build_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        result
+    }
+
+    fn build_inner(
+        &self,
+        repo: &str,
+        commit: &str,
+        source: &dyn Source,
+        progress: &mut dyn FnMut(BuildProgress),
+    ) -> Result<BuildStats, SearchError> {
+        let started = Instant::now();
+        let repo_dir = self.repo_dir(repo)?;
+        let slot = self.slot_or_create(repo);
+        let _building = slot.build.lock().unwrap_or_else(PoisonError::into_inner);
+        let previous = slot.current();
+        if let Some(current) = &previous
+            && current.meta.commit == commit
+            && current.meta.fingerprint == self.fingerprint
+        {
+            self.counters.builds_skipped.fetch_add(1, Ordering::Relaxed);
+            return Ok(BuildStats {
+                documents: current.meta.documents,
+                reused: 0,
+                read: 0,
+                path_only: current.meta.path_only,
+                bytes: current.bytes_on_disk,
+                content_bytes: current.meta.content_bytes,
+                corpus_bytes: current.meta.corpus_bytes,
+                elapsed: started.elapsed(),
+                skipped_same: true,
+                generation: current.meta.generation,
+            });
+        }
+        let mut entries = source
+            .entries()
+            .map_err(|message| SearchError::Source { message })?;
+        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        entries.dedup_by(|a, b| a.path == b.path);
+        if entries.len() >= u32::MAX as usize {
+            return Err(SearchError::Source {
+                message: "too many files to index".into(),
+            });
+        }
+
+        let number = slot.last_generation.load(Ordering::Relaxed) + 1;
+        let staging = repo_dir.join(format!("staging-{number}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&staging);
+        std::fs::create_dir_all(&staging)
+            .map_err(|e| SearchError::io("creating a staging directory", e))?;
+        let built = self.write_staging(
+            repo,
+            commit,
+            number,
+            &staging,
+            &entries,
+            source,
+            previous.as_deref(),
+            progress,
+        );
+        let counts = match built {
+            Ok(counts) => counts,
+            Err(error) => {
+                let _ = std::fs::remove_dir_all(&staging);
+                return Err(error);
+            }
+        };
+        let published = repo_dir.join(format!("gen-{number}"));
+        let _ = std::fs::remove_dir_all(&published);
+        if let Err(error) = std::fs::rename(&staging, &published) {
+            let _ = std::fs::remove_dir_all(&staging);
+            return Err(SearchError::io("publishing an index generation", error));
+        }
+        let generation = Arc::new(Generation::load(published)?);
+        slot.last_generation.store(number, Ordering::Relaxed);
+        let old = slot
+            .current
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .replace(generation.clone());
+        if let Some(old) = old {
+            // Deleted when the last search holding it finishes.
+            old.retire();
+        }
+        self.counters.builds.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .documents_reused
+            .fetch_add(counts.reused, Ordering::Relaxed);
+        self.counters
+            .documents_read
+            .fetch_add(counts.read, Ordering::Relaxed);
+        Ok(BuildStats {
+            documents: generation.meta.documents,
+            reused: counts.reused,
+            read: counts.read,
+            path_only: counts.path_only,
+            bytes: generation.bytes_on_disk,
+            content_bytes: counts.content_bytes,
+            corpus_bytes: counts.corpus_bytes,
+            elapsed: started.elapsed(),
+            skipped_same: false,
+            generation: number,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn write_staging(
+        &self,
+        repo: &str,
+        commit: &str,
+        number: u64,
+        staging: &Path,
+        entries: &[SourceEntry],
+        source: &dyn Source,
+        previous: Option<&Generation>,
+        progress: &mut dyn FnMut(BuildProgress),
+    ) -> Result<build::Counts, SearchError> {
+        let input = build::BuildInput {
+            staging,
+            entries,
+            source,
+            previous,
+            max_file_bytes: self.config.max_file_bytes,
+            threads: self.threads.clamp(1, 2),
+        };
+        let (docs, counts) = build::write_generation(&input, progress)?;
+        store::write_docs(&staging.join("docs.bin"), &docs)?;
+        let meta = Meta {
+            format: FORMAT_VERSION,
+            repo: repo.to_owned(),
+            commit: commit.to_owned(),
+            fingerprint: self.fingerprint.clone(),
+            generation: number,
+            documents: docs.len() as u64,
+            path_only: counts.path_only,
+            content_bytes: counts.content_bytes,
+            corpus_bytes: counts.corpus_bytes,
+            built_at_unix_ms: unix_ms(SystemTime::now()),
+        };
+        store::write_meta(&staging.join("meta.json"), &meta)?;
+        Ok(counts)
+    }
+
+    /// The current generation of `repo`, if it has one.
+    pub fn current(&self, repo: &str) -> Option<IndexInfo> {
+        let generation = self.slot(repo)?.current()?;
+        let meta = &generation.meta;
+        Some(IndexInfo {
+            repo: repo.to_owned(),
+            commit: meta.commit.clone(),
+            fingerprint: meta.fingerprint.clone(),
+            generation: meta.generation,
+            documents: meta.documents,
+            path_only: meta.path_only,
+            content_bytes: meta.content_bytes,
+            corpus_bytes: meta.corpus_bytes,
+            bytes_on_disk: generation.bytes_on_disk,
+            built_at: SystemTime::UNIX_EPOCH + Duration::from_millis(meta.built_at_unix_ms),
+        })
+    }
+
+    /// The repositories with a current generation, sorted.
+    pub fn repos(&self) -> Vec<String> {
+        self.repos
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|(_, slot)| slot.current().is_some())
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// The index fingerprint builds use ([`IndexConfig::fingerprint`]).
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+
+    /// Drops `repo`'s index (waits for a running build of it). Searches already running keep
+    /// their generation until they finish; its files go with the last of them.
+    pub fn remove(&self, repo: &str) -> Result<(), SearchError> {
+        let repo_dir = self.repo_dir(repo)?;
+        let Some(slot) = self.slot(repo) else {
+            return Ok(());
+        };
+        let _building = slot.build.lock().unwrap_or_else(PoisonError::into_inner);
+        let old = slot
+            .current
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(old) = old {
+            old.retire();
+        }
+        self.repos
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(repo);
+        // Staging leftovers; generations still held by searches are deleted on their drop.
+        if let Ok(entries) = std::fs::read_dir(&repo_dir) {
+            for entry in entries.filter_map(Result::ok) {
+                if entry.file_name().to_string_lossy().starts_with("staging-") {
+                    let _ = std::fs::remove_dir_all(entry.path());
+                }
+            }
+        }
+        let _ = std::fs::remove_dir(&repo_dir);
+        Ok(())
+    }
+
+    /// Counters since open.
+    pub fn stats(&self) -> IndexesStats {
+        let c = &self.counters;
+        IndexesStats {
+            builds: c.builds.load(Ordering::Relaxed),
+            builds_skipped: c.builds_skipped.load(Ordering::Relaxed),
+            build_errors: c.build_errors.load(Ordering::Relaxed),
+            documents_reused: c.documents_reused.load(Ordering::Relaxed),
+            documents_read: c.documents_read.load(Ordering::Relaxed),
+            searches: c.searches.load(Ordering::Relaxed),
+            search_errors: c.search_errors.load(Ordering::Relaxed),
+            repos_indexed: self.repos().len() as u64,
+        }
+    }
+
+    /// Runs a search over the current generations of the requested repositories. Every
+    /// repository is read at one generation for the whole call, so hits never mix commits.
+    pub fn search(&self, request: &SearchRequest) -> Result<SearchResults, SearchError> {
+        let result = self.search_inner(request);
+        match &result {
+            Ok(_) => self.counters.searches.fetch_add(1, Ordering::Relaxed),
+            Err(_) => self.counters.search_errors.fetch_add(1, Ordering::Relaxed),
+        };
+        result
+    }
+
+    fn search_inner(&self, request: &SearchRequest) -> Result<SearchResults, SearchError> {
+        let started = Instant::now();
+        let deadline = started + SEARCH_BUDGET;
+        let compiled = query::compile(request)?;
+        let limit = request.limit.clamp(1, MAX_LIMIT);
+
+        // Pin one generation per repository for the whole search.
+        let names: BTreeSet<&str> = request.repos.iter().map(String::as_str).collect();
+        let mut pinned: Vec<(String, Arc<Generation>)> = Vec::new();
+        let mut not_indexed = Vec::new();
+        for name in names {
+            match self.slot(name).and_then(|slot| slot.current()) {
+                Some(generation) => pinned.push((name.to_owned(), generation)),
+                None => not_indexed.push(name.to_owned()),
+            }
+        }
+        let generations: Vec<(String, String, u64)> = pinned
+            .iter()
+            .map(|(name, g)| (name.clone(), g.meta.commit.clone(), g.meta.generation))
+            .collect();
+        let request_hash = request_hash(request);
+        let offset = match &request.cursor {
+            None => 0,
+            Some(text) => {
+                let cursor = Cursor::decode(text)?;
+                if cursor.request != request_hash {
+                    return Err(SearchError::InvalidCursor);
+                }
+                if cursor.generations != generations {
+                    return Err(SearchError::CursorExpired);
+                }
+                cursor.offset
+            }
+        };
+
+        let mut stats = SearchStats::default();
+        let mut file_names = Vec::new();
+        let mut definitions = Vec::new();
+        let mut others = Vec::new();
+        for (index, (_, generation)) in pinned.iter().enumerate() {
+            let run = query::run(generation, &compiled, self.threads, deadline)?;
+            stats.candidate_files += run.candidates;
+            stats.files_verified += run.verified;
+            stats.documents += generation.docs.len() as u64;
+            file_names.extend(
+                run.file_names
+                    .into_iter()
+                    .map(|doc| Ranked::FileName { repo: index, doc }),
+            );
+            for hit in run.lines {
+                let ranked = Ranked::Line { repo: index, hit };
+                if hit.definition {
+                    definitions.push(ranked);
+                } else {
+                    others.push(ranked);
+                }
+            }
+        }
+        let total = (file_names.len() + definitions.len() + others.len()) as u64;
+        stats.total_hits = total;
+        let page: Vec<&Ranked> = file_names
+            .iter()
+            .chain(definitions.iter())
+            .chain(others.iter())
+            .skip(usize::try_from(offset).unwrap_or(usize::MAX))
+            .take(limit)
+            .collect();
+        let end = offset + page.len() as u64;
+
+        let mut order: Vec<usize> = Vec::new();
+        let mut grouped: BTreeMap<usize, Vec<Hit>> = BTreeMap::new();
+        for ranked in page {
+            let repo = ranked.repo();
+            if !grouped.contains_key(&repo) {
+                order.push(repo);
+            }
+            grouped
+                .entry(repo)
+                .or_default()
+                .push(ranked.to_hit(&pinned[repo].1));
+        }
+        let repos = order
+            .into_iter()
+            .map(|repo| RepoHits {
+                repo: pinned[repo].0.clone(),
+                commit: pinned[repo].1.meta.commit.clone(),
+                hits: grouped.remove(&repo).unwrap_or_default(),
+            })
+            .collect();
+        let next_cursor = (end < total).then(|| {
+            Cursor {
+                offset: end,
+                request: request_hash.clone(),
+                generations: generations.clone(),
+            }
+            .encode()
+        });
+        stats.elapsed = started.elapsed();
+        Ok(SearchResults {
+            repos,
+            next_cursor,
+            stats,
+            not_indexed,
+        })
+    }
+}
+
+/// A hash of everything that defines a query's hit list (not the page size): a cursor only
+/// continues the query it came from.
+fn request_hash(request: &SearchRequest) -> String {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    request.query.hash(&mut hasher);
+    request.regex.hash(&mut hasher);
+    request.case_sensitive.hash(&mut hasher);
+    request.path.hash(&mut hasher);
+    request.lang.hash(&mut hasher);
+    let repos: HashSet<&String> = request.repos.iter().collect();
+    let mut repos: Vec<&String> = repos.into_iter().collect();
+    repos.sort();
+    repos.hash(&mut hasher);
+    format!("{:016x}", hasher.finish())
+}

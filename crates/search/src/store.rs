@@ -1,0 +1,423 @@
+//! One published generation of one repository's index on disk, and its in-memory handle.
+//!
+//! Layout of `<dir>/<owner>/<name>/gen-<n>/` (written as `staging-<n>-<pid>/`, then renamed):
+//! - `content.bin`: the bytes of every text document, concatenated (mmap'ed at search time);
+//! - `docs.bin`: the document table, sorted by path: `CSGD`, version u32, count u32, then per
+//!   document offset u64, len u64, size u64, kind u8, path (u32 len + bytes), blob id (u16 len +
+//!   bytes), all little-endian (loaded into memory);
+//! - `postings.bin`: `CSGP`, version u32, count u32, pad u32, then `count` records of 16 bytes
+//!   (trigram u32, documents u32, data offset u64) sorted by trigram (binary-searched in the
+//!   mmap), then the posting lists: document ids ascending, delta-encoded LEB128 varints;
+//! - `meta.json`: repository, commit, fingerprint, counts, build time ([`Meta`]).
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use memmap2::Mmap;
+use serde::{Deserialize, Serialize};
+
+use crate::SearchError;
+use crate::trigram::Trigram;
+
+/// Version of the on-disk format; part of the index fingerprint, so a change rebuilds.
+pub(crate) const FORMAT_VERSION: u32 = 1;
+
+const DOCS_MAGIC: &[u8; 4] = b"CSGD";
+const POSTINGS_MAGIC: &[u8; 4] = b"CSGP";
+const POSTINGS_HEADER: usize = 16;
+const POSTINGS_RECORD: usize = 16;
+
+/// Why a document has (or has no) searchable content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DocKind {
+    /// UTF-8 text without NUL: content stored and indexed.
+    Text = 0,
+    /// Over `max_file_bytes`: path only.
+    TooLarge = 1,
+    /// A NUL byte in the first 8000 bytes: path only.
+    Binary = 2,
+    /// Not valid UTF-8: path only.
+    NotUtf8 = 3,
+}
+
+impl DocKind {
+    fn from_u8(v: u8) -> Option<DocKind> {
+        match v {
+            0 => Some(DocKind::Text),
+            1 => Some(DocKind::TooLarge),
+            2 => Some(DocKind::Binary),
+            3 => Some(DocKind::NotUtf8),
+            _ => None,
+        }
+    }
+}
+
+/// One document of a generation.
+#[derive(Debug, Clone)]
+pub(crate) struct Doc {
+    pub path: String,
+    pub blob_id: String,
+    pub size: u64,
+    pub kind: DocKind,
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// `meta.json` of a generation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Meta {
+    pub format: u32,
+    pub repo: String,
+    pub commit: String,
+    pub fingerprint: String,
+    pub generation: u64,
+    pub documents: u64,
+    pub path_only: u64,
+    pub content_bytes: u64,
+    pub corpus_bytes: u64,
+    pub built_at_unix_ms: u64,
+}
+
+/// A loaded generation. Searches hold it through an `Arc` for their whole run; once it is
+/// replaced (marked obsolete) its directory goes away with the last holder.
+pub(crate) struct Generation {
+    pub dir: PathBuf,
+    pub meta: Meta,
+    pub docs: Vec<Doc>,
+    content: Option<Mmap>,
+    postings: Option<Mmap>,
+    pub bytes_on_disk: u64,
+    obsolete: AtomicBool,
+}
+
+impl Drop for Generation {
+    fn drop(&mut self) {
+        if self.obsolete.load(Ordering::Acquire) {
+            // Unlinking a mapped file is fine on Unix; the mapping dies with `self`.
+            if let Err(error) = std::fs::remove_dir_all(&self.dir) {
+                tracing::warn!(%error, dir = %self.dir.display(), "could not delete an old index generation");
+            }
+        }
+    }
+}
+
+fn corrupt(meta: &Meta, detail: &str) -> SearchError {
+    SearchError::Corrupt {
+        repo: meta.repo.clone(),
+        detail: detail.to_owned(),
+    }
+}
+
+fn map(path: &Path) -> Result<Option<Mmap>, SearchError> {
+    let file = File::open(path).map_err(|e| SearchError::io("opening an index file", e))?;
+    let len = file
+        .metadata()
+        .map_err(|e| SearchError::io("opening an index file", e))?
+        .len();
+    if len == 0 {
+        return Ok(None);
+    }
+    // SAFETY: index files are written once into a staging directory and never modified after
+    // the rename that publishes them; they are only deleted (which keeps the mapping valid).
+    let mmap =
+        unsafe { Mmap::map(&file) }.map_err(|e| SearchError::io("mapping an index file", e))?;
+    Ok(Some(mmap))
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let end = self.pos.checked_add(n)?;
+        let out = self.bytes.get(self.pos..end)?;
+        self.pos = end;
+        Some(out)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        self.take(1).map(|b| b[0])
+    }
+    fn u16(&mut self) -> Option<u16> {
+        self.take(2).map(|b| u16::from_le_bytes([b[0], b[1]]))
+    }
+    fn u32(&mut self) -> Option<u32> {
+        self.take(4)
+            .and_then(|b| b.try_into().ok())
+            .map(u32::from_le_bytes)
+    }
+    fn u64(&mut self) -> Option<u64> {
+        self.take(8)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_le_bytes)
+    }
+    fn string(&mut self, len: usize) -> Option<String> {
+        self.take(len)
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .map(str::to_owned)
+    }
+}
+
+fn parse_docs(bytes: &[u8]) -> Option<Vec<Doc>> {
+    let mut r = Reader { bytes, pos: 0 };
+    if r.take(4)? != DOCS_MAGIC || r.u32()? != FORMAT_VERSION {
+        return None;
+    }
+    let count = r.u32()? as usize;
+    let mut docs = Vec::with_capacity(count.min(1 << 20));
+    for _ in 0..count {
+        let offset = r.u64()?;
+        let len = r.u64()?;
+        let size = r.u64()?;
+        let kind = DocKind::from_u8(r.u8()?)?;
+        let path_len = r.u32()? as usize;
+        let path = r.string(path_len)?;
+        let blob_len = usize::from(r.u16()?);
+        let blob_id = r.string(blob_len)?;
+        docs.push(Doc {
+            path,
+            blob_id,
+            size,
+            kind,
+            offset,
+            len,
+        });
+    }
+    Some(docs)
+}
+
+/// Size of all files directly in `dir`.
+fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter_map(|e| e.metadata().ok())
+                .filter(|m| m.is_file())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+impl Generation {
+    /// Loads a published generation directory.
+    pub(crate) fn load(dir: PathBuf) -> Result<Generation, SearchError> {
+        let meta_bytes = std::fs::read(dir.join("meta.json"))
+            .map_err(|e| SearchError::io("reading index metadata", e))?;
+        let meta: Meta = serde_json::from_slice(&meta_bytes).map_err(|_| SearchError::Corrupt {
+            repo: String::new(),
+            detail: "unreadable metadata".into(),
+        })?;
+        if meta.format != FORMAT_VERSION {
+            return Err(corrupt(&meta, "older index format"));
+        }
+        let docs_bytes = std::fs::read(dir.join("docs.bin"))
+            .map_err(|e| SearchError::io("reading the document table", e))?;
+        let docs = parse_docs(&docs_bytes).ok_or_else(|| corrupt(&meta, "bad document table"))?;
+        let content = map(&dir.join("content.bin"))?;
+        let postings = map(&dir.join("postings.bin"))?;
+        let content_len = content.as_ref().map_or(0, |m| m.len() as u64);
+        if docs.iter().any(|d| {
+            d.offset
+                .checked_add(d.len)
+                .is_none_or(|end| end > content_len)
+        }) {
+            return Err(corrupt(&meta, "document outside the content store"));
+        }
+        if let Some(p) = &postings
+            && (p.len() < POSTINGS_HEADER || &p[..4] != POSTINGS_MAGIC)
+        {
+            return Err(corrupt(&meta, "bad posting lists"));
+        }
+        let bytes_on_disk = dir_bytes(&dir);
+        Ok(Generation {
+            dir,
+            meta,
+            docs,
+            content,
+            postings,
+            bytes_on_disk,
+            obsolete: AtomicBool::new(false),
+        })
+    }
+
+    /// Marks this generation for deletion once the last holder lets go.
+    pub(crate) fn retire(&self) {
+        self.obsolete.store(true, Ordering::Release);
+    }
+
+    /// The stored text of a document (empty for path-only documents).
+    pub(crate) fn text(&self, doc: &Doc) -> &[u8] {
+        let Some(content) = &self.content else {
+            return &[];
+        };
+        // Bounds were checked at load.
+        content
+            .get(doc.offset as usize..(doc.offset + doc.len) as usize)
+            .unwrap_or(&[])
+    }
+
+    fn postings_table(&self) -> (&[u8], usize) {
+        match &self.postings {
+            Some(p) => {
+                let count = u32::from_le_bytes([p[8], p[9], p[10], p[11]]) as usize;
+                let table_end = POSTINGS_HEADER + count * POSTINGS_RECORD;
+                if table_end > p.len() {
+                    return (&[], 0);
+                }
+                (&p[..], count)
+            }
+            None => (&[], 0),
+        }
+    }
+
+    /// (documents, data offset) of a trigram's posting list, if any document has it.
+    pub(crate) fn lookup(&self, trigram: Trigram) -> Option<(u32, usize)> {
+        let (p, count) = self.postings_table();
+        let record = |i: usize| {
+            let at = POSTINGS_HEADER + i * POSTINGS_RECORD;
+            let field = |o: usize| {
+                u32::from_le_bytes([p[at + o], p[at + o + 1], p[at + o + 2], p[at + o + 3]])
+            };
+            let offset = u64::from(field(8)) | (u64::from(field(12)) << 32);
+            (field(0), field(4), offset as usize)
+        };
+        let (mut lo, mut hi) = (0usize, count);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let (t, n, offset) = record(mid);
+            match t.cmp(&trigram) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Some((n, offset)),
+            }
+        }
+        None
+    }
+
+    /// Decodes a posting list found by [`Generation::lookup`].
+    pub(crate) fn postings(&self, count: u32, offset: usize) -> Vec<u32> {
+        let (p, _) = self.postings_table();
+        let mut out = Vec::with_capacity(count as usize);
+        let mut pos = offset;
+        let mut acc: u32 = 0;
+        for _ in 0..count {
+            let mut value: u32 = 0;
+            let mut shift = 0;
+            loop {
+                let Some(&byte) = p.get(pos) else {
+                    return out;
+                };
+                pos += 1;
+                value |= u32::from(byte & 0x7F) << shift;
+                if byte & 0x80 == 0 {
+                    break;
+                }
+                shift += 7;
+                if shift > 28 {
+                    return out;
+                }
+            }
+            acc = acc.wrapping_add(value);
+            out.push(acc);
+        }
+        out
+    }
+}
+
+/// Accumulates one posting list while documents arrive in ascending id order.
+#[derive(Default)]
+pub(crate) struct PostingBuf {
+    last: u32,
+    count: u32,
+    bytes: Vec<u8>,
+}
+
+impl PostingBuf {
+    pub(crate) fn push(&mut self, doc: u32) {
+        let mut delta = doc - if self.count == 0 { 0 } else { self.last };
+        loop {
+            let byte = (delta & 0x7F) as u8;
+            delta >>= 7;
+            if delta == 0 {
+                self.bytes.push(byte);
+                break;
+            }
+            self.bytes.push(byte | 0x80);
+        }
+        self.last = doc;
+        self.count += 1;
+    }
+}
+
+fn io_write(e: std::io::Error) -> SearchError {
+    SearchError::io("writing the index", e)
+}
+
+/// Writes `postings.bin`.
+pub(crate) fn write_postings(
+    path: &Path,
+    mut lists: Vec<(Trigram, PostingBuf)>,
+) -> Result<(), SearchError> {
+    lists.sort_unstable_by_key(|(t, _)| *t);
+    let mut out = BufWriter::with_capacity(1 << 20, File::create(path).map_err(io_write)?);
+    out.write_all(POSTINGS_MAGIC).map_err(io_write)?;
+    out.write_all(&FORMAT_VERSION.to_le_bytes())
+        .map_err(io_write)?;
+    out.write_all(&(lists.len() as u32).to_le_bytes())
+        .map_err(io_write)?;
+    out.write_all(&0u32.to_le_bytes()).map_err(io_write)?;
+    let mut offset = (POSTINGS_HEADER + lists.len() * POSTINGS_RECORD) as u64;
+    for (trigram, list) in &lists {
+        out.write_all(&trigram.to_le_bytes()).map_err(io_write)?;
+        out.write_all(&list.count.to_le_bytes()).map_err(io_write)?;
+        out.write_all(&offset.to_le_bytes()).map_err(io_write)?;
+        offset += list.bytes.len() as u64;
+    }
+    for (_, list) in &lists {
+        out.write_all(&list.bytes).map_err(io_write)?;
+    }
+    let file = out.into_inner().map_err(|e| io_write(e.into_error()))?;
+    file.sync_all().map_err(io_write)?;
+    Ok(())
+}
+
+/// Writes `docs.bin`.
+pub(crate) fn write_docs(path: &Path, docs: &[Doc]) -> Result<(), SearchError> {
+    let mut out = BufWriter::with_capacity(1 << 20, File::create(path).map_err(io_write)?);
+    out.write_all(DOCS_MAGIC).map_err(io_write)?;
+    out.write_all(&FORMAT_VERSION.to_le_bytes())
+        .map_err(io_write)?;
+    out.write_all(&(docs.len() as u32).to_le_bytes())
+        .map_err(io_write)?;
+    for doc in docs {
+        out.write_all(&doc.offset.to_le_bytes()).map_err(io_write)?;
+        out.write_all(&doc.len.to_le_bytes()).map_err(io_write)?;
+        out.write_all(&doc.size.to_le_bytes()).map_err(io_write)?;
+        out.write_all(&[doc.kind as u8]).map_err(io_write)?;
+        out.write_all(&(doc.path.len() as u32).to_le_bytes())
+            .map_err(io_write)?;
+        out.write_all(doc.path.as_bytes()).map_err(io_write)?;
+        // Blob ids are hex digests (40 or 64 characters); longer ones are cut, never trusted.
+        let blob = &doc.blob_id.as_bytes()[..doc.blob_id.floor_char_boundary(u16::MAX as usize)];
+        out.write_all(&(blob.len() as u16).to_le_bytes())
+            .map_err(io_write)?;
+        out.write_all(blob).map_err(io_write)?;
+    }
+    let file = out.into_inner().map_err(|e| io_write(e.into_error()))?;
+    file.sync_all().map_err(io_write)?;
+    Ok(())
+}
+
+/// Writes `meta.json`.
+pub(crate) fn write_meta(path: &Path, meta: &Meta) -> Result<(), SearchError> {
+    let bytes = serde_json::to_vec_pretty(meta).map_err(|e| io_write(std::io::Error::other(e)))?;
+    let mut file = File::create(path).map_err(io_write)?;
+    file.write_all(&bytes).map_err(io_write)?;
+    file.sync_all().map_err(io_write)?;
+    Ok(())
+}
