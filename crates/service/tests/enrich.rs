@@ -769,3 +769,43 @@ async fn w27_read_budgets_through_the_service() {
     let stats = service.plugin_stats().unwrap();
     assert_eq!((stats.host_read_bytes, stats.read_budget_hits), (2, 2));
 }
+
+/// W-22, W-24: host reads resolve below the plugin directory only: `..`, absolute paths
+/// and anything outside the registered scope are refused per path (softly), with messages
+/// that name no host path; files below the directory are read.
+#[tokio::test]
+async fn w22_host_reads_stay_inside_the_plugin_directory_and_scope() {
+    let source = SourceRepo::with_files(&[
+        ("docs/reader.sourcegraph.wasm", &artifact("reader")),
+        ("docs/a.md", b"a\n"),
+        ("docs/sub/ok.md", b"ok\n"),
+        ("secret.md", b"s\n"),
+    ]);
+    let service = service(&source, "docs");
+    let request = ReadRequest {
+        plugins: Some(vec![selection(
+            "reader",
+            json!({"paths": ["../secret.md", "/etc/passwd", "sub/../../secret.md", "sub/ok.md", ""],
+                   "batch": true}),
+        )]),
+        ..read("docs/a.md")
+    };
+    let (_, e) = service.read_enriched(&auto(), request).await.unwrap();
+    assert!(e.diagnostics.is_empty(), "{:?}", e.diagnostics);
+    let whole: Vec<&str> = e.whole.iter().map(String::as_str).collect();
+    assert_eq!(whole.len(), 5, "{whole:?}");
+    assert!(whole[0].contains("contains a `..` segment"), "{whole:?}");
+    assert!(
+        whole[1].contains("absolute paths are not allowed"),
+        "{whole:?}"
+    );
+    assert!(whole[2].contains("contains a `..` segment"), "{whole:?}");
+    assert_eq!(whole[4], ": error an empty path names no file");
+    for refused in [0, 1, 2, 4] {
+        assert!(whole[refused].contains(": error "), "{whole:?}");
+        assert!(!whole[refused].contains(&*source.data_dir().to_string_lossy()));
+    }
+    assert_eq!(whole[3], "sub/ok.md: 3 bytes");
+    let stats = service.plugin_stats().unwrap();
+    assert_eq!(stats.host_read_bytes, 3, "nothing outside was read");
+}
