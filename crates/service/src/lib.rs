@@ -208,41 +208,29 @@ impl Service {
     ) -> Result<(ReadItem, Enrichment), ServiceError> {
         let ctx = ctx.clone();
         self.unlocked(move |inner| {
-            let started = Instant::now();
-            let base = inner.locked(|| -> Result<_, ServiceError> {
-                let (name, commit) = inner.resolve(&req.repo, req.revision.as_deref())?;
-                let lease = inner.store.lease(&name, &commit)?;
+            let frame = Frame {
+                operation: "read",
+                stats: &inner.stats.read,
+                repo: &req.repo,
+                revision: req.revision.as_deref(),
+                plugins: req.plugins.as_deref(),
+                enrich,
+            };
+            inner.read_frame(&ctx, frame, std::slice::from_ref, |name, commit| {
                 let file = FileRange {
                     path: req.path.clone(),
                     start_line: req.start_line,
                     end_line: req.end_line,
                 };
                 let mut budget = lines::Budget::single(&inner.config);
-                let (path, range) = inner.read_range(&name, &commit, &file, &mut budget)?;
-                let item = ReadItem {
+                let (path, range) = inner.read_range(name, commit, &file, &mut budget)?;
+                Ok(ReadItem {
                     repo: name.to_string(),
                     commit: commit.to_string(),
                     path,
                     outcome: Ok(range),
-                };
-                Ok((item, lease, name, commit))
-            });
-            // the base figures stop here; enrichment has its own.
-            inner.stats.read.record(started, base.is_ok());
-            let (item, _lease, name, commit) = base?;
-            let enrichment = if enrich {
-                inner.enrich(
-                    &ctx,
-                    "read",
-                    &name,
-                    &commit,
-                    std::slice::from_ref(&item),
-                    req.plugins.as_deref(),
-                )
-            } else {
-                Enrichment::default()
-            };
-            Ok((item, enrichment))
+                })
+            })
         })
         .await
     }
@@ -274,52 +262,40 @@ impl Service {
         req: ReadManyRequest,
         enrich: bool,
     ) -> Result<(ReadManyAnswer, Enrichment), ServiceError> {
+        let max = self.inner.config.max_batch_items;
+        if req.files.is_empty() {
+            return Err(ServiceError::invalid(
+                "`files` is empty; give 1 to 50 entries of {path, start_line?, end_line?}",
+            ));
+        }
+        if req.files.len() > max {
+            return Err(ServiceError::invalid(format!(
+                "`files` has {} entries; at most {max} per read_many: split the batch",
+                req.files.len()
+            )));
+        }
         let ctx = ctx.clone();
         self.unlocked(move |inner| {
-            let started = Instant::now();
-            let base = inner.locked(|| -> Result<_, ServiceError> {
-                let max = inner.config.max_batch_items;
-                if req.files.is_empty() {
-                    return Err(ServiceError::invalid(
-                        "`files` is empty; give 1 to 50 entries of {path, start_line?, end_line?}",
-                    ));
-                }
-                if req.files.len() > max {
-                    return Err(ServiceError::invalid(format!(
-                        "`files` has {} entries; at most {max} per read_many: split the batch",
-                        req.files.len()
-                    )));
-                }
-                let (name, commit) = inner.resolve(&req.repo, req.revision.as_deref())?;
-                let lease = inner.store.lease(&name, &commit)?;
+            let frame = Frame {
+                operation: "read_many",
+                stats: &inner.stats.read_many,
+                repo: &req.repo,
+                revision: req.revision.as_deref(),
+                plugins: req.plugins.as_deref(),
+                enrich,
+            };
+            inner.read_frame(&ctx, frame, ReadManyAnswer::items, |name, commit| {
                 let mut budget = lines::Budget::batch(&inner.config);
-                let items = req
-                    .files
-                    .iter()
-                    .map(|file| inner.read_item(&name, &commit, file, &mut budget))
-                    .collect();
-                let answer = ReadManyAnswer {
+                Ok(ReadManyAnswer {
                     repo: name.to_string(),
                     commit: commit.to_string(),
-                    items,
-                };
-                Ok((answer, lease, name, commit))
-            });
-            inner.stats.read_many.record(started, base.is_ok());
-            let (answer, _lease, name, commit) = base?;
-            let enrichment = if enrich {
-                inner.enrich(
-                    &ctx,
-                    "read_many",
-                    &name,
-                    &commit,
-                    &answer.items,
-                    req.plugins.as_deref(),
-                )
-            } else {
-                Enrichment::default()
-            };
-            Ok((answer, enrichment))
+                    items: req
+                        .files
+                        .iter()
+                        .map(|file| inner.read_item(name, commit, file, &mut budget))
+                        .collect(),
+                })
+            })
         })
         .await
     }
@@ -484,6 +460,40 @@ impl Service {
 }
 
 impl Inner {
+    /// The frame of `read` and `read_many`: resolve and lease under the query lock, the base
+    /// read, its statistics (R-7: the base figures stop there), then enrichment outside the
+    /// lock while the lease still holds the commit (W-33).
+    fn read_frame<A>(
+        &self,
+        ctx: &CallContext,
+        frame: Frame<'_>,
+        items: impl Fn(&A) -> &[ReadItem],
+        base: impl FnOnce(&RepoName, &CommitId) -> Result<A, ServiceError>,
+    ) -> Result<(A, Enrichment), ServiceError> {
+        let started = Instant::now();
+        let read = self.locked(|| -> Result<_, ServiceError> {
+            let (name, commit) = self.resolve(frame.repo, frame.revision)?;
+            let lease = self.store.lease(&name, &commit)?;
+            let answer = base(&name, &commit)?;
+            Ok((answer, lease, name, commit))
+        });
+        frame.stats.record(started, read.is_ok());
+        let (answer, _lease, name, commit) = read?;
+        let enrichment = if frame.enrich {
+            self.enrich(
+                ctx,
+                frame.operation,
+                &name,
+                &commit,
+                items(&answer),
+                frame.plugins,
+            )
+        } else {
+            Enrichment::default()
+        };
+        Ok((answer, enrichment))
+    }
+
     /// Runs `work` under the read side of the query lock.
     fn locked<T>(&self, work: impl FnOnce() -> T) -> T {
         let _guard = self
@@ -595,5 +605,21 @@ mod tests {
             rfc3339(UNIX_EPOCH + Duration::from_secs(951_782_400)),
             "2000-02-29T00:00:00Z"
         );
+    }
+}
+
+/// What differs between the `read` and `read_many` frames.
+struct Frame<'a> {
+    operation: &'static str,
+    stats: &'a stats::OpStats,
+    repo: &'a str,
+    revision: Option<&'a str>,
+    plugins: Option<&'a [PluginSelection]>,
+    enrich: bool,
+}
+
+impl ReadManyAnswer {
+    fn items(&self) -> &[ReadItem] {
+        &self.items
     }
 }
