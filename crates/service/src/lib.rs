@@ -589,6 +589,22 @@ fn rfc3339(time: SystemTime) -> String {
     )
 }
 
+/// What differs between the `read` and `read_many` frames.
+struct Frame<'a> {
+    operation: &'static str,
+    stats: &'a stats::OpStats,
+    repo: &'a str,
+    revision: Option<&'a str>,
+    plugins: Option<&'a [PluginSelection]>,
+    enrich: bool,
+}
+
+impl ReadManyAnswer {
+    fn items(&self) -> &[ReadItem] {
+        &self.items
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -605,21 +621,5 @@ mod tests {
             rfc3339(UNIX_EPOCH + Duration::from_secs(951_782_400)),
             "2000-02-29T00:00:00Z"
         );
-    }
-}
-
-/// What differs between the `read` and `read_many` frames.
-struct Frame<'a> {
-    operation: &'static str,
-    stats: &'a stats::OpStats,
-    repo: &'a str,
-    revision: Option<&'a str>,
-    plugins: Option<&'a [PluginSelection]>,
-    enrich: bool,
-}
-
-impl ReadManyAnswer {
-    fn items(&self) -> &[ReadItem] {
-        &self.items
     }
 }
