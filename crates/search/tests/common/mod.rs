@@ -309,7 +309,11 @@ pub fn generated_text(rng: &mut Rng, lines: usize) -> String {
         let words = (rng.next() % 9) as usize;
         for w in 0..words {
             if w > 0 {
-                text.push(if rng.next() % 5 == 0 { '\t' } else { ' ' });
+                text.push(if rng.next().is_multiple_of(5) {
+                    '\t'
+                } else {
+                    ' '
+                });
             }
             text.push_str(rng.pick(WORDS));
         }
