@@ -214,7 +214,7 @@ impl Inner {
     }
 
     /// The read side of `state.objects`, for the length of one object-reading call.
-    fn reading(state: &RepoState) -> RwLockReadGuard<'_, ()> {
+    pub(crate) fn reading(state: &RepoState) -> RwLockReadGuard<'_, ()> {
         state.objects.read().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -536,6 +536,24 @@ impl Inner {
         let repo = view.repo.to_thread_local();
         let tree = objects::commit_tree(&repo, id)?;
         read(&state, &repo, tree)
+    }
+
+    /// A reader of `commit`'s blobs by object id (see [`crate::BlobReader`]).
+    pub(crate) fn blob_reader(
+        &self,
+        name: &RepoName,
+        commit: &CommitId,
+    ) -> Result<crate::BlobReader, Error> {
+        let (state, view) = self.synced(name)?;
+        let id = to_oid(commit)?;
+        {
+            let _objects = Self::reading(&state);
+            self.check_readable(&state, &view, &id, true)?;
+        }
+        Ok(crate::BlobReader {
+            state,
+            repo: view.repo.clone(),
+        })
     }
 
     pub(crate) fn read_text(

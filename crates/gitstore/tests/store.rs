@@ -1175,6 +1175,10 @@ fn g2_find_files_and_read_bytes() {
             .read_bytes(&f.name, &tip, &path("docs/c.sourcegraph.wasm")),
         Err(Error::Symlink { .. })
     ));
+    // The indexer's bulk path: blobs by the ids `find_files` gave.
+    let reader = f.store.blob_reader(&f.name, &tip).unwrap();
+    assert_eq!(reader.read(&found[1].id).unwrap(), b"\0asm-b");
+    assert!(matches!(reader.read("not-hex"), Err(Error::Storage(_))));
     // A size limit refuses from the object header (W-22 FILE_BYTES), at the limit it reads.
     assert_eq!(
         f.store
