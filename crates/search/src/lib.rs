@@ -9,7 +9,14 @@
 //! then definition-looking lines, then the rest, each in repository/path/line order) and cut
 //! into pages with an opaque cursor bound to the generations it was made from.
 //!
-//! On-disk layout: see [`store`](crate::store) — `<dir>/<owner>/<name>/gen-<n>/`.
+//! On-disk layout (module `store`): `<dir>/<owner>/<name>/gen-<n>/` holding `content.bin`
+//! (document texts), `docs.bin` (document table), `postings.bin` (trigram → document ids) and
+//! `meta.json`; builds write `staging-<n>-<pid>/` and publish it with one rename.
+//!
+//! Semantics worth knowing: a match never spans a line (like `git grep`), so a query
+//! containing a line break finds nothing; case-insensitive means Unicode simple case folding
+//! (the `regex` crate's `(?i)`); `\w`, `\d`, `\s`, `\b` and POSIX classes follow the
+//! `regex` crate (Unicode-aware except POSIX classes, which are ASCII).
 
 mod build;
 mod error;

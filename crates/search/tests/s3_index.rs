@@ -444,3 +444,59 @@ fn s3_invalid_repository_names_are_refused() {
         );
     }
 }
+
+/// A real Git source whose reads fail for one path (a blob gone missing mid-build).
+struct FailingSource {
+    inner: GitSource,
+    fail_path: String,
+}
+
+impl Source for FailingSource {
+    fn entries(&self) -> Result<Vec<SourceEntry>, String> {
+        self.inner.entries()
+    }
+    fn read(&self, entry: &SourceEntry) -> Result<Vec<u8>, String> {
+        if entry.path == self.fail_path {
+            return Err("object unavailable".into());
+        }
+        self.inner.read(entry)
+    }
+}
+
+#[test]
+fn s3_a_failed_build_keeps_the_previous_generation_and_leaves_no_staging() {
+    let (repo, _) = generated_repo(100, 3);
+    let first = repo.head();
+    let (_tmp, dir) = index_dir();
+    let indexes = Indexes::open(dir.clone(), IndexConfig::default()).unwrap();
+    indexes
+        .build(
+            "o/r",
+            &first,
+            &GitSource::new(repo.path(), &first),
+            &mut |_| {},
+        )
+        .unwrap();
+    let second = repo.commit(&[("pkg0/new.rs", b"fresh file\n")], "add");
+    let source = FailingSource {
+        inner: GitSource::new(repo.path(), &second),
+        fail_path: "pkg0/new.rs".into(),
+    };
+    let error = indexes
+        .build("o/r", &second, &source, &mut |_| {})
+        .unwrap_err();
+    assert!(matches!(error, SearchError::Source { .. }), "{error}");
+    assert!(error.to_string().contains("object unavailable"));
+    assert_eq!(indexes.current("o/r").unwrap().commit, first);
+    assert_eq!(indexes.stats().build_errors, 1);
+    let leftovers: Vec<String> = std::fs::read_dir(dir.join("o/r"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(leftovers, vec!["gen-1".to_owned()]);
+    // Searching still works on the previous generation.
+    let results = indexes
+        .search(&request("o/r", "zyxwvutsrq_rare", false, true))
+        .unwrap();
+    assert_eq!(results.stats.total_hits, 1);
+}

@@ -1,0 +1,126 @@
+//! Measures build speed, index size and query latency over a directory tree (not a test):
+//! `cargo run --release -p search --example measure -- <dir> [max_mb] [query...]`.
+//! Blob ids are `path:size` here (the tree has no Git object ids), so nothing is reused.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use search::{IndexConfig, Indexes, SearchRequest, Source, SourceEntry};
+
+struct DirSource {
+    root: PathBuf,
+    entries: Vec<SourceEntry>,
+}
+
+fn walk(root: &Path, dir: &Path, out: &mut Vec<SourceEntry>, budget: &mut u64) {
+    let Ok(read) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = read.filter_map(Result::ok).collect();
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        if *budget == 0 {
+            return;
+        }
+        let path = entry.path();
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() && entry.file_name() != ".git" {
+            walk(root, &path, out, budget);
+        } else if kind.is_file() {
+            let size = entry.metadata().map_or(0, |m| m.len());
+            let rel = path
+                .strip_prefix(root)
+                .unwrap_or(&path)
+                .to_string_lossy()
+                .into_owned();
+            *budget = budget.saturating_sub(size);
+            out.push(SourceEntry {
+                blob_id: format!("{rel}:{size}"),
+                path: rel,
+                size,
+            });
+        }
+    }
+}
+
+impl Source for DirSource {
+    fn entries(&self) -> Result<Vec<SourceEntry>, String> {
+        Ok(self.entries.clone())
+    }
+    fn read(&self, entry: &SourceEntry) -> Result<Vec<u8>, String> {
+        std::fs::read(self.root.join(&entry.path)).map_err(|e| e.to_string())
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let root = PathBuf::from(args.first().cloned().unwrap_or_else(|| ".".into()));
+    let max_mb: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(100);
+    let mut entries = Vec::new();
+    let mut budget = max_mb << 20;
+    walk(&root, &root, &mut entries, &mut budget);
+    let source = DirSource { root, entries };
+    let tmp = std::env::temp_dir().join(format!("csg-search-measure-{}", std::process::id()));
+    let indexes = Indexes::open(tmp.clone(), IndexConfig::default()).expect("open");
+    let stats = indexes
+        .build("bench/corpus", "0", &source, &mut |_| {})
+        .expect("build");
+    let mb = stats.corpus_bytes as f64 / 1e6;
+    println!(
+        "corpus {:.1} MB in {} files ({} path-only); build {:.2} s = {:.1} MB/s; on disk {:.1} MB = {:.2}x corpus (text {:.1} MB)",
+        mb,
+        stats.documents,
+        stats.path_only,
+        stats.elapsed.as_secs_f64(),
+        mb / stats.elapsed.as_secs_f64(),
+        stats.bytes as f64 / 1e6,
+        stats.bytes as f64 / stats.corpus_bytes as f64,
+        stats.content_bytes as f64 / 1e6,
+    );
+    let default_queries = [
+        "l:ZYXWV_never_there",
+        "l:fn main",
+        "l:unsafe impl Send",
+        "l:return",
+        "r:fn\\s+\\w+_mut\\(",
+        "r:\\w+\\s*=\\s*\\d{5}",
+        "r:[A-Z]{20}",
+        "i:hashmap",
+    ];
+    let queries: Vec<String> = if args.len() > 2 {
+        args[2..].to_vec()
+    } else {
+        default_queries.iter().map(|s| s.to_string()).collect()
+    };
+    for q in queries {
+        let (kind, text) = q.split_at(2);
+        let request = SearchRequest {
+            query: text.to_owned(),
+            repos: vec!["bench/corpus".into()],
+            regex: kind == "r:",
+            case_sensitive: kind != "i:",
+            limit: 50,
+            ..SearchRequest::default()
+        };
+        let mut times: Vec<Duration> = Vec::new();
+        let mut last = None;
+        for _ in 0..11 {
+            let t = Instant::now();
+            last = Some(indexes.search(&request).expect("search"));
+            times.push(t.elapsed());
+        }
+        times.sort();
+        let last = last.expect("ran");
+        println!(
+            "{q:32} median {:8.2} ms  hits {:7}  candidates {:6}  verified {:6}",
+            times[times.len() / 2].as_secs_f64() * 1e3,
+            last.stats.total_hits,
+            last.stats.candidate_files,
+            last.stats.files_verified,
+        );
+    }
+    drop(indexes);
+    let _ = std::fs::remove_dir_all(tmp);
+}
