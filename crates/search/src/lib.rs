@@ -3,7 +3,7 @@
 //! expression queries whose answers equal `git grep -n` on the same commit.
 //!
 //! How a search runs: the query (escaped when literal) becomes a `regex` and, through its
-//! `regex-syntax` HIR, a boolean query over trigrams ([`trigram`]); the posting lists of the
+//! `regex-syntax` HIR, a boolean query over trigrams (module `trigram`); the posting lists of the
 //! generation give the candidate documents; each candidate's stored text (a memory-mapped
 //! content store, never the Git pack) is verified line by line; hits are ranked (file names,
 //! then definition-looking lines, then the rest, each in repository/path/line order) and cut
