@@ -1,5 +1,5 @@
 //! Background maintenance: periodic sync of every registered repository (G-3, default every
-//! 60 s), plugin preparation (W-31), the retention sweep (G-5) and the plugin catalog idle
+//! 60 s), indexing (S-3), plugin preparation (W-31), the retention sweep (G-5) and the plugin catalog idle
 //! sweep (W-29).
 
 use crate::Service;
@@ -27,9 +27,7 @@ pub fn spawn_maintenance(
             .await
             .unwrap_or_default()
         {
-            if let Err(error) = service.prepare_plugins(repo.name.clone()).await {
-                tracing::debug!(repo = %repo.name, %error, "plugin preparation skipped");
-            }
+            index_then_prepare(&service, &repo.name).await;
         }
         loop {
             tokio::select! {
@@ -56,11 +54,7 @@ pub fn spawn_maintenance(
                         tracing::warn!(repo = %repo.name, %error, "sync failed; serving the last good state")
                     }
                 }
-                // W-31: prepare the head's plugins after every sync (a cache hit when nothing
-                // changed), so the first read compiles nothing.
-                if let Err(error) = service.prepare_plugins(repo.name.clone()).await {
-                    tracing::debug!(repo = %repo.name, %error, "plugin preparation skipped");
-                }
+                index_then_prepare(&service, &repo.name).await;
             }
             match service.sweep().await {
                 Ok(report) if !report.expired.is_empty() => {
@@ -79,4 +73,16 @@ pub fn spawn_maintenance(
             }
         }
     })
+}
+
+/// G-3: after a sync, index the head (S-3; a no-op when it is current), then prepare its
+/// plugins (W-31; a cache hit when nothing changed), so the first search and the first read
+/// find both ready. Failures are logged; the last good index keeps answering.
+async fn index_then_prepare(service: &Service, repo: &str) {
+    if let Err(error) = service.index(repo.to_string(), |_| {}).await {
+        tracing::warn!(repo, %error, "indexing failed; search answers from the last index");
+    }
+    if let Err(error) = service.prepare_plugins(repo.to_string()).await {
+        tracing::debug!(repo, %error, "plugin preparation skipped");
+    }
 }

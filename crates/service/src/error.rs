@@ -39,6 +39,13 @@ impl ServiceError {
             message: message.into(),
         }
     }
+
+    pub(crate) fn unavailable(message: impl Into<String>) -> Self {
+        Self {
+            kind: ErrorKind::Unavailable,
+            message: message.into(),
+        }
+    }
 }
 
 impl fmt::Display for ServiceError {

@@ -1,6 +1,6 @@
 //! `service` holds the operations of Context Source Graph in plain Rust types: `read`,
-//! `read_many`, `list`, `resolve`, `discovery`, `availability` and `sync` (SPEC sections 2
-//! and 3). Transports (`mcpserver`, `httpserver`) turn requests into these calls and answers
+//! `read_many`, `search`, `list`, `resolve`, `discovery`, `availability`, `sync` and `index`
+//! (SPEC sections 2 and 3). Transports (`mcpserver`, `httpserver`) turn requests into these calls and answers
 //! into their own formats; nothing here knows MCP, JSON-RPC or HTTP.
 //!
 //! Every operation is `async` but does its Git work on the blocking pool, under the read side
@@ -10,6 +10,7 @@
 mod background;
 mod enrich;
 mod error;
+mod index;
 mod lines;
 mod model;
 mod stats;
@@ -17,6 +18,10 @@ mod stats;
 pub use background::{Shutdown, spawn_maintenance};
 pub use enrich::CATALOG_IDLE;
 pub use error::{ErrorKind, ServiceError};
+pub use index::{
+    BuildProgress, BuildStats, DEFAULT_SEARCH_LIMIT, IndexConfig, IndexInfo, IndexesStats,
+    SearchAnswer, SearchHit, SearchRepoHits, SearchRequest, SearchStatsAnswer,
+};
 pub use model::*;
 pub use stats::{OpSnapshot, OpStats, QueryStats, StatsSnapshot};
 pub use wasmplugin::{ConnectionPlugins, InvalidConnectionPlugins, PluginConfig};
@@ -51,6 +56,8 @@ pub struct ServiceConfig {
     pub max_list_depth: u32,
     /// Repository-plugin budgets and switches (W-26).
     pub plugins: wasmplugin::PluginConfig,
+    /// Search index settings (S-3).
+    pub index: IndexConfig,
 }
 
 impl Default for ServiceConfig {
@@ -64,6 +71,7 @@ impl Default for ServiceConfig {
             max_list_entries: 10_000,
             max_list_depth: 10,
             plugins: wasmplugin::PluginConfig::default(),
+            index: IndexConfig::default(),
         }
     }
 }
@@ -84,6 +92,8 @@ struct Inner {
     stats: QueryStats,
     /// The repository-plugin host (W-*).
     plugins: enrich::Plugins,
+    /// The search indexes (S-3), or why they could not open.
+    indexes: Result<search::Indexes, String>,
 }
 
 impl Service {
@@ -91,6 +101,7 @@ impl Service {
     pub fn new(store: GitStore, config: ServiceConfig) -> Self {
         Self {
             inner: Arc::new(Inner {
+                indexes: index::open(&store, config.index.clone()),
                 store,
                 query_lock: RwLock::new(()),
                 stats: QueryStats::default(),
@@ -376,8 +387,8 @@ impl Service {
                     name: info.name.to_string(),
                     registered_path: info.registered_path.to_string(),
                     default_branch: info.default_branch,
+                    indexed: inner.indexed(&info.name, info.head.as_ref()),
                     head: info.head.map(|c| c.to_string()),
-                    indexed: false,
                     last_sync: info.last_sync.map(rfc3339),
                     last_sync_error: info.last_error,
                 })
@@ -419,6 +430,7 @@ impl Service {
                 Ok(commit) => {
                     answer.commit = Some(commit.to_string());
                     answer.readable = true;
+                    answer.indexed = inner.indexed(&name, Some(&commit));
                     if req.include_plugins {
                         answer.plugins = Some(inner.plugin_infos(&name, &commit));
                     }

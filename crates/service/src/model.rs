@@ -141,7 +141,7 @@ pub struct RepoSummary {
     pub registered_path: String,
     pub default_branch: Option<String>,
     pub head: Option<String>,
-    /// `indexed`, `not indexed` (search index state; search is a later issue).
+    /// The search index is built from `head` (S-3).
     pub indexed: bool,
     /// RFC 3339 UTC.
     pub last_sync: Option<String>,
@@ -170,6 +170,7 @@ pub struct AvailabilityAnswer {
     pub readable: bool,
     /// Why not, when not readable (unknown, outside retention…).
     pub reason: Option<String>,
+    /// The search index is built from this commit (S-3).
     pub indexed: bool,
     /// With `include_plugins`: the repository plugins discovered at that commit (W-6), or
     /// why discovery failed.

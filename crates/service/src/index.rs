@@ -1,0 +1,293 @@
+//! Code search (S-1..S-3): building the index of a repository head from the Git store, and
+//! answering `search` from the current index generations. The query never reaches repository
+//! plugins (S-2).
+
+use crate::{CallContext, Inner, Service, ServiceError};
+use gitstore::{BlobReader, CommitId, EntryKind, RepoName};
+use serde::Serialize;
+use std::time::Instant;
+
+/// Hits per page when the caller gives no `limit`.
+pub const DEFAULT_SEARCH_LIMIT: usize = 50;
+
+pub use search::{BuildProgress, BuildStats, IndexConfig, IndexInfo, IndexesStats};
+
+/// `search {query, repo?, path?, lang?, regex?, case_sensitive?, limit?, cursor?}` (S-1).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SearchRequest {
+    pub query: String,
+    /// One repository; `None` searches every readable repository.
+    pub repo: Option<String>,
+    /// A glob over repository-relative paths (`docs/**/*.md`).
+    pub path: Option<String>,
+    pub lang: Option<String>,
+    /// `true`: `query` is a Rust `regex` pattern; else literal text.
+    pub regex: bool,
+    pub case_sensitive: bool,
+    /// Hits per page (default [`DEFAULT_SEARCH_LIMIT`], at most [`search::MAX_LIMIT`]).
+    pub limit: Option<usize>,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// One page of search hits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SearchAnswer {
+    /// Hits grouped by repository, each with the full commit SHA they were found in.
+    pub repos: Vec<SearchRepoHits>,
+    /// Pass it back as `cursor` for the next page; absent on the last page.
+    pub next_cursor: Option<String>,
+    /// Requested repositories whose index is not built yet (not searched).
+    pub not_indexed: Vec<String>,
+    pub stats: SearchStatsAnswer,
+}
+
+/// The hits of one repository on a page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SearchRepoHits {
+    pub repo: String,
+    /// Full SHA: `read` it with this revision.
+    pub commit: String,
+    pub hits: Vec<SearchHit>,
+}
+
+/// One hit: a line, or a file name (`line` and `snippet` absent).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SearchHit {
+    pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snippet: Option<String>,
+}
+
+/// Query statistics (S-1: HTTP shows them).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SearchStatsAnswer {
+    /// Files the trigram index selected.
+    pub candidate_files: u64,
+    /// Files whose text was verified with the regex.
+    pub files_verified: u64,
+    /// Documents in the searched indexes.
+    pub documents: u64,
+    /// Hits of the whole query, all pages.
+    pub total_hits: u64,
+    /// Wall time of the search in microseconds.
+    pub elapsed_us: u64,
+}
+
+impl From<search::SearchResults> for SearchAnswer {
+    fn from(results: search::SearchResults) -> Self {
+        let repos = results
+            .repos
+            .into_iter()
+            .map(|r| SearchRepoHits {
+                repo: r.repo,
+                commit: r.commit,
+                hits: r
+                    .hits
+                    .into_iter()
+                    .map(|hit| match hit {
+                        search::Hit::Line {
+                            path,
+                            line,
+                            snippet,
+                        } => SearchHit {
+                            path,
+                            line: Some(line),
+                            snippet: Some(snippet),
+                        },
+                        search::Hit::FileName { path } => SearchHit {
+                            path,
+                            line: None,
+                            snippet: None,
+                        },
+                    })
+                    .collect(),
+            })
+            .collect();
+        let stats = results.stats;
+        Self {
+            repos,
+            next_cursor: results.next_cursor,
+            not_indexed: results.not_indexed,
+            stats: SearchStatsAnswer {
+                candidate_files: stats.candidate_files,
+                files_verified: stats.files_verified,
+                documents: stats.documents,
+                total_hits: stats.total_hits,
+                elapsed_us: stats.elapsed.as_micros() as u64,
+            },
+        }
+    }
+}
+
+impl From<search::SearchError> for ServiceError {
+    fn from(error: search::SearchError) -> Self {
+        use search::SearchError as E;
+        match error {
+            E::Io { .. } | E::Corrupt { .. } | E::Source { .. } => {
+                ServiceError::internal(error.to_string())
+            }
+            E::Timeout { .. } => ServiceError::unavailable(error.to_string()),
+            _ => ServiceError::invalid(error.to_string()),
+        }
+    }
+}
+
+/// The files of one commit, read from the store's mirror by blob id.
+struct StoreSource {
+    entries: Vec<search::SourceEntry>,
+    blobs: BlobReader,
+}
+
+impl search::Source for StoreSource {
+    fn entries(&self) -> Result<Vec<search::SourceEntry>, String> {
+        Ok(self.entries.clone())
+    }
+
+    fn read(&self, entry: &search::SourceEntry) -> Result<Vec<u8>, String> {
+        self.blobs.read(&entry.blob_id).map_err(|e| e.to_string())
+    }
+}
+
+impl Service {
+    /// Builds the search index of `repo`'s default-branch head (S-3) unless it is current;
+    /// documents of unchanged blobs are reused from the previous index. `progress` sees
+    /// documents done of total (O-5); progress is also logged every tenth.
+    pub async fn index(
+        &self,
+        repo: String,
+        mut progress: impl FnMut(BuildProgress) + Send + 'static,
+    ) -> Result<BuildStats, ServiceError> {
+        self.unlocked(move |inner| inner.index(&repo, &mut progress))
+            .await
+    }
+
+    /// `search` (S-1) over the current index of each readable repository (or of `repo`).
+    pub async fn search(
+        &self,
+        _ctx: &CallContext,
+        req: SearchRequest,
+    ) -> Result<SearchAnswer, ServiceError> {
+        self.unlocked(move |inner| {
+            let indexes = inner.indexes()?;
+            let repos = match &req.repo {
+                Some(repo) => {
+                    let name = RepoName::parse(repo)?;
+                    inner.store.repo(&name)?;
+                    vec![name.to_string()]
+                }
+                None => inner
+                    .store
+                    .repos()?
+                    .into_iter()
+                    .map(|info| info.name.to_string())
+                    .collect(),
+            };
+            let request = search::SearchRequest {
+                query: req.query,
+                repos,
+                path: req.path,
+                lang: req.lang,
+                regex: req.regex,
+                case_sensitive: req.case_sensitive,
+                limit: req.limit.unwrap_or(DEFAULT_SEARCH_LIMIT),
+                cursor: req.cursor,
+            };
+            Ok(indexes.search(&request)?.into())
+        })
+        .await
+    }
+
+    /// The current index of `repo`, if any.
+    pub fn index_info(&self, repo: &str) -> Option<IndexInfo> {
+        self.inner.indexes().ok()?.current(repo)
+    }
+
+    /// Index and search counters since start-up (`None` when the index could not open).
+    pub fn index_stats(&self) -> Option<IndexesStats> {
+        self.inner.indexes().ok().map(search::Indexes::stats)
+    }
+}
+
+impl Inner {
+    pub(crate) fn indexes(&self) -> Result<&search::Indexes, ServiceError> {
+        self.indexes.as_ref().map_err(|message| {
+            ServiceError::unavailable(format!(
+                "code search is unavailable: {message}; `read` and `list` still work"
+            ))
+        })
+    }
+
+    /// Whether `commit` is the commit `repo`'s current index was built from.
+    pub(crate) fn indexed(&self, repo: &RepoName, commit: Option<&CommitId>) -> bool {
+        let current = self
+            .indexes
+            .as_ref()
+            .ok()
+            .and_then(|indexes| indexes.current(repo.as_str()));
+        matches!((current, commit), (Some(info), Some(commit)) if info.commit == commit.as_str())
+    }
+
+    fn index(
+        &self,
+        repo: &str,
+        progress: &mut dyn FnMut(BuildProgress),
+    ) -> Result<BuildStats, ServiceError> {
+        let indexes = self.indexes()?;
+        let started = Instant::now();
+        let (name, commit, _lease, source) = self.locked(|| -> Result<_, ServiceError> {
+            let (name, commit) = self.resolve(repo, None)?;
+            let lease = self.store.lease(&name, &commit)?;
+            let entries = self
+                .store
+                .find_files(&name, &commit, "")?
+                .into_iter()
+                .filter(|f| matches!(f.kind, EntryKind::File | EntryKind::Executable))
+                .map(|f| search::SourceEntry {
+                    path: f.path,
+                    blob_id: f.id,
+                    size: f.size,
+                })
+                .collect();
+            let blobs = self.store.blob_reader(&name, &commit)?;
+            Ok((name, commit, lease, StoreSource { entries, blobs }))
+        })?;
+        let mut logged = 0;
+        let mut report = |p: BuildProgress| {
+            let tenth = (p.done * 10).checked_div(p.total).unwrap_or(10);
+            if tenth > logged {
+                logged = tenth;
+                tracing::info!(repo = %name, done = p.done, total = p.total, "indexing");
+            }
+            progress(p);
+        };
+        let stats = indexes.build(name.as_str(), commit.as_str(), &source, &mut report)?;
+        if !stats.skipped_same {
+            tracing::info!(
+                repo = %name,
+                commit = %commit,
+                documents = stats.documents,
+                reused = stats.reused,
+                read = stats.read,
+                path_only = stats.path_only,
+                bytes = stats.bytes,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "index built"
+            );
+        }
+        Ok(stats)
+    }
+}
+
+/// Opens the index directory of a store; an error leaves search unavailable, not the service.
+pub(crate) fn open(
+    store: &gitstore::GitStore,
+    config: IndexConfig,
+) -> Result<search::Indexes, String> {
+    search::Indexes::open(store.storage_root().join("index"), config).map_err(|error| {
+        tracing::error!(%error, "the search index did not open; search is unavailable");
+        error.to_string()
+    })
+}
