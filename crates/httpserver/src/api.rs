@@ -24,6 +24,7 @@ pub(crate) fn router(service: Service, readiness: Readiness) -> Router {
     let api = Router::new()
         .route("/read", get(read))
         .route("/read_many", post(read_many))
+        .route("/search", get(search).post(search))
         .route("/list", get(list).post(list))
         .route("/resolve", get(resolve).post(resolve))
         .route("/discovery", get(discovery).post(discovery))
@@ -138,6 +139,34 @@ async fn read_many(
         commit: answer.commit,
         items: answer.items.into_iter().map(ItemJson::from).collect(),
     }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchArgs {
+    query: String,
+    repo: Option<String>,
+    path: Option<String>,
+    lang: Option<String>,
+    regex: Option<bool>,
+    case_sensitive: Option<bool>,
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+/// `search` (S-1): the hits with full SHAs, `next_cursor`, and query statistics.
+async fn search(State(state): State<AppState>, Args(a): Args<SearchArgs>) -> Response {
+    let request = service::SearchRequest {
+        query: a.query,
+        repo: a.repo,
+        path: a.path,
+        lang: a.lang,
+        regex: a.regex.unwrap_or(false),
+        case_sensitive: a.case_sensitive.unwrap_or(false),
+        limit: a.limit,
+        cursor: a.cursor,
+    };
+    answer(state.service.search(&context(), request).await)
 }
 
 #[derive(Deserialize)]
@@ -307,12 +336,47 @@ async fn metrics(State(state): State<AppState>) -> Response {
                 plugins.faults.total(),
             ),
         ];
-        for (name, help, value) in counters {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
-            );
-        }
+        counter_lines(&mut out, &counters);
+    }
+    if let Some(index) = state.service.index_stats() {
+        let counters = [
+            ("csg_searches_total", "Searches answered.", index.searches),
+            (
+                "csg_search_errors_total",
+                "Searches that ended in an error.",
+                index.search_errors,
+            ),
+            (
+                "csg_index_builds_total",
+                "Index generations built.",
+                index.builds,
+            ),
+            (
+                "csg_index_build_errors_total",
+                "Index builds that failed.",
+                index.build_errors,
+            ),
+            (
+                "csg_index_documents_reused_total",
+                "Documents reused from a previous index generation.",
+                index.documents_reused,
+            ),
+            (
+                "csg_index_documents_read_total",
+                "Documents read from Git while indexing.",
+                index.documents_read,
+            ),
+        ];
+        counter_lines(&mut out, &counters);
     }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+}
+
+fn counter_lines(out: &mut String, counters: &[(&str, &str, u64)]) {
+    for (name, help, value) in counters {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
+        );
+    }
 }

@@ -18,6 +18,7 @@ async fn server() -> Server {
     let head = source.head();
     let store = source.store("test/api", "");
     let service = Service::new(store, ServiceConfig::default());
+    service.index("test/api".into(), |_| {}).await.unwrap();
     let readiness = Readiness::default();
     let app = httpserver::router(service, readiness.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -185,4 +186,59 @@ async fn o4_probes_and_metrics() {
         metrics.contains("csg_queries_total{operation=\"read\"} 1"),
         "{metrics}"
     );
+}
+
+/// S-1: `POST /sourcegraph/api/search` answers the hits with the full SHA, the cursor and the
+/// query statistics; GET works with a query string; bad input is a 400 that says why.
+#[tokio::test]
+async fn s1_search_json() {
+    let s = server().await;
+    let (status, body) = s
+        .post(
+            "/sourcegraph/api/search",
+            json!({"query": "second", "repo": "test/api"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["repos"],
+        json!([{"repo": "test/api", "commit": s.head,
+                "hits": [{"path": "a.md", "line": 2, "snippet": "second"}]}])
+    );
+    assert_eq!(body["next_cursor"], Value::Null);
+    assert_eq!(body["stats"]["total_hits"], 1);
+    assert!(body["stats"]["candidate_files"].as_u64().unwrap() >= 1);
+    assert!(body["stats"]["files_verified"].as_u64().unwrap() >= 1);
+    assert!(body["stats"]["elapsed_us"].is_u64());
+
+    let (status, body) = s.get("/sourcegraph/api/search?query=third&limit=5").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["repos"][0]["hits"][0]["line"], 3);
+
+    let (status, body) = s
+        .post(
+            "/sourcegraph/api/search",
+            json!({"query": "a(", "regex": true}),
+        )
+        .await;
+    assert_eq!(status, 400);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid regular expression"),
+        "{body}"
+    );
+    let (status, body) = s
+        .post("/sourcegraph/api/search", json!({"query": "x", "bogus": 1}))
+        .await;
+    assert_eq!(status, 400);
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("bogus"),
+        "{body}"
+    );
+
+    let (_, metrics) = s.raw("/metrics").await;
+    assert!(metrics.contains("csg_searches_total 2"), "{metrics}");
+    assert!(metrics.contains("csg_index_builds_total 1"), "{metrics}");
 }

@@ -90,6 +90,39 @@ pub(crate) struct PluginArg {
     pub args: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
+/// `search {query, repo?, path?, lang?, regex?, case_sensitive?, limit?, cursor?}` (S-1).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SearchArgs {
+    /// Text to find (literal by default), 1 to 1000 bytes. A match never spans lines.
+    pub query: String,
+    /// Limit the search to one repository `owner/name`. Omitted: every repository you can
+    /// read.
+    #[serde(default)]
+    pub repo: Option<String>,
+    /// Only paths matching this glob, e.g. `docs/**/*.md` or `src/*.rs` (`*` stays inside one
+    /// directory, `**` crosses them).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Only files of this language, by extension: e.g. `rust`, `python`, `go`, `markdown`.
+    #[serde(default)]
+    pub lang: Option<String>,
+    /// `true`: `query` is a regular expression in Rust `regex` syntax (no back-references, no
+    /// look-around). Default false: literal text.
+    #[serde(default)]
+    pub regex: Option<bool>,
+    /// Default false: case-insensitive.
+    #[serde(default)]
+    pub case_sensitive: Option<bool>,
+    /// Hits per page, 1 to 1000. Default 50.
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 1000))]
+    pub limit: Option<usize>,
+    /// The `NextCursor` of the previous answer, to get the next page of the same search.
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
 /// `list {repo, revision?, path?, depth?}` (S-7).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -287,6 +320,7 @@ mod tests {
             input_schema::<ReadArgs>(),
             input_schema::<ReadManyArgs>(),
             input_schema::<ListArgs>(),
+            input_schema::<SearchArgs>(),
             input_schema::<ResolveArgs>(),
             input_schema::<DiscoveryArgs>(),
             input_schema::<AvailabilityArgs>(),

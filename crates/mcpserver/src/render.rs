@@ -8,7 +8,9 @@
 //! always one line and `NextStartLine` / `Error` can be found mechanically.
 
 use gitstore::EntryKind;
-use service::{AvailabilityAnswer, Enrichment, ListAnswer, ReadItem, RepoSummary, ResolveAnswer};
+use service::{
+    AvailabilityAnswer, Enrichment, ListAnswer, ReadItem, RepoSummary, ResolveAnswer, SearchAnswer,
+};
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
@@ -157,6 +159,46 @@ pub(crate) fn render_resolve(answer: &ResolveAnswer) -> String {
 
 /// A `discovery` answer: a count, then one record per repository, records separated by a blank
 /// line.
+/// The `search` answer (S-1): per repository `Repo:` and `Commit:`, then one hit per line
+/// (`path:line: snippet`, or `path (file name)`), a blank line between repositories, and
+/// `NextCursor:` last when more hits exist. Repositories without an index yet are named, so
+/// an empty answer is never ambiguous.
+pub(crate) fn render_search(answer: &SearchAnswer) -> String {
+    let mut out = String::new();
+    for (i, repo) in answer.repos.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        header(&mut out, "Repo", &repo.repo);
+        header(&mut out, "Commit", &repo.commit);
+        for hit in &repo.hits {
+            let path = header_value(&hit.path);
+            match (hit.line, &hit.snippet) {
+                (Some(line), Some(snippet)) => {
+                    let _ = writeln!(out, "{path}:{line}: {}", header_value(snippet));
+                }
+                _ => {
+                    let _ = writeln!(out, "{path} (file name)");
+                }
+            }
+        }
+    }
+    if answer.repos.is_empty() {
+        out.push_str("No hits.\n");
+    }
+    for repo in &answer.not_indexed {
+        let _ = writeln!(
+            out,
+            "NotIndexed: {} (its index is still being built; search again shortly, or use list and read)",
+            header_value(repo)
+        );
+    }
+    if let Some(cursor) = &answer.next_cursor {
+        header(&mut out, "NextCursor", cursor);
+    }
+    out
+}
+
 pub(crate) fn render_discovery(repos: &[RepoSummary]) -> String {
     let mut out = String::new();
     header(&mut out, "Repositories", repos.len());

@@ -50,6 +50,7 @@ impl Fixture {
         let commit = source.commit_index("initial");
         let service =
             service::Service::new(source.store(REPO, ""), service::ServiceConfig::default());
+        service.index(REPO.into(), |_| {}).await.expect("index");
 
         let shutdown = CancellationToken::new();
         let router = axum::Router::new().nest_service(
@@ -176,7 +177,8 @@ async fn m1_m3_m5_r5_tools_list() {
             "list",
             "read",
             "read_many",
-            "resolve"
+            "resolve",
+            "search"
         ]
     );
     for tool in &tools {
@@ -500,7 +502,7 @@ async fn m1_protocol_2026_07_28_client() {
     let fixture = Fixture::start().await;
     let client = fixture.modern_client().await;
     let tools = client.list_all_tools().await.expect("tools/list");
-    assert_eq!(tools.len(), 6);
+    assert_eq!(tools.len(), 7);
     let result = client
         .call_tool(call("read", json!({"repo": REPO, "path": "docs/guide.md"})))
         .await
@@ -651,4 +653,90 @@ async fn m2_connection_plugins_parameter() {
         ))
         .await;
     assert!(refused.is_err(), "the handshake must fail");
+}
+
+/// S-1, S-2: `search` answers one block: `Repo:`/`Commit:` headers, `path:line: snippet`
+/// hits (definitions first), file-name hits, `NextCursor:` while more exist; a bad query is
+/// an `isError` result that says what to do.
+#[tokio::test]
+async fn s1_search_tool() {
+    let fixture = Fixture::start().await;
+    let client = fixture.client("").await;
+    let c = &fixture.commit;
+
+    let result = client
+        .call_tool(call("search", json!({"query": "answer"})))
+        .await
+        .expect("search");
+    assert_eq!(result.is_error, Some(false));
+    assert_eq!(
+        texts(&result),
+        [format!(
+            "Repo: {REPO}\nCommit: {c}\nsrc/lib.rs:1: pub fn answer() -> u32 {{\n"
+        )]
+    );
+
+    let names = client
+        .call_tool(call(
+            "search",
+            json!({"query": "guide", "path": "docs/**", "case_sensitive": true}),
+        ))
+        .await
+        .expect("file name");
+    assert_eq!(
+        texts(&names),
+        [format!(
+            "Repo: {REPO}\nCommit: {c}\ndocs/guide.md (file name)\n"
+        )]
+    );
+
+    let first = texts(
+        &client
+            .call_tool(call(
+                "search",
+                json!({"query": r"^line \d+5$", "regex": true, "repo": REPO, "limit": 2}),
+            ))
+            .await
+            .expect("page 1"),
+    );
+    let first = &first[0];
+    assert!(
+        first.starts_with(&format!(
+            "Repo: {REPO}\nCommit: {c}\nbig.txt:15: line 15\nbig.txt:25: line 25\nNextCursor: "
+        )),
+        "{first}"
+    );
+    let cursor = first.lines().last().unwrap()["NextCursor: ".len()..].to_string();
+    let second = texts(
+        &client
+            .call_tool(call(
+                "search",
+                json!({"query": r"^line \d+5$", "regex": true, "repo": REPO, "limit": 2,
+                       "cursor": cursor}),
+            ))
+            .await
+            .expect("page 2"),
+    );
+    assert!(
+        second[0].contains("big.txt:35: line 35\nbig.txt:45: line 45\n"),
+        "{}",
+        second[0]
+    );
+
+    let none = client
+        .call_tool(call("search", json!({"query": "no such text anywhere"})))
+        .await
+        .expect("no hits");
+    assert_eq!(texts(&none), ["No hits.\n"]);
+
+    let bad = client
+        .call_tool(call("search", json!({"query": "(unclosed", "regex": true})))
+        .await
+        .expect("bad regex is a tool result");
+    assert_eq!(bad.is_error, Some(true));
+    let text = texts(&bad).join("\n");
+    assert!(
+        text.starts_with("Error: invalid regular expression") && text.contains("regex to false"),
+        "{text}"
+    );
 }
