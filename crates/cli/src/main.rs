@@ -3,6 +3,7 @@
 //! work itself lives in the library crates.
 
 mod config;
+mod index;
 mod repos;
 
 use anyhow::{Context, Result};
@@ -44,6 +45,21 @@ enum Command {
     /// Manage registered repositories.
     #[command(subcommand)]
     Repo(RepoCommand),
+    /// Manage the search indexes of a running server.
+    #[command(subcommand)]
+    Index(IndexCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum IndexCommand {
+    /// Rebuild search indexes from scratch on a running server (progress on a terminal).
+    Rebuild {
+        /// `owner/name`; omitted: every repository of the server.
+        repo: Option<String>,
+        /// The server's base URL (token from SOURCEGRAPH_API_TOKEN, if it needs one).
+        #[arg(long, env = "CSG_SERVER", default_value = index::DEFAULT_SERVER)]
+        server: String,
+    },
 }
 
 /// Options shared by `serve` and `mcp`.
@@ -153,11 +169,15 @@ fn run(cli: Cli) -> Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
-        let store = open_store(&cli, &file)?;
+        let store = || open_store(&cli.data_dir, cli.retention_days, &file);
         match cli.command {
-            Command::Serve(args) => serve(store, &file, args).await,
-            Command::Mcp(args) => mcp(store, &file, args).await,
-            Command::Repo(command) => repos::run(store, command).await,
+            Command::Serve(args) => serve(store()?, &file, args).await,
+            Command::Mcp(args) => mcp(store()?, &file, args).await,
+            Command::Repo(command) => repos::run(store()?, command).await,
+            // Reaches a running server; the data directory is the server's business.
+            Command::Index(IndexCommand::Rebuild { repo, server }) => {
+                index::rebuild(&server, repo).await
+            }
         }
     })
 }
@@ -177,12 +197,16 @@ fn init_tracing(format: Option<&str>) -> Result<()> {
     Ok(())
 }
 
-fn open_store(cli: &Cli, file: &FileConfig) -> Result<GitStore> {
-    let data_dir = match cli.data_dir.clone().or_else(|| file.data_dir.clone()) {
+fn open_store(
+    data_dir: &Option<PathBuf>,
+    retention_days: Option<u64>,
+    file: &FileConfig,
+) -> Result<GitStore> {
+    let data_dir = match data_dir.clone().or_else(|| file.data_dir.clone()) {
         Some(dir) => dir,
         None => config::default_data_dir()?,
     };
-    let days = cli.retention_days.or(file.retention_days).unwrap_or(30);
+    let days = retention_days.or(file.retention_days).unwrap_or(30);
     let config = StoreConfig {
         data_dir: data_dir.clone(),
         retention: Duration::from_secs(days * 86_400),

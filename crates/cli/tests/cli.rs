@@ -186,3 +186,63 @@ fn o3_settings_precedence() {
     .expect_err("typo refused");
     assert!(error.contains("lissen"), "{error}");
 }
+
+/// O-1, O-5, S-3: `csg index rebuild` reaches the running server through its JSON API and
+/// reports the rebuilt index; without a server it says how to fix that.
+#[test]
+fn o5_index_rebuild_through_the_server() {
+    let (tmp, head) = workspace();
+    let source = tmp.path().to_path_buf();
+    let (mut child, line) = serve(
+        tmp.tmp(),
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--repo",
+            &format!("acme/docs={}", source.to_str().unwrap()),
+        ],
+        &[],
+    )
+    .unwrap();
+    let endpoint = line.trim_start_matches("MCP endpoint: ");
+    let base = &endpoint[..endpoint.find("/sourcegraph/").unwrap()];
+    for args in [
+        vec!["index", "rebuild", "acme/docs", "--server", base],
+        vec!["index", "rebuild", "--server", base],
+    ] {
+        let rebuilt = csg(tmp.tmp(), &args);
+        assert!(
+            rebuilt.status.success(),
+            "{}",
+            String::from_utf8_lossy(&rebuilt.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&rebuilt.stdout);
+        assert!(
+            stdout.starts_with(&format!(
+                "acme/docs: indexed 1 files (0 path-only) at {head} in "
+            )),
+            "{stdout}"
+        );
+    }
+    let unknown = csg(
+        tmp.tmp(),
+        &["index", "rebuild", "nobody/here", "--server", base],
+    );
+    assert!(!unknown.status.success());
+    assert!(
+        String::from_utf8_lossy(&unknown.stderr).contains("unknown repository `nobody/here`"),
+        "{}",
+        String::from_utf8_lossy(&unknown.stderr)
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let refused = csg(tmp.tmp(), &["index", "rebuild", "--server", base]);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("is `csg serve` running there?"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+}

@@ -2,8 +2,8 @@
 
 use crate::Readiness;
 use crate::json::{ApiError, ItemJson};
-use axum::extract::{FromRequest, Query, Request, State};
-use axum::http::{Method, StatusCode, header};
+use axum::extract::{ConnectInfo, FromRequest, Query, Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -13,6 +13,8 @@ use service::{
     AvailabilityRequest, CallContext, FileRange, ListRequest, ReadManyRequest, ReadRequest, Service,
 };
 use std::fmt::Write as _;
+use std::net::SocketAddr;
+use tokio_stream::StreamExt as _;
 
 #[derive(Clone)]
 struct AppState {
@@ -28,7 +30,8 @@ pub(crate) fn router(service: Service, readiness: Readiness) -> Router {
         .route("/list", get(list).post(list))
         .route("/resolve", get(resolve).post(resolve))
         .route("/discovery", get(discovery).post(discovery))
-        .route("/availability", get(availability).post(availability));
+        .route("/availability", get(availability).post(availability))
+        .route("/prepare", post(prepare));
     Router::new()
         .nest("/sourcegraph/api", api)
         .route("/healthz", get(|| async { "ok\n" }))
@@ -254,6 +257,75 @@ fn answer<T: serde::Serialize>(result: Result<T, service::ServiceError>) -> Resp
         Ok(value) => Json(value).into_response(),
         Err(error) => ApiError::from(error).into_response(),
     }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PrepareArgs {
+    repo: String,
+    action: String,
+    revision: Option<String>,
+}
+
+/// The media type of a streamed `prepare`: one JSON object per line, `{"progress": {done,
+/// total}}` while an index builds, then `{"result": …}` or `{"error": …}` (O-5).
+const NDJSON: &str = "application/x-ndjson";
+
+/// `prepare {repo, action, revision?}` (A-3). Until API tokens exist (A-1), the `prepare`
+/// capability belongs to callers on this machine only: a remote peer gets 403.
+async fn prepare(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Args(a): Args<PrepareArgs>,
+) -> Response {
+    if !peer.ip().is_loopback() {
+        return ApiError::forbidden(
+            "prepare is only accepted from the server's own machine (loopback) until API tokens \
+             are configured; run `csg index rebuild` or `csg repo sync` on the server host",
+        )
+        .into_response();
+    }
+    let action = match service::PrepareAction::parse(&a.action) {
+        Ok(action) => action,
+        Err(error) => return ApiError::from(error).into_response(),
+    };
+    let request = service::PrepareRequest {
+        repo: a.repo,
+        action,
+        revision: a.revision,
+    };
+    let streamed = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| accept.contains(NDJSON));
+    if !streamed {
+        return answer(state.service.prepare(&context(), request, |_| {}).await);
+    }
+    let (lines, receiver) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let progress_lines = lines.clone();
+    let mut last_percent = None;
+    let progress = move |p: service::BuildProgress| {
+        let percent = (p.done * 100).checked_div(p.total).unwrap_or(100);
+        if last_percent != Some(percent) {
+            last_percent = Some(percent);
+            let line = serde_json::json!({"progress": {"done": p.done, "total": p.total}});
+            let _ = progress_lines.send(format!("{line}\n"));
+        }
+    };
+    let service = state.service.clone();
+    tokio::spawn(async move {
+        let last = match service.prepare(&context(), request, progress).await {
+            Ok(answer) => serde_json::json!({ "result": answer }),
+            Err(error) => serde_json::json!(ApiError::from(error).1),
+        };
+        let _ = lines.send(format!("{last}\n"));
+    });
+    let body = axum::body::Body::from_stream(
+        tokio_stream::wrappers::UnboundedReceiverStream::new(receiver)
+            .map(Ok::<_, std::convert::Infallible>),
+    );
+    ([(header::CONTENT_TYPE, NDJSON)], body).into_response()
 }
 
 async fn readyz(State(state): State<AppState>) -> Response {

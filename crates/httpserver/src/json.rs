@@ -97,6 +97,20 @@ impl ApiError {
     }
 }
 
+impl ApiError {
+    pub(crate) fn forbidden(message: impl Into<String>) -> Self {
+        Self(
+            StatusCode::FORBIDDEN,
+            ErrorBody {
+                error: ErrorDetail {
+                    kind: "forbidden",
+                    message: message.into(),
+                },
+            },
+        )
+    }
+}
+
 impl From<ServiceError> for ApiError {
     fn from(error: ServiceError) -> Self {
         let (status, kind) = match error.kind {

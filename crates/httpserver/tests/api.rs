@@ -242,3 +242,92 @@ async fn s1_search_json() {
     assert!(metrics.contains("csg_searches_total 2"), "{metrics}");
     assert!(metrics.contains("csg_index_builds_total 1"), "{metrics}");
 }
+
+/// A-3, O-5, SPEC §9: `prepare` rebuilds the index (JSON, or NDJSON progress lines then the
+/// result), pins and unpins, and refuses bad actions with a message listing the valid ones.
+#[tokio::test]
+async fn a3_o5_prepare() {
+    let s = server().await;
+    let (status, body) = s
+        .post(
+            "/sourcegraph/api/prepare",
+            json!({"repo": "test/api", "action": "reindex"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["commit"], json!(s.head));
+    assert_eq!(
+        body["index"]["read"], 2,
+        "a rebuild reads every file: {body}"
+    );
+    assert_eq!(body["index"]["reused"], 0);
+
+    let streamed = s
+        .client
+        .post(format!("{}/sourcegraph/api/prepare", s.base))
+        .header("accept", "application/x-ndjson")
+        .json(&json!({"repo": "test/api", "action": "reindex"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(streamed.status(), 200);
+    assert_eq!(
+        streamed.headers()["content-type"],
+        "application/x-ndjson",
+        "streamed"
+    );
+    let text = streamed.text().await.unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines.len() >= 2, "{text}");
+    assert_eq!(
+        lines[lines.len() - 2]["progress"],
+        json!({"done": 2, "total": 2})
+    );
+    assert_eq!(lines.last().unwrap()["result"]["action"], "reindex");
+
+    let (status, body) = s
+        .post(
+            "/sourcegraph/api/prepare",
+            json!({"repo": "test/api", "action": "pin", "revision": "main"}),
+        )
+        .await;
+    assert_eq!((status, &body["commit"]), (200, &json!(s.head)), "{body}");
+    let (status, body) = s
+        .post(
+            "/sourcegraph/api/prepare",
+            json!({"repo": "test/api", "action": "pin"}),
+        )
+        .await;
+    assert_eq!(status, 400);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`revision` is required"),
+        "{body}"
+    );
+    let (status, body) = s
+        .post(
+            "/sourcegraph/api/prepare",
+            json!({"repo": "test/api", "action": "explode"}),
+        )
+        .await;
+    assert_eq!(status, 400);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("sync, pin, unpin, reindex"),
+        "{body}"
+    );
+    let (status, _) = s
+        .post(
+            "/sourcegraph/api/prepare",
+            json!({"repo": "nobody/here", "action": "reindex"}),
+        )
+        .await;
+    assert_eq!(status, 404);
+}

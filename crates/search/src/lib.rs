@@ -452,7 +452,33 @@ impl Indexes {
         source: &dyn Source,
         progress: &mut dyn FnMut(BuildProgress),
     ) -> Result<BuildStats, SearchError> {
-        let result = self.build_inner(repo, commit, source, progress);
+        self.build_counted(repo, commit, source, progress, false)
+    }
+
+    /// Builds (repo, commit) from scratch even when it is current, reading every document
+    /// from the source (no reuse): `csg index rebuild`, for an index suspected damaged.
+    /// Searches keep answering from the previous generation meanwhile, as with [`build`].
+    ///
+    /// [`build`]: Indexes::build
+    pub fn rebuild(
+        &self,
+        repo: &str,
+        commit: &str,
+        source: &dyn Source,
+        progress: &mut dyn FnMut(BuildProgress),
+    ) -> Result<BuildStats, SearchError> {
+        self.build_counted(repo, commit, source, progress, true)
+    }
+
+    fn build_counted(
+        &self,
+        repo: &str,
+        commit: &str,
+        source: &dyn Source,
+        progress: &mut dyn FnMut(BuildProgress),
+        fresh: bool,
+    ) -> Result<BuildStats, SearchError> {
+        let result = self.build_inner(repo, commit, source, progress, fresh);
         if result.is_err() {
             self.counters.build_errors.fetch_add(1, Ordering::Relaxed);
         }
@@ -465,6 +491,7 @@ impl Indexes {
         commit: &str,
         source: &dyn Source,
         progress: &mut dyn FnMut(BuildProgress),
+        fresh: bool,
     ) -> Result<BuildStats, SearchError> {
         let started = Instant::now();
         let repo_dir = self.repo_dir(repo)?;
@@ -472,6 +499,7 @@ impl Indexes {
         let _building = slot.build.lock().unwrap_or_else(PoisonError::into_inner);
         let previous = slot.current();
         if let Some(current) = &previous
+            && !fresh
             && current.meta.commit == commit
             && current.meta.fingerprint == self.fingerprint
         {
@@ -512,7 +540,7 @@ impl Indexes {
             &staging,
             &entries,
             source,
-            previous.as_deref(),
+            previous.as_deref().filter(|_| !fresh),
             progress,
         );
         let counts = match built {

@@ -131,6 +131,24 @@ fn s3_one_file_change_reuses_every_other_document() {
     assert_eq!(info.commit, second);
     assert_eq!(info.documents, 201);
     assert!(info.bytes_on_disk > 0);
+    // A forced rebuild of the same commit reads everything again into a new generation.
+    let fresh = indexes
+        .rebuild(
+            "gen/inc",
+            &second,
+            &GitSource::new(repo.path(), &second),
+            &mut |_| {},
+        )
+        .unwrap();
+    assert_eq!(
+        (fresh.read, fresh.reused, fresh.skipped_same),
+        (201, 0, false)
+    );
+    assert_eq!(fresh.generation, info.generation + 1);
+    assert_eq!(
+        line_hits(&indexes, &request("gen/inc", "qwertyuiop", false, true)),
+        BTreeSet::from([(changed.clone(), 1)])
+    );
 }
 
 #[test]

@@ -160,7 +160,7 @@ impl Service {
         repo: String,
         mut progress: impl FnMut(BuildProgress) + Send + 'static,
     ) -> Result<BuildStats, ServiceError> {
-        self.unlocked(move |inner| inner.index(&repo, &mut progress))
+        self.unlocked(move |inner| inner.index(&repo, false, &mut progress))
             .await
     }
 
@@ -230,9 +230,12 @@ impl Inner {
         matches!((current, commit), (Some(info), Some(commit)) if info.commit == commit.as_str())
     }
 
-    fn index(
+    /// Indexes `repo`'s head: incrementally (a no-op when current), or with `fresh` from
+    /// scratch into a new generation.
+    pub(crate) fn index(
         &self,
         repo: &str,
+        fresh: bool,
         progress: &mut dyn FnMut(BuildProgress),
     ) -> Result<BuildStats, ServiceError> {
         let indexes = self.indexes()?;
@@ -263,7 +266,11 @@ impl Inner {
             }
             progress(p);
         };
-        let stats = indexes.build(name.as_str(), commit.as_str(), &source, &mut report)?;
+        let stats = if fresh {
+            indexes.rebuild(name.as_str(), commit.as_str(), &source, &mut report)?
+        } else {
+            indexes.build(name.as_str(), commit.as_str(), &source, &mut report)?
+        };
         if !stats.skipped_same {
             tracing::info!(
                 repo = %name,

@@ -13,6 +13,7 @@ mod error;
 mod index;
 mod lines;
 mod model;
+mod prepare;
 mod stats;
 
 pub use background::{Shutdown, spawn_maintenance};
@@ -23,6 +24,7 @@ pub use index::{
     SearchAnswer, SearchHit, SearchRepoHits, SearchRequest, SearchStatsAnswer,
 };
 pub use model::*;
+pub use prepare::{IndexReport, PrepareAction, PrepareAnswer, PrepareRequest};
 pub use stats::{OpSnapshot, OpStats, QueryStats, StatsSnapshot};
 pub use wasmplugin::{ConnectionPlugins, InvalidConnectionPlugins, PluginConfig};
 

@@ -1,0 +1,150 @@
+//! `prepare {repo, action, revision?}` (A-3, SPEC §9): the state-changing operations an
+//! operator asks for — sync now, pin or unpin a revision, rebuild the search index. Kept
+//! apart from the read operations because it needs the `prepare` capability, which plugins
+//! never grant.
+
+use crate::{BuildProgress, CallContext, Service, ServiceError};
+use gitstore::RepoName;
+use serde::Serialize;
+
+/// What `prepare` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PrepareAction {
+    /// Fetch now, then index the new head (incrementally).
+    Sync,
+    /// Keep `revision` readable whatever retention says (G-5).
+    Pin,
+    /// Drop a pin.
+    Unpin,
+    /// Rebuild the head's search index from scratch (S-3).
+    Reindex,
+}
+
+impl PrepareAction {
+    /// Parses the wire name; the error lists the valid ones.
+    pub fn parse(text: &str) -> Result<Self, ServiceError> {
+        match text {
+            "sync" => Ok(Self::Sync),
+            "pin" => Ok(Self::Pin),
+            "unpin" => Ok(Self::Unpin),
+            "reindex" => Ok(Self::Reindex),
+            other => Err(ServiceError::invalid(format!(
+                "unknown prepare action `{}`; use one of sync, pin, unpin, reindex",
+                other.chars().take(40).collect::<String>()
+            ))),
+        }
+    }
+}
+
+/// `prepare {repo, action, revision?}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrepareRequest {
+    pub repo: String,
+    pub action: PrepareAction,
+    /// Required by `pin` and `unpin`; ignored by the others (they act on the head).
+    pub revision: Option<String>,
+}
+
+/// What `prepare` did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PrepareAnswer {
+    pub repo: String,
+    pub action: PrepareAction,
+    /// The commit acted on (the head for sync and reindex), full SHA.
+    pub commit: Option<String>,
+    /// The index built by `sync` or `reindex`.
+    pub index: Option<IndexReport>,
+}
+
+/// A finished index build, for callers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IndexReport {
+    /// Files in the index (path-only ones included).
+    pub documents: u64,
+    /// Files reused from the previous index without reading Git.
+    pub reused: u64,
+    /// Files read from Git.
+    pub read: u64,
+    /// Files indexed by path only (binary, not UTF-8, or over the size limit).
+    pub path_only: u64,
+    /// Bytes on disk.
+    pub bytes: u64,
+    pub elapsed_ms: u64,
+    /// The index was already current (sync with an unchanged head).
+    pub unchanged: bool,
+}
+
+impl From<crate::BuildStats> for IndexReport {
+    fn from(stats: crate::BuildStats) -> Self {
+        Self {
+            documents: stats.documents,
+            reused: stats.reused,
+            read: stats.read,
+            path_only: stats.path_only,
+            bytes: stats.bytes,
+            elapsed_ms: stats.elapsed.as_millis() as u64,
+            unchanged: stats.skipped_same,
+        }
+    }
+}
+
+impl Service {
+    /// Runs one `prepare` action; `progress` sees index-build progress (O-5).
+    pub async fn prepare(
+        &self,
+        _ctx: &CallContext,
+        req: PrepareRequest,
+        mut progress: impl FnMut(BuildProgress) + Send + 'static,
+    ) -> Result<PrepareAnswer, ServiceError> {
+        let name = RepoName::parse(&req.repo)?;
+        let answer = |commit: Option<String>, index: Option<IndexReport>| PrepareAnswer {
+            repo: name.to_string(),
+            action: req.action,
+            commit,
+            index,
+        };
+        match req.action {
+            PrepareAction::Sync => {
+                let outcome = self.sync(name.to_string()).await?;
+                let stats = self.index(name.to_string(), progress).await?;
+                Ok(answer(
+                    outcome.head.map(|c| c.to_string()),
+                    Some(stats.into()),
+                ))
+            }
+            PrepareAction::Reindex => {
+                let repo = name.to_string();
+                let (commit, stats) = self
+                    .unlocked(move |inner| {
+                        let stats = inner.index(&repo, true, &mut progress)?;
+                        let commit = inner.indexes()?.current(&repo).map(|info| info.commit);
+                        Ok((commit, stats))
+                    })
+                    .await?;
+                Ok(answer(commit, Some(stats.into())))
+            }
+            PrepareAction::Pin | PrepareAction::Unpin => {
+                let Some(revision) = req.revision.clone() else {
+                    return Err(ServiceError::invalid(
+                        "`revision` is required to pin or unpin: give a branch, tag or SHA",
+                    ));
+                };
+                let pin = req.action == PrepareAction::Pin;
+                let repo = name.to_string();
+                let commit = self
+                    .blocking(move |inner| {
+                        let (name, commit) = inner.resolve(&repo, Some(&revision))?;
+                        if pin {
+                            inner.store.pin(&name, &commit)?;
+                        } else {
+                            inner.store.unpin(&name, &commit)?;
+                        }
+                        Ok(commit)
+                    })
+                    .await?;
+                Ok(answer(Some(commit.to_string()), None))
+            }
+        }
+    }
+}
