@@ -5,7 +5,9 @@ and `2026-07-28` (no handshake, per-request metadata). Test names carry the SPEC
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 import urllib.error
 import urllib.request
 
@@ -15,7 +17,7 @@ from mcp import Client, MCPError
 from conftest import GUIDE, Server
 
 MODES = ["legacy", "2026-07-28"]
-TOOLS = ["availability", "discovery", "list", "read", "read_many", "resolve"]
+TOOLS = ["availability", "discovery", "list", "read", "read_many", "resolve", "search"]
 INVALID_PARAMS = -32602
 
 
@@ -217,3 +219,62 @@ def test_m1_foreign_origin_is_refused_with_403(server: Server) -> None:
 
 def test_m1_foreign_host_is_refused(server: Server) -> None:
     assert _raw_post(server.endpoint, {"Host": "evil.example"}) == 403
+
+
+async def _search_when_indexed(client: Client, arguments: dict) -> str:
+    """The server indexes in the background after start-up (S-3); wait for it, bounded."""
+    deadline = time.monotonic() + 60
+    while True:
+        result = await client.call_tool("search", arguments)
+        assert result.is_error is False, texts(result)
+        text = texts(result)[0]
+        if "NotIndexed:" not in text:
+            return text
+        assert time.monotonic() < deadline, f"never indexed: {text}"
+        await asyncio.sleep(0.2)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_s1_s2_search_then_read_the_hit(server: Server, mode: str) -> None:
+    """S-1: search names the full SHA; reading the hit at that SHA gives the matched line."""
+    async with Client(server.endpoint, mode=mode) as client:
+        text = await _search_when_indexed(client, {"query": "line three", "repo": server.repo})
+        assert text == f"Repo: {server.repo}\nCommit: {server.commit}\ndocs/guide.md:3: line three\n"
+        read = await client.call_tool(
+            "read",
+            {"repo": server.repo, "revision": server.commit, "path": "docs/guide.md", "start_line": 3, "end_line": 3},
+        )
+        assert texts(read)[0].endswith("\n\nline three\n")
+        regex = await _search_when_indexed(client, {"query": r"^line 59\d$", "regex": True, "limit": 3})
+        lines = regex.splitlines()
+        assert lines[2:5] == ["big.txt:590: line 590", "big.txt:591: line 591", "big.txt:592: line 592"]
+        assert lines[5].startswith("NextCursor: ")
+
+
+async def test_s1_search_unknown_argument_is_invalid_params(server: Server) -> None:
+    async with Client(server.endpoint, mode="legacy") as client:
+        with pytest.raises(MCPError) as raised:
+            await client.call_tool("search", {"query": "x", "regexp": True})
+    assert raised.value.code == INVALID_PARAMS
+    assert "regexp" in raised.value.message
+
+
+def test_s1_search_json_api(server: Server) -> None:
+    """S-1: POST /sourcegraph/api/search answers JSON with query statistics."""
+    request = urllib.request.Request(
+        server.url().replace("/sourcegraph/mcp", "/sourcegraph/api/search"),
+        data=json.dumps({"query": "pub fn", "repo": server.repo}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            body = json.loads(response.read())
+        if not body["not_indexed"]:
+            break
+        assert time.monotonic() < deadline, body
+        time.sleep(0.2)
+    assert body["repos"][0]["commit"] == server.commit
+    assert body["repos"][0]["hits"][0]["path"] == "src/lib.rs"
+    assert body["stats"]["files_verified"] >= 1
