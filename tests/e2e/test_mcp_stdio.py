@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
@@ -29,6 +31,7 @@ async def test_m1_stdio_read_and_strict_arguments(git_repo: GitRepo, tmp_path, m
             "read",
             "read_many",
             "resolve",
+            "search",
         ]
         result = await client.call_tool("read", {"repo": REPO_NAME, "path": "docs/guide.md"})
         assert result.is_error is False
@@ -44,3 +47,17 @@ async def test_m2_stdio_plugins_off_is_accepted(git_repo: GitRepo, tmp_path) -> 
     async with Client(_params(git_repo, str(tmp_path), plugins="off"), mode="legacy") as client:
         result = await client.call_tool("read", {"repo": REPO_NAME, "path": "docs/guide.md"})
     assert result.is_error is False
+
+
+async def test_s1_stdio_search_after_background_indexing(git_repo: GitRepo, tmp_path) -> None:
+    """`csg mcp` indexes in the background like `serve` (S-3), so search works over stdio."""
+    async with Client(_params(git_repo, str(tmp_path)), mode="legacy") as client:
+        deadline = time.monotonic() + 60
+        while True:
+            result = await client.call_tool("search", {"query": "line two"})
+            text = result.content[0].text
+            if "NotIndexed:" not in text:
+                break
+            assert time.monotonic() < deadline, text
+            await asyncio.sleep(0.2)
+    assert text == f"Repo: {REPO_NAME}\nCommit: {git_repo.commit}\ndocs/guide.md:2: line two\n"

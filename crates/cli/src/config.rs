@@ -27,6 +27,7 @@ pub struct FileConfig {
     pub batch_budget_bytes: Option<usize>,
     pub max_batch_items: Option<usize>,
     pub line_cap_bytes: Option<usize>,
+    pub index_max_file_bytes: Option<u64>,
     pub log_format: Option<String>,
 }
 

@@ -81,6 +81,12 @@ struct ReadOptions {
     /// A single line longer than this is cut inside the line (default 1048576).
     #[arg(long, env = "CSG_LINE_CAP_BYTES")]
     line_cap_bytes: Option<usize>,
+    /// Files larger than this are searchable by path only (default 1048576).
+    #[arg(long, env = "CSG_INDEX_MAX_FILE_BYTES")]
+    index_max_file_bytes: Option<u64>,
+    /// How often every repository is fetched and re-indexed (default 60s).
+    #[arg(long, env = "CSG_SYNC_INTERVAL")]
+    sync_interval: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -108,9 +114,6 @@ struct ServeArgs {
         value_delimiter = ','
     )]
     allowed_origins: Vec<String>,
-    /// How often every repository is fetched (default 60s).
-    #[arg(long, env = "CSG_SYNC_INTERVAL")]
-    sync_interval: Option<String>,
     #[command(flatten)]
     read: ReadOptions,
 }
@@ -237,8 +240,27 @@ fn service_config(read: &ReadOptions, file: &FileConfig) -> Result<ServiceConfig
             .or(file.line_cap_bytes)
             .unwrap_or(defaults.line_cap),
         plugins,
+        index: service::IndexConfig {
+            max_file_bytes: read
+                .index_max_file_bytes
+                .or(file.index_max_file_bytes)
+                .unwrap_or(defaults.index.max_file_bytes),
+            ..defaults.index.clone()
+        },
         ..defaults
     })
+}
+
+/// How often maintenance syncs and re-indexes (G-3; default 60 s).
+fn sync_interval(read: &ReadOptions, file: &FileConfig) -> Result<Duration> {
+    match read
+        .sync_interval
+        .as_deref()
+        .or(file.sync_interval.as_deref())
+    {
+        Some(text) => config::parse_duration(text),
+        None => Ok(Duration::from_secs(60)),
+    }
 }
 
 /// Registers (or reuses) and syncs every `--repo`.
@@ -282,14 +304,7 @@ async fn serve(store: GitStore, file: &FileConfig, args: ServeArgs) -> Result<()
         .or_else(|| file.listen.clone())
         .unwrap_or_else(|| DEFAULT_LISTEN.into());
     let addr = config::parse_listen(&listen)?;
-    let sync_interval = match args
-        .sync_interval
-        .as_deref()
-        .or(file.sync_interval.as_deref())
-    {
-        Some(text) => config::parse_duration(text)?,
-        None => Duration::from_secs(60),
-    };
+    let sync_interval = sync_interval(&args.read, file)?;
     register_repos(&service, &args.read.repos).await?;
 
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
@@ -372,10 +387,17 @@ async fn wait_for_signal() {
 async fn mcp(store: GitStore, file: &FileConfig, args: McpArgs) -> Result<()> {
     let plugins = ConnectionPlugins::parse(Some(&args.plugins))?;
     let service = Service::new(store, service_config(&args.read, file)?);
+    let interval = sync_interval(&args.read, file)?;
     register_repos(&service, &args.read.repos).await?;
-    mcpserver::serve_stdio(service, plugins)
+    // Sync, indexing and plugin preparation run beside the session, as under `serve`.
+    let (stop_maintenance, maintenance_signal) = tokio::sync::watch::channel(false);
+    let maintenance = service::spawn_maintenance(service.clone(), interval, maintenance_signal);
+    let session = mcpserver::serve_stdio(service, plugins)
         .await
-        .context("the stdio MCP session failed")
+        .context("the stdio MCP session failed");
+    let _ = stop_maintenance.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(10), maintenance).await;
+    session
 }
 
 /// Parses a repository name given on the command line.

@@ -185,6 +185,33 @@ impl Service {
                     .map(|info| info.name.to_string())
                     .collect(),
             };
+            // S-1: every hit must be readable at the SHA it names. Lease each indexed commit
+            // for the search; one that left retention (its repository not re-indexed since)
+            // is reported as not indexed rather than answered with unreadable hits.
+            let mut leases = Vec::new();
+            let mut stale = Vec::new();
+            let repos: Vec<String> = repos
+                .into_iter()
+                .filter(|repo| {
+                    let Some(info) = indexes.current(repo) else {
+                        return true;
+                    };
+                    let lease = RepoName::parse(repo).ok().and_then(|name| {
+                        let commit = CommitId::parse(&info.commit)?;
+                        inner.store.lease(&name, &commit).ok()
+                    });
+                    match lease {
+                        Some(lease) => {
+                            leases.push(lease);
+                            true
+                        }
+                        None => {
+                            stale.push(repo.clone());
+                            false
+                        }
+                    }
+                })
+                .collect();
             let request = search::SearchRequest {
                 query: req.query,
                 repos,
@@ -195,7 +222,11 @@ impl Service {
                 limit: req.limit.unwrap_or(DEFAULT_SEARCH_LIMIT),
                 cursor: req.cursor,
             };
-            Ok(indexes.search(&request)?.into())
+            let mut answer: SearchAnswer = indexes.search(&request)?.into();
+            drop(leases);
+            answer.not_indexed.extend(stale);
+            answer.not_indexed.sort();
+            Ok(answer)
         })
         .await
     }

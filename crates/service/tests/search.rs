@@ -224,3 +224,32 @@ async fn s1_filters_and_errors() {
         assert_eq!(error.kind, kind, "{bad:?}: {error}");
     }
 }
+
+/// S-1 with retention (G-5, G-8): a hit always names a readable SHA. An index whose commit left
+/// retention (its repository not re-indexed since) is reported as not indexed, not answered
+/// with hits nobody can read; re-indexing brings the repository back.
+#[tokio::test]
+async fn s1_hits_always_name_a_readable_sha() {
+    let source = SourceRepo::with_files(&[("base.md", b"base\n")]);
+    source.commit(&[("a.md", b"needle one\n")], "the indexed head");
+    let clock = gitstore::ManualClock::new(std::time::SystemTime::now());
+    let store = source.store_with_clock("test/repo", "", std::sync::Arc::new(clock.clone()));
+    let service = Service::new(store, ServiceConfig::default());
+    service.index("test/repo".into(), |_| {}).await.unwrap();
+    let first = service.search(&ctx(), query("needle")).await.unwrap();
+    assert_eq!(first.repos[0].commit, source.head());
+
+    // A force-push: the indexed head becomes unreachable, readable only within the window.
+    source.git(&["reset", "-q", "--hard", "HEAD~1"]);
+    let second = source.commit(&[("a.md", b"needle two\n")], "rewritten head");
+    service.sync("test/repo".into()).await.unwrap();
+    clock.advance(gitstore::DEFAULT_RETENTION + std::time::Duration::from_secs(86_400));
+    let stale = service.search(&ctx(), query("needle")).await.unwrap();
+    assert!(stale.repos.is_empty(), "{stale:?}");
+    assert_eq!(stale.not_indexed, ["test/repo"]);
+
+    service.index("test/repo".into(), |_| {}).await.unwrap();
+    let fresh = service.search(&ctx(), query("needle")).await.unwrap();
+    assert_eq!(fresh.repos[0].commit, second);
+    assert_eq!(hits(&fresh), [("a.md".to_string(), 1)]);
+}

@@ -153,12 +153,21 @@ impl SourceRepo {
     /// A store in [`SourceRepo::data_dir`] (system clock, default retention) with this
     /// repository registered as `name` (registered path `scope`, `""` for all) and synced.
     pub fn store(&self, name: &str, scope: &str) -> gitstore::GitStore {
+        self.store_with_clock(name, scope, std::sync::Arc::new(gitstore::SystemClock))
+    }
+
+    /// [`SourceRepo::store`] on `clock` (e.g. a `ManualClock`, for retention tests).
+    pub fn store_with_clock(
+        &self,
+        name: &str,
+        scope: &str,
+        clock: std::sync::Arc<dyn gitstore::Clock>,
+    ) -> gitstore::GitStore {
         let config = gitstore::StoreConfig {
             data_dir: self.data_dir(),
             retention: gitstore::DEFAULT_RETENTION,
         };
-        let store = gitstore::GitStore::open(config, std::sync::Arc::new(gitstore::SystemClock))
-            .expect("open store");
+        let store = gitstore::GitStore::open(config, clock).expect("open store");
         let name = gitstore::RepoName::parse(name).expect("repository name");
         let registration = gitstore::Registration {
             name: name.clone(),
