@@ -315,6 +315,32 @@ fn repo_components(repo: &str) -> Result<Vec<&str>, SearchError> {
     Ok(parts)
 }
 
+/// The lock file that serialises builds of one repository across processes.
+const LOCK_FILE: &str = ".build.lock";
+
+/// Takes the repository directory's build lock (blocking); released when the file drops.
+fn lock_repo_dir(repo_dir: &Path) -> Result<std::fs::File, SearchError> {
+    std::fs::create_dir_all(repo_dir)
+        .map_err(|e| SearchError::io("creating an index directory", e))?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(repo_dir.join(LOCK_FILE))
+        .map_err(|e| SearchError::io("opening the index build lock", e))?;
+    file.lock()
+        .map_err(|e| SearchError::io("taking the index build lock", e))?;
+    Ok(file)
+}
+
+/// Whether no process is building in `repo_dir` now (its lock is free).
+fn repo_dir_idle(repo_dir: &Path) -> bool {
+    match std::fs::File::open(repo_dir.join(LOCK_FILE)) {
+        Ok(file) => file.try_lock_shared().is_ok(),
+        Err(_) => true,
+    }
+}
+
 fn generation_number(name: &str, prefix: &str) -> Option<u64> {
     name.strip_prefix(prefix)?.split('-').next()?.parse().ok()
 }
@@ -369,6 +395,8 @@ impl Indexes {
             return;
         };
         let mut generations = Vec::new();
+        // Another process may be building here: its staging directory is not debris then.
+        let idle = repo_dir_idle(dir);
         for entry in entries.filter_map(Result::ok) {
             let file_name = entry.file_name().to_string_lossy().into_owned();
             let path = entry.path();
@@ -377,7 +405,9 @@ impl Indexes {
             }
             if file_name.starts_with("staging-") {
                 // An interrupted build: never published, never loaded.
-                let _ = std::fs::remove_dir_all(&path);
+                if idle {
+                    let _ = std::fs::remove_dir_all(&path);
+                }
             } else if let Some(n) = generation_number(&file_name, "gen-") {
                 generations.push((n, path));
             } else {
@@ -430,6 +460,40 @@ impl Indexes {
                 })
             })
             .clone()
+    }
+
+    /// Makes the newest generation on disk current when another process published it after
+    /// this one loaded (called under the repository's lock file).
+    fn adopt_newest(&self, repo: &str, repo_dir: &Path, slot: &Slot) {
+        let newest = std::fs::read_dir(repo_dir)
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .filter_map(|e| generation_number(&e.file_name().to_string_lossy(), "gen-"))
+            .max();
+        let Some(newest) = newest else {
+            return;
+        };
+        if newest <= slot.last_generation.load(Ordering::Relaxed) {
+            return;
+        }
+        match Generation::load(repo_dir.join(format!("gen-{newest}"))) {
+            Ok(generation) if generation.meta.repo == repo => {
+                slot.last_generation.store(newest, Ordering::Relaxed);
+                // Not retired here: its directory belongs to the process that replaced it.
+                slot.current
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .replace(Arc::new(generation));
+            }
+            Ok(_) | Err(_) => {
+                tracing::warn!(
+                    repo,
+                    "ignoring an unreadable index generation of another process"
+                );
+                slot.last_generation.store(newest, Ordering::Relaxed);
+            }
+        }
     }
 
     fn repo_dir(&self, repo: &str) -> Result<PathBuf, SearchError> {
@@ -497,6 +561,11 @@ impl Indexes {
         let repo_dir = self.repo_dir(repo)?;
         let slot = self.slot_or_create(repo);
         let _building = slot.build.lock().unwrap_or_else(PoisonError::into_inner);
+        // Several processes may share the index directory (every `csg mcp` of a user does):
+        // builds of one repository take its lock file, then adopt whatever generation another
+        // process published meanwhile, so numbers never collide and work is not repeated.
+        let _locked = lock_repo_dir(&repo_dir)?;
+        self.adopt_newest(repo, &repo_dir, &slot);
         let previous = slot.current();
         if let Some(current) = &previous
             && !fresh

@@ -96,7 +96,10 @@ impl Drop for Generation {
     fn drop(&mut self) {
         if self.obsolete.load(Ordering::Acquire) {
             // Unlinking a mapped file is fine on Unix; the mapping dies with `self`.
-            if let Err(error) = std::fs::remove_dir_all(&self.dir) {
+            // NotFound: another process sharing the directory deleted it first.
+            if let Err(error) = std::fs::remove_dir_all(&self.dir)
+                && error.kind() != std::io::ErrorKind::NotFound
+            {
                 tracing::warn!(%error, dir = %self.dir.display(), "could not delete an old index generation");
             }
         }

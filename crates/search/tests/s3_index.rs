@@ -518,3 +518,80 @@ fn s3_a_failed_build_keeps_the_previous_generation_and_leaves_no_staging() {
         .unwrap();
     assert_eq!(results.stats.total_hits, 1);
 }
+
+/// S-3 with several processes on one index directory (every `csg mcp` of a user shares the
+/// data directory): builds take the repository's lock file and adopt what another process
+/// published, so generation numbers never collide and nothing is rebuilt twice; a staging
+/// directory of a build in progress elsewhere survives another process's open.
+#[test]
+fn s3_two_processes_share_an_index_directory() {
+    let repo = testgit::SourceRepo::with_files(&[("a.txt", b"alpha shared\n")]);
+    let first = repo.head();
+    let (_tmp, dir) = index_dir();
+    let one = Indexes::open(dir.clone(), IndexConfig::default()).unwrap();
+    let two = Indexes::open(dir.clone(), IndexConfig::default()).unwrap();
+    let built = one
+        .build(
+            "p/x",
+            &first,
+            &GitSource::new(repo.path(), &first),
+            &mut |_| {},
+        )
+        .unwrap();
+    assert_eq!(built.generation, 1);
+    let adopted = two
+        .build(
+            "p/x",
+            &first,
+            &GitSource::new(repo.path(), &first),
+            &mut |_| {},
+        )
+        .unwrap();
+    assert!(
+        adopted.skipped_same,
+        "the other process's generation was adopted"
+    );
+    assert_eq!(adopted.generation, 1);
+
+    let second = repo.commit(&[("a.txt", b"beta shared\n")], "second");
+    let by_two = two
+        .build(
+            "p/x",
+            &second,
+            &GitSource::new(repo.path(), &second),
+            &mut |_| {},
+        )
+        .unwrap();
+    assert_eq!(by_two.generation, 2, "numbers continue across processes");
+    let by_one = one
+        .build(
+            "p/x",
+            &second,
+            &GitSource::new(repo.path(), &second),
+            &mut |_| {},
+        )
+        .unwrap();
+    assert!(by_one.skipped_same);
+    for indexes in [&one, &two] {
+        assert_eq!(
+            line_hits(indexes, &request("p/x", "beta", false, false)),
+            BTreeSet::from([("a.txt".to_string(), 1)])
+        );
+    }
+
+    // A build in progress elsewhere (its lock held, its staging directory present) is left
+    // alone by a process that opens the directory meanwhile.
+    let repo_dir = dir.join("p/x");
+    let staging = repo_dir.join("staging-9-4242");
+    std::fs::create_dir_all(&staging).unwrap();
+    let lock = std::fs::File::open(repo_dir.join(".build.lock")).unwrap();
+    lock.lock().unwrap();
+    drop(Indexes::open(dir.clone(), IndexConfig::default()).unwrap());
+    assert!(
+        staging.exists(),
+        "a live build's staging directory survives"
+    );
+    lock.unlock().unwrap();
+    drop(Indexes::open(dir.clone(), IndexConfig::default()).unwrap());
+    assert!(!staging.exists(), "an abandoned staging directory is swept");
+}
