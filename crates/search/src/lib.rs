@@ -757,6 +757,7 @@ impl Indexes {
                 }
             }
         }
+        let _ = std::fs::remove_file(repo_dir.join(LOCK_FILE));
         let _ = std::fs::remove_dir(&repo_dir);
         Ok(())
     }
