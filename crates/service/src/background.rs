@@ -67,6 +67,13 @@ pub fn spawn_maintenance(
                 Ok(_) => {}
                 Err(error) => tracing::warn!(%error, "retention sweep failed"),
             }
+            match service.prune_indexes().await {
+                Ok(dropped) if !dropped.is_empty() => {
+                    tracing::info!(?dropped, "indexes of unregistered repositories dropped")
+                }
+                Ok(_) => {}
+                Err(error) => tracing::warn!(%error, "pruning indexes failed"),
+            }
             let idle = service.sweep_plugin_catalogs(std::time::Instant::now());
             if idle > 0 {
                 tracing::debug!(idle, "plugin catalogs dropped after 10 idle minutes");

@@ -231,6 +231,29 @@ impl Service {
         .await
     }
 
+    /// Drops the indexes of repositories no longer registered (a `csg repo remove` while the
+    /// server was down, or by another process). Answers the names dropped.
+    pub async fn prune_indexes(&self) -> Result<Vec<String>, ServiceError> {
+        self.unlocked(|inner| {
+            let indexes = inner.indexes()?;
+            let registered: std::collections::HashSet<String> = inner
+                .store
+                .repos()?
+                .into_iter()
+                .map(|info| info.name.to_string())
+                .collect();
+            let mut dropped = Vec::new();
+            for repo in indexes.repos() {
+                if !registered.contains(&repo) {
+                    indexes.remove(&repo)?;
+                    dropped.push(repo);
+                }
+            }
+            Ok(dropped)
+        })
+        .await
+    }
+
     /// The current index of `repo`, if any.
     pub fn index_info(&self, repo: &str) -> Option<IndexInfo> {
         self.inner.indexes().ok()?.current(repo)

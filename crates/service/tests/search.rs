@@ -253,3 +253,17 @@ async fn s1_hits_always_name_a_readable_sha() {
     assert_eq!(fresh.repos[0].commit, second);
     assert_eq!(hits(&fresh), [("a.md".to_string(), 1)]);
 }
+
+/// S-3: the index of a repository that is no longer registered is dropped by maintenance.
+#[tokio::test]
+async fn s3_unregistered_repositories_lose_their_index() {
+    let source = SourceRepo::with_files(&[("a.md", b"needle\n")]);
+    let service = Service::new(source.store("test/repo", ""), ServiceConfig::default());
+    service.index("test/repo".into(), |_| {}).await.unwrap();
+    assert!(service.prune_indexes().await.unwrap().is_empty());
+    let name = gitstore::RepoName::parse("test/repo").unwrap();
+    service.store().unregister(&name).unwrap();
+    assert_eq!(service.prune_indexes().await.unwrap(), ["test/repo"]);
+    assert!(service.index_info("test/repo").is_none());
+    assert!(!source.data_dir().join("index/test/repo").exists());
+}
