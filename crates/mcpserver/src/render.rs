@@ -177,9 +177,14 @@ pub(crate) fn render_search(answer: &SearchAnswer) -> String {
                 (Some(line), Some(snippet)) => {
                     let _ = writeln!(out, "{path}:{line}: {}", header_value(snippet));
                 }
-                _ => {
-                    let _ = writeln!(out, "{path} (file name)");
-                }
+                _ => match &hit.path_only {
+                    Some(why) => {
+                        let _ = writeln!(out, "{path} (file name; content not searched: {why})");
+                    }
+                    None => {
+                        let _ = writeln!(out, "{path} (file name)");
+                    }
+                },
             }
         }
     }
@@ -535,6 +540,56 @@ mod tests {
             render_discovery(&repos),
             format!(
                 "Repositories: 1\n\nRepo: a/b\nDefaultBranch: main\nHead: {SHA}\nIndexed: false\n"
+            )
+        );
+    }
+
+    /// S-1: the search block: repositories apart, file-name hits (saying why a path-only
+    /// file's content is not searched), control characters escaped, not-indexed repositories
+    /// named, the cursor last.
+    #[test]
+    fn s1_search_block() {
+        let hit = |path: &str, line: Option<u64>, snippet: Option<&str>, why: Option<&str>| {
+            service::SearchHit {
+                path: path.into(),
+                line,
+                snippet: snippet.map(str::to_string),
+                path_only: why.map(str::to_string),
+            }
+        };
+        let answer = SearchAnswer {
+            repos: vec![
+                service::SearchRepoHits {
+                    repo: "a/one".into(),
+                    commit: SHA.into(),
+                    hits: vec![
+                        hit("logo.png", None, None, Some("binary")),
+                        hit("src/lib.rs", Some(3), Some("fn x() {}\u{1b}[0m"), None),
+                    ],
+                },
+                service::SearchRepoHits {
+                    repo: "b/two".into(),
+                    commit: SHA.into(),
+                    hits: vec![hit("docs/x.md", None, None, None)],
+                },
+            ],
+            next_cursor: Some("abc".into()),
+            not_indexed: vec!["c/three".into()],
+            stats: service::SearchStatsAnswer {
+                candidate_files: 0,
+                files_verified: 0,
+                documents: 0,
+                total_hits: 0,
+                elapsed_us: 0,
+            },
+        };
+        assert_eq!(
+            render_search(&answer),
+            format!(
+                "Repo: a/one\nCommit: {SHA}\nlogo.png (file name; content not searched: binary)\n\
+                 src/lib.rs:3: fn x() {{}}\\u{{1b}}[0m\n\nRepo: b/two\nCommit: {SHA}\n\
+                 docs/x.md (file name)\nNotIndexed: c/three (its index is still being built; \
+                 search again shortly, or use list and read)\nNextCursor: abc\n"
             )
         );
     }

@@ -236,7 +236,31 @@ pub enum Hit {
     FileName {
         /// Repository-relative path.
         path: String,
+        /// Why the file's content is not searchable, when it is indexed by path only.
+        path_only: Option<PathOnly>,
     },
+}
+
+/// Why a file is indexed by path only (its lines are never hits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathOnly {
+    /// Larger than [`IndexConfig::max_file_bytes`].
+    TooLarge,
+    /// A NUL byte in its first 8000 bytes.
+    Binary,
+    /// NUL-free but not valid UTF-8.
+    NotUtf8,
+}
+
+impl PathOnly {
+    /// A short phrase for answers: `binary`, `not UTF-8`, `over the size limit`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            PathOnly::TooLarge => "over the size limit",
+            PathOnly::Binary => "binary",
+            PathOnly::NotUtf8 => "not UTF-8",
+        }
+    }
 }
 
 /// Query statistics.

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::lang::LangFilter;
 use crate::store::{DocKind, Generation};
 use crate::trigram::{TrigramQuery, plan};
-use crate::{Hit, SearchError, SearchRequest};
+use crate::{Hit, PathOnly, SearchError, SearchRequest};
 
 /// Longest query accepted, in bytes.
 pub const MAX_QUERY_BYTES: usize = 1000;
@@ -469,9 +469,18 @@ impl Ranked {
 
     pub(crate) fn to_hit(&self, generation: &Generation) -> Hit {
         match self {
-            Ranked::FileName { doc, .. } => Hit::FileName {
-                path: generation.docs[*doc as usize].path.clone(),
-            },
+            Ranked::FileName { doc, .. } => {
+                let doc = &generation.docs[*doc as usize];
+                Hit::FileName {
+                    path: doc.path.clone(),
+                    path_only: match doc.kind {
+                        DocKind::Text => None,
+                        DocKind::TooLarge => Some(PathOnly::TooLarge),
+                        DocKind::Binary => Some(PathOnly::Binary),
+                        DocKind::NotUtf8 => Some(PathOnly::NotUtf8),
+                    },
+                }
+            }
             Ranked::Line { hit, .. } => {
                 let doc = &generation.docs[hit.doc as usize];
                 let text = generation.text(doc);

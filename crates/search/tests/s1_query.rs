@@ -94,7 +94,8 @@ fn s1_file_name_hits_and_definitions_rank_first() {
     assert_eq!(
         hits[0],
         Hit::FileName {
-            path: "src/needle_name.txt".into()
+            path: "src/needle_name.txt".into(),
+            path_only: None,
         }
     );
     // Then definition-looking lines, in path order.
@@ -122,7 +123,8 @@ fn s1_file_name_hits_and_definitions_rank_first() {
     assert_eq!(
         results.repos[0].hits,
         vec![Hit::FileName {
-            path: "src/needle_name.txt".into()
+            path: "src/needle_name.txt".into(),
+            path_only: None,
         }]
     );
 }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{GitSource, Rng, all_hits, generated_text, index_dir, line_hits, request};
-use search::{Hit, IndexConfig, Indexes, SearchError, Source, SourceEntry};
+use search::{Hit, IndexConfig, Indexes, PathOnly, SearchError, Source, SourceEntry};
 
 fn generated_repo(files: usize, seed: u64) -> (testgit::SourceRepo, Vec<(String, Vec<u8>)>) {
     let mut rng = Rng(seed);
@@ -245,10 +245,19 @@ fn s3_binary_large_and_non_utf8_files_are_path_only() {
     assert_eq!(stats.read, 3, "the large file is never read");
     let hits = line_hits(&indexes, &request("o/r", "needle", false, true));
     assert_eq!(hits, BTreeSet::from([("ok.txt".to_owned(), 1)]));
-    for name in ["big.txt", "tool.dat", "latin1"] {
+    for (name, why) in [
+        ("big.txt", PathOnly::TooLarge),
+        ("tool.dat", PathOnly::Binary),
+        ("latin1", PathOnly::NotUtf8),
+    ] {
         let hits = all_hits(&indexes, &request("o/r", name, false, true));
         assert_eq!(hits.len(), 1, "{name}");
-        assert!(matches!(&hits[0].2, Hit::FileName { path } if path.contains(name)));
+        assert!(
+            matches!(&hits[0].2, Hit::FileName { path, path_only: Some(w) }
+                     if path.contains(name) && *w == why),
+            "{name}: {:?}",
+            hits[0].2
+        );
     }
 }
 

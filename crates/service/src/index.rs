@@ -59,6 +59,10 @@ pub struct SearchHit {
     pub line: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub snippet: Option<String>,
+    /// For a file-name hit of a file indexed by path only: why its content is not searched
+    /// (`binary`, `not UTF-8`, `over the size limit`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path_only: Option<String>,
 }
 
 /// Query statistics (S-1: HTTP shows them).
@@ -96,11 +100,13 @@ impl From<search::SearchResults> for SearchAnswer {
                             path,
                             line: Some(line),
                             snippet: Some(snippet),
+                            path_only: None,
                         },
-                        search::Hit::FileName { path } => SearchHit {
+                        search::Hit::FileName { path, path_only } => SearchHit {
                             path,
                             line: None,
                             snippet: None,
+                            path_only: path_only.map(|why| why.describe().to_string()),
                         },
                     })
                     .collect(),
