@@ -295,34 +295,21 @@ async fn a3_o5_prepare() {
         )
         .await;
     assert_eq!((status, &body["commit"]), (200, &json!(s.head)), "{body}");
-    let (status, body) = s
-        .post(
-            "/sourcegraph/api/prepare",
+    for (body, expected) in [
+        (
             json!({"repo": "test/api", "action": "pin"}),
-        )
-        .await;
-    assert_eq!(status, 400);
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("`revision` is required"),
-        "{body}"
-    );
-    let (status, body) = s
-        .post(
-            "/sourcegraph/api/prepare",
+            "`revision` is required",
+        ),
+        (
             json!({"repo": "test/api", "action": "explode"}),
-        )
-        .await;
-    assert_eq!(status, 400);
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("sync, pin, unpin, reindex"),
-        "{body}"
-    );
+            "sync, pin, unpin, reindex",
+        ),
+    ] {
+        let (status, answer) = s.post("/sourcegraph/api/prepare", body).await;
+        assert_eq!(status, 400);
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(expected), "{answer}");
+    }
     let (status, _) = s
         .post(
             "/sourcegraph/api/prepare",

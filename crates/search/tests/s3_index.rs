@@ -8,7 +8,9 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{GitSource, Rng, all_hits, generated_text, index_dir, line_hits, request};
+use common::{
+    GitSource, Rng, all_hits, build_at, generated_text, index_dir, line_hits, request,
+};
 use search::{Hit, IndexConfig, Indexes, PathOnly, SearchError, Source, SourceEntry};
 
 fn generated_repo(files: usize, seed: u64) -> (testgit::SourceRepo, Vec<(String, Vec<u8>)>) {
@@ -87,14 +89,7 @@ fn s3_one_file_change_reuses_every_other_document() {
     let first = repo.head();
     let (_tmp, dir) = index_dir();
     let indexes = Indexes::open(dir, IndexConfig::default()).unwrap();
-    let stats = indexes
-        .build(
-            "gen/inc",
-            &first,
-            &GitSource::new(repo.path(), &first),
-            &mut |_| {},
-        )
-        .unwrap();
+    let stats = build_at(&indexes, "gen/inc", repo.path(), &first);
     assert_eq!((stats.read, stats.reused), (201, 0));
     let changed = &files[5].0;
     let second = repo.commit(&[(changed, b"brand new content qwertyuiop\n")], "one file");
@@ -117,14 +112,7 @@ fn s3_one_file_change_reuses_every_other_document() {
     let hits = line_hits(&indexes, &request("gen/inc", "qwertyuiop", false, true));
     assert_eq!(hits, BTreeSet::from([(changed.clone(), 1)]));
     // Same commit again: nothing to do.
-    let again = indexes
-        .build(
-            "gen/inc",
-            &second,
-            &GitSource::new(repo.path(), &second),
-            &mut |_| {},
-        )
-        .unwrap();
+    let again = build_at(&indexes, "gen/inc", repo.path(), &second);
     assert!(again.skipped_same);
     assert_eq!(indexes.stats().builds_skipped, 1);
     let info = indexes.current("gen/inc").unwrap();
@@ -232,14 +220,7 @@ fn s3_binary_large_and_non_utf8_files_are_path_only() {
         ..IndexConfig::default()
     };
     let indexes = Indexes::open(dir, config).unwrap();
-    let stats = indexes
-        .build(
-            "o/r",
-            &commit,
-            &GitSource::new(repo.path(), &commit),
-            &mut |_| {},
-        )
-        .unwrap();
+    let stats = build_at(&indexes, "o/r", repo.path(), &commit);
     assert_eq!(stats.path_only, 3);
     assert_eq!(stats.documents, 4);
     assert_eq!(stats.read, 3, "the large file is never read");
@@ -294,14 +275,7 @@ fn s3_search_during_a_build_answers_from_the_previous_generation_without_waiting
     let first = repo.head();
     let (_tmp, dir) = index_dir();
     let indexes = Arc::new(Indexes::open(dir, IndexConfig::default()).unwrap());
-    indexes
-        .build(
-            "o/r",
-            &first,
-            &GitSource::new(repo.path(), &first),
-            &mut |_| {},
-        )
-        .unwrap();
+    build_at(&indexes, "o/r", repo.path(), &first);
     let second = repo.commit(
         &[("a.txt", b"other\nneedle two\n"), ("b.txt", b"y\n")],
         "two",
@@ -497,14 +471,7 @@ fn s3_a_failed_build_keeps_the_previous_generation_and_leaves_no_staging() {
     let first = repo.head();
     let (_tmp, dir) = index_dir();
     let indexes = Indexes::open(dir.clone(), IndexConfig::default()).unwrap();
-    indexes
-        .build(
-            "o/r",
-            &first,
-            &GitSource::new(repo.path(), &first),
-            &mut |_| {},
-        )
-        .unwrap();
+    build_at(&indexes, "o/r", repo.path(), &first);
     let second = repo.commit(&[("pkg0/new.rs", b"fresh file\n")], "add");
     let source = FailingSource {
         inner: GitSource::new(repo.path(), &second),
@@ -541,23 +508,9 @@ fn s3_two_processes_share_an_index_directory() {
     let (_tmp, dir) = index_dir();
     let one = Indexes::open(dir.clone(), IndexConfig::default()).unwrap();
     let two = Indexes::open(dir.clone(), IndexConfig::default()).unwrap();
-    let built = one
-        .build(
-            "p/x",
-            &first,
-            &GitSource::new(repo.path(), &first),
-            &mut |_| {},
-        )
-        .unwrap();
+    let built = build_at(&one, "p/x", repo.path(), &first);
     assert_eq!(built.generation, 1);
-    let adopted = two
-        .build(
-            "p/x",
-            &first,
-            &GitSource::new(repo.path(), &first),
-            &mut |_| {},
-        )
-        .unwrap();
+    let adopted = build_at(&two, "p/x", repo.path(), &first);
     assert!(
         adopted.skipped_same,
         "the other process's generation was adopted"
@@ -565,23 +518,9 @@ fn s3_two_processes_share_an_index_directory() {
     assert_eq!(adopted.generation, 1);
 
     let second = repo.commit(&[("a.txt", b"beta shared\n")], "second");
-    let by_two = two
-        .build(
-            "p/x",
-            &second,
-            &GitSource::new(repo.path(), &second),
-            &mut |_| {},
-        )
-        .unwrap();
+    let by_two = build_at(&two, "p/x", repo.path(), &second);
     assert_eq!(by_two.generation, 2, "numbers continue across processes");
-    let by_one = one
-        .build(
-            "p/x",
-            &second,
-            &GitSource::new(repo.path(), &second),
-            &mut |_| {},
-        )
-        .unwrap();
+    let by_one = build_at(&one, "p/x", repo.path(), &second);
     assert!(by_one.skipped_same);
     for indexes in [&one, &two] {
         assert_eq!(

@@ -325,3 +325,10 @@ pub fn generated_text(rng: &mut Rng, lines: usize) -> String {
     }
     text
 }
+
+/// Builds `name` at `commit` of the Git repository at `repo`, without progress.
+pub fn build_at(indexes: &Indexes, name: &str, repo: &Path, commit: &str) -> search::BuildStats {
+    indexes
+        .build(name, commit, &GitSource::new(repo, commit), &mut |_| {})
+        .expect("build")
+}
