@@ -137,8 +137,8 @@ pub struct BlobReader {
 impl BlobReader {
     /// The bytes of blob `id` (40 hex digits).
     pub fn read(&self, id: &str) -> Result<Vec<u8>, Error> {
-        let oid = gix::ObjectId::from_hex(id.as_bytes())
-            .map_err(db::storage("parsing an object id"))?;
+        let oid =
+            gix::ObjectId::from_hex(id.as_bytes()).map_err(db::storage("parsing an object id"))?;
         let _objects = store::Inner::reading(&self.state);
         let repo = self.repo.to_thread_local();
         let object = repo

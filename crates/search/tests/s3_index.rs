@@ -8,9 +8,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{
-    GitSource, Rng, all_hits, build_at, generated_text, index_dir, line_hits, request,
-};
+use common::{GitSource, Rng, all_hits, build_at, generated_text, index_dir, line_hits, request};
 use search::{Hit, IndexConfig, Indexes, PathOnly, SearchError, Source, SourceEntry};
 
 fn generated_repo(files: usize, seed: u64) -> (testgit::SourceRepo, Vec<(String, Vec<u8>)>) {
