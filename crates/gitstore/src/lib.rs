@@ -203,6 +203,12 @@ impl GitStore {
         self.inner.storage_root()
     }
 
+    /// Every tracked branch head as of the last good sync, sorted by branch name (W-31
+    /// prepares plugins for them).
+    pub fn branch_heads(&self, name: &RepoName) -> Result<Vec<(String, CommitId)>, Error> {
+        self.inner.branch_heads(name)
+    }
+
     /// Registers a repository. Registering the same name again with the same source and
     /// registered path is a no-op that returns the existing registration (so `serve --repo .`
     /// can run twice); a different source or path under a taken name is

@@ -281,6 +281,15 @@ impl Inner {
             .ok_or_else(|| Error::UnknownRepo(name.clone()))
     }
 
+    /// Every tracked branch head as of the last good sync, by branch name.
+    pub(crate) fn branch_heads(&self, name: &RepoName) -> Result<Vec<(String, CommitId)>, Error> {
+        let (_, view) = self.synced(name)?;
+        view.branches
+            .iter()
+            .map(|(branch, id)| Ok((branch.clone(), to_commit_id(id)?)))
+            .collect()
+    }
+
     // ----- views -------------------------------------------------------------------------
 
     fn open_repo(&self, state: &RepoState) -> Result<gix::ThreadSafeRepository, Error> {

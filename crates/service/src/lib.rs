@@ -32,6 +32,9 @@ use gitstore::{CommitId, GitStore, RepoName, RepoPath};
 use std::sync::{Arc, RwLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+/// Branch heads of one repository whose plugins background preparation keeps warm (W-31).
+pub const PREPARED_BRANCHES: usize = 16;
+
 /// Per-call context a transport hands to the service.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CallContext {
@@ -148,18 +151,33 @@ impl Service {
         self.inner.plugins.cached_catalogs()
     }
 
-    /// Prepares the repository plugins of `repo`'s default-branch head in the background
-    /// sense of W-31: discovery plus compilation of default-enabled modules, never `enrich`.
-    /// Answers how many modules are ready.
+    /// Prepares the repository plugins of `repo`'s branch heads in the background sense of
+    /// W-31: discovery plus compilation of default-enabled modules, never `enrich`. The
+    /// default branch comes first; at most [`PREPARED_BRANCHES`] distinct heads, so a
+    /// repository with many branches cannot flush the catalog cache every minute. Answers
+    /// how many modules are ready (summed over the heads).
     pub async fn prepare_plugins(&self, repo: String) -> Result<usize, ServiceError> {
         self.unlocked(move |inner| {
-            let (name, commit) = inner.locked(|| inner.resolve(&repo, None))?;
+            let (name, head) = inner.locked(|| inner.resolve(&repo, None))?;
             if inner.plugins.config.disabled {
                 return Ok(0);
             }
-            inner
-                .prepare_plugins(&name, &commit)
-                .map_err(ServiceError::internal)
+            let mut heads = vec![head];
+            for (_, commit) in inner.store.branch_heads(&name)? {
+                if heads.len() >= PREPARED_BRANCHES {
+                    break;
+                }
+                if !heads.contains(&commit) {
+                    heads.push(commit);
+                }
+            }
+            let mut ready = 0;
+            for commit in &heads {
+                ready += inner
+                    .prepare_plugins(&name, commit)
+                    .map_err(ServiceError::internal)?;
+            }
+            Ok(ready)
         })
         .await
     }

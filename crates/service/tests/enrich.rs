@@ -809,3 +809,28 @@ async fn w22_host_reads_stay_inside_the_plugin_directory_and_scope() {
     let stats = service.plugin_stats().unwrap();
     assert_eq!(stats.host_read_bytes, 3, "nothing outside was read");
 }
+
+/// W-31: preparation covers every tracked branch head, not only the default branch; it
+/// never runs a plugin.
+#[tokio::test]
+async fn w31_preparation_covers_branch_heads() {
+    let source = SourceRepo::with_files(&[
+        ("echo.sourcegraph.wasm", &artifact("echo")),
+        ("a.md", b"a\n"),
+    ]);
+    source.git(&["checkout", "-q", "-b", "topic"]);
+    source.commit(
+        &[("kb/reader.sourcegraph.wasm", &artifact("reader"))],
+        "a plugin on a branch",
+    );
+    source.git(&["checkout", "-q", "main"]);
+    let service = service(&source, "");
+    assert_eq!(
+        service.prepare_plugins("test/repo".into()).await.unwrap(),
+        3,
+        "echo on main; echo and reader on topic"
+    );
+    let stats = service.plugin_stats().unwrap();
+    assert_eq!((stats.compiles, stats.executions), (2, 0));
+    assert_eq!(service.plugin_discoveries(), 2, "one catalog per head");
+}
