@@ -8,7 +8,7 @@ use gitstore::{CommitId, EntryKind, RepoName, RepoPath};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
-use wasmplugin::runtime::{HostFiles, HostReadError, InstanceKey, Runtime};
+use wasmplugin::runtime::{ExecutionReport, HostFiles, HostReadError, InstanceKey, Runtime};
 use wasmplugin::{
     ArtifactEntry, ArtifactKind, Attachments, Catalog, Code, Diagnostic, ItemRef, PluginConfig,
     PluginSelection,
@@ -268,6 +268,7 @@ impl Inner {
         let Some(runtime) = self.plugins.runtime() else {
             return finish(attachments, started);
         };
+        let mut totals = Totals::default();
         for execution in &plan.executions {
             let plugin = &execution.plugin;
             let ids: Vec<String> = execution
@@ -275,26 +276,31 @@ impl Inner {
                 .iter()
                 .map(|&i| refs[i].item_id.clone())
                 .collect();
-            let outcome = runtime
-                .module(&plugin.digest, &plugin.bytes, Some(deadline))
-                .and_then(|module| {
-                    let key = InstanceKey {
-                        storage_root: self.store.storage_root().to_string_lossy().into_owned(),
-                        repo: repo.to_string(),
-                        commit: commit.to_string(),
-                        plugin_dir: plugin.dir.clone(),
-                        args: execution.args.to_string(),
-                    };
-                    let input = execution.input(operation, repo.as_str(), commit.as_str(), &refs);
-                    let files = PluginFiles {
-                        inner: self,
-                        repo,
-                        commit,
-                        dir: plugin.dir.clone(),
-                        deadline,
-                    };
-                    runtime.execute(&module, &key, &input, &files, deadline)
-                });
+            let compiling = Instant::now();
+            totals.compile_hits += u64::from(runtime.is_cached(&plugin.digest));
+            let module = runtime.module(&plugin.digest, &plugin.bytes, Some(deadline));
+            totals.compile += compiling.elapsed();
+            let outcome = module.and_then(|module| {
+                let key = InstanceKey {
+                    storage_root: self.store.storage_root().to_string_lossy().into_owned(),
+                    repo: repo.to_string(),
+                    commit: commit.to_string(),
+                    plugin_dir: plugin.dir.clone(),
+                    args: execution.args.to_string(),
+                };
+                let input = execution.input(operation, repo.as_str(), commit.as_str(), &refs);
+                let files = PluginFiles {
+                    inner: self,
+                    repo,
+                    commit,
+                    dir: plugin.dir.clone(),
+                    deadline,
+                };
+                let (outcome, report) =
+                    runtime.execute_reported(&module, &key, &input, &files, deadline);
+                totals.add(&report);
+                outcome
+            });
             let failed = match outcome {
                 Ok(executed) => {
                     attachments.absorb(execution, &refs, &executed.output);
@@ -303,11 +309,13 @@ impl Inner {
                 Err(diagnostic) => Some(diagnostic),
             };
             if let Some(diagnostic) = failed {
+                totals.faults.push(diagnostic.code.as_str());
                 attachments
                     .diagnostics
                     .push(diagnostic.at(&plugin.name, &plugin.dir).for_items(ids));
             }
         }
+        totals.log(plan.executions.len(), started);
         finish(attachments, started)
     }
 
@@ -412,6 +420,51 @@ impl Inner {
                     .map_err(|e| format!("plugin discovery failed: {e}"))
             })
         }
+    }
+}
+
+/// The W-36 figures of one enrichment, summed over its executions.
+#[derive(Default)]
+struct Totals {
+    compile: std::time::Duration,
+    compile_hits: u64,
+    instantiate: std::time::Duration,
+    execute: std::time::Duration,
+    host_read: std::time::Duration,
+    read_calls: u64,
+    read_bytes: u64,
+    instance_reuses: u64,
+    faults: Vec<&'static str>,
+}
+
+impl Totals {
+    fn add(&mut self, report: &ExecutionReport) {
+        self.instantiate += report.instantiate;
+        self.execute += report.execute;
+        self.host_read += report.host_read;
+        self.read_calls += report.read_calls;
+        self.read_bytes += report.read_bytes;
+        self.instance_reuses += u64::from(report.instance_reused);
+    }
+
+    /// One debug line per enrichment (W-36): timings, reads, cache hits and fault codes;
+    /// never args, bodies or output.
+    fn log(&self, executions: usize, started: Instant) {
+        let us = |d: std::time::Duration| d.as_micros() as u64;
+        tracing::debug!(
+            executions,
+            total_us = us(started.elapsed()),
+            compile_us = us(self.compile),
+            instantiate_us = us(self.instantiate),
+            execute_us = us(self.execute),
+            host_read_us = us(self.host_read),
+            read_calls = self.read_calls,
+            read_bytes = self.read_bytes,
+            compile_cache_hits = self.compile_hits,
+            instance_reuses = self.instance_reuses,
+            faults = %self.faults.join(","),
+            "plugin enrichment"
+        );
     }
 }
 

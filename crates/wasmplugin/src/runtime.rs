@@ -328,6 +328,19 @@ impl Runtime {
         files: &dyn HostFiles,
         deadline: Instant,
     ) -> Result<Executed, Diagnostic> {
+        self.execute_reported(module, key, input, files, deadline).0
+    }
+
+    /// [`Runtime::execute`], also answering what the execution did (W-36), whatever its
+    /// outcome, so a caller can log one line per enrichment.
+    pub fn execute_reported(
+        &self,
+        module: &Module,
+        key: &InstanceKey,
+        input: &[u8],
+        files: &dyn HostFiles,
+        deadline: Instant,
+    ) -> (Result<Executed, Diagnostic>, ExecutionReport) {
         let started = Instant::now();
         let mut report = Report::default();
         let outcome = self.run(module, key, input, files, deadline, &mut report);
@@ -354,7 +367,15 @@ impl Runtime {
             fault = outcome.as_ref().err().map_or("none", |d| d.code.as_str()),
             "plugin execution"
         );
-        outcome
+        let summary = ExecutionReport {
+            instance_reused: report.reused,
+            instantiate: report.instantiate,
+            execute: report.execute,
+            host_read: report.reads.read_time,
+            read_calls: report.reads.calls,
+            read_bytes: report.reads.bytes,
+        };
+        (outcome, summary)
     }
 
     fn run(
@@ -459,6 +480,24 @@ impl Drop for Runtime {
         let idle = self.shared.pool().clear();
         drop(idle);
     }
+}
+
+/// What one execution did (W-36): timing segments and host-read counters, never its input
+/// or output.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ExecutionReport {
+    /// An idle instance was reused (no instantiation).
+    pub instance_reused: bool,
+    /// Time to instantiate (zero on reuse).
+    pub instantiate: Duration,
+    /// Time inside the guest's calls, host reads included.
+    pub execute: Duration,
+    /// Time inside host reads.
+    pub host_read: Duration,
+    /// READ_CALLS spent.
+    pub read_calls: u64,
+    /// Bytes returned by host reads.
+    pub read_bytes: u64,
 }
 
 /// What one execution did, for the debug log.

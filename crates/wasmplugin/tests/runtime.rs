@@ -1201,3 +1201,26 @@ fn w36_measurements() {
         heavy.len() as f64 / heavy_compile.as_secs_f64() / 1e6,
     );
 }
+
+/// W-36: every execution reports its segments and reads, whatever its outcome.
+#[test]
+fn w36_execution_report() {
+    let rt = runtime();
+    let module = compile(&rt, "reader", &reader_wat());
+    let files = Files::with(&[("notes/a.md", b"# A\nbody\n")]);
+    let (first, report) = rt.execute_reported(&module, &key("{}"), b"notes/a.md", &files, soon());
+    assert_eq!(first.expect("read").output, "# A\nbody\n");
+    assert!(!report.instance_reused);
+    assert_eq!((report.read_calls, report.read_bytes), (1, 9));
+    let (_, again) = rt.execute_reported(&module, &key("{}"), b"notes/a.md", &files, soon());
+    assert!(again.instance_reused);
+    assert_eq!(
+        again.instantiate,
+        Duration::ZERO,
+        "nothing instantiated on reuse"
+    );
+    let (late, failed) =
+        rt.execute_reported(&module, &key("{}"), b"notes/a.md", &files, Instant::now());
+    assert_eq!(late.expect_err("deadline passed").code, Code::Timeout);
+    assert_eq!(failed.read_calls, 0, "a refused execution reads nothing");
+}
