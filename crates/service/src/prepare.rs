@@ -11,7 +11,7 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PrepareAction {
-    /// Fetch now, then index the new head (incrementally).
+    /// Fetch now, then index the new head (incrementally) and prepare its plugins.
     Sync,
     /// Keep `revision` readable whatever retention says (G-5).
     Pin,
@@ -106,8 +106,12 @@ impl Service {
         };
         match req.action {
             PrepareAction::Sync => {
+                // G-3: a successful sync triggers indexing, then plugin preparation (W-31).
                 let outcome = self.sync(name.to_string()).await?;
                 let stats = self.index(name.to_string(), progress).await?;
+                if let Err(error) = self.prepare_plugins(name.to_string()).await {
+                    tracing::debug!(repo = %name, %error, "plugin preparation skipped");
+                }
                 Ok(answer(
                     outcome.head.map(|c| c.to_string()),
                     Some(stats.into()),

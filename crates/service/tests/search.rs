@@ -267,3 +267,39 @@ async fn s3_unregistered_repositories_lose_their_index() {
     assert!(service.index_info("test/repo").is_none());
     assert!(!source.data_dir().join("index/test/repo").exists());
 }
+
+/// A-3, G-3: `prepare sync` fetches, re-indexes the new head incrementally and reports it;
+/// `reindex` rebuilds from scratch; pin needs a revision.
+#[tokio::test]
+async fn a3_prepare_sync_and_reindex() {
+    use service::{PrepareAction, PrepareRequest};
+    let source = SourceRepo::with_files(&[("a.md", b"one\n"), ("b.md", b"two\n")]);
+    let service = Service::new(source.store("test/repo", ""), ServiceConfig::default());
+    service.index("test/repo".into(), |_| {}).await.unwrap();
+    let head = source.commit(&[("a.md", b"one changed\n")], "change");
+    let request = |action| PrepareRequest {
+        repo: "test/repo".into(),
+        action,
+        revision: None,
+    };
+    let synced = service
+        .prepare(&ctx(), request(PrepareAction::Sync), |_| {})
+        .await
+        .unwrap();
+    assert_eq!(synced.commit.as_deref(), Some(head.as_str()));
+    let index = synced.index.unwrap();
+    assert_eq!((index.read, index.reused, index.unchanged), (1, 1, false));
+    assert!(service.discovery(&ctx()).await.unwrap()[0].indexed);
+
+    let rebuilt = service
+        .prepare(&ctx(), request(PrepareAction::Reindex), |_| {})
+        .await
+        .unwrap();
+    assert_eq!(rebuilt.index.unwrap().read, 2, "from scratch");
+
+    let error = service
+        .prepare(&ctx(), request(PrepareAction::Pin), |_| {})
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind, ErrorKind::InvalidArgument);
+}
