@@ -272,16 +272,21 @@ struct PrepareArgs {
 const NDJSON: &str = "application/x-ndjson";
 
 /// `prepare {repo, action, revision?}` (A-3). Until API tokens exist (A-1), the `prepare`
-/// capability belongs to callers on this machine only: a remote peer gets 403.
+/// capability belongs to callers on this machine only: a remote peer gets 403, and so does a
+/// request that came through a reverse proxy (which connects from loopback but forwards
+/// anyone).
 async fn prepare(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     Args(a): Args<PrepareArgs>,
 ) -> Response {
-    if !peer.ip().is_loopback() {
+    let proxied = ["forwarded", "x-forwarded-for", "x-real-ip"]
+        .iter()
+        .any(|name| headers.contains_key(*name));
+    if !peer.ip().is_loopback() || proxied {
         return ApiError::forbidden(
-            "prepare is only accepted from the server's own machine (loopback) until API tokens \
+            "prepare is only accepted directly from the server's own machine until API tokens \
              are configured; run `csg index rebuild` or `csg repo sync` on the server host",
         )
         .into_response();
@@ -299,9 +304,16 @@ async fn prepare(
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|accept| accept.contains(NDJSON));
-    if !streamed {
-        return answer(state.service.prepare(&context(), request, |_| {}).await);
+    if streamed {
+        prepare_streamed(state.service, request)
+    } else {
+        answer(state.service.prepare(&context(), request, |_| {}).await)
     }
+}
+
+/// Runs `prepare` in a task and streams its index-build progress (one line per percent) and
+/// then its result as NDJSON (O-5). A client that hangs up does not stop the work.
+fn prepare_streamed(service: Service, request: service::PrepareRequest) -> Response {
     let (lines, receiver) = tokio::sync::mpsc::unbounded_channel::<String>();
     let progress_lines = lines.clone();
     let mut last_percent = None;
@@ -313,7 +325,6 @@ async fn prepare(
             let _ = progress_lines.send(format!("{line}\n"));
         }
     };
-    let service = state.service.clone();
     tokio::spawn(async move {
         let last = match service.prepare(&context(), request, progress).await {
             Ok(answer) => serde_json::json!({ "result": answer }),

@@ -317,4 +317,14 @@ async fn a3_o5_prepare() {
         )
         .await;
     assert_eq!(status, 404);
+    // Through a reverse proxy the peer is loopback, but the caller is anyone: refused.
+    let proxied = s
+        .client
+        .post(format!("{}/sourcegraph/api/prepare", s.base))
+        .header("x-forwarded-for", "203.0.113.9")
+        .json(&json!({"repo": "test/api", "action": "reindex"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(proxied.status(), 403);
 }
