@@ -9,6 +9,17 @@
 //! then definition-looking lines, then the rest, each in repository/path/line order) and cut
 //! into pages with an opaque cursor bound to the generations it was made from.
 //!
+//! Bounds and reuse: one search collects at most [`MAX_HITS`] hits (configurable with
+//! [`Indexes::with_max_hits`]): all file-name hits first, then line hits in repository, path
+//! and line order; verification stops at the cap and [`SearchStats::truncated`] says so. The
+//! ranking then orders the hits collected, so with the cap reached it is over the first hits in
+//! path order, not over every hit of the corpus. The complete ranked list of recent searches is
+//! kept in a small LRU (32 lists, 64 MiB), keyed by the request without cursor and page size and
+//! by the exact generations searched: a later page slices it instead of verifying again
+//! ([`SearchStats::cached`], [`IndexesStats::result_cache_hits`]). Cursors carry a stable hash
+//! of the request ([`SearchRequest::stable_hash`]), so they survive a server upgrade (as long
+//! as the generations they name are current).
+//!
 //! On-disk layout (module `store`): `<dir>/<owner>/<name>/gen-<n>/` holding `content.bin`
 //! (document texts), `docs.bin` (document table), `postings.bin` (trigram → document ids) and
 //! `meta.json`; builds write `staging-<n>-<pid>/` and publish it with one rename.
@@ -19,14 +30,14 @@
 //! `regex` crate (Unicode-aware except POSIX classes, which are ASCII).
 
 mod build;
+mod cache;
 mod error;
 mod lang;
 mod query;
 mod store;
 mod trigram;
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::hash::{Hash, Hasher};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -34,8 +45,11 @@ use std::time::{Duration, Instant, SystemTime};
 
 pub use error::SearchError;
 pub use lang::known_langs;
-pub use query::{MAX_LIMIT, MAX_QUERY_BYTES, REGEX_SIZE_LIMIT, SEARCH_BUDGET, SNIPPET_CHARS};
+pub use query::{
+    MAX_HITS, MAX_LIMIT, MAX_QUERY_BYTES, REGEX_SIZE_LIMIT, SEARCH_BUDGET, SNIPPET_CHARS,
+};
 
+use cache::{RankedList, ResultCache};
 use query::{Cursor, Ranked};
 use store::{FORMAT_VERSION, Generation, Meta};
 
@@ -169,6 +183,12 @@ pub struct IndexesStats {
     pub search_errors: u64,
     /// Repositories with a current generation.
     pub repos_indexed: u64,
+    /// Searches answered from the result cache (no verification: a later page, or a repeat).
+    pub result_cache_hits: u64,
+    /// Ranked hit lists held by the result cache now.
+    pub result_cache_entries: u64,
+    /// Estimated bytes held by the result cache now.
+    pub result_cache_bytes: u64,
 }
 
 /// A search.
@@ -266,7 +286,8 @@ impl PathOnly {
 /// Query statistics.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SearchStats {
-    /// Text documents selected by the trigram index (after path and lang filters).
+    /// Text documents selected by the trigram index (after path and lang filters); once the
+    /// hit cap is reached, repositories not searched yet are not counted.
     pub candidate_files: u64,
     /// Documents whose text was run through the regex.
     pub files_verified: u64,
@@ -274,8 +295,15 @@ pub struct SearchStats {
     pub elapsed: Duration,
     /// Documents in the searched generations.
     pub documents: u64,
-    /// Hits of the whole query (all pages).
+    /// Hits of the whole query (all pages): the hits collected, at most the hit cap
+    /// ([`MAX_HITS`] by default).
     pub total_hits: u64,
+    /// True when the query has more hits than the cap: collection stopped there, and the
+    /// pages (and their ranking) cover only the hits collected.
+    pub truncated: bool,
+    /// True when the ranked hit list came from the result cache (`files_verified` is 0 then;
+    /// `candidate_files` is that of the search that filled the cache).
+    pub cached: bool,
 }
 
 /// One repository's slot: its current generation and the lock that serialises its builds.
@@ -303,6 +331,7 @@ struct Counters {
     documents_read: AtomicU64,
     searches: AtomicU64,
     search_errors: AtomicU64,
+    result_cache_hits: AtomicU64,
 }
 
 /// All repositories' indexes under one directory (the service passes `<data>/index`).
@@ -313,6 +342,8 @@ pub struct Indexes {
     threads: usize,
     repos: RwLock<BTreeMap<String, Arc<Slot>>>,
     counters: Counters,
+    max_hits: usize,
+    results: Mutex<ResultCache>,
 }
 
 /// Checks a repository name and answers its directory components.
@@ -390,6 +421,8 @@ impl Indexes {
             threads,
             repos: RwLock::new(BTreeMap::new()),
             counters: Counters::default(),
+            max_hits: MAX_HITS,
+            results: Mutex::new(ResultCache::default()),
         };
         let mut found = Vec::new();
         indexes.scan(&indexes.dir.clone(), &mut Vec::new(), &mut found);
@@ -410,6 +443,17 @@ impl Indexes {
         }
         drop(repos);
         Ok(indexes)
+    }
+
+    /// Sets the most hits one search collects (default [`MAX_HITS`]; at least 1). Mostly for
+    /// tests; drops the result cache.
+    pub fn with_max_hits(mut self, max_hits: usize) -> Self {
+        self.max_hits = max_hits.max(1);
+        self.results
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        self
     }
 
     /// Walks the index directory: a directory holding `gen-*`/`staging-*` entries is a
@@ -789,6 +833,11 @@ impl Indexes {
     /// Counters since open.
     pub fn stats(&self) -> IndexesStats {
         let c = &self.counters;
+        let (entries, bytes) = self
+            .results
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .usage();
         IndexesStats {
             builds: c.builds.load(Ordering::Relaxed),
             builds_skipped: c.builds_skipped.load(Ordering::Relaxed),
@@ -798,6 +847,9 @@ impl Indexes {
             searches: c.searches.load(Ordering::Relaxed),
             search_errors: c.search_errors.load(Ordering::Relaxed),
             repos_indexed: self.repos().len() as u64,
+            result_cache_hits: c.result_cache_hits.load(Ordering::Relaxed),
+            result_cache_entries: entries as u64,
+            result_cache_bytes: bytes as u64,
         }
     }
 
@@ -810,6 +862,63 @@ impl Indexes {
             Err(_) => self.counters.search_errors.fetch_add(1, Ordering::Relaxed),
         };
         result
+    }
+
+    /// Runs a compiled query over the pinned generations and ranks every hit collected: all
+    /// file-name hits first, then line hits in repository, path and line order, until
+    /// `max_hits`; then file names, definition-looking lines, the rest (each in that order).
+    fn rank(
+        &self,
+        pinned: &[(String, Arc<Generation>)],
+        compiled: &query::Compiled,
+        deadline: Instant,
+        stats: &mut SearchStats,
+    ) -> Result<RankedList, SearchError> {
+        let mut file_names = Vec::new();
+        let mut truncated = false;
+        for (index, (_, generation)) in pinned.iter().enumerate() {
+            let room = self.max_hits - file_names.len();
+            let found = query::file_names(generation, compiled);
+            if found.len() > room {
+                truncated = true;
+            }
+            file_names.extend(
+                found
+                    .into_iter()
+                    .take(room)
+                    .map(|doc| Ranked::FileName { repo: index, doc }),
+            );
+        }
+        let mut candidate_files = 0;
+        let mut definitions = Vec::new();
+        let mut others = Vec::new();
+        for (index, (_, generation)) in pinned.iter().enumerate() {
+            if truncated {
+                break;
+            }
+            let budget = self.max_hits - file_names.len() - definitions.len() - others.len();
+            let run = query::lines(generation, compiled, self.threads, deadline, budget)?;
+            candidate_files += run.candidates;
+            stats.files_verified += run.verified;
+            truncated = run.more;
+            for hit in run.lines {
+                let ranked = Ranked::Line { repo: index, hit };
+                if hit.definition {
+                    definitions.push(ranked);
+                } else {
+                    others.push(ranked);
+                }
+            }
+        }
+        let mut hits = file_names;
+        hits.reserve_exact(definitions.len() + others.len());
+        hits.append(&mut definitions);
+        hits.append(&mut others);
+        Ok(RankedList {
+            hits,
+            candidate_files,
+            truncated,
+        })
     }
 
     fn search_inner(&self, request: &SearchRequest) -> Result<SearchResults, SearchError> {
@@ -847,38 +956,46 @@ impl Indexes {
             }
         };
 
-        let mut stats = SearchStats::default();
-        let mut file_names = Vec::new();
-        let mut definitions = Vec::new();
-        let mut others = Vec::new();
-        for (index, (_, generation)) in pinned.iter().enumerate() {
-            let run = query::run(generation, &compiled, self.threads, deadline)?;
-            stats.candidate_files += run.candidates;
-            stats.files_verified += run.verified;
-            stats.documents += generation.docs.len() as u64;
-            file_names.extend(
-                run.file_names
-                    .into_iter()
-                    .map(|doc| Ranked::FileName { repo: index, doc }),
-            );
-            for hit in run.lines {
-                let ranked = Ranked::Line { repo: index, hit };
-                if hit.definition {
-                    definitions.push(ranked);
-                } else {
-                    others.push(ranked);
-                }
+        let mut stats = SearchStats {
+            documents: pinned.iter().map(|(_, g)| g.docs.len() as u64).sum(),
+            ..SearchStats::default()
+        };
+        let key = cache::Key {
+            request: canonical_request(request),
+            generations: generations.clone(),
+        };
+        let arcs: Vec<&Arc<Generation>> = pinned.iter().map(|(_, g)| g).collect();
+        let cached = self
+            .results
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key, &arcs);
+        let list = match cached {
+            Some(list) => {
+                self.counters
+                    .result_cache_hits
+                    .fetch_add(1, Ordering::Relaxed);
+                stats.cached = true;
+                list
             }
-        }
-        let total = (file_names.len() + definitions.len() + others.len()) as u64;
+            None => {
+                let list = Arc::new(self.rank(&pinned, &compiled, deadline, &mut stats)?);
+                self.results
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(key, &arcs, list.clone());
+                list
+            }
+        };
+        stats.candidate_files = list.candidate_files;
+        stats.truncated = list.truncated;
+        let total = list.hits.len() as u64;
         stats.total_hits = total;
-        let page: Vec<&Ranked> = file_names
-            .iter()
-            .chain(definitions.iter())
-            .chain(others.iter())
-            .skip(usize::try_from(offset).unwrap_or(usize::MAX))
-            .take(limit)
-            .collect();
+        let from = usize::try_from(offset).unwrap_or(usize::MAX);
+        let page: &[Ranked] = list
+            .hits
+            .get(from..)
+            .map_or(&[], |rest| &rest[..rest.len().min(limit)]);
         let end = offset + page.len() as u64;
 
         let mut order: Vec<usize> = Vec::new();
@@ -919,18 +1036,94 @@ impl Indexes {
     }
 }
 
-/// A hash of everything that defines a query's hit list (not the page size): a cursor only
-/// continues the query it came from.
+impl SearchRequest {
+    /// A hash of everything that defines the query's hit list (query, `regex`,
+    /// `case_sensitive`, `path`, `lang`, and the set of repositories; not `limit` nor
+    /// `cursor`). Stable across builds, platforms and Rust releases (FNV-1a 64 over a
+    /// canonical encoding), so cursors, which carry it, survive a server upgrade.
+    pub fn stable_hash(&self) -> u64 {
+        fnv1a64(&canonical_request(self))
+    }
+}
+
+/// The canonical encoding of what defines a request's hit list: a version tag, then every
+/// field length-prefixed (u64 little-endian), options tagged, repositories sorted and deduplicated.
+/// Any change here changes every cursor (they are then refused as invalid, once).
+fn canonical_request(request: &SearchRequest) -> Vec<u8> {
+    fn bytes(out: &mut Vec<u8>, value: &[u8]) {
+        out.extend_from_slice(&(value.len() as u64).to_le_bytes());
+        out.extend_from_slice(value);
+    }
+    fn option(out: &mut Vec<u8>, value: Option<&str>) {
+        match value {
+            None => out.push(0),
+            Some(value) => {
+                out.push(1);
+                bytes(out, value.as_bytes());
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(64 + request.query.len());
+    out.extend_from_slice(b"csg-search-request/1\n");
+    bytes(&mut out, request.query.as_bytes());
+    out.push(u8::from(request.regex));
+    out.push(u8::from(request.case_sensitive));
+    option(&mut out, request.path.as_deref());
+    option(&mut out, request.lang.as_deref());
+    let repos: BTreeSet<&str> = request.repos.iter().map(String::as_str).collect();
+    out.extend_from_slice(&(repos.len() as u64).to_le_bytes());
+    for repo in repos {
+        bytes(&mut out, repo.as_bytes());
+    }
+    out
+}
+
+/// FNV-1a, 64 bits.
+fn fnv1a64(data: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &byte in data {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
+}
+
+/// The cursor's form of [`SearchRequest::stable_hash`].
 fn request_hash(request: &SearchRequest) -> String {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    request.query.hash(&mut hasher);
-    request.regex.hash(&mut hasher);
-    request.case_sensitive.hash(&mut hasher);
-    request.path.hash(&mut hasher);
-    request.lang.hash(&mut hasher);
-    let repos: HashSet<&String> = request.repos.iter().collect();
-    let mut repos: Vec<&String> = repos.into_iter().collect();
-    repos.sort();
-    repos.hash(&mut hasher);
-    format!("{:016x}", hasher.finish())
+    format!("{:016x}", request.stable_hash())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fnv1a64_reference_values() {
+        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
+    }
+
+    #[test]
+    fn canonical_request_ignores_page_and_repo_order() {
+        let a = SearchRequest {
+            query: "q".into(),
+            repos: vec!["b/b".into(), "a/a".into(), "b/b".into()],
+            limit: 10,
+            ..SearchRequest::default()
+        };
+        let b = SearchRequest {
+            repos: vec!["a/a".into(), "b/b".into()],
+            limit: 20,
+            cursor: Some("x".into()),
+            ..a.clone()
+        };
+        assert_eq!(canonical_request(&a), canonical_request(&b));
+        // Fields cannot run into each other.
+        let c = SearchRequest {
+            path: Some(String::new()),
+            ..b.clone()
+        };
+        assert_ne!(canonical_request(&b), canonical_request(&c));
+    }
 }

@@ -24,6 +24,11 @@ pub const SNIPPET_CHARS: usize = 200;
 /// Time budget of one search (the regex engine is linear, but a corpus times a pattern that
 /// matches everywhere can still take long).
 pub const SEARCH_BUDGET: Duration = Duration::from_secs(20);
+/// Default cap on the hits one search collects (file-name and line hits together): beyond it,
+/// verification stops and [`SearchStats::truncated`](crate::SearchStats::truncated) is set.
+/// Bounds the memory and time of queries that match nearly every line (`e`, `^`). Lowered per
+/// index set with [`Indexes::with_max_hits`](crate::Indexes::with_max_hits).
+pub const MAX_HITS: usize = 100_000;
 /// At most this many trigram posting lists are intersected per AND: the rarest ones. More
 /// would cost decoding time and can only shrink a candidate set that verification fixes.
 const MAX_AND_LISTS: usize = 12;
@@ -283,12 +288,13 @@ pub(crate) fn is_definition(line: &[u8]) -> bool {
     false
 }
 
-/// Every line of `text` with a match, git-grep style: the regex applies per line.
-pub(crate) fn verify(regex: &Regex, doc: u32, text: &[u8], out: &mut Vec<LineHit>) {
+/// Every line of `text` with a match, git-grep style: the regex applies per line. Stops once
+/// `out` holds `limit` hits.
+pub(crate) fn verify(regex: &Regex, doc: u32, text: &[u8], out: &mut Vec<LineHit>, limit: usize) {
     let mut pos = 0usize;
     let mut line = 1u32;
     let mut counted = 0usize;
-    while pos <= text.len() {
+    while pos <= text.len() && out.len() < limit {
         let Some(m) = regex.find_at(text, pos) else {
             break;
         };
@@ -333,30 +339,44 @@ pub(crate) fn snippet(line: &[u8], at: usize) -> String {
     trimmed[from..].chars().take(SNIPPET_CHARS).collect()
 }
 
-/// The hits of one repository, in (path, line) order.
-pub(crate) struct RepoRun {
-    pub file_names: Vec<u32>,
-    pub lines: Vec<LineHit>,
-    pub candidates: u64,
-    pub verified: u64,
-}
-
-/// Runs a compiled query over one generation.
-pub(crate) fn run(
-    generation: &Generation,
-    compiled: &Compiled,
-    threads: usize,
-    deadline: Instant,
-) -> Result<RepoRun, SearchError> {
-    let docs = &generation.docs;
-    let file_names: Vec<u32> = docs
+/// File-name hits of one generation: documents (text or path-only) whose path passes the
+/// filters and matches the query, in path order.
+pub(crate) fn file_names(generation: &Generation, compiled: &Compiled) -> Vec<u32> {
+    generation
+        .docs
         .iter()
         .enumerate()
         .filter(|(_, d)| {
             compiled.path_allowed(&d.path) && compiled.regex.is_match(d.path.as_bytes())
         })
         .map(|(i, _)| i as u32)
-        .collect();
+        .collect()
+}
+
+/// The line hits of one repository, in (path, line) order.
+pub(crate) struct LineRun {
+    /// At most the `budget` given to [`lines`]: the first ones in (path, line) order.
+    pub lines: Vec<LineHit>,
+    /// True when more hits than `budget` exist (those past it were dropped).
+    pub more: bool,
+    /// Text documents selected by the trigram plan and the filters.
+    pub candidates: u64,
+    /// Documents actually run through the regex (fewer than `candidates` when `more`).
+    pub verified: u64,
+}
+
+/// Verifies the candidate documents of one generation, collecting at most `budget` line hits:
+/// the first ones in (path, line) order, whatever the threads' interleaving. Verification stops
+/// once more than `budget` hits are known, so the memory stays bounded for queries matching
+/// nearly every line.
+pub(crate) fn lines(
+    generation: &Generation,
+    compiled: &Compiled,
+    threads: usize,
+    deadline: Instant,
+    budget: usize,
+) -> Result<LineRun, SearchError> {
+    let docs = &generation.docs;
     let candidates: Vec<u32> = match evaluate(generation, &compiled.plan) {
         Some(ids) => ids,
         None => (0..docs.len() as u32).collect(),
@@ -368,15 +388,23 @@ pub(crate) fn run(
     })
     .collect();
 
+    // Chunks are taken in increasing order and every chunk taken is finished, so the chunks
+    // done always form a prefix of the candidates; workers stop taking chunks once the hits
+    // found exceed the budget. One chunk never needs more than `budget + 1` hits of its own.
+    let enough = budget.saturating_add(1);
     const CHUNK: usize = 16;
     let chunks = candidates.len().div_ceil(CHUNK);
     let next = AtomicUsize::new(0);
+    let found = AtomicUsize::new(0);
     let timed_out = AtomicBool::new(false);
     let work = || {
-        let mut results: Vec<(usize, Vec<LineHit>)> = Vec::new();
+        let mut results: Vec<(usize, u64, Vec<LineHit>)> = Vec::new();
         loop {
+            if timed_out.load(Ordering::Relaxed) || found.load(Ordering::Relaxed) >= enough {
+                return results;
+            }
             let chunk = next.fetch_add(1, Ordering::Relaxed);
-            if chunk >= chunks || timed_out.load(Ordering::Relaxed) {
+            if chunk >= chunks {
                 return results;
             }
             if Instant::now() > deadline {
@@ -384,11 +412,17 @@ pub(crate) fn run(
                 return results;
             }
             let mut hits = Vec::new();
+            let mut verified = 0u64;
             for &id in &candidates[chunk * CHUNK..((chunk + 1) * CHUNK).min(candidates.len())] {
+                if hits.len() >= enough {
+                    break;
+                }
                 let doc = &docs[id as usize];
-                verify(&compiled.regex, id, generation.text(doc), &mut hits);
+                verify(&compiled.regex, id, generation.text(doc), &mut hits, enough);
+                verified += 1;
             }
-            results.push((chunk, hits));
+            found.fetch_add(hits.len(), Ordering::Relaxed);
+            results.push((chunk, verified, hits));
         }
     };
     let total_bytes: u64 = candidates.iter().map(|&i| docs[i as usize].len).sum();
@@ -413,13 +447,24 @@ pub(crate) fn run(
             seconds: SEARCH_BUDGET.as_secs(),
         });
     }
-    results.sort_unstable_by_key(|(chunk, _)| *chunk);
-    let lines = results.into_iter().flat_map(|(_, hits)| hits).collect();
-    Ok(RepoRun {
-        file_names,
+    results.sort_unstable_by_key(|(chunk, _, _)| *chunk);
+    let verified = results.iter().map(|(_, verified, _)| verified).sum();
+    let mut lines: Vec<LineHit> = Vec::new();
+    let mut more = false;
+    for (_, _, hits) in results {
+        let room = budget - lines.len();
+        if hits.len() > room {
+            lines.extend_from_slice(&hits[..room]);
+            more = true;
+            break;
+        }
+        lines.extend(hits);
+    }
+    Ok(LineRun {
         lines,
+        more,
         candidates: candidates.len() as u64,
-        verified: candidates.len() as u64,
+        verified,
     })
 }
 
@@ -501,7 +546,7 @@ mod tests {
     fn lines(pattern: &str, text: &str) -> Vec<u32> {
         let regex = RegexBuilder::new(pattern).multi_line(true).build().unwrap();
         let mut out = Vec::new();
-        verify(&regex, 0, text.as_bytes(), &mut out);
+        verify(&regex, 0, text.as_bytes(), &mut out, usize::MAX);
         out.iter().map(|h| h.line).collect()
     }
 
@@ -513,6 +558,19 @@ mod tests {
         assert_eq!(lines("^", ""), Vec::<u32>::new());
         assert_eq!(lines("$", "x\n\nz"), vec![1, 2, 3]);
         assert_eq!(lines(r"[^x]+", "x\nab\n"), vec![2]);
+    }
+
+    #[test]
+    fn verification_stops_at_the_limit() {
+        let regex = RegexBuilder::new("^").multi_line(true).build().unwrap();
+        let mut out = Vec::new();
+        verify(&regex, 0, b"a\nb\nc\nd\n", &mut out, 3);
+        assert_eq!(
+            out.iter().map(|h| h.line).collect::<Vec<_>>(),
+            vec![1, 2, 3]
+        );
+        verify(&regex, 1, b"e\n", &mut out, 3);
+        assert_eq!(out.len(), 3);
     }
 
     #[test]

@@ -1,0 +1,320 @@
+//! S-1 result handling: later pages come from the result cache (no re-verification) and still
+//! cover every hit once; the hit cap bounds a search and says so; cursors carry a stable hash.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::{GitSource, Rng, all_hits, build_at, generated_text, index_dir, request};
+use search::{Hit, IndexConfig, Indexes, MAX_HITS, SearchError, SearchRequest};
+
+fn indexed(files: &[(&str, &[u8])]) -> (testgit::SourceRepo, tempfile::TempDir, Indexes) {
+    let repo = testgit::SourceRepo::with_files(files);
+    let commit = repo.head();
+    let (tmp, dir) = index_dir();
+    let indexes = Indexes::open(dir, IndexConfig::default()).unwrap();
+    build_at(&indexes, "o/r", repo.path(), &commit);
+    (repo, tmp, indexes)
+}
+
+fn hits_of(results: &search::SearchResults) -> Vec<Hit> {
+    results
+        .repos
+        .iter()
+        .flat_map(|r| r.hits.iter().cloned())
+        .collect()
+}
+
+fn key(hit: &Hit) -> (String, u64) {
+    match hit {
+        Hit::Line { path, line, .. } => (path.clone(), *line),
+        Hit::FileName { path, .. } => (path.clone(), 0),
+    }
+}
+
+#[test]
+fn s1_cursor_pages_come_from_the_result_cache_and_cover_every_hit_once() {
+    let many: String = (0..60).map(|i| format!("row {i} needle\n")).collect();
+    let (repo, tmp, indexes) = indexed(&[
+        ("a/needle.txt", b"nothing\n"),
+        ("b/lib.rs", b"pub fn needle() {}\nneedle();\n"),
+        ("c/many.txt", many.as_bytes()),
+    ]);
+    let everything = hits_of(
+        &indexes
+            .search(&request("o/r", "needle", false, true))
+            .unwrap(),
+    );
+    assert_eq!(everything.len(), 63);
+
+    let mut req = request("o/r", "needle", false, true);
+    req.limit = 10;
+    let hits_before = indexes.stats().result_cache_hits;
+    let mut paged = Vec::new();
+    let mut pages = 0;
+    loop {
+        let page = indexes.search(&req).unwrap();
+        pages += 1;
+        // The first page of this size was answered from the list the full search cached too.
+        assert!(page.stats.cached, "page {pages} not from the cache");
+        assert_eq!(page.stats.files_verified, 0, "page {pages}");
+        assert_eq!(page.stats.total_hits, 63);
+        assert!(!page.stats.truncated);
+        paged.extend(hits_of(&page));
+        match page.next_cursor {
+            Some(cursor) => req.cursor = Some(cursor),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 7);
+    assert_eq!(
+        paged, everything,
+        "pages cover every hit once, in rank order"
+    );
+    assert_eq!(indexes.stats().result_cache_hits, hits_before + 7);
+    assert!(indexes.stats().result_cache_entries >= 1);
+
+    // Another query fills its own entry: page 1 verifies, page 2 does not.
+    let mut req = request("o/r", "row", false, true);
+    req.limit = 25;
+    let first = indexes.search(&req).unwrap();
+    assert!(!first.stats.cached);
+    assert!(first.stats.files_verified > 0);
+    req.cursor = first.next_cursor.clone();
+    let second = indexes.search(&req).unwrap();
+    assert!(second.stats.cached);
+    assert_eq!(second.stats.files_verified, 0);
+    let mut seen: BTreeSet<(String, u64)> = BTreeSet::new();
+    for hit in all_hits(&indexes, &request("o/r", "row", false, true))
+        .into_iter()
+        .map(|(_, _, h)| h)
+    {
+        assert!(seen.insert(key(&hit)));
+    }
+    let mut paged: BTreeSet<(String, u64)> = BTreeSet::new();
+    let mut req = request("o/r", "row", false, true);
+    req.limit = 25;
+    for (_, _, hit) in all_hits(&indexes, &req) {
+        assert!(paged.insert(key(&hit)), "duplicate {hit:?}");
+    }
+    assert_eq!(paged, seen);
+
+    // A re-index expires the old cursor; the same request is then verified again.
+    let cursor = first.next_cursor.clone().unwrap();
+    let second_commit = repo.commit(&[("c/more.txt", b"row needle\n")], "more");
+    build_at(&indexes, "o/r", repo.path(), &second_commit);
+    let mut req = request("o/r", "row", false, true);
+    req.limit = 25;
+    req.cursor = Some(cursor);
+    assert!(matches!(
+        indexes.search(&req),
+        Err(SearchError::CursorExpired)
+    ));
+    req.cursor = None;
+    let fresh = indexes.search(&req).unwrap();
+    assert!(!fresh.stats.cached);
+    assert!(fresh.stats.files_verified > 0);
+    assert_eq!(fresh.stats.total_hits, 61);
+
+    // The cache never keeps a generation alive: removing the index deletes its files, and a
+    // rebuild at the same commit (same name, commit and generation number) is not served
+    // from the old entry, though its cursor still continues it correctly.
+    let rebuild = || {
+        indexes.remove("o/r").unwrap();
+        assert!(
+            !tmp.path().join("index/o/r").exists(),
+            "the old generation's files are gone"
+        );
+        let stats = indexes
+            .build(
+                "o/r",
+                &second_commit,
+                &GitSource::new(repo.path(), &second_commit),
+                &mut |_| {},
+            )
+            .unwrap();
+        assert_eq!(stats.generation, 1);
+    };
+    rebuild();
+    req.cursor = None;
+    let page = indexes.search(&req).unwrap();
+    assert!(!page.stats.cached);
+    req.cursor = page.next_cursor.clone();
+    assert!(indexes.search(&req).unwrap().stats.cached);
+    rebuild();
+    let continued = indexes.search(&req).unwrap();
+    assert!(!continued.stats.cached, "a rebuilt generation is new");
+    assert!(continued.stats.files_verified > 0);
+    let all: Vec<Hit> = hits_of(&indexes.search(&request("o/r", "row", false, true)).unwrap());
+    assert_eq!(hits_of(&continued), all[25..50]);
+}
+
+#[test]
+fn s1_hit_cap_stops_verification_and_reports_truncation() {
+    let mut rng = Rng(0x5eed_1234);
+    let texts: Vec<(String, String)> = (0..80)
+        .map(|i| (format!("src/f{i:03}.rs"), generated_text(&mut rng, 300)))
+        .collect();
+    let mut files: Vec<(&str, &[u8])> = texts
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_bytes()))
+        .collect();
+    files.push(("docs/eel.md", b"pub fn eel() {}\n"));
+    let (_repo, _tmp, indexes) = indexed(&files);
+    let corpus: usize = texts.iter().map(|(_, t)| t.len()).sum();
+    assert!(corpus > 256 << 10, "large enough for threaded verification");
+
+    let query = request("o/r", "e", false, true);
+    let full = indexes.search(&query).unwrap();
+    assert!(!full.stats.truncated);
+    let total = full.stats.total_hits as usize;
+    assert!(total > 5000 && total < MAX_HITS, "{total}");
+    // Every hit, in collection order: file names first, then lines in path and line order.
+    let every: Vec<Hit> = all_hits(&indexes, &query)
+        .into_iter()
+        .map(|(_, _, h)| h)
+        .collect();
+    let names: Vec<Hit> = every
+        .iter()
+        .filter(|h| matches!(h, Hit::FileName { .. }))
+        .cloned()
+        .collect();
+    assert!(!names.is_empty());
+    let mut lines: Vec<Hit> = every
+        .iter()
+        .filter(|h| matches!(h, Hit::Line { .. }))
+        .cloned()
+        .collect();
+    lines.sort_by_key(key);
+
+    // The cap exactly at the number of hits: nothing is dropped, nothing is truncated.
+    let indexes = indexes.with_max_hits(total);
+    let exact = indexes.search(&query).unwrap();
+    assert_eq!(exact.stats.total_hits as usize, total);
+    assert!(!exact.stats.truncated);
+
+    let cap = 1234;
+    let indexes = indexes.with_max_hits(cap);
+    let mut paged = request("o/r", "e", false, true);
+    paged.limit = 100;
+    let first = indexes.search(&paged).unwrap();
+    assert!(first.stats.truncated);
+    assert_eq!(first.stats.total_hits as usize, cap);
+    assert!(
+        first.stats.files_verified < first.stats.candidate_files,
+        "verification stopped early: {:?}",
+        first.stats
+    );
+    let capped: Vec<Hit> = all_hits(&indexes, &paged)
+        .into_iter()
+        .map(|(_, _, h)| h)
+        .collect();
+    assert_eq!(capped.len(), cap);
+    let unique: BTreeSet<(String, u64)> = capped.iter().map(key).collect();
+    assert_eq!(unique.len(), cap, "every collected hit exactly once");
+    // The hits collected: every file name, then the first lines in path order, whatever the
+    // threads did; ranked as usual (names, definitions, the rest).
+    let mut expected: BTreeSet<(String, u64)> = names.iter().map(key).collect();
+    expected.extend(lines[..cap - names.len()].iter().map(key));
+    assert_eq!(unique, expected);
+    assert_eq!(capped[..names.len()], names[..]);
+    let first_other = capped
+        .iter()
+        .position(|h| matches!(h, Hit::Line { snippet, .. } if !is_definition(snippet)))
+        .unwrap();
+    assert!(
+        capped[first_other..]
+            .iter()
+            .all(|h| matches!(h, Hit::Line { snippet, .. } if !is_definition(snippet)))
+    );
+    // The same answer every time.
+    for _ in 0..3 {
+        let again = indexes.search(&request("o/r", "e", false, true)).unwrap();
+        assert_eq!(again.stats.total_hits as usize, cap);
+        assert!(again.stats.truncated);
+    }
+
+    // A cap filled by file names: lines are verified only until one more hit proves the
+    // truncation (a chunk per thread at most).
+    assert_eq!(names.len(), 1);
+    let indexes = indexes.with_max_hits(1);
+    let tiny = indexes.search(&request("o/r", "e", false, true)).unwrap();
+    assert!(tiny.stats.truncated);
+    assert_eq!(tiny.stats.total_hits, 1);
+    assert!(tiny.stats.files_verified <= 4 * 16, "{:?}", tiny.stats);
+    assert_eq!(hits_of(&tiny), names[..1]);
+}
+
+/// The test's idea of a definition line, matching the fixture's vocabulary (`fn`, `struct`).
+fn is_definition(snippet: &str) -> bool {
+    let mut words = snippet
+        .split_whitespace()
+        .skip_while(|w| ["pub", "const", "unsafe", "async"].contains(w));
+    matches!(words.next(), Some("fn" | "struct"))
+}
+
+#[test]
+fn s1_cursor_request_hash_is_stable() {
+    let fixed = SearchRequest {
+        query: "fn main".into(),
+        repos: vec!["o/r".into(), "a/b".into()],
+        path: Some("src/**/*.rs".into()),
+        lang: Some("rust".into()),
+        regex: false,
+        case_sensitive: true,
+        limit: 10,
+        cursor: None,
+    };
+    // Pinned: a change breaks every cursor handed out before an upgrade. (FNV-1a 64 over
+    // "csg-search-request/1\n", then u64-LE-length-prefixed query, regex and case bytes,
+    // tagged path and lang, repository count and sorted repositories; checked independently.)
+    assert_eq!(fixed.stable_hash(), 0xc6be_6ecb_730a_91f0);
+    // Page size, cursor, and repository order or repeats do not count; the rest does.
+    let same = SearchRequest {
+        repos: vec!["a/b".into(), "o/r".into(), "a/b".into()],
+        limit: 99,
+        cursor: Some("x".into()),
+        ..fixed.clone()
+    };
+    assert_eq!(same.stable_hash(), fixed.stable_hash());
+    for other in [
+        SearchRequest {
+            case_sensitive: false,
+            ..fixed.clone()
+        },
+        SearchRequest {
+            regex: true,
+            ..fixed.clone()
+        },
+        SearchRequest {
+            lang: None,
+            ..fixed.clone()
+        },
+        SearchRequest {
+            path: Some(String::new()),
+            ..fixed.clone()
+        },
+        SearchRequest {
+            query: "fn mai".into(),
+            ..fixed.clone()
+        },
+    ] {
+        assert_ne!(other.stable_hash(), fixed.stable_hash(), "{other:?}");
+    }
+
+    // The cursor carries it (hex of JSON; the hash as 16 hex digits).
+    let many: String = (0..5).map(|i| format!("fn main {i}\n")).collect();
+    let (_repo, _tmp, indexes) = indexed(&[("src/main.rs", many.as_bytes())]);
+    let mut req = request("o/r", "fn main", false, true);
+    req.limit = 2;
+    let cursor = indexes.search(&req).unwrap().next_cursor.unwrap();
+    let json: Vec<u8> = (0..cursor.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&cursor[i..i + 2], 16).unwrap())
+        .collect();
+    let json = String::from_utf8(json).unwrap();
+    assert!(
+        json.contains(&format!("{:016x}", req.stable_hash())),
+        "{json}"
+    );
+}
