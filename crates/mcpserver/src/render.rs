@@ -198,6 +198,14 @@ pub(crate) fn render_search(answer: &SearchAnswer) -> String {
             header_value(repo)
         );
     }
+    if answer.stats.truncated {
+        let _ = writeln!(
+            out,
+            "Truncated: true (more than {} hits; these pages cover the first ones in path order: \
+             narrow the query, path or lang)",
+            answer.stats.total_hits
+        );
+    }
     if let Some(cursor) = &answer.next_cursor {
         header(&mut out, "NextCursor", cursor);
     }
@@ -579,7 +587,9 @@ mod tests {
                 candidate_files: 0,
                 files_verified: 0,
                 documents: 0,
-                total_hits: 0,
+                total_hits: 100_000,
+                truncated: true,
+                cached: false,
                 elapsed_us: 0,
             },
         };
@@ -589,7 +599,9 @@ mod tests {
                 "Repo: a/one\nCommit: {SHA}\nlogo.png (file name; content not searched: binary)\n\
                  src/lib.rs:3: fn x() {{}}\\u{{1b}}[0m\n\nRepo: b/two\nCommit: {SHA}\n\
                  docs/x.md (file name)\nNotIndexed: c/three (its index is still being built; \
-                 search again shortly, or use list and read)\nNextCursor: abc\n"
+                 search again shortly, or use list and read)\nTruncated: true (more than 100000 \
+                 hits; these pages cover the first ones in path order: narrow the query, path or \
+                 lang)\nNextCursor: abc\n"
             )
         );
     }

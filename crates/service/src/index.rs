@@ -74,8 +74,13 @@ pub struct SearchStatsAnswer {
     pub files_verified: u64,
     /// Documents in the searched indexes.
     pub documents: u64,
-    /// Hits of the whole query, all pages.
+    /// Hits of the whole query, all pages (at most [`search::MAX_HITS`]).
     pub total_hits: u64,
+    /// The query has more hits than [`search::MAX_HITS`]: the pages cover the first ones
+    /// collected (in path order); narrow the query to see the rest.
+    pub truncated: bool,
+    /// The ranked hits came from the result cache (a later page of a recent search).
+    pub cached: bool,
     /// Wall time of the search in microseconds.
     pub elapsed_us: u64,
 }
@@ -122,6 +127,8 @@ impl From<search::SearchResults> for SearchAnswer {
                 files_verified: stats.files_verified,
                 documents: stats.documents,
                 total_hits: stats.total_hits,
+                truncated: stats.truncated,
+                cached: stats.cached,
                 elapsed_us: stats.elapsed.as_micros() as u64,
             },
         }
