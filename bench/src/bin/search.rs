@@ -288,7 +288,17 @@ fn setup(runtime: tokio::runtime::Runtime, tmp: &Path, tree: PathBuf) -> Result<
     }
     let service = {
         let _context = runtime.enter();
-        Service::new(store, ServiceConfig::default())
+        // Every timed search runs in full: the result cache would answer repeats from memory.
+        Service::new(
+            store,
+            ServiceConfig {
+                index: service::IndexConfig {
+                    result_cache: false,
+                    ..service::IndexConfig::default()
+                },
+                ..ServiceConfig::default()
+            },
+        )
     };
     Ok(Bench {
         runtime,

@@ -64,6 +64,9 @@ pub struct IndexConfig {
     /// Fingerprint of derived-state sources from server plugins (S-3, P-7); empty for none. Part of
     /// the index fingerprint together with the format version: a change rebuilds.
     pub plugin_fingerprint: String,
+    /// Keep the ranked hits of recent searches for their later pages (default true).
+    /// Benchmarks turn it off to time every search in full.
+    pub result_cache: bool,
 }
 
 impl Default for IndexConfig {
@@ -71,6 +74,7 @@ impl Default for IndexConfig {
         IndexConfig {
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
             plugin_fingerprint: String::new(),
+            result_cache: true,
         }
     }
 }
@@ -414,6 +418,11 @@ impl Indexes {
         let threads = std::thread::available_parallelism()
             .map_or(2, |n| n.get())
             .clamp(1, 4);
+        let results = if config.result_cache {
+            ResultCache::default()
+        } else {
+            ResultCache::new(0, 0)
+        };
         let indexes = Indexes {
             fingerprint: config.fingerprint(),
             dir,
@@ -422,7 +431,7 @@ impl Indexes {
             repos: RwLock::new(BTreeMap::new()),
             counters: Counters::default(),
             max_hits: MAX_HITS,
-            results: Mutex::new(ResultCache::default()),
+            results: Mutex::new(results),
         };
         let mut found = Vec::new();
         indexes.scan(&indexes.dir.clone(), &mut Vec::new(), &mut found);

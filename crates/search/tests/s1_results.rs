@@ -318,3 +318,26 @@ fn s1_cursor_request_hash_is_stable() {
         "{json}"
     );
 }
+
+/// S-4 benchmarks time every search in full: with the result cache off, a repeat verifies
+/// again and is never `cached`.
+#[test]
+fn s1_result_cache_can_be_turned_off() {
+    let repo = testgit::SourceRepo::with_files(&[("a.txt", b"needle\n"), ("b.txt", b"needle\n")]);
+    let commit = repo.head();
+    let (_tmp, dir) = index_dir();
+    let config = IndexConfig {
+        result_cache: false,
+        ..IndexConfig::default()
+    };
+    let indexes = Indexes::open(dir, config).unwrap();
+    build_at(&indexes, "o/r", repo.path(), &commit);
+    for _ in 0..2 {
+        let results = indexes
+            .search(&request("o/r", "needle", false, true))
+            .unwrap();
+        assert!(!results.stats.cached);
+        assert_eq!(results.stats.files_verified, 2);
+    }
+    assert_eq!(indexes.stats().result_cache_hits, 0);
+}
