@@ -6,8 +6,8 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use common::{GitSource, all_hits, index_dir, line_hits, request};
-use search::{Hit, IndexConfig, Indexes, SearchError, SearchRequest};
+use common::{GitSource, all_hits, index_commit, line_hits, request};
+use search::{Hit, Indexes, SearchError, SearchRequest};
 
 fn fixture() -> (testgit::SourceRepo, tempfile::TempDir, Indexes, String) {
     let many: String = (0..50).map(|i| format!("row {i} needle\n")).collect();
@@ -24,16 +24,7 @@ fn fixture() -> (testgit::SourceRepo, tempfile::TempDir, Indexes, String) {
         ("src/needle_name.txt", b"nothing to see\n"),
     ]);
     let commit = repo.head();
-    let (tmp, dir) = index_dir();
-    let indexes = Indexes::open(dir, IndexConfig::default()).unwrap();
-    indexes
-        .build(
-            "o/r",
-            &commit,
-            &GitSource::new(repo.path(), &commit),
-            &mut |_| {},
-        )
-        .unwrap();
+    let (tmp, indexes) = index_commit(&repo, &commit);
     (repo, tmp, indexes, commit)
 }
 
@@ -251,16 +242,7 @@ fn s1_catastrophic_patterns_return_promptly() {
         ("x.txt", xline.repeat(20).as_bytes()),
     ]);
     let commit = repo.head();
-    let (_tmp, dir) = index_dir();
-    let indexes = Indexes::open(dir, IndexConfig::default()).unwrap();
-    indexes
-        .build(
-            "o/r",
-            &commit,
-            &GitSource::new(repo.path(), &commit),
-            &mut |_| {},
-        )
-        .unwrap();
+    let (_tmp, indexes) = index_commit(&repo, &commit);
     for pattern in ["(a*)*b", "(x+x+)+y", "(a|aa)+$b", r"(\w+\s?)+z"] {
         let t = Instant::now();
         let results = indexes

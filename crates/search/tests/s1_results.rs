@@ -5,15 +5,15 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{GitSource, Rng, all_hits, build_at, generated_text, index_dir, request};
+use common::{
+    GitSource, Rng, all_hits, build_at, generated_text, index_commit, index_dir, request,
+};
 use search::{Hit, IndexConfig, Indexes, MAX_HITS, SearchError, SearchRequest};
 
 fn indexed(files: &[(&str, &[u8])]) -> (testgit::SourceRepo, tempfile::TempDir, Indexes) {
     let repo = testgit::SourceRepo::with_files(files);
     let commit = repo.head();
-    let (tmp, dir) = index_dir();
-    let indexes = Indexes::open(dir, IndexConfig::default()).unwrap();
-    build_at(&indexes, "o/r", repo.path(), &commit);
+    let (tmp, indexes) = index_commit(&repo, &commit);
     (repo, tmp, indexes)
 }
 

@@ -332,3 +332,11 @@ pub fn build_at(indexes: &Indexes, name: &str, repo: &Path, commit: &str) -> sea
         .build(name, commit, &GitSource::new(repo, commit), &mut |_| {})
         .expect("build")
 }
+
+/// A fresh index directory with `commit` of `repo` built as repository `o/r` (default config).
+pub fn index_commit(repo: &testgit::SourceRepo, commit: &str) -> (tempfile::TempDir, Indexes) {
+    let (tmp, dir) = index_dir();
+    let indexes = Indexes::open(dir, search::IndexConfig::default()).expect("open");
+    build_at(&indexes, "o/r", repo.path(), commit);
+    (tmp, indexes)
+}
