@@ -15,6 +15,29 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
+command -v rustup >/dev/null 2>&1 || { echo "setup: rustup is missing; install Rust with rustup first (https://rustup.rs)" >&2; exit 1; }
+
+# The pinned toolchain (rust-toolchain.toml). Checked before any cargo call, since rustup's
+# cargo proxy would otherwise try to download it on first use.
+channel=$(sed -n 's/^channel *= *"\(.*\)"/\1/p' rust-toolchain.toml)
+host=$(rustc +stable -vV 2>/dev/null | sed -n 's/^host: //p')
+host=${host:-x86_64-unknown-linux-gnu}
+toolchains="${RUSTUP_HOME:-$HOME/.rustup}/toolchains"
+if ! rustup toolchain list | grep -q "^$channel-$host"; then
+  stable_version=$(rustc +stable --version 2>/dev/null | cut -d' ' -f2)
+  if [ "$stable_version" = "$channel" ] && [ -d "$toolchains/stable-$host" ]; then
+    # The installed stable toolchain is that release: name it, instead of downloading it again.
+    echo "setup: using the installed stable toolchain as $channel" >&2
+    ln -s "$toolchains/stable-$host" "$toolchains/$channel-$host"
+  else
+    echo "setup: installing Rust $channel through rustup" >&2
+    rustup toolchain install "$channel" --profile minimal --component rustfmt --component clippy
+  fi
+fi
+for component in rustfmt clippy; do
+  rustup +"$channel" component list --installed | grep -q "^$component" ||
+    rustup +"$channel" component add "$component"
+done
 command -v cargo >/dev/null 2>&1 || { echo "setup: cargo is missing; install Rust with rustup first" >&2; exit 1; }
 
 # The Python venv for the end-to-end tests (official MCP SDK as the client).

@@ -1,13 +1,30 @@
 #!/usr/bin/env bash
-# Runs every test: the Rust workspace (unit, integration, property tests) and the
-# end-to-end tests that drive the real `csg` binary with the official Python MCP SDK.
+# Runs every check CI runs: formatting, clippy with warnings denied, the committed Wasm fixtures
+# against their sources (when the wasm32 target is installed), the Rust workspace (unit,
+# integration, property tests) and the end-to-end tests that drive the real `csg` binary with
+# the official Python MCP SDK.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --with-test-venv
 
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "== cargo clippy (warnings are errors)"
+cargo clippy --locked --workspace --all-targets -- -D warnings
+
+echo "== Wasm fixtures match their sources"
+if rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
+  crates/wasmplugin/testdata/build-fixture.sh --check
+else
+  echo "SKIPPED: fixture check needs the wasm32-unknown-unknown target (rustup target add wasm32-unknown-unknown); the committed artifacts are used as they are"
+fi
+
 # One build: `cargo test` also builds target/debug/csg (the CLI's integration tests need it),
 # with the same feature set, so a separate `cargo build` would only compile dependencies twice.
+echo "== cargo test"
 cargo test --locked --workspace
 
 echo "== end-to-end (Python MCP SDK against target/debug/csg)"

@@ -142,7 +142,7 @@ def _serve(repo: GitRepo, name: str, tmp_path_factory: pytest.TempPathFactory) -
             stdout=subprocess.PIPE,
             stderr=log,
             text=True,
-            env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "info")},
+            env={**os.environ, "CSG_LOG": os.environ.get("CSG_LOG", "info")},
         )
         lines: queue.Queue[str | None] = queue.Queue()
 

@@ -16,7 +16,7 @@ def _params(git_repo: GitRepo, data_dir: str, plugins: str = "auto") -> StdioSer
     return StdioServerParameters(
         command=str(csg_bin()),
         args=["--data-dir", data_dir, "mcp", "--plugins", plugins, "--repo", f"{REPO_NAME}={git_repo.path}"],
-        env={**os.environ, "RUST_LOG": "warn"},
+        env={**os.environ, "CSG_LOG": "warn"},
     )
 
 

@@ -11,6 +11,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 static TICK: AtomicU64 = AtomicU64::new(0);
 
+/// Variables that would point git at another repository, index or object store. A test run
+/// from a Git hook or an editor's terminal may have them set; the fixtures must not follow them.
+const REDIRECTING_VARS: [&str; 8] = [
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_NAMESPACE",
+    "GIT_COMMON_DIR",
+    "GIT_CEILING_DIRECTORIES",
+];
+
 /// Runs git in `cwd`; panics with git's stderr on failure; answers trimmed stdout.
 pub fn git(cwd: &Path, args: &[&str]) -> String {
     git_with_input(cwd, args, None)
@@ -32,7 +45,11 @@ pub fn git_raw(cwd: &Path, args: &[&str], input: Option<&[u8]>) -> Output {
     // Distinct, increasing dates keep commit ids unique and history order deterministic.
     let n = TICK.fetch_add(1, Ordering::SeqCst);
     let date = format!("{} +0000", 1_700_000_000 + n * 60);
-    let mut child = Command::new("git")
+    let mut command = Command::new("git");
+    for var in REDIRECTING_VARS {
+        command.env_remove(var);
+    }
+    let mut child = command
         .current_dir(cwd)
         .args(args)
         .env("GIT_CONFIG_GLOBAL", "/dev/null")

@@ -2,11 +2,18 @@
 # Rebuilds the committed Wasm fixtures of the plugin host's tests (SPEC W-37) from their Rust
 # source and checks them. Idempotent: an artifact is only rewritten when its bytes change.
 #
-#   crates/wasmplugin/testdata/build-fixture.sh
+#   crates/wasmplugin/testdata/build-fixture.sh           # rebuild, update changed artifacts
+#   crates/wasmplugin/testdata/build-fixture.sh --check   # rebuild, fail if any artifact differs
 #
 # Needs the wasm32-unknown-unknown target (`rustup target add wasm32-unknown-unknown`) and
 # python3; CI and the host's tests need neither, they use the committed artifacts.
 set -euo pipefail
+check=false
+case "${1:-}" in
+  --check) check=true ;;
+  "") ;;
+  *) echo "build-fixture: unknown argument $1 (expected nothing or --check)" >&2; exit 2 ;;
+esac
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../../.." && pwd)"
 cd "$root"
@@ -44,17 +51,25 @@ target_dir="$(cargo metadata --locked --format-version 1 --no-deps |
   python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
 
 artifacts=()
+stale=false
 for p in "${packages[@]}"; do
   built="$target_dir/$target/release/${p//-/_}.wasm"
   dest="$here/$p.sourcegraph.wasm"
   if cmp -s "$built" "$dest"; then
     echo "build-fixture: $p.sourcegraph.wasm unchanged"
+  elif $check; then
+    echo "build-fixture: $p.sourcegraph.wasm differs from what its source builds to; run $0 and commit" >&2
+    stale=true
   else
     cp "$built" "$dest.tmp" && mv "$dest.tmp" "$dest"
     echo "build-fixture: $p.sourcegraph.wasm updated"
   fi
   artifacts+=("$dest")
 done
+
+if $stale; then
+  exit 1
+fi
 
 # Contract check: exactly one metadata section whose name matches the file, ABI 2, the four
 # exports, and imports from module `sourcegraph` only (no WASI, no `env`).
