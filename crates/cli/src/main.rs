@@ -268,10 +268,14 @@ async fn register_repos(service: &Service, specs: &[String]) -> Result<()> {
     for spec in specs {
         let registration = repos::registration_from_spec(spec)?;
         let name = registration.name.clone();
-        let store = service.store().clone();
-        tokio::task::spawn_blocking(move || store.register(registration))
-            .await
-            .context("registration was interrupted")??;
+        service
+            .register(service::RegisterRequest {
+                name: name.to_string(),
+                source: registration.source,
+                registered_path: registration.registered_path.to_string(),
+                branch: registration.branch,
+            })
+            .await?;
         progress(&format!("syncing {name} …"));
         match service.sync(name.to_string()).await {
             Ok(outcome) => {

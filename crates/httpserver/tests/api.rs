@@ -14,7 +14,11 @@ struct Server {
 }
 
 async fn server() -> Server {
-    let source = SourceRepo::with_files(&[("a.md", b"# A\nsecond\nthird\n"), ("bin.dat", b"\0\0")]);
+    server_with(&[("a.md", b"# A\nsecond\nthird\n"), ("bin.dat", b"\0\0")]).await
+}
+
+async fn server_with(files: &[(&str, &[u8])]) -> Server {
+    let source = SourceRepo::with_files(files);
     let head = source.head();
     let store = source.store("test/api", "");
     let service = Service::new(store, ServiceConfig::default());
@@ -166,6 +170,41 @@ async fn s5_s6_s7_navigation_routes() {
         (body["readable"].as_bool(), body["commit"].as_str()),
         (Some(true), Some(s.head.as_str()))
     );
+}
+
+/// W-6, SPEC §9: `availability` with `include_plugins` answers plain JSON: a `plugins` array
+/// (each entry untrusted text plus its directory), never Rust's `{"Ok": …}` encoding; without
+/// `include_plugins` there is no plugin key at all.
+#[tokio::test]
+async fn w6_availability_plugins_plain_json() {
+    let echo = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../wasmplugin/testdata/echo.sourcegraph.wasm"
+    ))
+    .unwrap();
+    let s = server_with(&[("docs/echo.sourcegraph.wasm", &echo), ("docs/a.md", b"a\n")]).await;
+    let (status, body) = s
+        .post(
+            "/sourcegraph/api/availability",
+            json!({"repo": "test/api", "include_plugins": true}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let plugins = body["plugins"].as_array().expect("a plugins array");
+    assert_eq!(plugins.len(), 1, "{body}");
+    assert_eq!(plugins[0]["name"], "echo");
+    assert_eq!(plugins[0]["directory"], "docs");
+    assert!(plugins[0]["operations"].is_array(), "{body}");
+    assert!(body.get("plugins_error").is_none(), "{body}");
+    assert!(body.get("Ok").is_none() && plugins[0].get("Ok").is_none());
+
+    let (_, body) = s.get("/sourcegraph/api/availability?repo=test/api").await;
+    let object = body.as_object().unwrap();
+    assert!(
+        !object.contains_key("plugins") && !object.contains_key("plugins_error"),
+        "{body}"
+    );
+    assert_eq!(body["readable"], true);
 }
 
 /// O-4: health, readiness and metrics.

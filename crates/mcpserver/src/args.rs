@@ -16,6 +16,8 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
 
+use crate::server::Limits;
+
 /// `read {repo, revision?, path, start_line?, end_line?, plugins?}`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -33,7 +35,7 @@ pub(crate) struct ReadArgs {
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub start_line: Option<u64>,
-    /// Last line to return, inclusive. Default `start_line + 499`.
+    /// Last line to return, inclusive. Default `start_line + {last_offset}`.
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub end_line: Option<u64>,
@@ -54,7 +56,7 @@ pub(crate) struct FileArg {
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub start_line: Option<u64>,
-    /// Last line, inclusive. Default `start_line + 499`.
+    /// Last line, inclusive. Default `start_line + {last_offset}`.
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub end_line: Option<u64>,
@@ -70,8 +72,8 @@ pub(crate) struct ReadManyArgs {
     /// Omitted: the head of the default branch.
     #[serde(default)]
     pub revision: Option<String>,
-    /// The ranges to read, answered one block each in this order (1 to 50 entries by
-    /// default). Entries may repeat.
+    /// The ranges to read, answered one block each in this order (1 to {max_items} entries).
+    /// Entries may repeat.
     #[schemars(length(min = 1))]
     pub files: Vec<FileArg>,
     /// Repository plugins for this call, as in `read`.
@@ -216,7 +218,8 @@ pub(crate) fn parse<T: DeserializeOwned>(
 /// The strict input schema of `T`: JSON Schema 2020-12 with nested types inlined (some agent
 /// clients do not follow `$ref`), `additionalProperties: false` from `deny_unknown_fields`,
 /// and the struct's own title and description stripped as rmcp does (noise to the model).
-pub(crate) fn input_schema<T: JsonSchema>() -> Arc<JsonObject> {
+/// The strict input schema of `T`, its property descriptions filled with `limits`.
+pub(crate) fn input_schema<T: JsonSchema>(limits: &Limits) -> Arc<JsonObject> {
     let settings = schemars::generate::SchemaSettings::draft2020_12().with(|settings| {
         settings.inline_subschemas = true;
     });
@@ -236,7 +239,32 @@ pub(crate) fn input_schema<T: JsonSchema>() -> Arc<JsonObject> {
     object.remove("title");
     object.remove("description");
     object.remove("$schema");
+    for value in object.values_mut() {
+        fill_descriptions(value, limits);
+    }
     Arc::new(object)
+}
+
+/// Writes the configured limits into every `description` below `value`.
+fn fill_descriptions(value: &mut serde_json::Value, limits: &Limits) {
+    match value {
+        serde_json::Value::Object(object) => {
+            for (key, child) in object.iter_mut() {
+                match child {
+                    serde_json::Value::String(text) if key == "description" => {
+                        *text = limits.fill(text);
+                    }
+                    _ => fill_descriptions(child, limits),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for item in items {
+                fill_descriptions(item, limits);
+            }
+        }
+        _ => {}
+    }
 }
 
 #[cfg(test)]
@@ -316,14 +344,15 @@ mod tests {
     /// M-3: every schema refuses unknown properties, nested ones included, without `$ref`.
     #[test]
     fn m3_schemas_are_strict_and_inline() {
+        let limits = Limits::new(&service::ServiceConfig::default());
         for schema in [
-            input_schema::<ReadArgs>(),
-            input_schema::<ReadManyArgs>(),
-            input_schema::<ListArgs>(),
-            input_schema::<SearchArgs>(),
-            input_schema::<ResolveArgs>(),
-            input_schema::<DiscoveryArgs>(),
-            input_schema::<AvailabilityArgs>(),
+            input_schema::<ReadArgs>(&limits),
+            input_schema::<ReadManyArgs>(&limits),
+            input_schema::<ListArgs>(&limits),
+            input_schema::<SearchArgs>(&limits),
+            input_schema::<ResolveArgs>(&limits),
+            input_schema::<DiscoveryArgs>(&limits),
+            input_schema::<AvailabilityArgs>(&limits),
         ] {
             assert_eq!(schema.get("type"), Some(&json!("object")), "{schema:?}");
             assert_eq!(
@@ -334,7 +363,7 @@ mod tests {
             let text = serde_json::to_string(&*schema).unwrap();
             assert!(!text.contains("$ref"), "{text}");
         }
-        let read_many = input_schema::<ReadManyArgs>();
+        let read_many = input_schema::<ReadManyArgs>(&limits);
         let files_item = &read_many["properties"]["files"]["items"];
         assert_eq!(files_item["additionalProperties"], json!(false));
         assert_eq!(read_many["required"], json!(["repo", "files"]));

@@ -26,7 +26,7 @@ pub use server::McpServer;
 use rmcp::ServiceExt;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use server::PluginsSource;
+use server::{Catalogue, Limits, PluginsSource};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -83,8 +83,15 @@ pub fn http_service(
         // foreign Origin instead (DNS rebinding and browser cross-origin protection).
         .enforce_origin_validation()
         .with_cancellation_token(shutdown);
+    let catalogue = Arc::new(Catalogue::new(&Limits::new(service.config())));
     StreamableHttpService::new(
-        move || Ok(McpServer::new(service.clone(), PluginsSource::RequestUrl)),
+        move || {
+            Ok(McpServer::new(
+                service.clone(),
+                PluginsSource::RequestUrl,
+                catalogue.clone(),
+            ))
+        },
         Arc::new(NeverSessionManager::default()),
         http_config,
     )
@@ -110,7 +117,8 @@ pub async fn serve_stdio(
     service: service::Service,
     plugins: service::ConnectionPlugins,
 ) -> Result<(), McpError> {
-    let server = McpServer::new(service, PluginsSource::Fixed(plugins));
+    let catalogue = Arc::new(Catalogue::new(&Limits::new(service.config())));
+    let server = McpServer::new(service, PluginsSource::Fixed(plugins), catalogue);
     let running = server
         .serve(rmcp::transport::stdio())
         .await
@@ -140,9 +148,11 @@ mod tests {
         .unwrap();
         let service = service::Service::new(store, service::ServiceConfig::default());
         let (server_io, client_io) = tokio::io::duplex(64 * 1024);
+        let catalogue = Arc::new(Catalogue::new(&Limits::new(service.config())));
         let server = McpServer::new(
             service,
             PluginsSource::Fixed(service::ConnectionPlugins::Off),
+            catalogue,
         );
         let served = tokio::spawn(async move {
             let running = server

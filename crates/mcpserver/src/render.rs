@@ -7,9 +7,9 @@
 //! allows, newlines included; [`header_value`] escapes control characters so one header is
 //! always one line and `NextStartLine` / `Error` can be found mechanically.
 
-use gitstore::EntryKind;
 use service::{
-    AvailabilityAnswer, Enrichment, ListAnswer, ReadItem, RepoSummary, ResolveAnswer, SearchAnswer,
+    AvailabilityAnswer, Enrichment, EntryKind, ListAnswer, PluginDiscovery, ReadItem, RepoSummary,
+    ResolveAnswer, SearchAnswer,
 };
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -257,7 +257,7 @@ pub(crate) fn render_availability(answer: &AvailabilityAnswer, include_plugins: 
     }
     header(&mut out, "Indexed", answer.indexed);
     match (&answer.plugins, include_plugins) {
-        (Some(Ok(plugins)), _) => {
+        (Some(PluginDiscovery::Found(plugins)), _) => {
             header(&mut out, "Plugins", plugins.len());
             for plugin in plugins {
                 out.push_str("\n- Name: ");
@@ -295,7 +295,9 @@ pub(crate) fn render_availability(answer: &AvailabilityAnswer, include_plugins: 
             }
             out.push('\n');
         }
-        (Some(Err(why)), _) => header(&mut out, "Plugins", &format!("unavailable: {why}")),
+        (Some(PluginDiscovery::Failed(why)), _) => {
+            header(&mut out, "Plugins", &format!("unavailable: {why}"))
+        }
         (None, true) => header(
             &mut out,
             "Plugins",

@@ -90,9 +90,9 @@ pub struct Service {
 struct Inner {
     store: GitStore,
     config: ServiceConfig,
-    /// The query lock: base reads hold the read side. Writers (state changes that must
-    /// not interleave with a read) take the write side; enrichment and plugin host reads
-    /// will take it briefly, outside the base read.
+    /// The query lock: base reads and each plugin host read hold the read side;
+    /// registry changes made through this service ([`Service::register`]) hold the write
+    /// side, so no call sees a registration change half-way.
     query_lock: RwLock<()>,
     stats: QueryStats,
     /// The repository-plugin host (W-*).
@@ -116,9 +116,47 @@ impl Service {
         }
     }
 
-    /// The underlying store (for administration: registering, syncing).
-    pub fn store(&self) -> &GitStore {
-        &self.inner.store
+    /// Registers a repository (G-1, G-2), or reuses the same registration. Does not fetch:
+    /// call [`Service::sync`].
+    pub async fn register(&self, req: RegisterRequest) -> Result<(), ServiceError> {
+        self.registry_change(move |store| {
+            store.register(gitstore::Registration {
+                name: RepoName::parse(&req.name)?,
+                source: req.source,
+                registered_path: RepoPath::parse(&req.registered_path)?,
+                branch: req.branch,
+            })?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Removes a registration, its metadata and its mirror; its index goes with the next
+    /// maintenance round ([`Service::prune_indexes`]).
+    pub async fn unregister(&self, repo: String) -> Result<(), ServiceError> {
+        self.registry_change(move |store| Ok(store.unregister(&RepoName::parse(&repo)?)?))
+            .await
+    }
+
+    /// Runs a registry change on the blocking pool under the write side of the query lock: a
+    /// read in flight finishes on the registrations it started with, so one `read_many`
+    /// never sees its repository's scope change between items.
+    async fn registry_change(
+        &self,
+        change: impl FnOnce(&GitStore) -> Result<(), ServiceError> + Send + 'static,
+    ) -> Result<(), ServiceError> {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let _writer = inner
+                .query_lock
+                .write()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            change(&inner.store)
+        })
+        .await
+        .map_err(|_| {
+            ServiceError::internal("a registry change was interrupted; see the server log")
+        })?
     }
 
     /// The limits in force.
@@ -295,9 +333,9 @@ impl Service {
     ) -> Result<(ReadManyAnswer, Enrichment), ServiceError> {
         let max = self.inner.config.max_batch_items;
         if req.files.is_empty() {
-            return Err(ServiceError::invalid(
-                "`files` is empty; give 1 to 50 entries of {path, start_line?, end_line?}",
-            ));
+            return Err(ServiceError::invalid(format!(
+                "`files` is empty; give 1 to {max} entries of {{path, start_line?, end_line?}}"
+            )));
         }
         if req.files.len() > max {
             return Err(ServiceError::invalid(format!(
@@ -362,7 +400,7 @@ impl Service {
                         .into_iter()
                         .map(|e| ListEntry {
                             path: e.path,
-                            kind: e.kind,
+                            kind: e.kind.into(),
                             size: e.size,
                         })
                         .collect(),
@@ -452,7 +490,10 @@ impl Service {
                     answer.readable = true;
                     answer.indexed = inner.indexed(&name, Some(&commit));
                     if req.include_plugins {
-                        answer.plugins = Some(inner.plugin_infos(&name, &commit));
+                        answer.plugins = Some(match inner.plugin_infos(&name, &commit) {
+                            Ok(found) => PluginDiscovery::Found(found),
+                            Err(why) => PluginDiscovery::Failed(why),
+                        });
                     }
                 }
                 Err(gitstore::Error::OutsideRetention { commit, .. }) => {
@@ -469,11 +510,20 @@ impl Service {
 
     /// Fetches one repository now (G-3). Reads keep answering from the last good state while
     /// it runs and if it fails.
-    pub async fn sync(&self, repo: String) -> Result<gitstore::SyncOutcome, ServiceError> {
+    pub async fn sync(&self, repo: String) -> Result<SyncAnswer, ServiceError> {
         let store = self.inner.store.clone();
         tokio::task::spawn_blocking(move || {
             let name = RepoName::parse(&repo)?;
-            Ok(store.sync(&name)?)
+            let outcome = store.sync(&name)?;
+            Ok(SyncAnswer {
+                repo: name.to_string(),
+                head: outcome.head.map(|c| c.to_string()),
+                changed: outcome
+                    .changed
+                    .into_iter()
+                    .map(|(branch, commit)| (branch, commit.to_string()))
+                    .collect(),
+            })
         })
         .await
         .map_err(|_| ServiceError::internal("sync was interrupted; see the server log"))?
@@ -481,9 +531,9 @@ impl Service {
 
     /// Drops commits that left retention (G-5); leased commits are kept (G-8). The store
     /// guards object removal per repository, so reads of other repositories never wait.
-    pub async fn sweep(&self) -> Result<gitstore::SweepReport, ServiceError> {
+    pub async fn sweep(&self) -> Result<SweepAnswer, ServiceError> {
         let store = self.inner.store.clone();
-        tokio::task::spawn_blocking(move || Ok(store.sweep()?))
+        tokio::task::spawn_blocking(move || Ok(store.sweep()?.into()))
             .await
             .map_err(|_| {
                 ServiceError::internal("retention sweep was interrupted; see the server log")

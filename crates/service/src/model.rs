@@ -120,9 +120,84 @@ pub struct ListAnswer {
 pub struct ListEntry {
     pub path: String,
     /// `file`, `executable`, `directory`, `symlink` or `submodule`.
-    pub kind: gitstore::EntryKind,
+    pub kind: EntryKind,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
+}
+
+/// A repository to register (G-1, G-2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegisterRequest {
+    /// `owner/name`.
+    pub name: String,
+    /// A remote Git URL (https, ssh, file://) or a local path.
+    pub source: String,
+    /// The monorepo scope, `""` for the whole repository.
+    pub registered_path: String,
+    /// The branch to serve as default; `None`: the source's default branch.
+    pub branch: Option<String>,
+}
+
+/// What a listed entry is (S-7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryKind {
+    /// A regular file.
+    File,
+    /// A file with the executable bit.
+    Executable,
+    /// A directory (a tree).
+    Directory,
+    /// A symbolic link; never followed (G-6).
+    Symlink,
+    /// A submodule (gitlink); never dereferenced (G-6).
+    Submodule,
+}
+
+impl From<gitstore::EntryKind> for EntryKind {
+    fn from(kind: gitstore::EntryKind) -> Self {
+        use gitstore::EntryKind as Git;
+        match kind {
+            Git::File => Self::File,
+            Git::Executable => Self::Executable,
+            Git::Directory => Self::Directory,
+            Git::Symlink => Self::Symlink,
+            Git::Submodule => Self::Submodule,
+        }
+    }
+}
+
+/// What one sync did (G-3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SyncAnswer {
+    pub repo: String,
+    /// Head of the default branch after the fetch (full SHA), `None` for an empty repository.
+    pub head: Option<String>,
+    /// Branch heads that changed: (branch, new full SHA).
+    pub changed: Vec<(String, String)>,
+}
+
+/// What one retention sweep did (G-5, G-8): (repository, full SHA) pairs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SweepAnswer {
+    /// Former heads that left retention.
+    pub expired: Vec<(String, String)>,
+    /// Former heads past the window kept because a lease held them.
+    pub kept_by_lease: Vec<(String, String)>,
+}
+
+impl From<gitstore::SweepReport> for SweepAnswer {
+    fn from(report: gitstore::SweepReport) -> Self {
+        let pairs = |list: Vec<(gitstore::RepoName, gitstore::CommitId)>| {
+            list.into_iter()
+                .map(|(repo, commit)| (repo.to_string(), commit.to_string()))
+                .collect()
+        };
+        Self {
+            expired: pairs(report.expired),
+            kept_by_lease: pairs(report.kept_by_lease),
+        }
+    }
 }
 
 /// The answer of `resolve` (S-6).
@@ -173,8 +248,21 @@ pub struct AvailabilityAnswer {
     /// The search index is built from this commit (S-3).
     pub indexed: bool,
     /// With `include_plugins`: the repository plugins discovered at that commit (W-6), or
-    /// why discovery failed.
-    pub plugins: Option<Result<Vec<PluginInfo>, String>>,
+    /// why discovery failed. In JSON a `plugins` array or a `plugins_error` string, and
+    /// neither without `include_plugins`.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub plugins: Option<PluginDiscovery>,
+}
+
+/// What discovery found at a commit, for `availability` (W-6).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum PluginDiscovery {
+    /// The commit's plugins, readable or not (each says why it cannot run).
+    #[serde(rename = "plugins")]
+    Found(Vec<PluginInfo>),
+    /// Discovery failed (a transient read failure, say); the message is safe to show.
+    #[serde(rename = "plugins_error")]
+    Failed(String),
 }
 
 /// One discovered repository plugin, as `availability` shows it (W-6). Everything but
@@ -210,5 +298,30 @@ impl Enrichment {
             .iter()
             .filter(move |(item, _)| *item == id)
             .map(|(_, text)| text.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// W-6, SPEC §9: a failed discovery is a `plugins_error` string beside the other facts.
+    #[test]
+    fn w6_availability_discovery_error_is_plain_json() {
+        let answer = AvailabilityAnswer {
+            repo: "a/b".into(),
+            visible: true,
+            revision: None,
+            commit: Some("0".repeat(40)),
+            readable: true,
+            reason: None,
+            indexed: false,
+            plugins: Some(PluginDiscovery::Failed("could not read the commit".into())),
+        };
+        let value = serde_json::to_value(&answer).unwrap();
+        assert_eq!(value["plugins_error"], json!("could not read the commit"));
+        assert!(value.get("plugins").is_none(), "{value}");
+        assert_eq!(value["readable"], json!(true));
     }
 }

@@ -112,10 +112,7 @@ impl Service {
                 if let Err(error) = self.prepare_plugins(name.to_string()).await {
                     tracing::debug!(repo = %name, %error, "plugin preparation skipped");
                 }
-                Ok(answer(
-                    outcome.head.map(|c| c.to_string()),
-                    Some(stats.into()),
-                ))
+                Ok(answer(outcome.head, Some(stats.into())))
             }
             PrepareAction::Reindex => {
                 let repo = name.to_string();

@@ -418,10 +418,12 @@ async fn w6_availability_lists_plugins_without_running_them() {
         include_plugins: true,
     };
     let answer = service.availability(&auto(), request).await.unwrap();
-    let plugins = answer
-        .plugins
-        .expect("asked for plugins")
-        .expect("discovery works");
+    let Some(service::PluginDiscovery::Found(plugins)) = answer.plugins else {
+        panic!(
+            "asked for plugins and discovery works: {:?}",
+            answer.plugins
+        );
+    };
     let summary: Vec<(&str, &str, bool, bool)> = plugins
         .iter()
         .map(|p| {

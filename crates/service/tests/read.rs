@@ -239,6 +239,36 @@ async fn r4_batch_order_failures_duplicates_and_budget() {
     assert!(error.message.contains("at most 50"), "{error}");
 }
 
+/// batch-size errors state the configured limit, not the default.
+#[tokio::test]
+async fn r3_batch_errors_state_the_configured_limit() {
+    let config = ServiceConfig {
+        max_batch_items: 3,
+        ..ServiceConfig::default()
+    };
+    let f = fixture(&[("a.txt", b"a\n")], "", config);
+    let ctx = CallContext::default();
+    let batch = |n: usize| ReadManyRequest {
+        repo: "test/repo".into(),
+        revision: None,
+        files: (0..n).map(|_| file("a.txt", None, None)).collect(),
+        plugins: None,
+    };
+    let empty = f.service.read_many(&ctx, batch(0)).await.unwrap_err();
+    assert!(empty.message.contains("1 to 3 entries"), "{empty}");
+    let over = f.service.read_many(&ctx, batch(4)).await.unwrap_err();
+    assert!(over.message.contains("at most 3"), "{over}");
+    assert_eq!(
+        f.service
+            .read_many(&ctx, batch(3))
+            .await
+            .unwrap()
+            .items
+            .len(),
+        3
+    );
+}
+
 /// a single line longer than the read budget is still returned whole; one longer than
 /// LINE_CAP is cut inside the line with `line_cut`.
 #[tokio::test]

@@ -261,8 +261,7 @@ async fn s3_unregistered_repositories_lose_their_index() {
     let service = Service::new(source.store("test/repo", ""), ServiceConfig::default());
     service.index("test/repo".into(), |_| {}).await.unwrap();
     assert!(service.prune_indexes().await.unwrap().is_empty());
-    let name = gitstore::RepoName::parse("test/repo").unwrap();
-    service.store().unregister(&name).unwrap();
+    service.unregister("test/repo".into()).await.unwrap();
     assert_eq!(service.prune_indexes().await.unwrap(), ["test/repo"]);
     assert!(service.index_info("test/repo").is_none());
     assert!(!source.data_dir().join("index/test/repo").exists());
