@@ -455,6 +455,19 @@ impl Inner {
         commit: &CommitId,
         deadline: Option<Instant>,
     ) -> Result<Arc<Catalog>, Diagnostic> {
+        self.catalog_observed(repo, commit, deadline, || {})
+    }
+
+    /// [`Inner::catalog`]; `discovered` runs in the owner after its discovery succeeded,
+    /// before the catalog is cached (a test uses it to send a request into that moment).
+    fn catalog_observed(
+        &self,
+        repo: &RepoName,
+        commit: &CommitId,
+        deadline: Option<Instant>,
+        discovered: impl FnOnce(),
+    ) -> Result<Arc<Catalog>, Diagnostic> {
+        let mut discovered = Some(discovered);
         let key = CatalogKey {
             storage_root: self.store.storage_root().to_string_lossy().into_owned(),
             repo: repo.to_string(),
@@ -507,6 +520,9 @@ impl Inner {
                 .discoveries
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let catalog = Arc::new(self.discover(repo, commit, deadline)?);
+            if let Some(observe) = discovered.take() {
+                observe();
+            }
             // G-2: a registration that changed the scope while this discovery ran must not
             // leave a catalog of one scope under the key of the other.
             if self.registered_scope(repo).as_ref() == Ok(&key.scope) {
@@ -690,6 +706,48 @@ mod tests {
             ..Enrichment::default()
         });
         assert_eq!(fine.whole, ["w"]);
+    }
+
+    /// W-29: a request arriving after the owner's discovery finished but before its catalog
+    /// is cached joins the flight (which ends only after caching) instead of discovering
+    /// again; it waits until its own deadline at most. Here the owner blocks in that moment
+    /// until the newcomer is done, so the newcomer times out, and nothing is discovered twice.
+    #[test]
+    fn w29_request_between_discovery_and_caching_never_discovers_twice() {
+        let source = testgit::SourceRepo::with_files(&[("a.md", b"a\n")]);
+        let service = crate::Service::new(
+            source.store("test/repo", ""),
+            crate::ServiceConfig::default(),
+        );
+        let inner = service.inner.clone();
+        let repo = RepoName::parse("test/repo").unwrap();
+        let commit = CommitId::parse(&source.head()).unwrap();
+        let discoveries = || {
+            inner
+                .plugins
+                .discoveries
+                .load(std::sync::atomic::Ordering::Relaxed)
+        };
+        let mut newcomer = None;
+        let owner = inner.catalog_observed(&repo, &commit, None, || {
+            let (inner, repo, commit) = (inner.clone(), repo.clone(), commit.clone());
+            let bounded = Instant::now() + std::time::Duration::from_millis(200);
+            newcomer = Some(
+                std::thread::spawn(move || inner.catalog(&repo, &commit, Some(bounded)))
+                    .join()
+                    .unwrap(),
+            );
+        });
+        assert!(owner.is_ok());
+        let newcomer = newcomer.expect("the newcomer ran inside the window");
+        assert_eq!(
+            newcomer.map(|_| ()).unwrap_err().code,
+            Code::Timeout,
+            "the newcomer waited for the flight"
+        );
+        assert_eq!(discoveries(), 1);
+        assert!(inner.catalog(&repo, &commit, None).is_ok());
+        assert_eq!(discoveries(), 1, "cached");
     }
 
     /// W-26, W-29: a request waiting on another request's discovery waits only until its own
