@@ -412,6 +412,64 @@ mod tests {
         );
     }
 
+    /// W-17, W-18, SPEC §9: each attachment follows its item's body after one blank line —
+    /// also when the body has no trailing newline — several on one item in append order,
+    /// text unchanged; whole-batch attachments are blocks after every item and before the
+    /// `PluginDiagnostics:` block, which comes last.
+    #[test]
+    fn w17_read_blocks_with_attachments_exact() {
+        let items = [
+            item(Ok(range("no newline"))),
+            item(Ok(range("ends\n"))),
+            item(Err("no such file".into())),
+        ];
+        let enrichment = Enrichment {
+            per_item: vec![
+                ("read-0".into(), "first".into()),
+                ("read-1".into(), "- [x](y)\n".into()),
+                ("read-0".into(), "second\n\nparagraph".into()),
+            ],
+            whole: vec!["batch one".into(), "batch two\n".into()],
+            diagnostics: vec![
+                "code=PLUGIN_TIMEOUT plugin=p root=docs items=read-1 message=slow".into(),
+                "code=PLUGIN_NOT_FOUND plugin=q root=\"\" message=none".into(),
+            ],
+        };
+        let head = |body: &str| {
+            format!(
+                "Repo: example/knowledge\nCommit: {SHA}\nPath: knowledge/onboarding.md\n\
+                 StartLine: 1\nEndLine: 30\nTotalLines: 120\nTruncated: false\nHasMore: true\n\
+                 NextStartLine: 31\nBodyBytes: {}\n\n",
+                body.len()
+            )
+        };
+        assert_eq!(
+            read_blocks(&items, &enrichment),
+            [
+                format!(
+                    "{}no newline\n\nfirst\n\nsecond\n\nparagraph",
+                    head("no newline")
+                ),
+                format!("{}ends\n\n- [x](y)\n", head("ends\n")),
+                format!(
+                    "Repo: example/knowledge\nCommit: {SHA}\nPath: knowledge/onboarding.md\n\
+                     Error: no such file"
+                ),
+                "batch one".to_string(),
+                "batch two\n".to_string(),
+                "PluginDiagnostics:\n\
+                 - code=PLUGIN_TIMEOUT plugin=p root=docs items=read-1 message=slow\n\
+                 - code=PLUGIN_NOT_FOUND plugin=q root=\"\" message=none"
+                    .to_string(),
+            ]
+        );
+        // Without attachments or diagnostics the blocks are the items alone.
+        assert_eq!(
+            read_blocks(&items[..1], &Enrichment::default()),
+            [format!("{}no newline", head("no newline"))]
+        );
+    }
+
     /// R-1 / §9: an empty file answers StartLine 1, EndLine 0, TotalLines 0, no NextStartLine.
     #[test]
     fn r1_read_block_empty_file() {

@@ -740,3 +740,146 @@ async fn s1_search_tool() {
         "{text}"
     );
 }
+
+/// The committed plugin fixture `name` (W-37).
+fn plugin_artifact(name: &str) -> Vec<u8> {
+    let path = format!(
+        "{}/../wasmplugin/testdata/{name}.sourcegraph.wasm",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read(&path).unwrap_or_else(|e| panic!("fixture {path}: {e}"))
+}
+
+impl Fixture {
+    /// A served repository with two default-enabled plugins at its root: `echo` (one line
+    /// per item) and `related-content` (`a.md` is related to `b.md`), and `a.md` (`alpha`,
+    /// no trailing newline).
+    async fn start_with_plugins() -> Self {
+        let source = SourceRepo::with_files(&[
+            ("echo.sourcegraph.wasm", &plugin_artifact("echo")),
+            (
+                "related-content.sourcegraph.wasm",
+                &plugin_artifact("related-content"),
+            ),
+            ("related.json", br#"{"a.md": ["b.md"]}"#),
+            ("a.md", b"alpha"),
+            ("b.md", b"# Bee\n"),
+        ]);
+        let commit = source.head();
+        let service =
+            service::Service::new(source.store(REPO, ""), service::ServiceConfig::default());
+        let shutdown = CancellationToken::new();
+        let router = axum::Router::new().nest_service(
+            "/sourcegraph/mcp",
+            http_service(service, McpConfig::default(), shutdown.clone()),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, router)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await;
+        });
+        Self {
+            _source: source,
+            addr,
+            commit,
+            shutdown,
+        }
+    }
+}
+
+/// Which plugins attached to the one read block, in order, found by their texts' starts.
+fn attached_in_order(block: &str) -> Vec<&'static str> {
+    let mut found: Vec<(usize, &'static str)> = [
+        ("\n\necho read-0 a.md ", "echo"),
+        ("\n\nrelated:\n- b.md", "related-content"),
+    ]
+    .into_iter()
+    .filter_map(|(start, name)| block.find(start).map(|at| (at, name)))
+    .collect();
+    found.sort();
+    found.into_iter().map(|(_, name)| name).collect()
+}
+
+/// M-2, W-8..W-10, SPEC §9 over MCP Streamable HTTP against a repository with artifacts:
+/// `auto` runs both default plugins by name; `?plugins=a,b` runs only those, in the list's
+/// order; `?plugins=off` runs none, also when the call names one (PLUGIN_DISABLED), and the
+/// base block is byte-identical in every case.
+#[tokio::test]
+async fn m2_w9_w10_connection_off_and_named_list_with_artifacts() {
+    let fixture = Fixture::start_with_plugins().await;
+    let base = format!(
+        "Repo: {REPO}\nCommit: {}\nPath: a.md\nStartLine: 1\nEndLine: 1\nTotalLines: 1\n\
+         Truncated: false\nHasMore: false\nBodyBytes: 5\n\nalpha",
+        fixture.commit
+    );
+    let read_a = |plugins: Option<Value>| {
+        let mut arguments = json!({"repo": REPO, "path": "a.md"});
+        if let Some(plugins) = plugins {
+            arguments["plugins"] = plugins;
+        }
+        call("read", arguments)
+    };
+
+    for (query, expected) in [
+        ("?plugins=auto", vec!["echo", "related-content"]),
+        (
+            "?plugins=related-content,echo",
+            vec!["related-content", "echo"],
+        ),
+        ("?plugins=echo", vec!["echo"]),
+        ("?plugins=off", vec![]),
+    ] {
+        let client = fixture.client(query).await;
+        let result = client.call_tool(read_a(None)).await.expect("read");
+        assert_eq!(result.is_error, Some(false), "{query}");
+        let blocks = texts(&result);
+        assert_eq!(blocks.len(), 1, "{query}: {blocks:?}");
+        assert!(blocks[0].starts_with(&base), "{query}: {}", blocks[0]);
+        assert_eq!(
+            attached_in_order(&blocks[0]),
+            expected,
+            "{query}: {}",
+            blocks[0]
+        );
+        if expected.is_empty() {
+            assert_eq!(blocks[0], base, "{query}: nothing appended");
+        } else {
+            // §9: the first attachment follows the body after one blank line, although the
+            // body has no trailing newline.
+            assert!(blocks[0][base.len()..].starts_with("\n\n"), "{query}");
+        }
+    }
+
+    // Connection off always wins: a call naming a plugin gets PLUGIN_DISABLED, no text.
+    let off = fixture.client("?plugins=off").await;
+    let result = off
+        .call_tool(read_a(Some(json!([{"name": "echo"}]))))
+        .await
+        .expect("read");
+    assert_eq!(result.is_error, Some(false));
+    let blocks = texts(&result);
+    assert_eq!(blocks.len(), 2, "{blocks:?}");
+    assert_eq!(blocks[0], base);
+    assert_eq!(
+        blocks[1],
+        "PluginDiagnostics:\n- code=PLUGIN_DISABLED plugin=echo root=\"\" \
+         message=repository plugins are off for this connection (plugins=off)"
+    );
+
+    // A named list never widens to a plugin the call does not name: the call list wins
+    // over the connection list (W-10).
+    let listed = fixture.client("?plugins=echo").await;
+    let result = listed
+        .call_tool(read_a(Some(json!([{"name": "related-content"}]))))
+        .await
+        .expect("read");
+    let blocks = texts(&result);
+    assert_eq!(
+        attached_in_order(&blocks[0]),
+        ["related-content"],
+        "{blocks:?}"
+    );
+}

@@ -6,7 +6,8 @@ use crate::model::{Enrichment, PluginInfo, ReadItem};
 use crate::{CallContext, Inner};
 use gitstore::{CommitId, EntryKind, RepoName, RepoPath};
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Instant;
 use wasmplugin::runtime::{ExecutionReport, HostFiles, HostReadError, InstanceKey, Runtime};
 use wasmplugin::{
@@ -16,28 +17,96 @@ use wasmplugin::{
 
 /// Catalogs kept (W-29).
 const CATALOG_ENTRIES: usize = 64;
-/// Artifact bytes kept in catalogs (W-29).
-const CATALOG_BYTES: usize = 128 * 1024 * 1024;
+/// Artifact bytes kept in catalogs (W-29): the same 128 MiB budget that bounds what one
+/// discovery reads.
+const CATALOG_BYTES: usize = wasmplugin::CATALOG_ARTIFACT_BYTES as usize;
 
 /// A catalog unused this long is dropped by the background sweep (W-29).
 pub const CATALOG_IDLE: std::time::Duration = std::time::Duration::from_secs(600);
 
-/// (repository, commit): what a catalog is cached under.
-type CatalogKey = (String, String);
+/// What a catalog is cached under (W-29, G-2): storage root, repository, full commit SHA and
+/// the registered scope, so a registration that changes the scope never finds a catalog of
+/// the old one.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct CatalogKey {
+    storage_root: String,
+    repo: String,
+    commit: String,
+    scope: String,
+}
+
+/// One discovery in progress (W-29 single flight): later requests for its key wait for it,
+/// each only until its own deadline.
+#[derive(Default)]
+struct Flight {
+    done: Mutex<bool>,
+    finished: Condvar,
+}
+
+impl Flight {
+    fn finish(&self) {
+        *self.done.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.finished.notify_all();
+    }
+
+    /// Waits for the flight to end; false when `deadline` passed first.
+    fn wait(&self, deadline: Option<Instant>) -> bool {
+        let mut done = self.done.lock().unwrap_or_else(PoisonError::into_inner);
+        while !*done {
+            match deadline {
+                None => {
+                    done = self
+                        .finished
+                        .wait(done)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return false;
+                    }
+                    done = self
+                        .finished
+                        .wait_timeout(done, deadline - now)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                }
+            }
+        }
+        true
+    }
+}
+
+/// Ends the owner's flight when dropped (also on a panic): the flight leaves the table and
+/// its waiters wake. The owner caches its catalog before this runs (W-29).
+struct FlightEnd<'a> {
+    flights: &'a Mutex<HashMap<CatalogKey, Arc<Flight>>>,
+    key: &'a CatalogKey,
+    flight: Arc<Flight>,
+}
+
+impl Drop for FlightEnd<'_> {
+    fn drop(&mut self) {
+        self.flights
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(self.key);
+        self.flight.finish();
+    }
+}
 
 /// The plugin host of one service: configuration, runtime and the catalog cache.
 pub(crate) struct Plugins {
     pub(crate) config: PluginConfig,
     runtime: Option<Runtime>,
     catalogs: Mutex<CatalogCache>,
-    /// Discoveries in progress, by (repository, commit).
-    flights: Mutex<HashMap<CatalogKey, Arc<Mutex<()>>>>,
+    /// Discoveries in progress, by catalog key.
+    flights: Mutex<HashMap<CatalogKey, Arc<Flight>>>,
     /// Discoveries run (cache misses that did the work), for tests and metrics.
     pub(crate) discoveries: std::sync::atomic::AtomicU64,
 }
 
-/// A small LRU of catalogs by (repository, commit); the storage root and scope are fixed
-/// per repository registration within one store.
+/// A small LRU of catalogs by [`CatalogKey`].
 #[derive(Default)]
 struct CatalogCache {
     entries: HashMap<CatalogKey, Cached>,
@@ -154,7 +223,9 @@ impl Inner {
         repo: &RepoName,
         commit: &CommitId,
     ) -> Result<usize, String> {
-        let catalog = self.catalog(repo, commit)?;
+        let catalog = self
+            .catalog(repo, commit, None)
+            .map_err(|diagnostic| diagnostic.message)?;
         let Some(runtime) = self.plugins.runtime() else {
             return Ok(0);
         };
@@ -219,7 +290,8 @@ impl HostFiles for PluginFiles<'_> {
 
 impl Inner {
     /// Runs the selected plugins over the successful items. Never fails: every problem is a
-    /// diagnostic.
+    /// diagnostic, a panic inside enrichment included (W-25: plan, absorb and host glue are
+    /// caught here, so a successful base read never becomes an error).
     pub(crate) fn enrich(
         &self,
         ctx: &CallContext,
@@ -229,40 +301,44 @@ impl Inner {
         items: &[ReadItem],
         call: Option<&[PluginSelection]>,
     ) -> Enrichment {
+        contain_panics(|| self.enrich_unguarded(ctx, operation, repo, commit, items, call))
+    }
+
+    fn enrich_unguarded(
+        &self,
+        ctx: &CallContext,
+        operation: &str,
+        repo: &RepoName,
+        commit: &CommitId,
+        items: &[ReadItem],
+        call: Option<&[PluginSelection]>,
+    ) -> Enrichment {
         let started = Instant::now();
+        // W-26: one TIMEOUT for the whole enrichment, discovery (artifact reads and the wait
+        // on another request's discovery) included.
         let deadline = started + self.plugins.config.timeout;
-        let refs: Vec<ItemRef> = items
-            .iter()
-            .enumerate()
-            .filter_map(|(index, item)| {
-                let range = item.outcome.as_ref().ok()?;
-                Some(ItemRef {
-                    item_id: format!("read-{index}"),
-                    repository_path: item.path.clone(),
-                    start_line: range.start_line,
-                    end_line: range.end_line,
-                    content: range.content.clone(),
-                    truncated: range.truncated,
-                    has_more: Some(range.has_more),
-                    next_start_line: range.next_start_line,
-                })
-            })
-            .collect();
+        let refs = item_refs(items);
         let mut attachments = Attachments::default();
-        let quiet = call.is_none() && matches!(ctx.plugins, wasmplugin::ConnectionPlugins::Off);
-        if quiet || refs.is_empty() || (self.plugins.config.disabled && call.is_none()) {
+        if refs.is_empty() {
             return Enrichment::default();
         }
-        let catalog = match self.catalog(repo, commit) {
+        // W-10, W-11: `plugins: []`, connection `off` and the host switch are decided before
+        // any discovery, so a failing discovery never shows where nothing may be shown.
+        let disabled = self.plugins.config.disabled || self.plugins.runtime().is_none();
+        if let Some(decided) = wasmplugin::plan_without_catalog(&ctx.plugins, call, disabled) {
+            attachments.diagnostics.extend(decided.diagnostics);
+            return finish(attachments, started);
+        }
+        let catalog = match self.catalog(repo, commit, Some(deadline)) {
             Ok(catalog) => catalog,
-            Err(message) => {
-                attachments
-                    .diagnostics
-                    .push(Diagnostic::new(Code::Artifact, message));
+            Err(diagnostic) => {
+                attachments.diagnostics.push(diagnostic);
                 return finish(attachments, started);
             }
         };
-        let disabled = self.plugins.config.disabled || self.plugins.runtime().is_none();
+        if let Some(truncated) = &catalog.truncated {
+            attachments.diagnostics.push(truncated.clone());
+        }
         let plan = wasmplugin::plan(&catalog, &ctx.plugins, call, operation, disabled, &refs);
         attachments.diagnostics.extend(plan.diagnostics);
         let Some(runtime) = self.plugins.runtime() else {
@@ -325,7 +401,9 @@ impl Inner {
         repo: &RepoName,
         commit: &CommitId,
     ) -> Result<Vec<PluginInfo>, String> {
-        let catalog = self.catalog(repo, commit)?;
+        let catalog = self
+            .catalog(repo, commit, None)
+            .map_err(|diagnostic| diagnostic.message)?;
         let runnable = catalog.plugins.iter().map(|p| PluginInfo {
             name: p.name.clone(),
             directory: p.dir.clone(),
@@ -350,77 +428,198 @@ impl Inner {
         infos.sort_by(|a, b| {
             (a.name.as_bytes(), &a.directory).cmp(&(b.name.as_bytes(), &b.directory))
         });
+        // A discovery that stopped at the catalog bounds says so, last, as an entry without a
+        // name (the artifacts it left out are not listed).
+        if let Some(truncated) = &catalog.truncated {
+            infos.push(PluginInfo {
+                name: String::new(),
+                directory: String::new(),
+                title: None,
+                description: None,
+                version: None,
+                operations: Vec::new(),
+                default_enabled: false,
+                diagnostic: Some(truncated.to_string()),
+            });
+        }
         Ok(infos)
     }
 
-    /// The catalog of (repo, commit): cached, else discovered (W-29). A failure is never
-    /// cached.
-    fn catalog(&self, repo: &RepoName, commit: &CommitId) -> Result<Arc<Catalog>, String> {
-        let key = (repo.to_string(), commit.to_string());
-        let cached = || self.plugins.cache().get(&key);
-        if let Some(found) = cached() {
-            return Ok(found);
-        }
-        // Single flight (W-29): concurrent cold requests for one key wait for the first one's
-        // discovery instead of repeating it.
-        let flight = {
-            let mut flights = self
-                .plugins
-                .flights
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            flights.entry(key.clone()).or_default().clone()
-        };
-        let _flight = flight.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(found) = cached() {
-            return Ok(found);
-        }
-        self.plugins
-            .discoveries
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let discovered = self.discover(repo, commit);
-        self.plugins
-            .flights
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&key);
-        let catalog = Arc::new(discovered?);
-        self.plugins.cache().put(key, catalog.clone());
-        Ok(catalog)
+    /// The catalog of (repo, commit) in the repository's current registered scope: cached,
+    /// else discovered (W-29). A failure is never cached. `deadline` bounds the discovery and
+    /// the wait on another request's discovery of the same key (PLUGIN_TIMEOUT); `None` for
+    /// background preparation and `availability`.
+    fn catalog(
+        &self,
+        repo: &RepoName,
+        commit: &CommitId,
+        deadline: Option<Instant>,
+    ) -> Result<Arc<Catalog>, Diagnostic> {
+        self.catalog_observed(repo, commit, deadline, || {})
     }
 
-    /// Discovery proper: the artifacts of the commit inside the scope, read and checked.
-    fn discover(&self, repo: &RepoName, commit: &CommitId) -> Result<Catalog, String> {
-        {
-            let _guard = self
-                .query_lock
-                .read()
-                .unwrap_or_else(PoisonError::into_inner);
-            let found = self
-                .store
-                .find_files(repo, commit, wasmplugin::ARTIFACT_SUFFIX)
-                .map_err(|e| format!("plugin discovery failed: {e}"))?;
-            let entries: Vec<ArtifactEntry> = found
-                .into_iter()
-                .map(|f| ArtifactEntry {
-                    path: f.path,
-                    kind: match f.kind {
-                        EntryKind::Symlink => ArtifactKind::Symlink,
-                        EntryKind::Submodule => ArtifactKind::Submodule,
-                        _ => ArtifactKind::Blob,
-                    },
-                    size: f.size,
-                    digest: f.id,
-                })
-                .collect();
-            wasmplugin::discover(&entries, &self.plugins.config, |entry| {
-                let path = RepoPath::parse(&entry.path).map_err(|e| e.to_string())?;
-                self.store
-                    .read_bytes(repo, commit, &path)
-                    .map_err(|e| format!("plugin discovery failed: {e}"))
-            })
+    /// [`Inner::catalog`]; `discovered` runs in the owner after its discovery succeeded,
+    /// before the catalog is cached (a test uses it to send a request into that moment).
+    fn catalog_observed(
+        &self,
+        repo: &RepoName,
+        commit: &CommitId,
+        deadline: Option<Instant>,
+        discovered: impl FnOnce(),
+    ) -> Result<Arc<Catalog>, Diagnostic> {
+        let mut discovered = Some(discovered);
+        let key = CatalogKey {
+            storage_root: self.store.storage_root().to_string_lossy().into_owned(),
+            repo: repo.to_string(),
+            commit: commit.to_string(),
+            scope: self.registered_scope(repo)?,
+        };
+        let cached = || self.plugins.cache().get(&key);
+        loop {
+            if let Some(found) = cached() {
+                return Ok(found);
+            }
+            // Single flight (W-29): concurrent cold requests for one key wait for the first
+            // one's discovery instead of repeating it.
+            let (flight, owner) = {
+                let mut flights = self
+                    .plugins
+                    .flights
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                // An owner caches its catalog before it removes its flight, so a miss here
+                // with no flight means no discovery of this key finished or is running.
+                if let Some(found) = cached() {
+                    return Ok(found);
+                }
+                match flights.get(&key) {
+                    Some(flight) => (flight.clone(), false),
+                    None => {
+                        let flight = Arc::<Flight>::default();
+                        flights.insert(key.clone(), flight.clone());
+                        (flight, true)
+                    }
+                }
+            };
+            if !owner {
+                if !flight.wait(deadline) {
+                    return Err(Diagnostic::new(
+                        Code::Timeout,
+                        "the request deadline passed while another request discovered the plugins of this commit (TIMEOUT)",
+                    ));
+                }
+                // Cached now, or that discovery failed: look again (and maybe discover).
+                continue;
+            }
+            let end = FlightEnd {
+                flights: &self.plugins.flights,
+                key: &key,
+                flight,
+            };
+            self.plugins
+                .discoveries
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let catalog = Arc::new(self.discover(repo, commit, deadline)?);
+            if let Some(observe) = discovered.take() {
+                observe();
+            }
+            // G-2: a registration that changed the scope while this discovery ran must not
+            // leave a catalog of one scope under the key of the other.
+            if self.registered_scope(repo).as_ref() == Ok(&key.scope) {
+                self.plugins.cache().put(key.clone(), catalog.clone());
+            }
+            drop(end);
+            return Ok(catalog);
         }
     }
+
+    /// The repository's registered path now (part of the catalog key).
+    fn registered_scope(&self, repo: &RepoName) -> Result<String, Diagnostic> {
+        self.store
+            .repo(repo)
+            .map(|info| info.registered_path.to_string())
+            .map_err(|e| Diagnostic::new(Code::Artifact, format!("plugin discovery failed: {e}")))
+    }
+
+    /// Discovery proper: the artifacts of the commit inside the scope, read and checked,
+    /// within `deadline`.
+    fn discover(
+        &self,
+        repo: &RepoName,
+        commit: &CommitId,
+        deadline: Option<Instant>,
+    ) -> Result<Catalog, Diagnostic> {
+        let failed = |e: gitstore::Error| {
+            Diagnostic::new(Code::Artifact, format!("plugin discovery failed: {e}"))
+        };
+        let _guard = self
+            .query_lock
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        let found = self
+            .store
+            .find_files(repo, commit, wasmplugin::ARTIFACT_SUFFIX)
+            .map_err(failed)?;
+        let entries: Vec<ArtifactEntry> = found
+            .into_iter()
+            .map(|f| ArtifactEntry {
+                path: f.path,
+                kind: match f.kind {
+                    EntryKind::Symlink => ArtifactKind::Symlink,
+                    EntryKind::Submodule => ArtifactKind::Submodule,
+                    _ => ArtifactKind::Blob,
+                },
+                size: f.size,
+                digest: f.id,
+            })
+            .collect();
+        wasmplugin::discover(&entries, &self.plugins.config, deadline, |entry| {
+            let path = RepoPath::parse(&entry.path).map_err(failed)?;
+            self.store.read_bytes(repo, commit, &path).map_err(failed)
+        })
+    }
+}
+
+/// The items plugins see (W-13, W-14): those that returned lines, with their request-order
+/// ids. A failed item, and an item the shared batch budget left without lines, are not
+/// passed; an empty file (no lines to return) still is.
+fn item_refs(items: &[ReadItem]) -> Vec<ItemRef> {
+    items
+        .iter()
+        .enumerate()
+        .filter_map(|(index, item)| {
+            let range = item.outcome.as_ref().ok()?;
+            let returned = range.end_line >= range.start_line || range.total_lines == 0;
+            returned.then(|| ItemRef {
+                item_id: format!("read-{index}"),
+                repository_path: item.path.clone(),
+                start_line: range.start_line,
+                end_line: range.end_line,
+                content: range.content.clone(),
+                truncated: range.truncated,
+                has_more: Some(range.has_more),
+                next_start_line: range.next_start_line,
+            })
+        })
+        .collect()
+}
+
+/// Runs one enrichment; a panic inside it (a host bug, never the guest's: guest faults are
+/// diagnostics already) becomes one diagnostic and no attachments (W-25).
+fn contain_panics(enrichment: impl FnOnce() -> Enrichment) -> Enrichment {
+    std::panic::catch_unwind(AssertUnwindSafe(enrichment)).unwrap_or_else(|_| {
+        tracing::error!("repository-plugin enrichment panicked; answered without attachments");
+        Enrichment {
+            diagnostics: vec![
+                Diagnostic::new(
+                    Code::Trap,
+                    "the plugin host failed internally while enriching this read (logged); the read itself is complete",
+                )
+                .to_string(),
+            ],
+            ..Enrichment::default()
+        }
+    })
 }
 
 /// The W-36 figures of one enrichment, summed over its executions.
@@ -483,5 +682,122 @@ fn finish(attachments: Attachments, started: Instant) -> Enrichment {
             .iter()
             .map(ToString::to_string)
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// W-25: a panic inside enrichment is one diagnostic, never an error of the read.
+    #[test]
+    fn w25_panic_in_enrichment_is_a_diagnostic() {
+        let enrichment = contain_panics(|| panic!("a bug in the host glue"));
+        assert!(enrichment.per_item.is_empty() && enrichment.whole.is_empty());
+        assert_eq!(enrichment.diagnostics.len(), 1);
+        assert!(
+            enrichment.diagnostics[0].starts_with("code=PLUGIN_TRAP")
+                && !enrichment.diagnostics[0].contains("a bug in the host glue"),
+            "{:?}",
+            enrichment.diagnostics
+        );
+        let fine = contain_panics(|| Enrichment {
+            whole: vec!["w".into()],
+            ..Enrichment::default()
+        });
+        assert_eq!(fine.whole, ["w"]);
+    }
+
+    /// W-29: a request arriving after the owner's discovery finished but before its catalog
+    /// is cached joins the flight (which ends only after caching) instead of discovering
+    /// again; it waits until its own deadline at most. Here the owner blocks in that moment
+    /// until the newcomer is done, so the newcomer times out, and nothing is discovered twice.
+    #[test]
+    fn w29_request_between_discovery_and_caching_never_discovers_twice() {
+        let source = testgit::SourceRepo::with_files(&[("a.md", b"a\n")]);
+        let service = crate::Service::new(
+            source.store("test/repo", ""),
+            crate::ServiceConfig::default(),
+        );
+        let inner = service.inner.clone();
+        let repo = RepoName::parse("test/repo").unwrap();
+        let commit = CommitId::parse(&source.head()).unwrap();
+        let discoveries = || {
+            inner
+                .plugins
+                .discoveries
+                .load(std::sync::atomic::Ordering::Relaxed)
+        };
+        let mut newcomer = None;
+        let owner = inner.catalog_observed(&repo, &commit, None, || {
+            let (inner, repo, commit) = (inner.clone(), repo.clone(), commit.clone());
+            let bounded = Instant::now() + std::time::Duration::from_millis(200);
+            newcomer = Some(
+                std::thread::spawn(move || inner.catalog(&repo, &commit, Some(bounded)))
+                    .join()
+                    .unwrap(),
+            );
+        });
+        assert!(owner.is_ok());
+        let newcomer = newcomer.expect("the newcomer ran inside the window");
+        assert_eq!(
+            newcomer.map(|_| ()).unwrap_err().code,
+            Code::Timeout,
+            "the newcomer waited for the flight"
+        );
+        assert_eq!(discoveries(), 1);
+        assert!(inner.catalog(&repo, &commit, None).is_ok());
+        assert_eq!(discoveries(), 1, "cached");
+    }
+
+    /// W-26, W-29: a request waiting on another request's discovery waits only until its own
+    /// deadline; a finished flight wakes every waiter at once.
+    #[test]
+    fn w26_w29_flight_wait_ends_at_the_deadline() {
+        let flight = Arc::new(Flight::default());
+        assert!(
+            !flight.wait(Some(Instant::now())),
+            "deadline already passed"
+        );
+        let waiter = {
+            let flight = flight.clone();
+            std::thread::spawn(move || flight.wait(None))
+        };
+        flight.finish();
+        assert!(waiter.join().unwrap());
+        assert!(
+            flight.wait(Some(Instant::now())),
+            "a finished flight never waits"
+        );
+    }
+
+    /// W-29: the owner's flight ends only when its guard drops (after the catalog is cached),
+    /// also when discovery panics, so waiters never hang.
+    #[test]
+    fn w29_flight_end_removes_and_wakes_even_on_panic() {
+        let flights: Mutex<HashMap<CatalogKey, Arc<Flight>>> = Mutex::default();
+        let key = CatalogKey {
+            storage_root: "/data".into(),
+            repo: "a/b".into(),
+            commit: "c".repeat(40),
+            scope: String::new(),
+        };
+        let flight = Arc::new(Flight::default());
+        flights.lock().unwrap().insert(key.clone(), flight.clone());
+        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let _end = FlightEnd {
+                flights: &flights,
+                key: &key,
+                flight: flight.clone(),
+            };
+            assert!(
+                flights.lock().unwrap().contains_key(&key),
+                "still in flight"
+            );
+            panic!("discovery failed badly");
+        }));
+        assert!(outcome.is_err());
+        assert!(flights.lock().unwrap().is_empty());
+        assert!(flight.wait(Some(Instant::now())));
     }
 }

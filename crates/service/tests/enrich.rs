@@ -489,11 +489,13 @@ async fn w25_differential_plugins_on_and_off() {
         .map(|(p, b)| (p.as_str(), b.as_slice()))
         .collect();
     let source = SourceRepo::with_files(&refs);
+    // Small enough that the shared budget leaves some items without lines (W-14).
     let config = ServiceConfig {
-        batch_budget: 2000,
+        batch_budget: 600,
         ..ServiceConfig::default()
     };
     let service = Service::new(source.store("test/repo", ""), config);
+    let mut left_without_lines = 0;
     let paths: Vec<&str> = files
         .iter()
         .map(|(p, _)| p.as_str())
@@ -527,15 +529,25 @@ async fn w25_differential_plugins_on_and_off() {
         let (on, enrichment) = service.read_many_enriched(&auto(), request).await.unwrap();
         assert_eq!(on, off);
         assert_item_ids(&enrichment, &on.items);
-        let attached: usize = (0..on.items.len())
-            .map(|i| enrichment.for_item(i).count())
-            .sum();
-        assert_eq!(
-            attached,
-            on.items.iter().filter(|i| i.outcome.is_ok()).count(),
-            "echo attaches once per read item"
-        );
+        // W-14: echo attaches once per item that returned lines (an empty file included);
+        // failed items and items the budget left without lines are not passed.
+        for (index, item) in on.items.iter().enumerate() {
+            let returned = item
+                .outcome
+                .as_ref()
+                .is_ok_and(|r| r.end_line >= r.start_line || r.total_lines == 0);
+            left_without_lines += usize::from(item.outcome.is_ok() && !returned);
+            assert_eq!(
+                enrichment.for_item(index).count(),
+                usize::from(returned),
+                "item {index}: {item:?}"
+            );
+        }
     }
+    assert!(
+        left_without_lines > 0,
+        "the budget left some items without lines"
+    );
 }
 
 /// W-29: 16 concurrent cold reads of one commit run exactly one discovery.

@@ -2,8 +2,18 @@
 //! themselves. Static only: nothing here runs a plugin (W-6).
 
 use crate::metadata::{ARTIFACT_SUFFIX, Metadata, read_metadata};
+use crate::runtime::{abi, static_limits};
 use crate::{Code, Diagnostic, PluginConfig};
 use std::sync::Arc;
+use std::time::Instant;
+
+/// At most this many artifacts are considered per catalog (one commit and scope); discovery
+/// stops there and says so (W-29: the catalog's work is bounded like its cache).
+pub const CATALOG_ARTIFACTS: usize = 1024;
+
+/// At most this many artifact bytes are read per catalog: the 128 MiB catalog budget of W-29.
+/// Discovery stops before the artifact that would pass it and says so.
+pub const CATALOG_ARTIFACT_BYTES: u64 = 128 * 1024 * 1024;
 
 /// What the tree holds at an artifact's path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +65,10 @@ pub struct Catalog {
     pub plugins: Vec<Arc<Plugin>>,
     /// Sorted by name, then directory.
     pub broken: Vec<Broken>,
+    /// Set when discovery stopped at [`CATALOG_ARTIFACTS`] or [`CATALOG_ARTIFACT_BYTES`]: the
+    /// artifacts after that point are not in the catalog (PLUGIN_ARTIFACT, shown with every
+    /// enrichment and by `availability`).
+    pub truncated: Option<Diagnostic>,
 }
 
 /// The plugin of a name that applies to a path (W-5): the nearest ancestor directory wins,
@@ -77,25 +91,44 @@ pub(crate) fn in_dir(path: &str, dir: &str) -> bool {
     dir.is_empty() || (path.starts_with(dir) && path.as_bytes().get(dir.len()) == Some(&b'/'))
 }
 
-/// Builds the catalog from the artifact entries of a tree. `read` answers an artifact's
-/// bytes; its error is a *transient* failure, returned as `Err` so it is never cached as
-/// "no plugins" (W-29).
+/// Builds the catalog from the artifact entries of a tree (sorted by path). `read` answers an
+/// artifact's bytes; its error is a *transient* failure, returned as `Err` so it is never
+/// cached as "no plugins" (W-29). `deadline` is the request's (W-26: TIMEOUT covers artifact
+/// reads too; `None` for background preparation): once it passed, discovery stops with
+/// PLUGIN_TIMEOUT, also a transient failure.
+///
+/// Static only (W-6): every artifact is validated and checked against the ABI (exports,
+/// imports, initial memory) without compiling, so a module that can never run is listed as
+/// broken with the same diagnostic the runtime would give. At most [`CATALOG_ARTIFACTS`]
+/// artifacts and [`CATALOG_ARTIFACT_BYTES`] are read; the rest is left out, and
+/// [`Catalog::truncated`] says so.
 pub fn discover(
     entries: &[ArtifactEntry],
     config: &PluginConfig,
-    mut read: impl FnMut(&ArtifactEntry) -> Result<Vec<u8>, String>,
-) -> Result<Catalog, String> {
+    deadline: Option<Instant>,
+    mut read: impl FnMut(&ArtifactEntry) -> Result<Vec<u8>, Diagnostic>,
+) -> Result<Catalog, Diagnostic> {
     let mut catalog = Catalog::default();
-    for entry in entries {
-        let Some((dir, name)) = split_artifact(&entry.path) else {
-            continue;
-        };
+    let limits = static_limits(config);
+    let artifacts: Vec<(&ArtifactEntry, &str, &str)> = entries
+        .iter()
+        .filter_map(|entry| split_artifact(&entry.path).map(|(dir, name)| (entry, dir, name)))
+        .collect();
+    let mut bytes_read: u64 = 0;
+    for (index, &(entry, dir, name)) in artifacts.iter().enumerate() {
         let broken = |code: Code, message: String| Broken {
             name: name.to_string(),
             dir: dir.to_string(),
             artifact_path: entry.path.clone(),
             diagnostic: Diagnostic::new(code, message).at(name, dir),
         };
+        if index == CATALOG_ARTIFACTS {
+            catalog.truncated = Some(stopped(
+                &artifacts[index..],
+                format!("more than {CATALOG_ARTIFACTS} plugin artifacts in this commit"),
+            ));
+            break;
+        }
         let refusal = match entry.kind {
             ArtifactKind::Symlink => {
                 Some("the artifact is a symbolic link; commit the module itself")
@@ -117,13 +150,33 @@ pub fn discover(
             catalog.broken.push(broken(Code::Artifact, message));
             continue;
         }
+        if bytes_read.saturating_add(entry.size) > CATALOG_ARTIFACT_BYTES {
+            catalog.truncated = Some(stopped(
+                &artifacts[index..],
+                format!(
+                    "the artifacts of this commit pass the {} MiB catalog budget",
+                    CATALOG_ARTIFACT_BYTES >> 20
+                ),
+            ));
+            break;
+        }
+        if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+            return Err(Diagnostic::new(
+                Code::Timeout,
+                "the request deadline passed while the plugin artifacts were read (TIMEOUT)",
+            ));
+        }
         let bytes = read(entry)?;
+        // The blob's header size, unless the reader handed over more.
+        bytes_read = bytes_read.saturating_add(entry.size.max(bytes.len() as u64));
         if bytes.starts_with(b"version https://git-lfs.github.com/spec/") {
             let message = "the artifact is a Git LFS pointer; commit the module itself".to_string();
             catalog.broken.push(broken(Code::Artifact, message));
             continue;
         }
-        match read_metadata(name, &bytes, config.metadata_bytes) {
+        let checked = read_metadata(name, &bytes, config.metadata_bytes)
+            .and_then(|metadata| abi::check(&bytes, &limits).map(|()| metadata));
+        match checked {
             Ok(metadata) => catalog.plugins.push(Arc::new(Plugin {
                 name: name.to_string(),
                 dir: dir.to_string(),
@@ -147,6 +200,20 @@ pub fn discover(
         (a.name.as_bytes(), dir_key(&a.dir)).cmp(&(b.name.as_bytes(), dir_key(&b.dir)))
     });
     Ok(catalog)
+}
+
+/// The diagnostic of a discovery that stopped early: why, and which artifacts were left out.
+fn stopped(rest: &[(&ArtifactEntry, &str, &str)], why: String) -> Diagnostic {
+    let first = rest.first().map_or("", |(entry, _, _)| entry.path.as_str());
+    let shown: String = first.chars().take(200).collect();
+    Diagnostic::new(
+        Code::Artifact,
+        format!(
+            "plugin discovery stopped: {why}; {} artifact(s) from `{}` on were not read and do not run",
+            rest.len(),
+            shown.escape_debug()
+        ),
+    )
 }
 
 /// Directory order of W-19: segment by segment, bytewise; the root first.
@@ -201,11 +268,24 @@ mod tests {
     use super::*;
 
     pub(crate) fn wasm(name: &str, extra: &str) -> Vec<u8> {
+        module(name, extra, ABI_FUNCS, "")
+    }
+
+    /// The three ABI functions of W-1 (they never run here).
+    const ABI_FUNCS: &str = r#"(func (export "alloc") (param i32) (result i32) (i32.const 16))
+        (func (export "dealloc") (param i32 i32))
+        (func (export "enrich") (param i32 i32) (result i64) (i64.const 0))"#;
+
+    /// A module with valid metadata, one 1-page memory, `funcs` and `imports`.
+    fn module(name: &str, extra: &str, funcs: &str, imports: &str) -> Vec<u8> {
         let json = format!(
             r#"{{"name":"{name}","abi_version":2,"operations":["read","read_many"]{extra}}}"#
         );
         let escaped = json.replace('"', "\\\"");
-        wat::parse_str(format!("(module (memory (export \"memory\") 1) (@custom \"sourcegraph.plugin.v1\" \"{escaped}\"))")).unwrap()
+        wat::parse_str(format!(
+            "(module {imports} (memory (export \"memory\") 1) {funcs} (@custom \"sourcegraph.plugin.v1\" \"{escaped}\"))"
+        ))
+        .unwrap()
     }
 
     fn entry(path: &str, kind: ArtifactKind, size: u64) -> ArtifactEntry {
@@ -232,7 +312,7 @@ mod tests {
             entry("docs/deep/p.sourcegraph.wasm", ArtifactKind::Blob, 10),
         ];
         let config = PluginConfig::default();
-        let catalog = discover(&entries, &config, |e| {
+        let catalog = discover(&entries, &config, None, |e| {
             Ok(match e.path.as_str() {
                 "lfs.sourcegraph.wasm" => {
                     b"version https://git-lfs.github.com/spec/v1\noid sha256:x\nsize 9\n".to_vec()
@@ -285,10 +365,171 @@ mod tests {
     fn w29_read_failure_is_not_an_empty_catalog() {
         let entries = vec![entry("p.sourcegraph.wasm", ArtifactKind::Blob, 10)];
         assert!(
-            discover(&entries, &PluginConfig::default(), |_| Err(
-                "object database busy".into()
+            discover(&entries, &PluginConfig::default(), None, |_| Err(
+                Diagnostic::new(Code::Artifact, "object database busy")
             ))
             .is_err()
         );
+    }
+
+    /// W-6: the static module checks run at discovery, so a module that can never run is
+    /// listed as broken with the runtime's code (no compile: nothing here has an engine).
+    #[test]
+    fn w6_static_module_checks_at_discovery() {
+        let artifacts: Vec<(&str, Vec<u8>)> = vec![
+            ("ok.sourcegraph.wasm", wasm("ok", "")),
+            (
+                "wasi.sourcegraph.wasm",
+                module(
+                    "wasi",
+                    "",
+                    ABI_FUNCS,
+                    r#"(import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32)))"#,
+                ),
+            ),
+            (
+                "env.sourcegraph.wasm",
+                module("env", "", ABI_FUNCS, r#"(import "env" "f" (func))"#),
+            ),
+            (
+                "noenrich.sourcegraph.wasm",
+                module(
+                    "noenrich",
+                    "",
+                    r#"(func (export "alloc") (param i32) (result i32) (i32.const 16))
+                       (func (export "dealloc") (param i32 i32))"#,
+                    "",
+                ),
+            ),
+            ("huge.sourcegraph.wasm", {
+                let json = r#"{\"name\":\"huge\",\"abi_version\":2,\"operations\":[\"read\"]}"#;
+                wat::parse_str(format!(
+                    "(module (memory (export \"memory\") 2000) {ABI_FUNCS} (@custom \"sourcegraph.plugin.v1\" \"{json}\"))"
+                ))
+                .unwrap()
+            }),
+        ];
+        let entries: Vec<ArtifactEntry> = artifacts
+            .iter()
+            .map(|(path, bytes)| entry(path, ArtifactKind::Blob, bytes.len() as u64))
+            .collect();
+        let config = PluginConfig {
+            memory_mib: 64,
+            ..PluginConfig::default()
+        };
+        let catalog = discover(&entries, &config, None, |e| {
+            Ok(artifacts
+                .iter()
+                .find(|(p, _)| *p == e.path)
+                .unwrap()
+                .1
+                .clone())
+        })
+        .unwrap();
+        assert_eq!(
+            catalog
+                .plugins
+                .iter()
+                .map(|p| p.name.as_str())
+                .collect::<Vec<_>>(),
+            ["ok"]
+        );
+        let codes: Vec<(&str, Code)> = catalog
+            .broken
+            .iter()
+            .map(|b| (b.name.as_str(), b.diagnostic.code))
+            .collect();
+        assert_eq!(
+            codes,
+            [
+                ("env", Code::Abi),
+                ("huge", Code::Memory),
+                ("noenrich", Code::Abi),
+                ("wasi", Code::Abi)
+            ]
+        );
+        let wasi = &catalog.broken[3].diagnostic;
+        assert!(wasi.message.contains("no WASI"), "{wasi}");
+    }
+
+    /// W-29: discovery of one catalog is bounded: at most CATALOG_ARTIFACTS artifacts and
+    /// CATALOG_ARTIFACT_BYTES read, then it stops and says so; nothing past it is read.
+    #[test]
+    fn w29_discovery_bounds_artifacts_and_bytes() {
+        let bytes = wasm("p", "");
+        let many: Vec<ArtifactEntry> = (0..CATALOG_ARTIFACTS + 3)
+            .map(|i| {
+                entry(
+                    &format!("d{i:05}/p.sourcegraph.wasm"),
+                    ArtifactKind::Blob,
+                    10,
+                )
+            })
+            .collect();
+        let mut reads = 0;
+        let catalog = discover(&many, &PluginConfig::default(), None, |_| {
+            reads += 1;
+            Ok(bytes.clone())
+        })
+        .unwrap();
+        assert_eq!(reads, CATALOG_ARTIFACTS);
+        assert_eq!(catalog.plugins.len(), CATALOG_ARTIFACTS);
+        let truncated = catalog.truncated.expect("says it stopped");
+        assert_eq!(truncated.code, Code::Artifact);
+        assert!(
+            truncated
+                .message
+                .contains("3 artifact(s) from `d01024/p.sourcegraph.wasm` on"),
+            "{truncated}"
+        );
+
+        // Four artifacts claiming 40 MiB each: the fourth would pass 128 MiB.
+        let big: Vec<ArtifactEntry> = (0..5)
+            .map(|i| {
+                entry(
+                    &format!("b{i}/p.sourcegraph.wasm"),
+                    ArtifactKind::Blob,
+                    40 << 20,
+                )
+            })
+            .collect();
+        let config = PluginConfig {
+            artifact_bytes: 64 << 20,
+            ..PluginConfig::default()
+        };
+        let mut reads = 0;
+        let catalog = discover(&big, &config, None, |_| {
+            reads += 1;
+            Ok(bytes.clone())
+        })
+        .unwrap();
+        assert_eq!(reads, 3);
+        let truncated = catalog.truncated.expect("says it stopped");
+        assert!(
+            truncated.message.contains("128 MiB catalog budget")
+                && truncated
+                    .message
+                    .contains("2 artifact(s) from `b3/p.sourcegraph.wasm`"),
+            "{truncated}"
+        );
+    }
+
+    /// W-26: the request deadline covers artifact reads: once passed, discovery stops with
+    /// PLUGIN_TIMEOUT (a transient failure, never an empty catalog).
+    #[test]
+    fn w26_discovery_stops_at_the_request_deadline() {
+        let entries = vec![entry("p.sourcegraph.wasm", ArtifactKind::Blob, 10)];
+        let mut reads = 0;
+        let outcome = discover(
+            &entries,
+            &PluginConfig::default(),
+            Some(Instant::now()),
+            |_| {
+                reads += 1;
+                Ok(wasm("p", ""))
+            },
+        );
+        assert_eq!(outcome.unwrap_err().code, Code::Timeout);
+        assert_eq!(reads, 0);
     }
 }

@@ -15,9 +15,12 @@ mod metadata;
 mod plan;
 pub mod runtime;
 
-pub use catalog::{ArtifactEntry, ArtifactKind, Broken, Catalog, Nearest, Plugin, discover};
+pub use catalog::{
+    ArtifactEntry, ArtifactKind, Broken, CATALOG_ARTIFACT_BYTES, CATALOG_ARTIFACTS, Catalog,
+    Nearest, Plugin, discover,
+};
 pub use config::{ConfigError, ENV_PREFIX, PluginConfig};
 pub use connection::{ConnectionPlugins, InvalidConnectionPlugins, PluginSelection};
 pub use diagnostic::{Code, Diagnostic};
 pub use metadata::{ABI_VERSION, ARTIFACT_SUFFIX, Metadata, SECTION, read_metadata};
-pub use plan::{ATTACHMENT_CAP, Attachments, Execution, ItemRef, Plan, plan};
+pub use plan::{ATTACHMENT_CAP, Attachments, Execution, ItemRef, Plan, plan, plan_without_catalog};

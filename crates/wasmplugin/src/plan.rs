@@ -39,6 +39,33 @@ pub struct Plan {
     pub diagnostics: Vec<Diagnostic>,
 }
 
+/// The plan of a call that needs no catalog, decided before any discovery (W-10, W-11):
+/// `plugins: []` runs nothing and says nothing; connection `off` or the host switch runs
+/// nothing and answers PLUGIN_DISABLED for each plugin the call named. `None`: the call
+/// needs the catalog.
+pub fn plan_without_catalog(
+    connection: &ConnectionPlugins,
+    call: Option<&[PluginSelection]>,
+    host_disabled: bool,
+) -> Option<Plan> {
+    let mut out = Plan::default();
+    if call.is_some_and(<[PluginSelection]>::is_empty) {
+        return Some(out);
+    }
+    let why = match (host_disabled, connection) {
+        (true, _) => "repository plugins are disabled on this server",
+        (false, ConnectionPlugins::Off) => {
+            "repository plugins are off for this connection (plugins=off)"
+        }
+        _ => return None,
+    };
+    for selection in call.unwrap_or_default() {
+        out.diagnostics
+            .push(Diagnostic::new(Code::Disabled, why).at(&selection.name, ""));
+    }
+    Some(out)
+}
+
 /// Chooses the executions for one call.
 ///
 /// `call` is the call's `plugins` argument (`None` = not given); `operation` is `read` or
@@ -51,24 +78,10 @@ pub fn plan(
     host_disabled: bool,
     items: &[ItemRef],
 ) -> Plan {
+    if let Some(decided) = plan_without_catalog(connection, call, host_disabled) {
+        return decided;
+    }
     let mut out = Plan::default();
-    if call.is_some_and(<[PluginSelection]>::is_empty) {
-        return out;
-    }
-    let off = match (host_disabled, connection) {
-        (true, _) => Some("repository plugins are disabled on this server"),
-        (false, ConnectionPlugins::Off) => {
-            Some("repository plugins are off for this connection (plugins=off)")
-        }
-        _ => None,
-    };
-    if let Some(why) = off {
-        for selection in call.unwrap_or_default() {
-            out.diagnostics
-                .push(Diagnostic::new(Code::Disabled, why).at(&selection.name, ""));
-        }
-        return out;
-    }
     let empty = || Value::Object(Default::default());
     let (chosen, explicit): (Vec<(String, Value)>, bool) = match (call, connection) {
         (Some(list), _) => (
@@ -234,6 +247,20 @@ impl Execution {
     }
 }
 
+/// The `attachments` array of one execution's output, or why the output is not the ABI 2
+/// shape `{"attachments":[…]}` (W-16): not JSON, not an object, no array. The runtime uses it
+/// too, so an instance whose output is invalid is never parked for reuse (W-32).
+pub(crate) fn attachments_of(output: &str) -> Result<Vec<Value>, String> {
+    match serde_json::from_str::<Value>(output) {
+        Ok(Value::Object(mut fields)) => match fields.remove("attachments") {
+            Some(Value::Array(list)) => Ok(list),
+            _ => Err("output has no `attachments` array".into()),
+        },
+        Ok(_) => Err("output is not a JSON object".into()),
+        Err(error) => Err(format!("output is not valid JSON: {error}")),
+    }
+}
+
 /// The total attachment text of one request (W-21).
 pub const ATTACHMENT_CAP: usize = 2 * 1024 * 1024;
 
@@ -272,27 +299,10 @@ impl Attachments {
                 .at(&plugin.name, &plugin.dir)
                 .for_items(ids.clone())
         };
-        let attachments = match serde_json::from_str::<Value>(output) {
-            Ok(Value::Object(mut fields)) => match fields.remove("attachments") {
-                Some(Value::Array(list)) => list,
-                _ => {
-                    self.diagnostics.push(diagnose(
-                        Code::Output,
-                        "output has no `attachments` array".into(),
-                    ));
-                    return;
-                }
-            },
-            Ok(_) => {
-                self.diagnostics
-                    .push(diagnose(Code::Output, "output is not a JSON object".into()));
-                return;
-            }
-            Err(error) => {
-                self.diagnostics.push(diagnose(
-                    Code::Output,
-                    format!("output is not valid JSON: {error}"),
-                ));
+        let attachments = match attachments_of(output) {
+            Ok(list) => list,
+            Err(why) => {
+                self.diagnostics.push(diagnose(Code::Output, why));
                 return;
             }
         };
@@ -311,8 +321,9 @@ impl Attachments {
                 ));
                 continue;
             };
+            // Only an absent key means whole-batch (W-17); `null` is a wrong type (W-20).
             let target = match fields.remove("item_id") {
-                None | Some(Value::Null) => None,
+                None => None,
                 Some(Value::String(id)) if ids.contains(&id) => Some(id),
                 Some(Value::String(id)) => {
                     let message = format!(
@@ -356,7 +367,14 @@ mod tests {
     fn wasm(name: &str, extra: &str) -> Vec<u8> {
         let json = format!(r#"{{"name":"{name}","abi_version":2{extra}}}"#);
         let escaped = json.replace('"', "\\\"");
-        wat::parse_str(format!("(module (memory (export \"memory\") 1) (@custom \"sourcegraph.plugin.v1\" \"{escaped}\"))")).unwrap()
+        wat::parse_str(format!(
+            r#"(module (memory (export "memory") 1)
+                (func (export "alloc") (param i32) (result i32) (i32.const 16))
+                (func (export "dealloc") (param i32 i32))
+                (func (export "enrich") (param i32 i32) (result i64) (i64.const 0))
+                (@custom "sourcegraph.plugin.v1" "{escaped}"))"#
+        ))
+        .unwrap()
     }
 
     /// A catalog from (artifact path, metadata extra) pairs.
@@ -370,7 +388,7 @@ mod tests {
                 digest: path.to_string(),
             })
             .collect();
-        discover(&entries, &PluginConfig::default(), |e| {
+        discover(&entries, &PluginConfig::default(), None, |e| {
             let (path, extra) = artifacts.iter().find(|(p, _)| *p == e.path).unwrap();
             let name = path
                 .rsplit('/')
@@ -671,6 +689,69 @@ mod tests {
             "packages/docs/kb/deep/y.md"
         );
         assert_eq!(input["files"][0]["has_more"], false);
+    }
+
+    /// W-20: `"item_id": null` is a wrong type, diagnosed and dropped; only an absent key
+    /// makes a whole-batch attachment. W-16: a JSON array is not the output shape.
+    #[test]
+    fn w20_null_item_id_is_dropped_not_whole_batch() {
+        let catalog = catalog(&[("a.sourcegraph.wasm", ON)]);
+        let items = [item(0, "x.md")];
+        let plan = plan(
+            &catalog,
+            &ConnectionPlugins::Auto,
+            None,
+            "read",
+            false,
+            &items,
+        );
+        let mut out = Attachments::default();
+        out.absorb(
+            &plan.executions[0],
+            &items,
+            r#"{"attachments":[{"item_id":null,"text":"null id"},{"text":"whole"},{"item_id":"read-0","text":"mine"}]}"#,
+        );
+        assert_eq!(out.whole, ["whole"], "null never means whole-batch");
+        assert_eq!(out.for_item("read-0").collect::<Vec<_>>(), ["mine"]);
+        assert_eq!(out.diagnostics.len(), 1, "{:?}", out.diagnostics);
+        assert_eq!(out.diagnostics[0].code, Code::Attachment);
+        assert!(
+            out.diagnostics[0].message.contains("non-string `item_id`"),
+            "{}",
+            out.diagnostics[0]
+        );
+
+        let mut array = Attachments::default();
+        array.absorb(&plan.executions[0], &items, "[]");
+        assert!(array.whole.is_empty() && array.per_item.is_empty());
+        assert_eq!(array.diagnostics[0].code, Code::Output);
+    }
+
+    /// W-19: plugin roots are ordered segment by segment, bytewise, the root first: `a/b`
+    /// comes before `a-b` (a plain string comparison would put `-` before `/`).
+    #[test]
+    fn w19_root_order_is_segment_wise() {
+        let catalog = catalog(&[
+            ("a-b/p.sourcegraph.wasm", ON),
+            ("a/b/p.sourcegraph.wasm", ON),
+            ("p.sourcegraph.wasm", ON),
+            ("a/p.sourcegraph.wasm", ON),
+        ]);
+        let items = [
+            item(0, "a-b/x.md"),
+            item(1, "a/b/y.md"),
+            item(2, "z.md"),
+            item(3, "a/w.md"),
+        ];
+        let plan = plan(
+            &catalog,
+            &ConnectionPlugins::Auto,
+            None,
+            "read_many",
+            false,
+            &items,
+        );
+        assert_eq!(summary(&plan).0, ["p@:2", "p@a:3", "p@a/b:1", "p@a-b:0"]);
     }
 
     /// W-17..W-21: placement, bad attachments dropped alone, the 2 MiB cap omits whole.

@@ -15,7 +15,7 @@
 //! - Any fault discards the instance: wasmtime does not poison an instance after a trap, so
 //!   reuse after a fault would run a guest whose invariants are broken.
 
-mod abi;
+pub(crate) mod abi;
 mod compiler;
 mod host;
 mod pool;
@@ -48,6 +48,22 @@ const TABLE_ELEMENTS: usize = 10_000;
 /// Largest linear memory of a 32-bit module: MEMORY_MIB is clamped to it.
 const MAX_MEMORY_BYTES: u64 = 4 << 30;
 
+/// MEMORY_MIB in bytes, clamped to what a 32-bit module can address.
+fn memory_bytes(config: &PluginConfig) -> u64 {
+    config
+        .memory_mib
+        .saturating_mul(1 << 20)
+        .min(MAX_MEMORY_BYTES)
+}
+
+/// The limits the static module checks use, at discovery and before compiling alike.
+pub(crate) fn static_limits(config: &PluginConfig) -> abi::StaticLimits {
+    abi::StaticLimits {
+        memory_bytes: memory_bytes(config),
+        table_elements: TABLE_ELEMENTS as u64,
+    }
+}
+
 /// Reads files for one plugin execution. Paths are relative to the plugin directory, as the
 /// plugin gave them (the implementor validates and resolves them; the runtime only forwards).
 ///
@@ -79,7 +95,8 @@ impl From<String> for HostReadError {
 /// What one successful execution produced.
 #[derive(Debug)]
 pub struct Executed {
-    /// The output text (its JSON shape is checked by the caller).
+    /// The output text. Its shape is checked by the caller ([`crate::Attachments::absorb`]);
+    /// the runtime only checked it to decide whether the instance may be reused (W-32).
     pub output: String,
     /// PLUGIN_READ_BUDGET when a budget refused a host read: the output still counts (the
     /// guest decided what to do with the refusal, W-22), but the overrun is reported and the
@@ -166,10 +183,7 @@ struct Shared {
 
 impl Shared {
     fn static_limits(&self) -> abi::StaticLimits {
-        abi::StaticLimits {
-            memory_bytes: self.memory_bytes,
-            table_elements: TABLE_ELEMENTS as u64,
-        }
+        static_limits(&self.config)
     }
 
     fn pool(&self) -> MutexGuard<'_, IdlePool> {
@@ -187,10 +201,7 @@ impl Shared {
 impl Runtime {
     /// Builds the engine and starts the epoch ticker and the compile worker.
     pub fn new(config: PluginConfig) -> Result<Self, RuntimeError> {
-        let memory_bytes = config
-            .memory_mib
-            .saturating_mul(1 << 20)
-            .min(MAX_MEMORY_BYTES);
+        let memory_bytes = memory_bytes(&config);
         // Every execution holds one instance and every idle instance one more: the pool never
         // needs more slots than that (an evicted idle instance is dropped before its slot is
         // needed again; an exhausted pool would be reported as PLUGIN_BUSY).
@@ -311,8 +322,9 @@ impl Runtime {
     /// Takes one of CONCURRENCY slots (none free: PLUGIN_BUSY at once, no queue), an idle
     /// instance for `key` and this module (else a fresh one), writes the input into a buffer
     /// from the guest's `alloc`, calls `enrich`, bounds-checks the packed result, copies it,
-    /// and deallocs input and output with their exact lengths. On success the instance is
-    /// parked for `key`; after any fault or budget overrun it is dropped.
+    /// and deallocs input and output with their exact lengths. On success with an output of
+    /// the ABI 2 shape (`{"attachments":[…]}`) the instance is parked for `key`; after any
+    /// fault, budget overrun or output of another shape it is dropped (W-27, W-32).
     ///
     /// Diagnostics: PLUGIN_TIMEOUT (deadline, checked by the epoch callback and by every
     /// host import), PLUGIN_BUSY, PLUGIN_TRAP (any trap, in `alloc`, `enrich`, `dealloc` or
@@ -454,7 +466,10 @@ impl Runtime {
                 ),
             )
         });
-        if read_budget.is_none() {
+        // W-27, W-32: an instance that overran a budget or answered something that is not
+        // the ABI 2 shape is never reused; the caller diagnoses the shape (PLUGIN_OUTPUT).
+        let well_formed = crate::plan::attachments_of(&output).is_ok();
+        if read_budget.is_none() && well_formed {
             let evicted = shared.pool().put(key, module.digest(), live);
             drop(evicted);
         }

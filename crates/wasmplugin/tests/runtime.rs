@@ -58,15 +58,19 @@ const PRELUDE: &str = r#"
     (i64.or (i64.shl (i64.extend_i32_u (local.get $ptr)) (i64.const 32)) (i64.extend_i32_u (local.get $len))))
 "#;
 
-/// The echo guest. `enrich` counts its calls and answers
+/// The echo guest. `enrich` counts its calls and answers one whole-batch attachment (a valid
+/// ABI 2 output, so the instance may be reused) whose text is
 /// `calls=N input=L prev=<in ptr>,<in len>,<out ptr>,<out len> dealloc=<p1>,<l1>,<p2>,<l2>`,
 /// where `prev` is what the previous call received and returned and `dealloc` the last two
 /// `dealloc` calls (made by the host after the previous call). The input's first byte picks a
 /// hostile behaviour instead: `t` trap, `l` loop forever, `g` grow memory forever, `a` return
 /// the input buffer, `o` return a buffer past the end of memory, `b` return 256 MiB, `u`
-/// return invalid UTF-8, `z` return a null pointer.
+/// return invalid UTF-8, `z` return a null pointer, `j` return the rest of the input (after
+/// the `j`) in a fresh buffer, as the output text.
 fn echo_wat() -> String {
-    let s = strings(&["calls=", " input=", " prev=", ",", " dealloc="]);
+    const OPEN: &str = "{\"attachments\":[{\"text\":\"calls=";
+    const CLOSE: &str = "\"}]}";
+    let s = strings(&[OPEN, " input=", " prev=", ",", " dealloc=", CLOSE]);
     let put = |name: &str| {
         let (offset, len) = s.at[name];
         format!("(local.set $q (call $put (local.get $q) (i32.const {offset}) (i32.const {len})))")
@@ -120,12 +124,18 @@ fn echo_wat() -> String {
         (i32.store16 (local.get $o) (i32.const 0xfeff))
         (return (call $pack (local.get $o) (i32.const 2)))))
     (if (i32.eq (local.get $mode) (i32.const 122)) (then (return (i64.const 5))))
+    (if (i32.eq (local.get $mode) (i32.const 106))
+      (then
+        (local.set $o (call $alloc (i32.sub (local.get $l) (i32.const 1))))
+        (memory.copy (local.get $o) (i32.add (local.get $p) (i32.const 1)) (i32.sub (local.get $l) (i32.const 1)))
+        (return (call $pack (local.get $o) (i32.sub (local.get $l) (i32.const 1))))))
     (local.set $o (call $alloc (i32.const 256)))
     (local.set $q (local.get $o))
     {calls} {n_calls}
     {input} {n_input}
     {prev} {n_in_ptr} {comma} {n_in_len} {comma} {n_out_ptr} {comma} {n_out_len}
     {dealloc} {n_d1p} {comma} {n_d1l} {comma} {n_d2p} {comma} {n_d2l}
+    {close}
     (global.set $in_ptr (local.get $p))
     (global.set $in_len (local.get $l))
     (global.set $out_ptr (local.get $o))
@@ -133,7 +143,8 @@ fn echo_wat() -> String {
     (call $pack (local.get $o) (i32.sub (local.get $q) (local.get $o))))
 )"#,
         data = s.wat,
-        calls = put("calls="),
+        calls = put(OPEN),
+        close = put(CLOSE),
         n_calls = num("(global.get $calls)"),
         input = put(" input="),
         n_input = num("(local.get $l)"),
@@ -311,9 +322,13 @@ fn expect_code(result: Result<String, Diagnostic>, code: Code) -> Diagnostic {
     }
 }
 
-/// Parses `calls=N input=L prev=a,b,c,d dealloc=e,f,g,h`.
+/// Parses the echo guest's `calls=N input=L prev=a,b,c,d dealloc=e,f,g,h` (the text of its
+/// one attachment).
 fn report(output: &str) -> HashMap<String, Vec<u64>> {
-    output
+    let output: serde_json::Value = serde_json::from_str(output).expect("echo output is JSON");
+    output["attachments"][0]["text"]
+        .as_str()
+        .expect("echo attachment text")
         .split(' ')
         .map(|field| {
             let (name, values) = field.split_once('=').expect("field");
@@ -660,7 +675,8 @@ fn w22_reads_after_read_calls_fail_with_last_error() {
 fn w27_read_budget_overrun_is_a_diagnostic_and_discards_the_instance() {
     let rt = runtime();
     let module = compile(&rt, "reader", &reader_wat());
-    let files = Files::with(&[("a", b"1"), ("big", &[b'x'; 1025])]);
+    // `a` is a valid ABI 2 output, so the clean execution that returns it parks its instance.
+    let files = Files::with(&[("a", br#"{"attachments":[]}"#), ("big", &[b'x'; 1025])]);
     let over = rt
         .execute(&module, &key("{}"), b"*a", &files, soon())
         .expect("the guest returned normally");
@@ -972,6 +988,65 @@ fn w32_instance_never_reused_after_a_fault() {
     }
 }
 
+/// W-27, W-32: after every bad output the echo guest can produce — a PLUGIN_OUTPUT fault of
+/// the runtime (pointer, aliasing, size, UTF-8) or an output of the wrong JSON shape, which the
+/// caller diagnoses as PLUGIN_OUTPUT — the instance is discarded: it is not parked, the next
+/// execution instantiates afresh, and nothing counts as a reuse.
+#[test]
+fn w27_w32_bad_output_instance_not_reused() {
+    let rt = runtime();
+    let module = compile(&rt, "echo", &echo_wat());
+    let k = key("{}");
+    let calls = || report(&run(&rt, &module, &k, "{}", &no_files()).expect("run"))["calls"][0];
+    let bad: [(&str, bool); 8] = [
+        ("o", true),
+        ("a {\"x\":1}", true),
+        ("z", true),
+        ("b", true),
+        ("u", true),
+        ("jnot json", false),
+        ("j[]", false),
+        ("j{\"attachments\":{}}", false),
+    ];
+    assert_eq!(calls(), 1);
+    for (input, runtime_fault) in bad {
+        assert_eq!(
+            rt.idle_instances(),
+            1,
+            "an instance is parked before {input}"
+        );
+        let before = rt.stats();
+        let outcome = run(&rt, &module, &k, input, &no_files());
+        assert_eq!(outcome.is_err(), runtime_fault, "{input}: {outcome:?}");
+        if let Err(d) = &outcome {
+            assert_eq!(d.code, Code::Output, "{input}: {d}");
+        }
+        let after = rt.stats();
+        assert_eq!(
+            after.instance_reuses,
+            before.instance_reuses + 1,
+            "{input} ran on the parked instance"
+        );
+        assert_eq!(
+            rt.idle_instances(),
+            0,
+            "{input}: the instance was not parked"
+        );
+        let fresh = rt.stats();
+        assert_eq!(calls(), 1, "after {input}: a new instance");
+        assert_eq!(
+            rt.stats().instantiations,
+            fresh.instantiations + 1,
+            "after {input}"
+        );
+    }
+    // Control: the right shape keeps the instance.
+    assert_eq!(calls(), 2);
+    run(&rt, &module, &k, "j{\"attachments\":[]}", &no_files()).expect("empty attachments");
+    assert_eq!(rt.idle_instances(), 1);
+    assert_eq!(calls(), 4);
+}
+
 #[test]
 fn w26_idle_instances_are_bounded_lru() {
     let rt = runtime(); // IDLE_INSTANCES 2
@@ -1177,11 +1252,13 @@ fn w36_measurements() {
 fn w36_execution_report() {
     let rt = runtime();
     let module = compile(&rt, "reader", &reader_wat());
-    let files = Files::with(&[("notes/a.md", b"# A\nbody\n")]);
+    // The reader returns the file as its output: a valid ABI 2 output keeps the instance.
+    const OUTPUT: &str = r#"{"attachments":[]}"#;
+    let files = Files::with(&[("notes/a.md", OUTPUT.as_bytes())]);
     let (first, report) = rt.execute_reported(&module, &key("{}"), b"notes/a.md", &files, soon());
-    assert_eq!(first.expect("read").output, "# A\nbody\n");
+    assert_eq!(first.expect("read").output, OUTPUT);
     assert!(!report.instance_reused);
-    assert_eq!((report.read_calls, report.read_bytes), (1, 9));
+    assert_eq!((report.read_calls, report.read_bytes), (1, 18));
     let (_, again) = rt.execute_reported(&module, &key("{}"), b"notes/a.md", &files, soon());
     assert!(again.instance_reused);
     assert_eq!(

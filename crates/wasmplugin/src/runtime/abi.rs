@@ -2,7 +2,8 @@
 //! the four exports with their exact types, no import but the `sourcegraph` host functions,
 //! one 32-bit memory whose initial size fits MEMORY_MIB.
 //!
-//! These run before Cranelift so that a wrong module costs a validation pass, not a compile,
+//! They run at discovery too (W-6: `availability` shows a module that can never run as
+//! broken), and again before Cranelift so that a wrong module costs a validation pass, not a compile,
 //! and so that each failure gets its own code: the pooling allocator would otherwise reject an
 //! oversized memory inside `Module::new` with an error indistinguishable from any other.
 
@@ -17,7 +18,7 @@ pub(super) const HOST_MODULE: &str = "sourcegraph";
 const PAGE_BYTES: u64 = 65_536;
 
 /// Limits a module is checked against.
-pub(super) struct StaticLimits {
+pub(crate) struct StaticLimits {
     /// MEMORY_MIB in bytes.
     pub memory_bytes: u64,
     /// Largest initial table the instance pool holds.
@@ -25,7 +26,7 @@ pub(super) struct StaticLimits {
 }
 
 /// Checks `bytes`; Ok means the module may be compiled and linked.
-pub(super) fn check(bytes: &[u8], limits: &StaticLimits) -> Result<(), Diagnostic> {
+pub(crate) fn check(bytes: &[u8], limits: &StaticLimits) -> Result<(), Diagnostic> {
     let types = Validator::new().validate_all(bytes).map_err(|error| {
         // wasmparser's message describes the guest's bytes only (no host detail) and tells the
         // plugin author what is wrong; it is cut to keep the diagnostic line short.

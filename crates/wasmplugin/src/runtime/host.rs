@@ -405,62 +405,185 @@ fn read_file(
 
 /// `read_files(paths_ptr, paths_len) -> i64` (W-23): a JSON array of paths in, little-endian
 /// `u32 count` then per item `u32 status (0 file, 1 error)`, `u32 length`, bytes out.
+///
+/// The request is parsed where it lies in guest memory, and only as many paths as READ_CALLS
+/// has left are taken out of it: the paths after those are only checked to be strings and
+/// counted, each answered by the same budget error, so a request of millions of paths costs
+/// the host no allocation per path (the answer is written into the guest's own memory).
 fn read_files(
     mut caller: Caller<'_, HostState>,
     paths_ptr: i32,
     paths_len: i32,
 ) -> wasmtime::Result<i64> {
-    let (guest, request) = match request(&mut caller, paths_ptr, paths_len, "request") {
-        Ok(found) => found,
-        Err(failed) => return Ok(failed),
-    };
-    let Ok(request) = std::str::from_utf8(&request) else {
-        return Ok(fail(&mut caller, "request is not valid UTF-8"));
-    };
-    let Ok(paths) = serde_json::from_str::<Vec<String>>(request) else {
+    if past_deadline(&mut caller) {
+        return Ok(fail(&mut caller, "deadline passed"));
+    }
+    let Some(guest) = caller.data().guest.clone() else {
         return Ok(fail(
             &mut caller,
-            "request is not a JSON array of path strings",
+            "host reads are not available while the module starts",
         ));
     };
-    let Ok(count) = u32::try_from(paths.len()) else {
+    let budget = caller.data().budget;
+    let left = budget.read_calls.saturating_sub(caller.data().exec.calls);
+    let keep = usize::try_from(left).unwrap_or(usize::MAX);
+    let start = paths_ptr as u32 as usize;
+    let parsed = start
+        .checked_add(paths_len as u32 as usize)
+        .and_then(|end| guest.memory.data(&caller).get(start..end))
+        .map(|request| parse_paths(request, keep));
+    let paths = match parsed {
+        None => {
+            return Ok(fail(
+                &mut caller,
+                "request buffer is outside the module's memory",
+            ));
+        }
+        Some(None) => {
+            return Ok(fail(
+                &mut caller,
+                "request is not a JSON array of path strings",
+            ));
+        }
+        Some(Some(paths)) => paths,
+    };
+    let count = u64::try_from(paths.kept.len())
+        .ok()
+        .and_then(|kept| kept.checked_add(paths.rest))
+        .and_then(|count| u32::try_from(count).ok());
+    let Some(count) = count else {
         return Ok(fail(&mut caller, "request has too many paths"));
     };
-    let mut items: Vec<Result<Vec<u8>, String>> = Vec::with_capacity(paths.len());
-    for path in &paths {
+    let mut items: Vec<Result<Vec<u8>, String>> = Vec::with_capacity(paths.kept.len());
+    for path in &paths.kept {
         if past_deadline(&mut caller) {
             return Ok(fail(&mut caller, "deadline passed"));
         }
         items.push(read_one(&mut caller, path));
     }
+    // The paths READ_CALLS has no reads left for: one budget error each, counted as such.
+    let spent = format!(
+        "read budget spent: at most {} reads per execution (READ_CALLS)",
+        budget.read_calls
+    );
+    if paths.rest > 0 {
+        let exec = &mut caller.data_mut().exec;
+        exec.budget_hits += paths.rest;
+        exec.first_budget_refusal
+            .get_or_insert_with(|| spent.clone());
+    }
     let payload = |item: &Result<Vec<u8>, String>| match item {
         Ok(bytes) => bytes.len(),
         Err(message) => message.len(),
     };
-    let total = items.iter().try_fold(4usize, |sum, item| {
-        sum.checked_add(8)?.checked_add(payload(item))
-    });
+    let total = items
+        .iter()
+        .try_fold(4usize, |sum, item| {
+            sum.checked_add(8)?.checked_add(payload(item))
+        })
+        .and_then(|sum| {
+            let rest = usize::try_from(paths.rest).ok()?;
+            sum.checked_add(rest.checked_mul(8 + spent.len())?)
+        });
     let Some(total) = total.filter(|&total| u32::try_from(total).is_ok()) else {
         return Ok(fail(&mut caller, "answer would be larger than 4 GiB"));
     };
     let written = give(&mut caller, &guest, total, |dest| {
         dest[..4].copy_from_slice(&count.to_le_bytes());
         let mut at = 4;
-        for item in &items {
-            let (status, bytes): (u32, &[u8]) = match item {
-                Ok(bytes) => (0, bytes),
-                Err(message) => (1, message.as_bytes()),
-            };
+        let mut put = |status: u32, bytes: &[u8]| {
             // Lengths fit u32: the total was checked above.
             dest[at..at + 4].copy_from_slice(&status.to_le_bytes());
             dest[at + 4..at + 8].copy_from_slice(&(bytes.len() as u32).to_le_bytes());
             dest[at + 8..at + 8 + bytes.len()].copy_from_slice(bytes);
             at += 8 + bytes.len();
+        };
+        for item in &items {
+            match item {
+                Ok(bytes) => put(0, bytes),
+                Err(message) => put(1, message.as_bytes()),
+            }
+        }
+        for _ in 0..paths.rest {
+            put(1, spent.as_bytes());
         }
     })?;
     match written {
         Some(packed) => Ok(packed),
         None => Ok(fail(&mut caller, format!("alloc({total}) returned 0"))),
+    }
+}
+
+/// The paths of a `read_files` request: the first ones, at most as many as were asked to be
+/// kept, and how many strings follow them.
+struct Paths {
+    kept: Vec<String>,
+    rest: u64,
+}
+
+/// Parses a `read_files` request, keeping at most `keep` paths (None: not a JSON array of
+/// strings).
+fn parse_paths(request: &[u8], keep: usize) -> Option<Paths> {
+    use serde::de::DeserializeSeed;
+    let mut reader = serde_json::Deserializer::from_slice(request);
+    let paths = PathsSeed { keep }.deserialize(&mut reader).ok()?;
+    reader.end().ok()?;
+    Some(paths)
+}
+
+struct PathsSeed {
+    keep: usize,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for PathsSeed {
+    type Value = Paths;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, reader: D) -> Result<Paths, D::Error> {
+        reader.deserialize_seq(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for PathsSeed {
+    type Value = Paths;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON array of path strings")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Paths, A::Error> {
+        let mut kept = Vec::new();
+        while kept.len() < self.keep {
+            match seq.next_element::<String>()? {
+                Some(path) => kept.push(path),
+                None => return Ok(Paths { kept, rest: 0 }),
+            }
+        }
+        let mut rest = 0u64;
+        while seq.next_element::<AnyString>()?.is_some() {
+            rest += 1;
+        }
+        Ok(Paths { kept, rest })
+    }
+}
+
+/// A JSON string, checked and dropped without being kept.
+struct AnyString;
+
+impl<'de> serde::Deserialize<'de> for AnyString {
+    fn deserialize<D: serde::Deserializer<'de>>(reader: D) -> Result<Self, D::Error> {
+        reader.deserialize_str(AnyString)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for AnyString {
+    type Value = AnyString;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a path string")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<AnyString, E> {
+        Ok(AnyString)
     }
 }
 
