@@ -237,18 +237,17 @@ async fn w29_g2_catalog_key_includes_the_registered_scope() {
     );
     assert_eq!(service.plugin_catalogs(), 1);
 
-    let store = service.store();
-    let name = gitstore::RepoName::parse(REPO).unwrap();
-    store.unregister(&name).unwrap();
-    store
-        .register(gitstore::Registration {
-            name: name.clone(),
+    service.unregister(REPO.into()).await.unwrap();
+    service
+        .register(service::RegisterRequest {
+            name: REPO.into(),
             source: source.source(),
-            registered_path: gitstore::RepoPath::root(),
+            registered_path: String::new(),
             branch: None,
         })
+        .await
         .unwrap();
-    store.sync(&name).unwrap();
+    service.sync(REPO.into()).await.unwrap();
 
     let (_, whole) = service
         .read_enriched(&auto, read("docs/a.md", None))
@@ -343,7 +342,12 @@ async fn w6_availability_shows_plugin_abi_for_a_module_that_cannot_run() {
         .availability(&ctx(ConnectionPlugins::Auto), request)
         .await
         .unwrap();
-    let plugins = answer.plugins.expect("asked").expect("discovery works");
+    let Some(service::PluginDiscovery::Found(plugins)) = answer.plugins else {
+        panic!(
+            "asked for plugins and discovery works: {:?}",
+            answer.plugins
+        );
+    };
     let shown: Vec<(&str, &str)> = plugins
         .iter()
         .map(|p| {
@@ -407,7 +411,12 @@ async fn w2_gitlink_artifact_is_plugin_artifact() {
         .availability(&ctx(ConnectionPlugins::Auto), request)
         .await
         .unwrap();
-    let plugins = answer.plugins.expect("asked").expect("discovery works");
+    let Some(service::PluginDiscovery::Found(plugins)) = answer.plugins else {
+        panic!(
+            "asked for plugins and discovery works: {:?}",
+            answer.plugins
+        );
+    };
     assert_eq!(plugins.len(), 1, "{plugins:?}");
     assert_eq!(plugins[0].name, "x");
     let diagnostic = plugins[0].diagnostic.as_deref().unwrap();
