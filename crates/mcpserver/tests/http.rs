@@ -52,6 +52,16 @@ impl Fixture {
             service::Service::new(source.store(REPO, ""), service::ServiceConfig::default());
         service.index(REPO.into(), |_| {}).await.expect("index");
 
+        Self::serve(source, commit, service, config).await
+    }
+
+    /// Serves `service` over Streamable HTTP on a loopback port until the fixture drops.
+    async fn serve(
+        source: SourceRepo,
+        commit: String,
+        service: service::Service,
+        config: McpConfig,
+    ) -> Self {
         let shutdown = CancellationToken::new();
         let router = axum::Router::new().nest_service(
             "/sourcegraph/mcp",
@@ -768,25 +778,7 @@ impl Fixture {
         let commit = source.head();
         let service =
             service::Service::new(source.store(REPO, ""), service::ServiceConfig::default());
-        let shutdown = CancellationToken::new();
-        let router = axum::Router::new().nest_service(
-            "/sourcegraph/mcp",
-            http_service(service, McpConfig::default(), shutdown.clone()),
-        );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let stop = shutdown.clone();
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, router)
-                .with_graceful_shutdown(stop.cancelled_owned())
-                .await;
-        });
-        Self {
-            _source: source,
-            addr,
-            commit,
-            shutdown,
-        }
+        Self::serve(source, commit, service, McpConfig::default()).await
     }
 }
 

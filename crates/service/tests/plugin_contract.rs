@@ -333,21 +333,7 @@ async fn w6_availability_shows_plugin_abi_for_a_module_that_cannot_run() {
             ..PluginConfig::default()
         },
     );
-    let request = AvailabilityRequest {
-        repo: REPO.into(),
-        revision: None,
-        include_plugins: true,
-    };
-    let answer = service
-        .availability(&ctx(ConnectionPlugins::Auto), request)
-        .await
-        .unwrap();
-    let Some(service::PluginDiscovery::Found(plugins)) = answer.plugins else {
-        panic!(
-            "asked for plugins and discovery works: {:?}",
-            answer.plugins
-        );
-    };
+    let plugins = discovered_plugins(&service).await;
     let shown: Vec<(&str, &str)> = plugins
         .iter()
         .map(|p| {
@@ -402,21 +388,7 @@ async fn w2_gitlink_artifact_is_plugin_artifact() {
     let listed = source.git(&["ls-tree", "HEAD", "x.sourcegraph.wasm"]);
     assert!(listed.starts_with("160000 commit "), "{listed}");
     let service = service_with(&source, "", PluginConfig::default());
-    let request = AvailabilityRequest {
-        repo: REPO.into(),
-        revision: None,
-        include_plugins: true,
-    };
-    let answer = service
-        .availability(&ctx(ConnectionPlugins::Auto), request)
-        .await
-        .unwrap();
-    let Some(service::PluginDiscovery::Found(plugins)) = answer.plugins else {
-        panic!(
-            "asked for plugins and discovery works: {:?}",
-            answer.plugins
-        );
-    };
+    let plugins = discovered_plugins(&service).await;
     assert_eq!(plugins.len(), 1, "{plugins:?}");
     assert_eq!(plugins[0].name, "x");
     let diagnostic = plugins[0].diagnostic.as_deref().unwrap();
@@ -429,4 +401,21 @@ async fn w2_gitlink_artifact_is_plugin_artifact() {
         .await
         .unwrap();
     assert_eq!(codes(&e), ["code=PLUGIN_ARTIFACT"], "{e:?}");
+}
+
+/// `availability {include_plugins: true}` of the head: the plugins discovery found.
+async fn discovered_plugins(service: &Service) -> Vec<service::PluginInfo> {
+    let request = AvailabilityRequest {
+        repo: REPO.into(),
+        revision: None,
+        include_plugins: true,
+    };
+    let answer = service
+        .availability(&ctx(ConnectionPlugins::Auto), request)
+        .await
+        .unwrap();
+    match answer.plugins {
+        Some(service::PluginDiscovery::Found(plugins)) => plugins,
+        other => panic!("asked for plugins and discovery works: {other:?}"),
+    }
 }
