@@ -31,6 +31,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+/// A test hook run just before `git gc` (see [`GitStore::set_gc_hook`]).
+#[doc(hidden)]
+pub type GcHook = Arc<dyn Fn(&RepoName) + Send + Sync>;
+
 /// Default retention window for former heads (G-5).
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(30 * 24 * 60 * 60);
 
@@ -341,7 +345,7 @@ impl GitStore {
     /// collection held, just before `git gc` starts, so a test can prove what does and does
     /// not wait for it. Not for production use.
     #[doc(hidden)]
-    pub fn set_gc_hook(&self, hook: Option<Arc<dyn Fn(&RepoName) + Send + Sync>>) {
+    pub fn set_gc_hook(&self, hook: Option<GcHook>) {
         self.inner.set_gc_hook(hook);
     }
 }

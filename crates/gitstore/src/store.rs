@@ -111,8 +111,7 @@ impl RepoState {
     }
 }
 
-/// Called with all locks of a gc held, just before `git gc` runs (tests only).
-pub(crate) type GcHook = Arc<dyn Fn(&RepoName) + Send + Sync>;
+use crate::GcHook;
 
 pub(crate) struct Inner {
     config: StoreConfig,
