@@ -219,7 +219,11 @@ impl GitStore {
         self.inner.register(registration)
     }
 
-    /// Removes a registration, its metadata and its mirror.
+    /// Removes a registration and its metadata, and moves its mirror to the trash (after any
+    /// sync or gc of it in any process has finished). Every process sharing the data
+    /// directory answers [`Error::UnknownRepo`] for it from its next call; a later
+    /// [`GitStore::sweep`] deletes the trashed mirror once no live process holds a lease
+    /// record on it.
     pub fn unregister(&self, name: &RepoName) -> Result<(), Error> {
         self.inner.unregister(name)
     }

@@ -19,7 +19,7 @@ use crate::{
 use gix::ObjectId;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::SystemTime;
 
@@ -87,9 +87,6 @@ pub(crate) struct RepoState {
     /// row's and the view is reloaded.
     state_gen: AtomicU64,
     memo: Mutex<Memo>,
-    /// Refs were deleted since the last garbage collection. Starts true: after a restart we
-    /// do not know whether the previous process got to prune.
-    needs_prune: AtomicBool,
 }
 
 impl RepoState {
@@ -284,7 +281,6 @@ impl Inner {
             view: RwLock::new(None),
             state_gen: AtomicU64::new(0),
             memo: Mutex::new(Memo::default()),
-            needs_prune: AtomicBool::new(true),
         }
     }
 

@@ -276,3 +276,47 @@ fn g8_reads_proceed_while_gc_runs() {
 }
 
 const GUARD: Duration = Duration::from_secs(120);
+
+/// 12: whether a mirror needs garbage collection is on disk, known to every process: a store
+/// opened on a data directory does not gc a mirror nothing was deleted from (today's stores
+/// each ran `git gc --prune=now` on every mirror on their first sweep), and a gc one store
+/// did is not repeated by another.
+#[test]
+fn g8_gc_only_after_deletions_whoever_sweeps() {
+    use std::sync::atomic::AtomicUsize;
+    let f = Fixture::new();
+    let (_, old, _) = force_pushed(&f);
+    let counting = |store: &GitStore| {
+        let count = Arc::new(AtomicUsize::new(0));
+        let seen = count.clone();
+        store.set_gc_hook(Some(Arc::new(move |_| {
+            seen.fetch_add(1, Ordering::SeqCst);
+        })));
+        count
+    };
+    let first = counting(&f.store);
+    let other = open_store(&f.data, &f.clock);
+    let second = counting(&other);
+    assert_eq!(other.sweep().unwrap(), Default::default());
+    assert_eq!(f.store.sweep().unwrap(), Default::default());
+    assert_eq!(
+        (first.load(Ordering::SeqCst), second.load(Ordering::SeqCst)),
+        (0, 0),
+        "nothing was deleted: no gc"
+    );
+    f.advance_days(31);
+    assert_eq!(
+        other.sweep().unwrap().expired,
+        vec![(f.name.clone(), cid(&old))]
+    );
+    assert!(!f.mirror_has(&old));
+    f.store.sweep().unwrap();
+    other.sweep().unwrap();
+    assert_eq!(
+        (first.load(Ordering::SeqCst), second.load(Ordering::SeqCst)),
+        (0, 1),
+        "one gc, by the store that deleted the refs"
+    );
+    f.store.set_gc_hook(None);
+    other.set_gc_hook(None);
+}

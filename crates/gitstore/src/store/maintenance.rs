@@ -283,9 +283,9 @@ impl Inner {
         };
         let view = self.refreshed_view(&state, &view)?;
         state.publish(view, state_gen);
+        mark_needs_gc(&state)?;
         self.update_refs(&state, format!("delete {PINNED_REFS}{commit}\n"))
             .map_err(as_storage)?;
-        state.needs_prune.store(true, Ordering::SeqCst);
         Ok(())
     }
 
@@ -409,15 +409,15 @@ impl Inner {
             edits.push_str(&format!("delete {LEASED_REFS}{id}\n"));
             dropped_lease_refs = true;
         }
-        self.update_refs(state, edits).map_err(as_storage)?;
         if !expired.is_empty() || dropped_lease_refs {
-            state.needs_prune.store(true, Ordering::SeqCst);
+            mark_needs_gc(state)?;
         }
+        self.update_refs(state, edits).map_err(as_storage)?;
         for commit in expired {
             report.expired.push((state.name.clone(), commit));
         }
 
-        if state.needs_prune.swap(false, Ordering::SeqCst) {
+        if state.mirror.join(NEEDS_GC).exists() {
             // No lock that reads take (14): a read keeps using the packs it has open or
             // mapped, which survive their unlinking, and gix re-scans the pack directory when
             // an object is not where its snapshot said. Only objects unreachable from every
@@ -443,10 +443,10 @@ impl Inner {
                 None,
                 GC_TIMEOUT,
             );
-            if let Err(e) = gc {
-                state.needs_prune.store(true, Ordering::SeqCst);
-                return Err(as_storage(e));
-            }
+            // On failure the marker stays: the next sweep, in any process, tries again.
+            gc.map_err(as_storage)?;
+            std::fs::remove_file(state.mirror.join(NEEDS_GC))
+                .map_err(storage("finishing a garbage collection"))?;
             // A fresh handle: the old one holds the maps of packs gc replaced (readers still
             // on it keep them until they finish).
             if let Some(current) = state.view() {
@@ -464,6 +464,16 @@ impl Inner {
         }
         Ok(())
     }
+}
+
+/// A marker file in the mirror: refs were deleted since its last garbage collection. On disk,
+/// so every process knows (a fresh process does not gc every mirror on its first sweep, and a
+/// gc cut short by a crash is done by whoever sweeps next); written before the refs go.
+const NEEDS_GC: &str = "csg-needs-gc";
+
+fn mark_needs_gc(state: &RepoState) -> Result<(), Error> {
+    std::fs::write(state.mirror.join(NEEDS_GC), b"")
+        .map_err(storage("marking a mirror for garbage collection"))
 }
 
 /// Outside of sync, a failing git command is storage trouble, not a sync failure.
