@@ -13,7 +13,6 @@ use crate::{CommitId, Error, RepoName, SweepReport, SyncOutcome};
 use gix::ObjectId;
 use std::collections::HashSet;
 use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 
 impl Inner {
