@@ -329,7 +329,22 @@ impl Inner {
                 Err(Error::NameTaken(reg.name))
             };
         }
-        let incarnation = self.db.insert_repo(&reg)?;
+        let incarnation = match self.db.insert_repo(&reg) {
+            Ok(incarnation) => incarnation,
+            // Another process registered the name between our check and our insert.
+            Err(e) => {
+                return match self.db.repo(&reg.name)? {
+                    Some(row)
+                        if row.source == reg.source
+                            && row.registered_path == reg.registered_path =>
+                    {
+                        Ok(row.info())
+                    }
+                    Some(_) => Err(Error::NameTaken(reg.name)),
+                    None => Err(e),
+                };
+            }
+        };
         let state = self.new_state(
             incarnation,
             reg.name.clone(),
