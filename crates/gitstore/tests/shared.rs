@@ -320,3 +320,55 @@ fn g8_gc_only_after_deletions_whoever_sweeps() {
     f.store.set_gc_hook(None);
     other.set_gc_hook(None);
 }
+
+/// G-1: a metadata database from before incarnations and state generations opens: its
+/// registrations get distinct incarnations (their lease records never collide) and read.
+#[test]
+fn g1_old_metadata_database_is_upgraded() {
+    let source = testgit::SourceRepo::with_files(&[("a.md", b"alpha\n")]);
+    let tip = source.head();
+    let data = source.data_dir();
+    std::fs::create_dir_all(&data).unwrap();
+    {
+        let conn = rusqlite::Connection::open(data.join("csg.sqlite")).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE repos (name TEXT PRIMARY KEY NOT NULL, source TEXT NOT NULL,
+                 registered_path TEXT NOT NULL, branch TEXT, default_branch TEXT, head TEXT,
+                 last_sync INTEGER, last_good_sync INTEGER, last_error TEXT);",
+        )
+        .unwrap();
+        for name in ["acme/one", "acme/two"] {
+            conn.execute(
+                "INSERT INTO repos (name, source, registered_path) VALUES (?1, ?2, '')",
+                [name, &source.source()],
+            )
+            .unwrap();
+        }
+    }
+    let clock = gitstore::ManualClock::new(std::time::SystemTime::now());
+    let store = open_store(&data, &clock);
+    let mut leases = Vec::new();
+    for name in ["acme/one", "acme/two"] {
+        let name = gitstore::RepoName::parse(name).unwrap();
+        store.sync(&name).unwrap();
+        assert_eq!(
+            &*store.read_text(&name, &cid(&tip), &path("a.md")).unwrap(),
+            "alpha\n"
+        );
+        leases.push(store.lease(&name, &cid(&tip)).unwrap());
+    }
+    let mut prefixes = std::collections::HashSet::new();
+    for dir in std::fs::read_dir(data.join("leases")).unwrap() {
+        let dir = dir.unwrap().path();
+        if dir.is_dir() {
+            for record in std::fs::read_dir(dir).unwrap() {
+                let name = record.unwrap().file_name().to_string_lossy().into_owned();
+                prefixes.insert(name.split_once('-').unwrap().0.to_string());
+            }
+        }
+    }
+    assert_eq!(prefixes.len(), 2, "distinct incarnations: {prefixes:?}");
+    // And a second store on the upgraded database agrees.
+    let other = open_store(&data, &clock);
+    assert_eq!(other.repos().unwrap().len(), 2);
+}
