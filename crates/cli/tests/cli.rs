@@ -246,3 +246,93 @@ fn o5_index_rebuild_through_the_server() {
         String::from_utf8_lossy(&refused.stderr)
     );
 }
+
+/// A plain HTTP/1.1 GET against `base` (`http://127.0.0.1:PORT`): status and raw body.
+fn http_get(base: &str, path_and_query: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let addr = base.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).expect("server reachable");
+    write!(
+        stream,
+        "GET {path_and_query} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// G-1, O-1 across processes: a running server reads a repository `csg repo add` registered
+/// from another process on the very next call (not only lists it), and after `csg repo
+/// remove` elsewhere it answers "unknown repository", never a storage error.
+#[test]
+fn g1_running_server_sees_repo_add_and_remove_of_another_process() {
+    let (tmp, _) = workspace();
+    let other = SourceRepo::with_files(&[("b.md", b"# B\n")]);
+    let source = tmp.path().to_path_buf();
+    let (mut child, line) = serve(
+        tmp.tmp(),
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--repo",
+            &format!("acme/docs={}", source.to_str().unwrap()),
+        ],
+        &[],
+    )
+    .unwrap();
+    let endpoint = line.trim_start_matches("MCP endpoint: ");
+    let base = &endpoint[..endpoint.find("/sourcegraph/").unwrap()];
+    let read_b = "/sourcegraph/api/read?repo=acme/other&path=b.md";
+
+    let (status, body) = http_get(base, read_b);
+    assert!(
+        status >= 400 && body.contains("unknown repository"),
+        "{status} {body}"
+    );
+
+    let added = csg(
+        tmp.tmp(),
+        &["repo", "add", "acme/other", other.path().to_str().unwrap()],
+    );
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    let (status, body) = http_get(base, read_b);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("# B"), "{body}");
+    let (_, listed) = http_get(base, "/sourcegraph/api/discovery");
+    assert!(listed.contains("acme/other"), "{listed}");
+
+    let removed = csg(tmp.tmp(), &["repo", "remove", "acme/other"]);
+    assert!(
+        removed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&removed.stderr)
+    );
+    let (status, body) = http_get(base, read_b);
+    assert!(
+        status >= 400 && body.contains("unknown repository `acme/other`"),
+        "{status} {body}"
+    );
+    assert!(!body.contains("storage error"), "{body}");
+    let (status, body) = http_get(base, "/sourcegraph/api/read?repo=acme/docs&path=a.md");
+    assert_eq!(
+        status, 200,
+        "the server's own repository is untouched: {body}"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

@@ -16,13 +16,19 @@ CREATE TABLE IF NOT EXISTS repos (
     head TEXT,
     last_sync INTEGER,
     last_good_sync INTEGER,
-    last_error TEXT
+    last_error TEXT,
+    incarnation INTEGER NOT NULL DEFAULT 0,
+    state_gen INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS seen_heads (
     repo TEXT NOT NULL,
     sha TEXT NOT NULL,
     last_seen INTEGER NOT NULL,
     PRIMARY KEY (repo, sha)
+);
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY NOT NULL,
+    value INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS pins (
     repo TEXT NOT NULL,
@@ -52,6 +58,13 @@ pub(crate) struct RepoRow {
     pub last_sync: Option<SystemTime>,
     pub last_good_sync: Option<SystemTime>,
     pub last_error: Option<String>,
+    /// Unique per registration over the database's life: a name removed and registered
+    /// again is another incarnation (lease records, trash entries and states are keyed by
+    /// it).
+    pub incarnation: u64,
+    /// Bumped in the transaction of every change to the repository's retention roots or
+    /// refs (sync, pin, unpin, sweep): another process reloads its view when it moves.
+    pub state_gen: u64,
 }
 
 impl RepoRow {
@@ -71,7 +84,14 @@ impl RepoRow {
 
 pub(crate) struct Db {
     conn: Mutex<Connection>,
+    /// A second connection only for `PRAGMA data_version`, which changes when any *other*
+    /// connection committed: with a connection of its own, the writes of this process count
+    /// too, and the check never waits behind a long query on `conn`.
+    watch: Mutex<Connection>,
 }
+
+/// The key of the registry generation in `meta`: bumped with every registration change.
+const REGISTRY_GENERATION: &str = "registry_generation";
 
 /// Times are stored as nanoseconds since the epoch (the ManualClock of tests ticks in
 /// seconds, the system clock in nanoseconds; both round-trip exactly).
@@ -85,7 +105,7 @@ pub(crate) fn from_db_time(n: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_nanos(u64::try_from(n).unwrap_or(0))
 }
 
-const REPO_COLUMNS: &str = "name, source, registered_path, branch, default_branch, head, last_sync, last_good_sync, last_error";
+const REPO_COLUMNS: &str = "name, source, registered_path, branch, default_branch, head, last_sync, last_good_sync, last_error, incarnation, state_gen";
 
 type RawRow = (
     String,
@@ -97,6 +117,8 @@ type RawRow = (
     Option<i64>,
     Option<i64>,
     Option<String>,
+    i64,
+    i64,
 );
 
 fn raw_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
@@ -110,11 +132,25 @@ fn raw_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
         row.get(6)?,
         row.get(7)?,
         row.get(8)?,
+        row.get(9)?,
+        row.get(10)?,
     ))
 }
 
 fn parse_row(raw: RawRow) -> Result<RepoRow, Error> {
-    let (name, source, path, branch, default_branch, head, last_sync, last_good, last_error) = raw;
+    let (
+        name,
+        source,
+        path,
+        branch,
+        default_branch,
+        head,
+        last_sync,
+        last_good,
+        last_error,
+        incarnation,
+        state_gen,
+    ) = raw;
     let corrupt = |what: &str| {
         tracing::warn!(repo = %name, "gitstore: corrupt metadata row ({what})");
         Error::Storage("metadata database".to_string())
@@ -132,14 +168,90 @@ fn parse_row(raw: RawRow) -> Result<RepoRow, Error> {
         last_sync: last_sync.map(from_db_time),
         last_good_sync: last_good.map(from_db_time),
         last_error,
+        incarnation: u64::try_from(incarnation).unwrap_or(0),
+        state_gen: u64::try_from(state_gen).unwrap_or(0),
     })
+}
+
+fn open_connection(path: &Path) -> Result<Connection, Error> {
+    let conn = Connection::open(path).map_err(storage("opening the metadata database"))?;
+    conn.busy_timeout(Duration::from_secs(10))
+        .map_err(storage("configuring the metadata database"))?;
+    Ok(conn)
+}
+
+/// Adds the columns of later versions to a database created before them, and gives every
+/// registration without one an incarnation. In one immediate transaction: two processes
+/// opening an old database at once must not both alter it.
+fn migrate(conn: &mut Connection) -> Result<(), Error> {
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(storage("upgrading the metadata schema"))?;
+    let columns: Vec<String> = {
+        let mut stmt = tx
+            .prepare("SELECT name FROM pragma_table_info('repos')")
+            .map_err(storage("upgrading the metadata schema"))?;
+        stmt.query_map([], |row| row.get(0))
+            .map_err(storage("upgrading the metadata schema"))?
+            .collect::<Result<_, _>>()
+            .map_err(storage("upgrading the metadata schema"))?
+    };
+    for column in ["incarnation", "state_gen"] {
+        if !columns.iter().any(|c| c == column) {
+            tx.execute_batch(&format!(
+                "ALTER TABLE repos ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0"
+            ))
+            .map_err(storage("upgrading the metadata schema"))?;
+        }
+    }
+    let unnumbered: Vec<String> = {
+        let mut stmt = tx
+            .prepare("SELECT name FROM repos WHERE incarnation = 0")
+            .map_err(storage("upgrading the metadata schema"))?;
+        stmt.query_map([], |row| row.get(0))
+            .map_err(storage("upgrading the metadata schema"))?
+            .collect::<Result<_, _>>()
+            .map_err(storage("upgrading the metadata schema"))?
+    };
+    for name in unnumbered {
+        let generation = bump_registry(&tx)?;
+        tx.execute(
+            "UPDATE repos SET incarnation = ?2 WHERE name = ?1",
+            params![name, generation],
+        )
+        .map_err(storage("upgrading the metadata schema"))?;
+    }
+    tx.commit()
+        .map_err(storage("upgrading the metadata schema"))
+}
+
+/// Bumps the registry generation inside `tx`; answers the new value.
+fn bump_registry(tx: &rusqlite::Transaction<'_>) -> Result<i64, Error> {
+    tx.query_row(
+        "INSERT INTO meta (key, value) VALUES (?1, 1)
+         ON CONFLICT (key) DO UPDATE SET value = value + 1 RETURNING value",
+        [REGISTRY_GENERATION],
+        |row| row.get(0),
+    )
+    .map_err(storage("saving a registration"))
+}
+
+/// Bumps the state generation of `name` inside `tx`; answers the new value.
+fn bump_state(tx: &rusqlite::Transaction<'_>, name: &RepoName) -> Result<u64, Error> {
+    let value: Option<i64> = tx
+        .query_row(
+            "UPDATE repos SET state_gen = state_gen + 1 WHERE name = ?1 RETURNING state_gen",
+            [name.as_str()],
+            |row| row.get(0),
+        )
+        .optional()
+        .map_err(storage("saving the repository state"))?;
+    Ok(value.and_then(|v| u64::try_from(v).ok()).unwrap_or(0))
 }
 
 impl Db {
     pub(crate) fn open(path: &Path) -> Result<Self, Error> {
-        let conn = Connection::open(path).map_err(storage("opening the metadata database"))?;
-        conn.busy_timeout(Duration::from_secs(10))
-            .map_err(storage("configuring the metadata database"))?;
+        let mut conn = open_connection(path)?;
         // WAL: readers (`discovery`) never wait for a sync writing its state.
         conn.query_row("PRAGMA journal_mode=WAL", [], |_| Ok(()))
             .map_err(storage("configuring the metadata database"))?;
@@ -147,9 +259,24 @@ impl Db {
             .map_err(storage("configuring the metadata database"))?;
         conn.execute_batch(SCHEMA)
             .map_err(storage("creating the metadata schema"))?;
+        migrate(&mut conn)?;
+        let watch = open_connection(path)?;
         Ok(Self {
             conn: Mutex::new(conn),
+            watch: Mutex::new(watch),
         })
+    }
+
+    /// `PRAGMA data_version` of the watch connection: it moves when anything else (another
+    /// process, or this process's main connection) committed since the last call. One small
+    /// query on a cached statement: cheap enough for every call on the read path.
+    pub(crate) fn data_version(&self) -> Result<i64, Error> {
+        let conn = self.watch.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut stmt = conn
+            .prepare_cached("PRAGMA data_version")
+            .map_err(storage("reading the metadata version"))?;
+        stmt.query_row([], |row| row.get(0))
+            .map_err(storage("reading the metadata version"))
     }
 
     fn conn(&self) -> MutexGuard<'_, Connection> {
@@ -184,35 +311,53 @@ impl Db {
         raw.map(parse_row).transpose()
     }
 
-    pub(crate) fn insert_repo(&self, reg: &Registration) -> Result<(), Error> {
-        self.conn()
-            .execute(
-                "INSERT INTO repos (name, source, registered_path, branch, default_branch) VALUES (?1, ?2, ?3, ?4, ?4)",
-                params![
-                    reg.name.as_str(),
-                    reg.source,
-                    reg.registered_path.as_str(),
-                    reg.branch
-                ],
-            )
+    /// Inserts a registration with a fresh incarnation, which it answers.
+    pub(crate) fn insert_repo(&self, reg: &Registration) -> Result<u64, Error> {
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction()
             .map_err(storage("saving a registration"))?;
-        Ok(())
+        let incarnation = bump_registry(&tx)?;
+        tx.execute(
+            "INSERT INTO repos (name, source, registered_path, branch, default_branch, incarnation) VALUES (?1, ?2, ?3, ?4, ?4, ?5)",
+            params![
+                reg.name.as_str(),
+                reg.source,
+                reg.registered_path.as_str(),
+                reg.branch,
+                incarnation
+            ],
+        )
+        .map_err(storage("saving a registration"))?;
+        tx.commit().map_err(storage("saving a registration"))?;
+        Ok(u64::try_from(incarnation).unwrap_or(0))
     }
 
-    pub(crate) fn delete_repo(&self, name: &RepoName) -> Result<(), Error> {
+    /// Removes the registration `name` if it still is `incarnation`; whether it was.
+    pub(crate) fn delete_repo(&self, name: &RepoName, incarnation: u64) -> Result<bool, Error> {
         let mut conn = self.conn();
         let tx = conn
             .transaction()
             .map_err(storage("removing a registration"))?;
+        let removed = tx
+            .execute(
+                "DELETE FROM repos WHERE name = ?1 AND incarnation = ?2",
+                params![name.as_str(), i64::try_from(incarnation).unwrap_or(-1)],
+            )
+            .map_err(storage("removing a registration"))?;
+        if removed == 0 {
+            return Ok(false);
+        }
+        bump_registry(&tx)?;
         for sql in [
-            "DELETE FROM repos WHERE name = ?1",
             "DELETE FROM seen_heads WHERE repo = ?1",
             "DELETE FROM pins WHERE repo = ?1",
         ] {
             tx.execute(sql, [name.as_str()])
                 .map_err(storage("removing a registration"))?;
         }
-        tx.commit().map_err(storage("removing a registration"))
+        tx.commit().map_err(storage("removing a registration"))?;
+        Ok(true)
     }
 
     pub(crate) fn record_sync_failure(
@@ -238,7 +383,7 @@ impl Db {
         default_branch: Option<&str>,
         head: Option<&CommitId>,
         heads_seen: &[CommitId],
-    ) -> Result<(), Error> {
+    ) -> Result<u64, Error> {
         let mut conn = self.conn();
         let tx = conn
             .transaction()
@@ -267,7 +412,9 @@ impl Db {
             ],
         )
         .map_err(storage("saving the sync state"))?;
-        tx.commit().map_err(storage("saving the sync state"))
+        let generation = bump_state(&tx, name)?;
+        tx.commit().map_err(storage("saving the sync state"))?;
+        Ok(generation)
     }
 
     pub(crate) fn seen_heads(&self, name: &RepoName) -> Result<Vec<(CommitId, SystemTime)>, Error> {
@@ -288,7 +435,8 @@ impl Db {
             .collect())
     }
 
-    pub(crate) fn delete_seen(&self, name: &RepoName, shas: &[CommitId]) -> Result<(), Error> {
+    /// Answers the new state generation.
+    pub(crate) fn delete_seen(&self, name: &RepoName, shas: &[CommitId]) -> Result<u64, Error> {
         let mut conn = self.conn();
         let tx = conn.transaction().map_err(storage("expiring seen heads"))?;
         {
@@ -300,7 +448,9 @@ impl Db {
                     .map_err(storage("expiring seen heads"))?;
             }
         }
-        tx.commit().map_err(storage("expiring seen heads"))
+        let generation = bump_state(&tx, name)?;
+        tx.commit().map_err(storage("expiring seen heads"))?;
+        Ok(generation)
     }
 
     pub(crate) fn pins(&self, name: &RepoName) -> Result<Vec<CommitId>, Error> {
@@ -316,25 +466,35 @@ impl Db {
         Ok(rows.iter().filter_map(|s| CommitId::parse(s)).collect())
     }
 
-    pub(crate) fn insert_pin(&self, name: &RepoName, sha: &CommitId) -> Result<(), Error> {
-        self.conn()
-            .execute(
-                "INSERT OR IGNORE INTO pins (repo, sha) VALUES (?1, ?2)",
-                params![name.as_str(), sha.as_str()],
-            )
-            .map_err(storage("saving a pin"))?;
-        Ok(())
+    /// Answers the new state generation.
+    pub(crate) fn insert_pin(&self, name: &RepoName, sha: &CommitId) -> Result<u64, Error> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(storage("saving a pin"))?;
+        tx.execute(
+            "INSERT OR IGNORE INTO pins (repo, sha) VALUES (?1, ?2)",
+            params![name.as_str(), sha.as_str()],
+        )
+        .map_err(storage("saving a pin"))?;
+        let generation = bump_state(&tx, name)?;
+        tx.commit().map_err(storage("saving a pin"))?;
+        Ok(generation)
     }
 
-    /// Whether a pin was removed.
-    pub(crate) fn delete_pin(&self, name: &RepoName, sha: &CommitId) -> Result<bool, Error> {
-        let n = self
-            .conn()
+    /// The new state generation if a pin was removed.
+    pub(crate) fn delete_pin(&self, name: &RepoName, sha: &CommitId) -> Result<Option<u64>, Error> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(storage("removing a pin"))?;
+        let n = tx
             .execute(
                 "DELETE FROM pins WHERE repo = ?1 AND sha = ?2",
                 params![name.as_str(), sha.as_str()],
             )
             .map_err(storage("removing a pin"))?;
-        Ok(n > 0)
+        if n == 0 {
+            return Ok(None);
+        }
+        let generation = bump_state(&tx, name)?;
+        tx.commit().map_err(storage("removing a pin"))?;
+        Ok(Some(generation))
     }
 }

@@ -31,6 +31,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+/// A test hook run just before `git gc` (see [`GitStore::set_gc_hook`]).
+#[doc(hidden)]
+pub type GcHook = Arc<dyn Fn(&RepoName) + Send + Sync>;
+
 /// Default retention window for former heads (G-5).
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(30 * 24 * 60 * 60);
 
@@ -130,7 +134,6 @@ pub struct SweepReport {
 /// commit; this is never exposed to callers or plugins (W-24 forbids object-id access), and the
 /// caller keeps a [`Lease`] on the commit while it reads. Safe to share between threads.
 pub struct BlobReader {
-    state: Arc<store::RepoState>,
     repo: Arc<gix::ThreadSafeRepository>,
 }
 
@@ -139,7 +142,6 @@ impl BlobReader {
     pub fn read(&self, id: &str) -> Result<Vec<u8>, Error> {
         let oid =
             gix::ObjectId::from_hex(id.as_bytes()).map_err(db::storage("parsing an object id"))?;
-        let _objects = store::Inner::reading(&self.state);
         let repo = self.repo.to_thread_local();
         let object = repo
             .find_object(oid)
@@ -217,7 +219,11 @@ impl GitStore {
         self.inner.register(registration)
     }
 
-    /// Removes a registration, its metadata and its mirror.
+    /// Removes a registration and its metadata, and moves its mirror to the trash (after any
+    /// sync or gc of it in any process has finished). Every process sharing the data
+    /// directory answers [`Error::UnknownRepo`] for it from its next call; a later
+    /// [`GitStore::sweep`] deletes the trashed mirror once no live process holds a lease
+    /// record on it.
     pub fn unregister(&self, name: &RepoName) -> Result<(), Error> {
         self.inner.unregister(name)
     }
@@ -331,9 +337,19 @@ impl GitStore {
         self.inner.unpin(name, commit)
     }
 
-    /// Drops former heads that left retention (not leased, not pinned) and prunes objects no
-    /// longer reachable from anything retained (G-5, G-8).
+    /// Drops former heads that left retention (not leased by any process sharing the data
+    /// directory, not pinned) and prunes objects no longer reachable from anything retained
+    /// (G-5, G-8). Also drops this store's idle lease records (leases whose count fell to
+    /// zero) and empties the trash of removed mirrors no live process holds a lease on.
     pub fn sweep(&self) -> Result<SweepReport, Error> {
         self.inner.sweep()
+    }
+
+    /// Test support: `hook` runs on the sweeping thread with every lock of a garbage
+    /// collection held, just before `git gc` starts, so a test can prove what does and does
+    /// not wait for it. Not for production use.
+    #[doc(hidden)]
+    pub fn set_gc_hook(&self, hook: Option<GcHook>) {
+        self.inner.set_gc_hook(hook);
     }
 }

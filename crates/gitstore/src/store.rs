@@ -1,9 +1,12 @@
 //! The state behind [`crate::GitStore`]: registrations, per-repository views, retention
-//! checks, leases and reads. What changes a mirror (sync, pins, sweep) is in `maintenance`.
+//! checks, leases and reads. What changes a mirror (sync, pins, sweep) is in `maintenance`;
+//! what coordinates processes sharing the data directory is in `shared`.
 //!
 //! Locking order (outer first): a repository's `maintenance` mutex (sync, pin, unpin, sweep,
-//! unregister: everything that runs `git` on the mirror), then `leases`, then a repository's
-//! `view` / `memo`, then the metadata connection. Reads take no maintenance lock.
+//! unregister: everything that runs `git` on the mirror), then its mirror file lock, then its
+//! roots file lock, then the `registry` mutex, then `leases`, then `repos`, a repository's
+//! `view` / `memo`, then the metadata connections. Reads take no maintenance lock and no
+//! file lock; only a process's first lease of a commit takes the roots lock, shared.
 
 use crate::db::{Db, storage};
 use crate::objects::{self, Target};
@@ -16,11 +19,12 @@ use crate::{
 use gix::ObjectId;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::SystemTime;
 
 mod maintenance;
+mod shared;
 
 /// Our bookkeeping refs in each mirror. Fetches only write `refs/heads/*` and `refs/tags/*`,
 /// so `--prune` never touches these.
@@ -65,22 +69,24 @@ pub(crate) struct View {
 
 /// One registered repository.
 pub(crate) struct RepoState {
-    /// Distinguishes a re-registration under the same name (leases are keyed by it).
+    /// The registration's incarnation (from the metadata): distinguishes a re-registration
+    /// under the same name, in this process and in every other (leases are keyed by it).
     id: u64,
     name: RepoName,
     source: String,
     registered_path: RepoPath,
     branch: Option<String>,
     mirror: PathBuf,
+    /// The file lock for fetch, ref updates, gc and removal, across processes.
+    mirror_lock: PathBuf,
+    /// The file lock under which sweeps read lease records and new leases write them.
+    roots_lock: PathBuf,
     maintenance: Mutex<()>,
-    /// Object reads hold the read side; garbage collection (which replaces packs under the
-    /// gix handle) holds the write side, so no read sees a pack vanish mid-call.
-    objects: RwLock<()>,
     view: RwLock<Option<Arc<View>>>,
+    /// The metadata `state_gen` the view reflects; another process's change moves the
+    /// row's and the view is reloaded.
+    state_gen: AtomicU64,
     memo: Mutex<Memo>,
-    /// Refs were deleted since the last garbage collection. Starts true: after a restart we
-    /// do not know whether the previous process got to prune.
-    needs_prune: AtomicBool,
 }
 
 impl RepoState {
@@ -94,15 +100,31 @@ impl RepoState {
     fn set_view(&self, view: Option<Arc<View>>) {
         *self.view.write().unwrap_or_else(PoisonError::into_inner) = view;
     }
+
+    /// Publishes a view built after the metadata reached `state_gen`.
+    fn publish(&self, view: View, state_gen: u64) {
+        self.set_view(Some(Arc::new(view)));
+        self.state_gen.store(state_gen, Ordering::SeqCst);
+    }
 }
+
+use crate::GcHook;
 
 pub(crate) struct Inner {
     config: StoreConfig,
     clock: Arc<dyn Clock>,
     db: Db,
     repos: RwLock<BTreeMap<RepoName, Arc<RepoState>>>,
-    /// Live snapshot leases: (repository state id, commit) → count (G-8).
+    /// The metadata `data_version` `repos` was last reconciled at (`None`: never). Held
+    /// across a reconcile and across this process's own registry changes.
+    registry: Mutex<Option<i64>>,
+    /// Snapshot leases of this store: (incarnation, commit) → count (G-8). Every key has a
+    /// lease record on disk (written when the key was added); a count of zero keeps its key
+    /// and record until this store's next sweep, so the read path never touches a file.
     leases: Mutex<HashMap<(u64, ObjectId), usize>>,
+    /// This store's liveness lock and lease record directory.
+    owner: shared::Owner,
+    gc_hook: Mutex<Option<GcHook>>,
     /// Source of repository state ids and root generations.
     counter: AtomicU64,
     /// The data directory as configured and as canonicalised: never shown to callers.
@@ -114,6 +136,7 @@ impl Inner {
         std::fs::create_dir_all(config.data_dir.join("mirrors"))
             .map_err(storage("creating the data directory"))?;
         let db = Db::open(&config.data_dir.join("csg.sqlite"))?;
+        let owner = shared::Owner::create(&config.data_dir.join("leases"))?;
         let mut data_dir_forms = vec![config.data_dir.to_string_lossy().into_owned()];
         if let Ok(canonical) = config.data_dir.canonicalize() {
             data_dir_forms.push(canonical.to_string_lossy().into_owned());
@@ -123,33 +146,93 @@ impl Inner {
             clock,
             db,
             repos: RwLock::new(BTreeMap::new()),
+            registry: Mutex::new(None),
             leases: Mutex::new(HashMap::new()),
+            owner,
+            gc_hook: Mutex::new(None),
             counter: AtomicU64::new(1),
             data_dir_forms,
         };
-        let rows = inner.db.all_repos()?;
-        let mut repos = BTreeMap::new();
-        for row in rows {
-            let state = Arc::new(inner.new_state(
-                row.name.clone(),
-                row.source.clone(),
-                row.registered_path.clone(),
-                row.branch.clone(),
-            ));
-            if row.last_good_sync.is_some() && state.mirror.join("HEAD").is_file() {
-                match inner.load_view(&state, row.default_branch.clone()) {
-                    Ok(view) => state.set_view(Some(Arc::new(view))),
-                    // The repository stays registered and reads answer "not synced" until
-                    // the next good sync rebuilds the view.
-                    Err(e) => {
-                        tracing::warn!(repo = %row.name, error = %e, "gitstore: could not load mirror state")
-                    }
-                }
-            }
-            repos.insert(row.name, state);
-        }
-        *inner.repos.write().unwrap_or_else(PoisonError::into_inner) = repos;
+        inner.refresh()?;
         Ok(inner)
+    }
+
+    /// Sees what other processes changed (13): one `PRAGMA data_version` per call; when it
+    /// moved, the registrations are re-read and diffed against `repos` (new, removed and
+    /// re-registered names), and a repository whose `state_gen` moved (another process
+    /// synced, pinned or swept it) gets its view reloaded from the shared mirror.
+    pub(crate) fn refresh(&self) -> Result<(), Error> {
+        let mut seen = lock(&self.registry);
+        let version = self.db.data_version()?;
+        if *seen == Some(version) {
+            return Ok(());
+        }
+        self.reconcile()?;
+        *seen = Some(version);
+        Ok(())
+    }
+
+    /// Rebuilds `repos` from the metadata (called with `registry` held).
+    fn reconcile(&self) -> Result<(), Error> {
+        let rows = self.db.all_repos()?;
+        let current = self
+            .repos
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let mut next = BTreeMap::new();
+        for row in rows {
+            let state = match current.get(&row.name) {
+                Some(state) if state.id == row.incarnation => {
+                    if state.state_gen.load(Ordering::SeqCst) != row.state_gen {
+                        self.load_into(state, &row);
+                    }
+                    state.clone()
+                }
+                _ => {
+                    let state = Arc::new(self.new_state(
+                        row.incarnation,
+                        row.name.clone(),
+                        row.source.clone(),
+                        row.registered_path.clone(),
+                        row.branch.clone(),
+                    ));
+                    self.load_into(&state, &row);
+                    state
+                }
+            };
+            next.insert(row.name, state);
+        }
+        for (name, state) in &current {
+            if next.get(name).is_none_or(|s| s.id != state.id) {
+                // Removed (or replaced) by another process: nothing reads it from now on.
+                state.set_view(None);
+            }
+        }
+        *self.repos.write().unwrap_or_else(PoisonError::into_inner) = next;
+        Ok(())
+    }
+
+    /// Loads `state`'s view from its mirror as `row` describes it. On failure the old view
+    /// keeps serving (a mirror mid-change by another process, say) and a later change
+    /// retries.
+    fn load_into(&self, state: &RepoState, row: &crate::db::RepoRow) {
+        if row.last_good_sync.is_none() || !state.mirror.join("HEAD").is_file() {
+            return;
+        }
+        match self.load_view(state, row.default_branch.clone()) {
+            Ok(view) => state.publish(view, row.state_gen),
+            // The repository stays registered and reads answer from the previous view (or
+            // "not synced") until the next change rebuilds it.
+            Err(e) => {
+                tracing::warn!(repo = %row.name, error = %e, "gitstore: could not load mirror state")
+            }
+        }
+    }
+
+    /// Installs the test hook run just before `git gc`.
+    pub(crate) fn set_gc_hook(&self, hook: Option<GcHook>) {
+        *lock(&self.gc_hook) = hook;
     }
 
     pub(crate) fn storage_root(&self) -> &Path {
@@ -174,27 +257,35 @@ impl Inner {
 
     fn new_state(
         &self,
+        incarnation: u64,
         name: RepoName,
         source: String,
         registered_path: RepoPath,
         branch: Option<String>,
     ) -> RepoState {
+        let (owner, repo) = name
+            .as_str()
+            .split_once('/')
+            .unwrap_or(("_", name.as_str()));
+        let locks = self.config.data_dir.join("locks").join(owner);
         RepoState {
-            id: self.next_id(),
+            id: incarnation,
             mirror: self.mirror_path(&name),
+            mirror_lock: locks.join(format!("{repo}.mirror.lock")),
+            roots_lock: locks.join(format!("{repo}.roots.lock")),
             name,
             source,
             registered_path,
             branch,
             maintenance: Mutex::new(()),
-            objects: RwLock::new(()),
             view: RwLock::new(None),
+            state_gen: AtomicU64::new(0),
             memo: Mutex::new(Memo::default()),
-            needs_prune: AtomicBool::new(true),
         }
     }
 
     fn state(&self, name: &RepoName) -> Result<Arc<RepoState>, Error> {
+        self.refresh()?;
         self.repos
             .read()
             .unwrap_or_else(PoisonError::into_inner)
@@ -213,11 +304,6 @@ impl Inner {
             .is_some_and(|s| s.id == state.id)
     }
 
-    /// The read side of `state.objects`, for the length of one object-reading call.
-    pub(crate) fn reading(state: &RepoState) -> RwLockReadGuard<'_, ()> {
-        state.objects.read().unwrap_or_else(PoisonError::into_inner)
-    }
-
     fn synced(&self, name: &RepoName) -> Result<(Arc<RepoState>, Arc<View>), Error> {
         let state = self.state(name)?;
         let view = state.view().ok_or_else(|| Error::NotSynced(name.clone()))?;
@@ -231,7 +317,10 @@ impl Inner {
         if let Some(branch) = &reg.branch {
             revision::validate_branch(branch)?;
         }
-        // Held across the check and the insert so two registrations cannot race.
+        // Held across the check and the insert so two registrations cannot race (across
+        // processes the primary key decides: the loser's insert fails and it answers from
+        // the row that won).
+        let _registry = lock(&self.registry);
         let mut repos = self.repos.write().unwrap_or_else(PoisonError::into_inner);
         if let Some(row) = self.db.repo(&reg.name)? {
             return if row.source == reg.source && row.registered_path == reg.registered_path {
@@ -240,8 +329,24 @@ impl Inner {
                 Err(Error::NameTaken(reg.name))
             };
         }
-        self.db.insert_repo(&reg)?;
+        let incarnation = match self.db.insert_repo(&reg) {
+            Ok(incarnation) => incarnation,
+            // Another process registered the name between our check and our insert.
+            Err(e) => {
+                return match self.db.repo(&reg.name)? {
+                    Some(row)
+                        if row.source == reg.source
+                            && row.registered_path == reg.registered_path =>
+                    {
+                        Ok(row.info())
+                    }
+                    Some(_) => Err(Error::NameTaken(reg.name)),
+                    None => Err(e),
+                };
+            }
+        };
         let state = self.new_state(
+            incarnation,
             reg.name.clone(),
             reg.source.clone(),
             reg.registered_path.clone(),
@@ -252,22 +357,76 @@ impl Inner {
         self.repo(&reg.name)
     }
 
+    /// Removes the registration and moves its mirror to the trash, under the mirror lock
+    /// (a sync or gc of any process finishes first). The trash entry is deleted by a later
+    /// sweep once no live process holds a lease record on this registration: a server
+    /// reading it meanwhile sees the repository as unknown on its next call.
     pub(crate) fn unregister(&self, name: &RepoName) -> Result<(), Error> {
-        let state = self
-            .repos
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(name)
-            .ok_or_else(|| Error::UnknownRepo(name.clone()))?;
-        // Wait for a running sync or sweep to finish before the mirror goes away.
+        let state = self.state(name)?;
         let _maintenance = lock(&state.maintenance);
-        state.set_view(None);
-        self.db.delete_repo(name)?;
-        match std::fs::remove_dir_all(&state.mirror) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(storage("removing the mirror")(e)),
+        let _mirror = shared::lock_exclusive(&state.mirror_lock)?;
+        {
+            let _registry = lock(&self.registry);
+            let removed = self.db.delete_repo(name, state.id)?;
+            let mut repos = self.repos.write().unwrap_or_else(PoisonError::into_inner);
+            if repos.get(name).is_some_and(|s| s.id == state.id) {
+                repos.remove(name);
+            }
+            drop(repos);
+            state.set_view(None);
+            if !removed {
+                // Another process removed (or replaced) it meanwhile.
+                return Err(Error::UnknownRepo(name.clone()));
+            }
         }
+        self.trash_mirror(&state)
+    }
+
+    fn trash_dir(&self) -> PathBuf {
+        self.config.data_dir.join("trash")
+    }
+
+    /// Renames a removed registration's mirror into the trash (atomic: no half-deleted
+    /// mirror is ever left where a mirror is expected).
+    fn trash_mirror(&self, state: &RepoState) -> Result<(), Error> {
+        if !state.mirror.exists() {
+            return Ok(());
+        }
+        let trash = self.trash_dir();
+        std::fs::create_dir_all(&trash).map_err(storage("creating the trash directory"))?;
+        let base = format!("{}-{}", state.id, state.name.as_str().replace('/', "-"));
+        let mut target = trash.join(format!("{base}.git"));
+        let mut n = 1;
+        while target.exists() {
+            target = trash.join(format!("{base}.{n}.git"));
+            n += 1;
+        }
+        std::fs::rename(&state.mirror, &target).map_err(storage("removing the mirror"))
+    }
+
+    /// Deletes trash entries no live process holds a lease record on.
+    fn empty_trash(&self) -> Result<(), Error> {
+        let entries = match std::fs::read_dir(self.trash_dir()) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(storage("reading the trash directory")(e)),
+        };
+        let leases_root = self.leases_root();
+        for entry in entries {
+            let entry = entry.map_err(storage("reading the trash directory"))?;
+            let name = entry.file_name();
+            let Some(incarnation) = name.to_str().and_then(shared::trash_incarnation) else {
+                continue;
+            };
+            if shared::live_leases(&leases_root, incarnation)?.is_empty() {
+                std::fs::remove_dir_all(entry.path()).map_err(storage("emptying the trash"))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn leases_root(&self) -> PathBuf {
+        self.config.data_dir.join("leases")
     }
 
     pub(crate) fn repos(&self) -> Result<Vec<RepoInfo>, Error> {
@@ -367,7 +526,9 @@ impl Inner {
     // ----- retention ---------------------------------------------------------------------
 
     fn is_leased(&self, state: &RepoState, id: &ObjectId) -> bool {
-        lock(&self.leases).contains_key(&(state.id, *id))
+        lock(&self.leases)
+            .get(&(state.id, *id))
+            .is_some_and(|count| *count > 0)
     }
 
     /// Whether `id` is reachable from the retention roots active at `now`.
@@ -425,7 +586,6 @@ impl Inner {
         revision: Option<&str>,
     ) -> Result<CommitId, Error> {
         let (state, view) = self.synced(name)?;
-        let _objects = Self::reading(&state);
         let unknown = |rev: &str| Error::UnknownRevision {
             repo: name.clone(),
             revision: rev.to_string(),
@@ -480,40 +640,70 @@ impl Inner {
     // ----- leases ------------------------------------------------------------------------
 
     /// Takes a lease after checking retention; returns the key to release.
+    ///
+    /// Memory only when this store already has a record of (registration, commit); the
+    /// first lease of it writes the record, under the roots lock shared, after re-reading
+    /// what other processes changed: a sweep anywhere either sees the record or has already
+    /// published the expiry this check then sees.
     pub(crate) fn lease(
         &self,
         name: &RepoName,
         commit: &CommitId,
     ) -> Result<(u64, ObjectId), Error> {
         let (state, view) = self.synced(name)?;
-        let _objects = Self::reading(&state);
         let id = to_oid(commit)?;
         // Warm the memo outside the lease lock: a first ancestor walk can take a while and
         // must not block every other lease and release.
         self.check_readable(&state, &view, &id, false)?;
+        let key = (state.id, id);
+        let recorded = lock(&self.leases).contains_key(&key);
+        let roots = if recorded {
+            None
+        } else {
+            let roots = shared::lock_shared(&state.roots_lock)?;
+            self.refresh()?;
+            Some(roots)
+        };
         let mut leases = lock(&self.leases);
         // The decisive check, under the lock sweep() decides under: either sweep sees this
         // lease, or we see the view sweep left behind.
         let (state, view) = self.synced(name)?;
-        if !self.is_retained(&state, &view, &id, self.clock.now())? {
+        if state.id != key.0 || !self.is_retained(&state, &view, &id, self.clock.now())? {
             drop(leases);
             return Err(Error::OutsideRetention {
                 repo: name.clone(),
                 commit: commit.clone(),
             });
         }
-        *leases.entry((state.id, id)).or_insert(0) += 1;
-        Ok((state.id, id))
+        if !leases.contains_key(&key) {
+            if roots.is_none() {
+                // Reclaimed by a sweep since we looked: take the slow path.
+                drop(leases);
+                return self.lease(name, commit);
+            }
+            self.owner.record(key.0, &id)?;
+        }
+        *leases.entry(key).or_insert(0) += 1;
+        drop(leases);
+        drop(roots);
+        Ok(key)
     }
 
+    /// Memory only: the record stays until this store's next sweep.
     pub(crate) fn release(&self, key: &(u64, ObjectId)) {
-        let mut leases = lock(&self.leases);
-        if let Some(count) = leases.get_mut(key) {
+        if let Some(count) = lock(&self.leases).get_mut(key) {
             *count = count.saturating_sub(1);
-            if *count == 0 {
-                leases.remove(key);
-            }
         }
+    }
+
+    /// Drops this store's lease records whose count is zero (run by its sweep).
+    fn reclaim_idle_leases(&self) {
+        lock(&self.leases).retain(|(incarnation, id), count| {
+            if *count == 0 {
+                self.owner.unrecord(*incarnation, id);
+            }
+            *count > 0
+        });
     }
 
     // ----- reads -------------------------------------------------------------------------
@@ -536,7 +726,6 @@ impl Inner {
         read: impl FnOnce(&RepoState, &gix::Repository, ObjectId) -> Result<T, Error>,
     ) -> Result<T, Error> {
         let (state, view) = self.synced(name)?;
-        let _objects = Self::reading(&state);
         if !path.is_root() && !path.is_within(&state.registered_path) {
             return Err(Self::outside_scope(&state, path));
         }
@@ -555,12 +744,8 @@ impl Inner {
     ) -> Result<crate::BlobReader, Error> {
         let (state, view) = self.synced(name)?;
         let id = to_oid(commit)?;
-        {
-            let _objects = Self::reading(&state);
-            self.check_readable(&state, &view, &id, true)?;
-        }
+        self.check_readable(&state, &view, &id, true)?;
         Ok(crate::BlobReader {
-            state,
             repo: view.repo.clone(),
         })
     }

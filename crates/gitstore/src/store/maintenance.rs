@@ -1,6 +1,8 @@
 //! The procedures that change a mirror: sync (G-3), pins (G-5) and sweeping (G-5, G-8).
-//! All of them run under the repository's maintenance lock.
+//! All of them run under the repository's maintenance lock and its mirror file lock, so one
+//! process at a time runs `git` on a mirror.
 
+use super::shared::{self, FileLock};
 use super::{
     Inner, LEASED_REFS, PINNED_REFS, RepoState, SEEN_REFS, lock, read_refs, to_commit_id, to_oid,
 };
@@ -11,7 +13,6 @@ use crate::{CommitId, Error, RepoName, SweepReport, SyncOutcome};
 use gix::ObjectId;
 use std::collections::HashSet;
 use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
 
 impl Inner {
@@ -58,12 +59,20 @@ impl Inner {
         gitcli::run(cmd, stdin, timeout).map_err(|f| self.git_failure(state, what, &f))
     }
 
+    /// Takes the mirror file lock of `state`, then re-reads what other processes changed
+    /// while we waited (a sync, a removal). `None` if `state` is no longer registered.
+    fn lock_mirror(&self, state: &RepoState) -> Result<Option<FileLock>, Error> {
+        let mirror = shared::lock_exclusive(&state.mirror_lock)?;
+        self.refresh()?;
+        Ok(self.is_current(state).then_some(mirror))
+    }
+
     pub(crate) fn sync(&self, name: &RepoName) -> Result<SyncOutcome, Error> {
         let state = self.state(name)?;
         let _maintenance = lock(&state.maintenance);
-        if !self.is_current(&state) {
+        let Some(_mirror) = self.lock_mirror(&state)? else {
             return Err(Error::UnknownRepo(name.clone()));
-        }
+        };
         match self.sync_locked(&state) {
             Ok(outcome) => Ok(outcome),
             Err(e) => {
@@ -202,7 +211,7 @@ impl Inner {
 
         let now = self.clock.now();
         let head_id = head.as_ref().map(to_commit_id).transpose()?;
-        self.db.record_sync_success(
+        let state_gen = self.db.record_sync_success(
             &state.name,
             now,
             default_branch.as_deref(),
@@ -218,7 +227,7 @@ impl Inner {
             }
         }
         let view = self.assemble_view(state, repo, default_branch, head, branches, tags)?;
-        state.set_view(Some(Arc::new(view)));
+        state.publish(view, state_gen);
         Ok(SyncOutcome {
             head: head_id,
             changed,
@@ -244,6 +253,9 @@ impl Inner {
     pub(crate) fn pin(&self, name: &RepoName, commit: &CommitId) -> Result<(), Error> {
         let state = self.state(name)?;
         let _maintenance = lock(&state.maintenance);
+        let Some(_mirror) = self.lock_mirror(&state)? else {
+            return Err(Error::UnknownRepo(name.clone()));
+        };
         let (state, view) = self.synced(name)?;
         let id = to_oid(commit)?;
         if view.pins.contains(&id) {
@@ -252,30 +264,36 @@ impl Inner {
         self.check_readable(&state, &view, &id, false)?;
         self.update_refs(&state, format!("update {PINNED_REFS}{commit} {commit}\n"))
             .map_err(as_storage)?;
-        self.db.insert_pin(name, commit)?;
+        let state_gen = self.db.insert_pin(name, commit)?;
         let view = self.refreshed_view(&state, &view)?;
-        state.set_view(Some(Arc::new(view)));
+        state.publish(view, state_gen);
         Ok(())
     }
 
     pub(crate) fn unpin(&self, name: &RepoName, commit: &CommitId) -> Result<(), Error> {
         let state = self.state(name)?;
         let _maintenance = lock(&state.maintenance);
+        let Some(_mirror) = self.lock_mirror(&state)? else {
+            return Err(Error::UnknownRepo(name.clone()));
+        };
         let (state, view) = self.synced(name)?;
-        if !self.db.delete_pin(name, commit)? {
+        let Some(state_gen) = self.db.delete_pin(name, commit)? else {
             return Ok(());
-        }
+        };
         let view = self.refreshed_view(&state, &view)?;
-        state.set_view(Some(Arc::new(view)));
+        state.publish(view, state_gen);
+        mark_needs_gc(&state)?;
         self.update_refs(&state, format!("delete {PINNED_REFS}{commit}\n"))
             .map_err(as_storage)?;
-        state.needs_prune.store(true, Ordering::SeqCst);
         Ok(())
     }
 
     // ----- sweep -------------------------------------------------------------------------
 
     pub(crate) fn sweep(&self) -> Result<SweepReport, Error> {
+        // Idle records first: this store's own leases that ended must not keep anything.
+        self.reclaim_idle_leases();
+        self.refresh()?;
         let states: Vec<Arc<RepoState>> = self
             .repos
             .read()
@@ -291,6 +309,10 @@ impl Inner {
                 first_error.get_or_insert(e);
             }
         }
+        if let Err(e) = self.empty_trash() {
+            tracing::warn!(error = %e, "gitstore: emptying the trash failed");
+            first_error.get_or_insert(e);
+        }
         report.expired.sort();
         report.kept_by_lease.sort();
         match first_error {
@@ -301,9 +323,9 @@ impl Inner {
 
     fn sweep_repo(&self, state: &RepoState, report: &mut SweepReport) -> Result<(), Error> {
         let _maintenance = lock(&state.maintenance);
-        if !self.is_current(state) {
+        let Some(_mirror) = self.lock_mirror(state)? else {
             return Ok(());
-        }
+        };
         let Some(view) = state.view() else {
             return Ok(());
         };
@@ -326,12 +348,18 @@ impl Inner {
         }
 
         let (expired, leased) = {
+            // Every process's lease records, read under the roots lock: a lease being taken
+            // anywhere either wrote its record before we read, or waits and then sees the
+            // expiry we publish here (the metadata change moves its `data_version`).
+            let _roots = shared::lock_exclusive(&state.roots_lock)?;
             let leases = lock(&self.leases);
-            let leased: HashSet<ObjectId> = leases
-                .keys()
-                .filter(|(owner, _)| *owner == state.id)
-                .map(|(_, id)| *id)
-                .collect();
+            let mut leased = shared::live_leases(&self.leases_root(), state.id)?;
+            leased.extend(
+                leases
+                    .iter()
+                    .filter(|((owner, _), count)| *owner == state.id && **count > 0)
+                    .map(|((_, id), _)| *id),
+            );
             let mut expired = Vec::new();
             for id in &candidates {
                 let commit = to_commit_id(id)?;
@@ -345,9 +373,9 @@ impl Inner {
             if !dropped.is_empty() {
                 // Decided and published under the lease lock: a lease() after this point
                 // sees the new view and refuses the expired commits.
-                self.db.delete_seen(&state.name, &dropped)?;
+                let state_gen = self.db.delete_seen(&state.name, &dropped)?;
                 let view = self.refreshed_view(state, &view)?;
-                state.set_view(Some(Arc::new(view)));
+                state.publish(view, state_gen);
             }
             (expired, leased)
         };
@@ -380,20 +408,23 @@ impl Inner {
             edits.push_str(&format!("delete {LEASED_REFS}{id}\n"));
             dropped_lease_refs = true;
         }
-        self.update_refs(state, edits).map_err(as_storage)?;
         if !expired.is_empty() || dropped_lease_refs {
-            state.needs_prune.store(true, Ordering::SeqCst);
+            mark_needs_gc(state)?;
         }
+        self.update_refs(state, edits).map_err(as_storage)?;
         for commit in expired {
             report.expired.push((state.name.clone(), commit));
         }
 
-        if state.needs_prune.swap(false, Ordering::SeqCst) {
-            // Readers of this repository wait while gc swaps packs and the handle is reopened.
-            let _exclusive = state
-                .objects
-                .write()
-                .unwrap_or_else(PoisonError::into_inner);
+        if state.mirror.join(NEEDS_GC).exists() {
+            // No lock that reads take (14): a read keeps using the packs it has open or
+            // mapped, which survive their unlinking, and gix re-scans the pack directory when
+            // an object is not where its snapshot said. Only objects unreachable from every
+            // retained root and every lease record are pruned, and nothing reads those.
+            let hook = lock(&self.gc_hook).clone();
+            if let Some(hook) = hook {
+                hook(&state.name);
+            }
             let gc = self.git_on_mirror(
                 state,
                 "gc",
@@ -411,11 +442,12 @@ impl Inner {
                 None,
                 GC_TIMEOUT,
             );
-            if let Err(e) = gc {
-                state.needs_prune.store(true, Ordering::SeqCst);
-                return Err(as_storage(e));
-            }
-            // A fresh handle: the old one may hold pack indices of packs gc replaced.
+            // On failure the marker stays: the next sweep, in any process, tries again.
+            gc.map_err(as_storage)?;
+            std::fs::remove_file(state.mirror.join(NEEDS_GC))
+                .map_err(storage("finishing a garbage collection"))?;
+            // A fresh handle: the old one holds the maps of packs gc replaced (readers still
+            // on it keep them until they finish).
             if let Some(current) = state.view() {
                 let repo = Arc::new(self.open_repo(state)?);
                 let view = self.assemble_view(
@@ -431,6 +463,16 @@ impl Inner {
         }
         Ok(())
     }
+}
+
+/// A marker file in the mirror: refs were deleted since its last garbage collection. On disk,
+/// so every process knows (a fresh process does not gc every mirror on its first sweep, and a
+/// gc cut short by a crash is done by whoever sweeps next); written before the refs go.
+const NEEDS_GC: &str = "csg-needs-gc";
+
+fn mark_needs_gc(state: &RepoState) -> Result<(), Error> {
+    std::fs::write(state.mirror.join(NEEDS_GC), b"")
+        .map_err(storage("marking a mirror for garbage collection"))
 }
 
 /// Outside of sync, a failing git command is storage trouble, not a sync failure.
