@@ -25,6 +25,7 @@ mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::Error;
+pub use gitcli::stop_all as stop_git;
 pub use names::{CommitId, RepoName, RepoPath};
 
 use std::path::PathBuf;
