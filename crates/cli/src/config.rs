@@ -2,7 +2,7 @@
 //! (O-3, SPEC §9). Flags and environment are read by clap (each flag names its variable);
 //! this module layers the file and the defaults under them.
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -28,6 +28,8 @@ pub struct FileConfig {
     pub max_batch_items: Option<usize>,
     pub line_cap_bytes: Option<usize>,
     pub index_max_file_bytes: Option<u64>,
+    pub max_searches: Option<usize>,
+    pub shutdown_grace: Option<String>,
     pub log_format: Option<String>,
 }
 
@@ -51,23 +53,65 @@ pub fn default_data_dir() -> Result<PathBuf> {
     Ok(PathBuf::from(home).join(".local/share/csg"))
 }
 
-/// Parses a duration such as `60s`, `500ms`, `2m`, `1h`.
-pub fn parse_duration(text: &str) -> Result<Duration> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: u64 = number
-        .parse()
-        .with_context(|| format!("invalid duration `{text}`: use forms like 500ms, 10s, 2m, 1h"))?;
-    Ok(match unit {
-        "ms" => Duration::from_millis(value),
-        "s" | "" => Duration::from_secs(value),
-        "m" => Duration::from_secs(value * 60),
-        "h" => Duration::from_secs(value * 3600),
-        _ => bail!("invalid duration `{text}`: use forms like 500ms, 10s, 2m, 1h"),
-    })
+/// One setting as the user can spell it, for error messages: the flag, its environment
+/// variable and its TOML key.
+#[derive(Debug, Clone, Copy)]
+pub struct Setting {
+    pub flag: &'static str,
+    pub env: &'static str,
+    pub key: &'static str,
+}
+
+impl Setting {
+    /// The setting named `--flag`: env `CSG_FLAG`, TOML key `flag` (dashes as underscores).
+    pub const fn new(flag: &'static str, env: &'static str, key: &'static str) -> Self {
+        Self { flag, env, key }
+    }
+
+    fn refuse(&self, value: impl std::fmt::Display, allowed: &str) -> anyhow::Error {
+        anyhow::anyhow!(
+            "invalid {} `{value}` (also {} or `{}` in the config file): {allowed}",
+            self.flag,
+            self.env,
+            self.key
+        )
+    }
+
+    /// `value` if it lies in `min..=max`, else an error naming the setting and the range.
+    pub fn in_range<T>(&self, value: T, min: T, max: T) -> Result<T>
+    where
+        T: PartialOrd + std::fmt::Display + Copy,
+    {
+        if value < min || value > max {
+            return Err(self.refuse(value, &format!("use a whole number from {min} to {max}")));
+        }
+        Ok(value)
+    }
+
+    /// Parses a duration (`500ms`, `10s`, `2m`, `1h`; the syntax `SOURCEGRAPH_PLUGINS_TIMEOUT`
+    /// uses too) that must lie in `min..=max`.
+    pub fn duration(&self, text: &str, min: Duration, max: Duration) -> Result<Duration> {
+        let allowed = format!(
+            "use a duration such as 500ms, 10s, 2m or 1h, from {} to {}",
+            show(min),
+            show(max)
+        );
+        match wasmplugin::parse_duration(text) {
+            Some(value) if value >= min && value <= max => Ok(value),
+            _ => Err(self.refuse(text, &allowed)),
+        }
+    }
+}
+
+/// A duration as the settings spell it.
+fn show(duration: Duration) -> String {
+    let ms = duration.as_millis();
+    match ms {
+        ms if ms % 3_600_000 == 0 && ms > 0 => format!("{}h", ms / 3_600_000),
+        ms if ms % 60_000 == 0 && ms > 0 => format!("{}m", ms / 60_000),
+        ms if ms % 1000 == 0 => format!("{}s", ms / 1000),
+        ms => format!("{ms}ms"),
+    }
 }
 
 /// Parses a listen address.
@@ -83,11 +127,23 @@ mod tests {
 
     #[test]
     fn o3_durations() {
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert!(parse_duration("ten").is_err());
-        assert!(parse_duration("5d").is_err());
+        let s = Setting::new("--sync-interval", "CSG_SYNC_INTERVAL", "sync_interval");
+        let (min, max) = (Duration::from_millis(1), Duration::from_secs(86_400));
+        assert_eq!(
+            s.duration("500ms", min, max).unwrap(),
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            s.duration("2m", min, max).unwrap(),
+            Duration::from_secs(120)
+        );
+        for bad in ["ten", "5d", "0s", "25h"] {
+            let error = s.duration(bad, min, max).unwrap_err().to_string();
+            assert!(
+                error.contains("--sync-interval") && error.contains("from 1ms to 24h"),
+                "{error}"
+            );
+        }
     }
 
     #[test]

@@ -8,12 +8,13 @@ mod repos;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use config::{DEFAULT_LISTEN, FileConfig};
+use config::{DEFAULT_LISTEN, FileConfig, Setting};
 use gitstore::{GitStore, RepoName, StoreConfig, SystemClock};
 use service::{ConnectionPlugins, Service, ServiceConfig};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// Context Source Graph: commit-pinned code context for AI agents over MCP and HTTP.
 #[derive(Debug, Parser)]
@@ -87,6 +88,14 @@ struct ReadOptions {
     /// How often every repository is fetched and re-indexed (default 60s).
     #[arg(long, env = "CSG_SYNC_INTERVAL")]
     sync_interval: Option<String>,
+    /// Searches that run at once; a further one waits briefly, then is refused as busy
+    /// (default: twice the number of cores).
+    #[arg(long, env = "CSG_MAX_SEARCHES")]
+    max_searches: Option<usize>,
+    /// On SIGTERM/Ctrl-C, how long in-flight calls and maintenance may take to finish before
+    /// running git commands are killed and the process exits (default 10s).
+    #[arg(long, env = "CSG_SHUTDOWN_GRACE")]
+    shutdown_grace: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -171,18 +180,46 @@ fn run(cli: Cli) -> Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(async move {
+    // SIGTERM/Ctrl-C, from the very start: a signal during a start-up clone must stop it too.
+    let signal = CancellationToken::new();
+    let result = runtime.block_on(async {
+        let cancel = signal.clone();
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            cancel.cancel();
+        });
         let store = || open_store(&cli.data_dir, cli.retention_days, &file);
         match cli.command {
-            Command::Serve(args) => serve(store()?, &file, args).await,
-            Command::Mcp(args) => mcp(store()?, &file, args).await,
-            Command::Repo(command) => repos::run(store()?, command).await,
+            Command::Serve(args) => {
+                let settings = RunSettings::new(&args.read, &file)?;
+                serve(store()?, &file, args, settings, signal.clone()).await
+            }
+            Command::Mcp(args) => {
+                let settings = RunSettings::new(&args.read, &file)?;
+                mcp(store()?, args, settings, signal.clone()).await
+            }
+            Command::Repo(command) => {
+                let store = store()?;
+                tokio::select! {
+                    result = repos::run(store, command) => result,
+                    () = signal.cancelled() => Err(anyhow::anyhow!("interrupted")),
+                }
+            }
             // Reaches a running server; the data directory is the server's business.
             Command::Index(IndexCommand::Rebuild { repo, server }) => {
-                index::rebuild(&server, repo).await
+                tokio::select! {
+                    result = index::rebuild(&server, repo) => result,
+                    () = signal.cancelled() => Err(anyhow::anyhow!("interrupted")),
+                }
             }
         }
-    })
+    });
+    // O-6: whatever still runs now is done with or past its drain period. Running git
+    // commands are killed (with their helpers; their lock files removed), and blocking work
+    // (an index build, a long search) is not waited for.
+    gitstore::stop_git();
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    result
 }
 
 fn init_tracing(format: Option<&str>) -> Result<()> {
@@ -200,16 +237,24 @@ fn init_tracing(format: Option<&str>) -> Result<()> {
     Ok(())
 }
 
+/// Longest retention window `--retention-days` accepts (about 100 years): longer ones would
+/// overflow time arithmetic.
+const MAX_RETENTION_DAYS: u64 = 36_500;
+
 fn open_store(
     data_dir: &Option<PathBuf>,
     retention_days: Option<u64>,
     file: &FileConfig,
 ) -> Result<GitStore> {
+    let days = Setting::new("--retention-days", "CSG_RETENTION_DAYS", "retention_days").in_range(
+        retention_days.or(file.retention_days).unwrap_or(30),
+        0,
+        MAX_RETENTION_DAYS,
+    )?;
     let data_dir = match data_dir.clone().or_else(|| file.data_dir.clone()) {
         Some(dir) => dir,
         None => config::default_data_dir()?,
     };
-    let days = retention_days.or(file.retention_days).unwrap_or(30);
     let config = StoreConfig {
         data_dir: data_dir.clone(),
         retention: Duration::from_secs(days * 86_400),
@@ -218,48 +263,116 @@ fn open_store(
         .with_context(|| format!("cannot open the data directory {}", data_dir.display()))
 }
 
-fn service_config(read: &ReadOptions, file: &FileConfig) -> Result<ServiceConfig> {
-    let defaults = ServiceConfig::default();
-    // Repository-plugin budgets come from SOURCEGRAPH_PLUGINS_* only (seed 000), read once.
-    let plugins = wasmplugin::PluginConfig::from_env()?;
-    Ok(ServiceConfig {
-        read_budget: read
-            .read_budget_bytes
-            .or(file.read_budget_bytes)
-            .unwrap_or(defaults.read_budget),
-        batch_budget: read
-            .batch_budget_bytes
-            .or(file.batch_budget_bytes)
-            .unwrap_or(defaults.batch_budget),
-        max_batch_items: read
-            .max_batch_items
-            .or(file.max_batch_items)
-            .unwrap_or(defaults.max_batch_items),
-        line_cap: read
-            .line_cap_bytes
-            .or(file.line_cap_bytes)
-            .unwrap_or(defaults.line_cap),
-        plugins,
-        index: service::IndexConfig {
-            max_file_bytes: read
-                .index_max_file_bytes
-                .or(file.index_max_file_bytes)
-                .unwrap_or(defaults.index.max_file_bytes),
-            ..defaults.index.clone()
-        },
-        ..defaults
-    })
+/// The settings of `serve` and `mcp`, layered and validated before anything starts (O-3): a
+/// zero budget or interval is refused at start with the setting's name, never met later as a
+/// panic in a background task.
+struct RunSettings {
+    service: ServiceConfig,
+    /// How often maintenance syncs and re-indexes (G-3; default 60 s).
+    sync_interval: Duration,
+    /// How long in-flight work may finish after a signal (O-6; default 10 s).
+    shutdown_grace: Duration,
 }
 
-/// How often maintenance syncs and re-indexes (G-3; default 60 s).
-fn sync_interval(read: &ReadOptions, file: &FileConfig) -> Result<Duration> {
-    match read
-        .sync_interval
-        .as_deref()
-        .or(file.sync_interval.as_deref())
-    {
-        Some(text) => config::parse_duration(text),
-        None => Ok(Duration::from_secs(60)),
+impl RunSettings {
+    fn new(read: &ReadOptions, file: &FileConfig) -> Result<Self> {
+        let defaults = ServiceConfig::default();
+        let positive = |setting: Setting, value: Option<usize>, default: usize| {
+            setting.in_range(value.unwrap_or(default), 1, usize::MAX)
+        };
+        let read_budget = positive(
+            Setting::new(
+                "--read-budget-bytes",
+                "CSG_READ_BUDGET_BYTES",
+                "read_budget_bytes",
+            ),
+            read.read_budget_bytes.or(file.read_budget_bytes),
+            defaults.read_budget,
+        )?;
+        let batch_budget = positive(
+            Setting::new(
+                "--batch-budget-bytes",
+                "CSG_BATCH_BUDGET_BYTES",
+                "batch_budget_bytes",
+            ),
+            read.batch_budget_bytes.or(file.batch_budget_bytes),
+            defaults.batch_budget,
+        )?;
+        let max_batch_items = positive(
+            Setting::new(
+                "--max-batch-items",
+                "CSG_MAX_BATCH_ITEMS",
+                "max_batch_items",
+            ),
+            read.max_batch_items.or(file.max_batch_items),
+            defaults.max_batch_items,
+        )?;
+        let line_cap = positive(
+            Setting::new("--line-cap-bytes", "CSG_LINE_CAP_BYTES", "line_cap_bytes"),
+            read.line_cap_bytes.or(file.line_cap_bytes),
+            defaults.line_cap,
+        )?;
+        let max_file_bytes = Setting::new(
+            "--index-max-file-bytes",
+            "CSG_INDEX_MAX_FILE_BYTES",
+            "index_max_file_bytes",
+        )
+        .in_range(
+            read.index_max_file_bytes
+                .or(file.index_max_file_bytes)
+                .unwrap_or(defaults.index.max_file_bytes),
+            1,
+            u64::MAX,
+        )?;
+        let max_concurrent_searches =
+            Setting::new("--max-searches", "CSG_MAX_SEARCHES", "max_searches").in_range(
+                read.max_searches
+                    .or(file.max_searches)
+                    .unwrap_or(defaults.max_concurrent_searches),
+                1,
+                service::MAX_CONCURRENT_SEARCHES,
+            )?;
+        let sync_interval = match read
+            .sync_interval
+            .as_deref()
+            .or(file.sync_interval.as_deref())
+        {
+            Some(text) => Setting::new("--sync-interval", "CSG_SYNC_INTERVAL", "sync_interval")
+                .duration(
+                    text,
+                    Duration::from_millis(1),
+                    Duration::from_secs(30 * 86_400),
+                )?,
+            None => Duration::from_secs(60),
+        };
+        let shutdown_grace = match read
+            .shutdown_grace
+            .as_deref()
+            .or(file.shutdown_grace.as_deref())
+        {
+            Some(text) => Setting::new("--shutdown-grace", "CSG_SHUTDOWN_GRACE", "shutdown_grace")
+                .duration(text, Duration::ZERO, Duration::from_secs(3600))?,
+            None => Duration::from_secs(10),
+        };
+        // Repository-plugin budgets come from SOURCEGRAPH_PLUGINS_* only (seed 000), read once.
+        let plugins = wasmplugin::PluginConfig::from_env()?;
+        Ok(Self {
+            service: ServiceConfig {
+                read_budget,
+                batch_budget,
+                max_batch_items,
+                line_cap,
+                max_concurrent_searches,
+                plugins,
+                index: service::IndexConfig {
+                    max_file_bytes,
+                    ..defaults.index.clone()
+                },
+                ..defaults
+            },
+            sync_interval,
+            shutdown_grace,
+        })
     }
 }
 
@@ -300,16 +413,27 @@ fn progress(message: &str) {
     eprintln!("csg: {message}");
 }
 
-async fn serve(store: GitStore, file: &FileConfig, args: ServeArgs) -> Result<()> {
-    let service = Service::new(store, service_config(&args.read, file)?);
+async fn serve(
+    store: GitStore,
+    file: &FileConfig,
+    args: ServeArgs,
+    settings: RunSettings,
+    signal: CancellationToken,
+) -> Result<()> {
+    let service = Service::new(store, settings.service);
     let listen = args
         .listen
         .clone()
         .or_else(|| file.listen.clone())
         .unwrap_or_else(|| DEFAULT_LISTEN.into());
     let addr = config::parse_listen(&listen)?;
-    let sync_interval = sync_interval(&args.read, file)?;
-    register_repos(&service, &args.read.repos).await?;
+    tokio::select! {
+        registered = register_repos(&service, &args.read.repos) => registered?,
+        () = signal.cancelled() => {
+            progress("interrupted during start-up; stopping");
+            return Ok(());
+        }
+    }
 
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
         format!("cannot listen on {addr}; is another server using it? pass --listen")
@@ -334,35 +458,60 @@ async fn serve(store: GitStore, file: &FileConfig, args: ServeArgs) -> Result<()
         args.allowed_origins.clone()
     };
 
-    let shutdown = tokio_util::sync::CancellationToken::new();
     let readiness = httpserver::Readiness::default();
+    // MCP sessions end when the signal arrives.
     let mcp = mcpserver::http_service(
         service.clone(),
         mcpserver::McpConfig {
             allowed_hosts: hosts,
             allowed_origins: origins,
         },
-        shutdown.clone(),
+        signal.clone(),
     );
     let app = httpserver::router(service.clone(), readiness.clone())
         .nest_service("/sourcegraph/mcp", mcp);
 
     let (stop_maintenance, maintenance_signal) = tokio::sync::watch::channel(false);
-    let maintenance =
-        service::spawn_maintenance(service.clone(), sync_interval, maintenance_signal);
+    let mut maintenance =
+        service::spawn_maintenance(service.clone(), settings.sync_interval, maintenance_signal);
     readiness.set_ready();
     print!("{}", repos::startup_banner(&site));
 
-    let cancel = shutdown.clone();
-    let server = httpserver::serve(listener, app, async move {
-        wait_for_signal().await;
-        eprintln!("csg: shutting down; letting in-flight calls finish");
-        cancel.cancel();
-    });
-    server.await.context("the HTTP server failed")?;
+    let grace = settings.shutdown_grace;
+    let stop_accepting = signal.clone();
+    let mut server = std::pin::pin!(httpserver::serve(listener, app, async move {
+        stop_accepting.cancelled().await;
+    }));
+    tokio::select! {
+        ended = &mut server => {
+            let _ = stop_maintenance.send(true);
+            return ended.context("the HTTP server failed");
+        }
+        () = signal.cancelled() => {}
+    }
+    progress(&format!(
+        "shutting down; letting in-flight calls finish (up to {}s)",
+        grace.as_secs_f64()
+    ));
     let _ = stop_maintenance.send(true);
-    let _ = tokio::time::timeout(Duration::from_secs(10), maintenance).await;
-    Ok(())
+    // O-6: in-flight calls and the maintenance round get the grace period; whatever still
+    // runs after it is stopped by run() (git killed, blocking work abandoned).
+    let drained = tokio::time::timeout(grace, async {
+        let served = (&mut server).await;
+        let _ = (&mut maintenance).await;
+        served
+    })
+    .await;
+    match drained {
+        Ok(served) => served.context("the HTTP server failed"),
+        Err(_) => {
+            progress(&format!(
+                "in-flight work did not finish within {}s; stopping it",
+                grace.as_secs_f64()
+            ));
+            Ok(())
+        }
+    }
 }
 
 async fn wait_for_signal() {
@@ -388,19 +537,30 @@ async fn wait_for_signal() {
     }
 }
 
-async fn mcp(store: GitStore, file: &FileConfig, args: McpArgs) -> Result<()> {
+async fn mcp(
+    store: GitStore,
+    args: McpArgs,
+    settings: RunSettings,
+    signal: CancellationToken,
+) -> Result<()> {
     let plugins = ConnectionPlugins::parse(Some(&args.plugins))?;
-    let service = Service::new(store, service_config(&args.read, file)?);
-    let interval = sync_interval(&args.read, file)?;
-    register_repos(&service, &args.read.repos).await?;
+    let service = Service::new(store, settings.service);
+    tokio::select! {
+        registered = register_repos(&service, &args.read.repos) => registered?,
+        () = signal.cancelled() => return Ok(()),
+    }
     // Sync, indexing and plugin preparation run beside the session, as under `serve`.
     let (stop_maintenance, maintenance_signal) = tokio::sync::watch::channel(false);
-    let maintenance = service::spawn_maintenance(service.clone(), interval, maintenance_signal);
-    let session = mcpserver::serve_stdio(service, plugins)
-        .await
-        .context("the stdio MCP session failed");
+    let maintenance =
+        service::spawn_maintenance(service.clone(), settings.sync_interval, maintenance_signal);
+    let session = tokio::select! {
+        session = mcpserver::serve_stdio(service, plugins) => {
+            session.context("the stdio MCP session failed")
+        }
+        () = signal.cancelled() => Ok(()),
+    };
     let _ = stop_maintenance.send(true);
-    let _ = tokio::time::timeout(Duration::from_secs(10), maintenance).await;
+    let _ = tokio::time::timeout(settings.shutdown_grace, maintenance).await;
     session
 }
 

@@ -336,3 +336,272 @@ fn g1_running_server_sees_repo_add_and_remove_of_another_process() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// Runs `csg` and expects it to refuse to start: a non-zero exit (a process still running
+/// after 30 s accepted the setting). Answers its stderr.
+fn refused(tmp: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
+    let mut command = Command::new(CSG);
+    command
+        .arg("--data-dir")
+        .arg(tmp.join("data"))
+        .args(args)
+        .env_remove("CSG_LISTEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = command.spawn().expect("csg starts");
+    let status = wait_for_exit(&mut child, Duration::from_secs(30));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    let status = status.unwrap_or_else(|| {
+        panic!("csg {args:?} {env:?} started instead of refusing the setting: {stderr}")
+    });
+    assert!(!status.success(), "csg {args:?} {env:?} succeeded");
+    stderr
+}
+
+/// Waits for `child` to exit; `None` (after killing it) if it is still running at `limit`.
+fn wait_for_exit(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    None
+}
+
+/// O-3: a zero budget, a zero interval or an overflowing retention is refused at start with
+/// the setting's name (flag, variable, TOML key) and what it accepts, whichever layer set it.
+#[test]
+fn o3_bad_settings_refused_at_start() {
+    let (tmp, _) = workspace();
+    let serve = |flag: &str, value: &str| {
+        vec![
+            "serve".to_string(),
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+            flag.to_string(),
+            value.to_string(),
+        ]
+    };
+    let cases = [
+        (
+            serve("--sync-interval", "0"),
+            "--sync-interval",
+            "from 1ms to 720h",
+        ),
+        (
+            serve("--sync-interval", "9999999999999999999h"),
+            "--sync-interval",
+            "from 1ms",
+        ),
+        (
+            serve("--read-budget-bytes", "0"),
+            "--read-budget-bytes",
+            "from 1 to",
+        ),
+        (
+            serve("--batch-budget-bytes", "0"),
+            "--batch-budget-bytes",
+            "from 1 to",
+        ),
+        (
+            serve("--max-batch-items", "0"),
+            "--max-batch-items",
+            "from 1 to",
+        ),
+        (
+            serve("--line-cap-bytes", "0"),
+            "--line-cap-bytes",
+            "from 1 to",
+        ),
+        (
+            serve("--index-max-file-bytes", "0"),
+            "--index-max-file-bytes",
+            "from 1 to",
+        ),
+        (
+            serve("--max-searches", "0"),
+            "--max-searches",
+            "from 1 to 1024",
+        ),
+        (
+            serve("--shutdown-grace", "2h"),
+            "--shutdown-grace",
+            "from 0s to 1h",
+        ),
+        (
+            vec![
+                "--retention-days".into(),
+                "999999999999999999".into(),
+                "serve".into(),
+                "--listen".into(),
+                "127.0.0.1:0".into(),
+            ],
+            "--retention-days",
+            "from 0 to 36500",
+        ),
+        (
+            vec!["mcp".into(), "--sync-interval".into(), "0ms".into()],
+            "--sync-interval",
+            "from 1ms",
+        ),
+    ];
+    for (args, flag, allowed) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let stderr = refused(tmp.tmp(), &args, &[]);
+        assert!(
+            stderr.contains(&format!("invalid {flag}")) && stderr.contains(allowed),
+            "{args:?}: {stderr}"
+        );
+    }
+
+    // From the environment and the file, the message still names the setting.
+    let listen = ["serve", "--listen", "127.0.0.1:0"];
+    let stderr = refused(tmp.tmp(), &listen, &[("CSG_SYNC_INTERVAL", "0s")]);
+    assert!(stderr.contains("CSG_SYNC_INTERVAL"), "{stderr}");
+    let file = tmp.tmp().join("zero.toml");
+    std::fs::write(&file, "read_budget_bytes = 0\n").unwrap();
+    let file = file.to_str().unwrap();
+    let stderr = refused(
+        tmp.tmp(),
+        &["--config", file, "serve", "--listen", "127.0.0.1:0"],
+        &[],
+    );
+    assert!(stderr.contains("`read_budget_bytes`"), "{stderr}");
+    // The plugin host's duration takes the same syntax, with the same refusal.
+    let stderr = refused(
+        tmp.tmp(),
+        &listen,
+        &[("SOURCEGRAPH_PLUGINS_TIMEOUT", "soon")],
+    );
+    assert!(
+        stderr.contains("SOURCEGRAPH_PLUGINS_TIMEOUT") && stderr.contains("500ms"),
+        "{stderr}"
+    );
+    // Nothing was started or created for a refused setting.
+    assert!(!tmp.tmp().join("data").exists(), "data dir created");
+}
+
+/// Makes every later fetch of the repository at `source` hang, deterministically and on this
+/// machine only: its config includes a FIFO nobody writes, so the `git-upload-pack` serving
+/// the fetch blocks opening it. Dropping the guard restores the config. (Any git command in
+/// `source` hangs meanwhile too: commit before, or after the drop.)
+struct HungFetches {
+    config: std::path::PathBuf,
+    original: Vec<u8>,
+}
+
+impl HungFetches {
+    fn new(source: &Path) -> Self {
+        let fifo = source.join(".git/hang.fifo");
+        let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+        assert!(made.success());
+        let config = source.join(".git/config");
+        let original = std::fs::read(&config).unwrap();
+        let mut hung = original.clone();
+        hung.extend_from_slice(format!("[include]\n\tpath = {}\n", fifo.display()).as_bytes());
+        std::fs::write(&config, hung).unwrap();
+        Self { config, original }
+    }
+}
+
+impl Drop for HungFetches {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.config, &self.original);
+    }
+}
+
+/// Whether a live (not zombie) `git-upload-pack` serves `source`, read from `/proc`.
+#[cfg(target_os = "linux")]
+fn upload_pack_alive(source: &Path) -> bool {
+    let needle = source.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+        let dir = entry.path();
+        let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        if !cmdline.contains("upload-pack") || !cmdline.contains(&needle) {
+            return false;
+        }
+        let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
+        let state = stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next());
+        !matches!(state, Some('Z') | Some('X') | None)
+    })
+}
+
+/// Polls `condition` until it holds; panics naming `what` after a minute.
+fn eventually(what: &str, condition: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !condition() {
+        assert!(Instant::now() < deadline, "gave up waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// O-6: SIGTERM while a maintenance fetch hangs: the server gives in-flight work its grace
+/// period, then kills the fetch (with the `git-upload-pack` it started) and exits; the next
+/// start on the same data directory syncs normally.
+#[cfg(target_os = "linux")]
+#[test]
+fn o6_sigterm_during_a_hung_fetch_exits_and_next_start_recovers() {
+    let (tmp, _) = workspace();
+    let source = tmp.path().to_path_buf();
+    let added = csg(
+        tmp.tmp(),
+        &["repo", "add", "acme/docs", source.to_str().unwrap()],
+    );
+    assert!(added.status.success());
+
+    let hung = HungFetches::new(&source);
+    let (mut child, _) = serve(
+        tmp.tmp(),
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--sync-interval",
+            "100ms",
+            "--shutdown-grace",
+            "1s",
+        ],
+        &[],
+    )
+    .unwrap();
+    eventually("the maintenance fetch to hang", || {
+        upload_pack_alive(&source)
+    });
+    let term = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let status = wait_for_exit(&mut child, Duration::from_secs(60))
+        .expect("csg serve exits after SIGTERM although a fetch hangs");
+    assert!(status.success(), "{status}");
+    eventually("the killed fetch's helper to be gone", || {
+        !upload_pack_alive(&source)
+    });
+
+    drop(hung);
+    let head = tmp.commit(&[("b.md", b"# B\n")], "more");
+    let (mut child, _) = serve(tmp.tmp(), &["serve", "--listen", "127.0.0.1:0"], &[])
+        .expect("a fresh start on the same data directory");
+    let synced = csg(tmp.tmp(), &["repo", "sync", "acme/docs"]);
+    assert!(
+        synced.status.success(),
+        "{}",
+        String::from_utf8_lossy(&synced.stderr)
+    );
+    let listed = csg(tmp.tmp(), &["repo", "list"]);
+    let listing = String::from_utf8_lossy(&listed.stdout);
+    assert!(listing.contains(&head), "{listing}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

@@ -1,10 +1,16 @@
 //! Running the `git` CLI for the few things gix does not do for us here: fetching, writing
 //! our own bookkeeping refs and pruning. Never on the read path.
+//!
+//! This is the only place the process starts a subprocess, so it is also where shutdown
+//! reaches them (O-6): [`stop_all`] kills every running command (with the helpers it started:
+//! `git-upload-pack`, an ssh, a remote helper) and refuses new ones.
 
 use std::ffi::OsStr;
 use std::io::{Read, Write};
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::ops::{Deref, DerefMut};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -29,6 +35,8 @@ pub(crate) enum GitFailure {
     Spawn(std::io::Error),
     /// The command ran past its timeout and was killed.
     Timeout,
+    /// The process is shutting down: the command was killed, or never started (O-6).
+    Stopped,
     /// Non-zero exit.
     Exit { code: Option<i32>, stderr: String },
 }
@@ -38,6 +46,7 @@ impl std::fmt::Display for GitFailure {
         match self {
             GitFailure::Spawn(e) => write!(f, "could not run git: {e}"),
             GitFailure::Timeout => f.write_str("git timed out"),
+            GitFailure::Stopped => f.write_str("git was stopped: the server is shutting down"),
             GitFailure::Exit { code, stderr } => {
                 write!(f, "git exited with {code:?}: {}", stderr.trim())
             }
@@ -45,9 +54,45 @@ impl std::fmt::Display for GitFailure {
     }
 }
 
+/// Set once by [`stop_all`]; every running command polls it.
+static STOPPING: AtomicBool = AtomicBool::new(false);
+
+/// Kills every `git` command this process runs, and refuses to start new ones, for the rest
+/// of the process's life (O-6: a shutdown must not wait up to [`GC_TIMEOUT`] for a gc, nor
+/// leave a hung fetch behind as an orphan). Lock files a killed command left in its
+/// repository are removed, so the next start is not refused by them. Returns at once; each
+/// running command notices within 50 ms.
+pub fn stop_all() {
+    STOPPING.store(true, Ordering::SeqCst);
+}
+
+fn stopping() -> bool {
+    STOPPING.load(Ordering::SeqCst)
+}
+
+/// A `git` command and the repository it works on (where its lock files are, should it have
+/// to be killed). Derefs to the [`Command`] to add arguments.
+pub(crate) struct GitCommand {
+    cmd: Command,
+    git_dir: Option<PathBuf>,
+}
+
+impl Deref for GitCommand {
+    type Target = Command;
+    fn deref(&self) -> &Command {
+        &self.cmd
+    }
+}
+
+impl DerefMut for GitCommand {
+    fn deref_mut(&mut self) -> &mut Command {
+        &mut self.cmd
+    }
+}
+
 /// A `git` command with an environment that can neither prompt nor be redirected by the
 /// variables of whatever process started the server.
-pub(crate) fn git(git_dir: Option<&Path>) -> Command {
+pub(crate) fn git(git_dir: Option<&Path>) -> GitCommand {
     let mut cmd = Command::new("git");
     for var in [
         "GIT_DIR",
@@ -75,15 +120,28 @@ pub(crate) fn git(git_dir: Option<&Path>) -> Command {
     if let Some(dir) = git_dir {
         cmd.arg(OsStr::new("--git-dir")).arg(dir);
     }
-    cmd
+    // A process group of its own: a timeout or shutdown kills git together with the helpers
+    // it started (a local fetch runs `sh -c git-upload-pack`; killing only git would leave
+    // those running), and a terminal's Ctrl-C reaches only us; we decide what stops.
+    #[cfg(unix)]
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    GitCommand {
+        cmd,
+        git_dir: git_dir.map(Path::to_path_buf),
+    }
 }
 
-/// Runs `cmd` with `stdin` (or none), capturing stdout and stderr, killing it after `timeout`.
+/// Runs `cmd` with `stdin` (or none), capturing stdout and stderr, killing it after `timeout`
+/// or when the process shuts down ([`stop_all`]).
 pub(crate) fn run(
-    mut cmd: Command,
+    command: GitCommand,
     stdin: Option<Vec<u8>>,
     timeout: Duration,
 ) -> Result<Vec<u8>, GitFailure> {
+    let GitCommand { mut cmd, git_dir } = command;
+    if stopping() {
+        return Err(GitFailure::Stopped);
+    }
     cmd.stdin(if stdin.is_some() {
         Stdio::piped()
     } else {
@@ -108,13 +166,20 @@ pub(crate) fn run(
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) => {
-                if started.elapsed() > timeout {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(GitFailure::Timeout);
+                let failure = if stopping() {
+                    GitFailure::Stopped
+                } else if started.elapsed() > timeout {
+                    GitFailure::Timeout
+                } else {
+                    thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(50));
+                    continue;
+                };
+                kill_group(&mut child);
+                if let Some(dir) = &git_dir {
+                    remove_stale_locks(dir);
                 }
-                thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(50));
+                return Err(failure);
             }
             Err(e) => return Err(GitFailure::Spawn(e)),
         }
@@ -132,6 +197,58 @@ pub(crate) fn run(
             code: status.code(),
             stderr: String::from_utf8_lossy(&err).into_owned(),
         })
+    }
+}
+
+/// Kills `child` and everything in its process group, then reaps it.
+fn kill_group(child: &mut Child) {
+    #[cfg(unix)]
+    if let Ok(pid) = libc::pid_t::try_from(child.id()) {
+        // SAFETY: kill(2) has no memory effects; the group is the one `git()` created for
+        // this child (its pid is the group id) and the child is not reaped yet, so the id
+        // cannot have been reused.
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// After a command on `git_dir` was killed: removes the lock files git takes while it updates
+/// refs, the config or shallow info (`packed-refs.lock`, `refs/heads/main.lock`, …). The
+/// killed command held them, under the repository's maintenance lock, so nobody else does;
+/// left behind, they would make every later fetch and ref update fail ("File exists").
+/// Half-written packs (`objects/pack/tmp_*`) are harmless and left to gc.
+fn remove_stale_locks(git_dir: &Path) {
+    for name in [
+        "packed-refs.lock",
+        "HEAD.lock",
+        "config.lock",
+        "shallow.lock",
+    ] {
+        let _ = std::fs::remove_file(git_dir.join(name));
+    }
+    remove_locks_below(&git_dir.join("refs"), 0);
+}
+
+fn remove_locks_below(dir: &Path, depth: usize) {
+    // Ref names are short paths; the bound only guards against a pathological tree.
+    if depth > 64 {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        match entry.file_type() {
+            Ok(kind) if kind.is_dir() => remove_locks_below(&path, depth + 1),
+            Ok(kind) if kind.is_file() && path.extension().is_some_and(|e| e == "lock") => {
+                let _ = std::fs::remove_file(&path);
+            }
+            _ => {}
+        }
     }
 }
 
@@ -153,6 +270,9 @@ pub(crate) fn describe(failure: &GitFailure, secrets: &[(&str, &str)]) -> String
     match failure {
         GitFailure::Spawn(_) => "git could not be started on the server".to_string(),
         GitFailure::Timeout => "git did not finish in time".to_string(),
+        GitFailure::Stopped => {
+            "the sync was stopped because the server shut down; the next sync retries".to_string()
+        }
         GitFailure::Exit { code, stderr } => match meaningful_line(stderr) {
             Some(line) => sanitize(line, secrets),
             None => format!("git exited with status {}", code.unwrap_or(-1)),
@@ -258,5 +378,76 @@ mod tests {
             run(cmd, None, LOCAL_TIMEOUT),
             Err(GitFailure::Exit { .. })
         ));
+    }
+
+    /// O-6: a killed command takes the helpers it started along (here the `git-upload-pack`
+    /// of a local source, stuck opening a FIFO its config includes) and leaves no lock file
+    /// in the repository it worked on.
+    #[cfg(unix)]
+    #[test]
+    fn o6_killed_git_takes_its_helpers_and_locks_along() {
+        let tmp = tempfile::tempdir().unwrap();
+        let source = tmp.path().join("source");
+        let mirror = tmp.path().join("mirror");
+        let fifo = tmp.path().join("hang.fifo");
+        for dir in [&source, &mirror] {
+            let mut init = git(None);
+            init.args(["init", "--bare", "--quiet"]).arg(dir);
+            run(init, None, LOCAL_TIMEOUT).unwrap();
+        }
+        let path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+        let mut config = std::fs::OpenOptions::new()
+            .append(true)
+            .open(source.join("config"))
+            .unwrap();
+        writeln!(config, "[include]\n\tpath = {}", fifo.display()).unwrap();
+        std::fs::create_dir_all(mirror.join("refs/heads")).unwrap();
+        std::fs::write(mirror.join("refs/heads/main.lock"), "").unwrap();
+        std::fs::write(mirror.join("packed-refs.lock"), "").unwrap();
+
+        let mut cmd = git(Some(&mirror));
+        cmd.arg("ls-remote").arg("--").arg(&source);
+        let failure = run(cmd, None, Duration::from_millis(300)).unwrap_err();
+        assert!(matches!(failure, GitFailure::Timeout), "{failure}");
+        assert!(!mirror.join("refs/heads/main.lock").exists());
+        assert!(!mirror.join("packed-refs.lock").exists());
+        // SIGKILL is delivered at once but a process exits asynchronously: look again for a
+        // moment. (A zombie holds nothing; a live helper would block here until its timeout.)
+        let mut gone = false;
+        for _ in 0..500 {
+            if !upload_pack_alive(&source) {
+                gone = true;
+                break;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        assert!(gone, "git-upload-pack survived its git");
+    }
+
+    /// Whether a live (not zombie) `git-upload-pack` of `source` runs, from `/proc`, without
+    /// touching the FIFO it waits on.
+    #[cfg(target_os = "linux")]
+    fn upload_pack_alive(source: &Path) -> bool {
+        let needle = source.to_string_lossy().into_owned();
+        std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+            let dir = entry.path();
+            let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            if !cmdline.contains("upload-pack") || !cmdline.contains(&needle) {
+                return false;
+            }
+            let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
+            let state = stat
+                .rsplit_once(") ")
+                .and_then(|(_, rest)| rest.chars().next());
+            !matches!(state, Some('Z') | Some('X') | None)
+        })
+    }
+
+    #[cfg(all(unix, not(target_os = "linux")))]
+    fn upload_pack_alive(_source: &Path) -> bool {
+        false
     }
 }

@@ -25,6 +25,7 @@ mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::Error;
+pub use gitcli::stop_all as stop_git;
 pub use names::{CommitId, RepoName, RepoPath};
 
 use std::path::PathBuf;
@@ -324,7 +325,24 @@ impl GitStore {
         path: &RepoPath,
         depth: u32,
     ) -> Result<Vec<TreeEntry>, Error> {
-        self.inner.list_tree(name, commit, path, depth)
+        Ok(self
+            .inner
+            .list_tree(name, commit, path, depth, usize::MAX)?
+            .0)
+    }
+
+    /// [`GitStore::list_tree`] that stops collecting at `limit` entries, level by level (all
+    /// of one depth before the next), and says whether entries were left out: a `list` of a
+    /// huge tree costs what it returns, not the whole subtree.
+    pub fn list_tree_limited(
+        &self,
+        name: &RepoName,
+        commit: &CommitId,
+        path: &RepoPath,
+        depth: u32,
+        limit: usize,
+    ) -> Result<(Vec<TreeEntry>, bool), Error> {
+        self.inner.list_tree(name, commit, path, depth, limit)
     }
 
     /// Pins a commit so it stays readable regardless of retention (G-5).

@@ -280,51 +280,58 @@ fn entry_kind(kind: GitKind) -> EntryKind {
     }
 }
 
-/// Appends the entries of `tree` (named below `base`) down to `depth` levels.
+/// Appends the entries of `tree` (named below `base`) down to `depth` levels, level by level
+/// (all direct children before any grandchild), and stops once `limit` are collected.
+/// Answers whether entries were left out. A huge subtree is never walked (nor its blob sizes
+/// looked up) beyond the limit, and a truncated listing still shows the top levels whole.
 pub(crate) fn list(
     repo: &gix::Repository,
     tree: ObjectId,
     base: &str,
     depth: u32,
+    limit: usize,
     out: &mut Vec<TreeEntry>,
-) -> Result<(), Error> {
-    let children: Vec<(String, GitKind, ObjectId)> = {
-        let object = repo.find_object(tree).map_err(odb)?;
-        gix::objs::TreeRefIter::from_bytes(&object.data, repo.object_hash())
-            .map(|entry| {
-                entry.map(|e| {
-                    (
-                        String::from_utf8_lossy(e.filename.as_ref()).into_owned(),
-                        e.mode.kind(),
-                        e.oid.to_owned(),
-                    )
-                })
-            })
-            .collect::<Result<_, _>>()
-            .map_err(odb)?
-    };
-    for (name, kind, id) in children {
-        let path = if base.is_empty() {
-            name
-        } else {
-            format!("{base}/{name}")
-        };
-        let size = match kind {
-            GitKind::Blob | GitKind::BlobExecutable => {
-                Some(repo.find_header(id).map_err(odb)?.size())
+) -> Result<bool, Error> {
+    let mut level = vec![(tree, base.to_string())];
+    for remaining in (1..=depth).rev() {
+        let mut next = Vec::new();
+        for (tree, base) in level {
+            let object = repo.find_object(tree).map_err(odb)?;
+            for entry in gix::objs::TreeRefIter::from_bytes(&object.data, repo.object_hash()) {
+                let entry = entry.map_err(odb)?;
+                if out.len() >= limit {
+                    return Ok(true);
+                }
+                let name = String::from_utf8_lossy(entry.filename.as_ref());
+                let path = if base.is_empty() {
+                    name.into_owned()
+                } else {
+                    format!("{base}/{name}")
+                };
+                let kind = entry.mode.kind();
+                let id = entry.oid.to_owned();
+                let size = match kind {
+                    GitKind::Blob | GitKind::BlobExecutable => {
+                        Some(repo.find_header(id).map_err(odb)?.size())
+                    }
+                    _ => None,
+                };
+                if kind == GitKind::Tree && remaining > 1 {
+                    next.push((id, path.clone()));
+                }
+                out.push(TreeEntry {
+                    path,
+                    kind: entry_kind(kind),
+                    size,
+                });
             }
-            _ => None,
-        };
-        out.push(TreeEntry {
-            path: path.clone(),
-            kind: entry_kind(kind),
-            size,
-        });
-        if kind == GitKind::Tree && depth > 1 {
-            list(repo, id, &path, depth - 1, out)?;
         }
+        if next.is_empty() {
+            break;
+        }
+        level = next;
     }
-    Ok(())
+    Ok(false)
 }
 
 /// The single entry a listing of a non-directory path shows.

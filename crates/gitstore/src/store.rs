@@ -811,7 +811,8 @@ impl Inner {
         commit: &CommitId,
         path: &RepoPath,
         depth: u32,
-    ) -> Result<Vec<TreeEntry>, Error> {
+        limit: usize,
+    ) -> Result<(Vec<TreeEntry>, bool), Error> {
         self.with_tree(name, commit, path, |state, repo, tree| {
             let target_path = if path.is_root() {
                 &state.registered_path
@@ -819,9 +820,11 @@ impl Inner {
                 path
             };
             let mut out = Vec::new();
+            let mut truncated = false;
             match objects::locate(repo, tree, target_path, commit) {
                 Ok(Target::Tree(dir)) => {
-                    objects::list(repo, dir, target_path.as_str(), depth.max(1), &mut out)?;
+                    let base = target_path.as_str();
+                    truncated = objects::list(repo, dir, base, depth.max(1), limit, &mut out)?;
                 }
                 Ok(other) => out.push(objects::single_entry(repo, target_path, &other)?),
                 // A registered path that does not exist at this commit is an empty scope.
@@ -829,7 +832,7 @@ impl Inner {
                 Err(e) => return Err(e),
             }
             out.sort_by(|a, b| a.path.cmp(&b.path));
-            Ok(out)
+            Ok((out, truncated))
         })
     }
 }

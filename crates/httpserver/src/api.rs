@@ -284,7 +284,7 @@ async fn prepare(
     let proxied = ["forwarded", "x-forwarded-for", "x-real-ip"]
         .iter()
         .any(|name| headers.contains_key(*name));
-    if !peer.ip().is_loopback() || proxied {
+    if !is_local(peer) || proxied {
         return ApiError::forbidden(
             "prepare is only accepted directly from the server's own machine until API tokens \
              are configured; run `csg index rebuild` or `csg repo sync` on the server host",
@@ -308,6 +308,17 @@ async fn prepare(
         prepare_streamed(state.service, request)
     } else {
         answer(state.service.prepare(&context(), request, |_| {}).await)
+    }
+}
+
+/// Whether `peer` is on this machine: a loopback address, also in its IPv4-mapped IPv6 form
+/// (`::ffff:127.0.0.1`), which is how a local IPv4 client appears to a server bound to `[::]`.
+fn is_local(peer: SocketAddr) -> bool {
+    match peer.ip() {
+        std::net::IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .map_or(v6.is_loopback(), |v4| v4.is_loopback()),
+        ip => ip.is_loopback(),
     }
 }
 
@@ -461,5 +472,33 @@ fn counter_lines(out: &mut String, counters: &[(&str, &str, u64)]) {
             out,
             "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A-3: `prepare`'s loopback check knows the IPv4-mapped form a dual-stack `[::]` listener
+    /// reports for a local IPv4 client, and still refuses remote peers in either form.
+    #[test]
+    fn a3_prepare_accepts_ipv4_mapped_loopback() {
+        let local = [
+            "127.0.0.1:5",
+            "[::1]:5",
+            "[::ffff:127.0.0.1]:5",
+            "[::ffff:127.8.9.1]:5",
+        ];
+        for peer in local {
+            assert!(is_local(peer.parse().unwrap()), "{peer}");
+        }
+        for peer in [
+            "10.0.0.1:5",
+            "[::ffff:10.0.0.1]:5",
+            "[2001:db8::1]:5",
+            "[::]:5",
+        ] {
+            assert!(!is_local(peer.parse().unwrap()), "{peer}");
+        }
     }
 }

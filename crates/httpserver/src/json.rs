@@ -1,7 +1,7 @@
 //! JSON shapes of the API: the MCP header's facts in snake_case.
 
 use axum::Json;
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use service::{ErrorKind, ReadItem, ServiceError};
@@ -75,7 +75,8 @@ pub struct ErrorBody {
 /// What went wrong.
 #[derive(Debug, Serialize)]
 pub struct ErrorDetail {
-    /// `invalid_argument`, `not_found`, `not_readable`, `unavailable`, `internal`.
+    /// `invalid_argument`, `not_found`, `not_readable`, `unavailable`, `busy` (retry in a
+    /// moment), `internal`, `forbidden`.
     pub kind: &'static str,
     pub message: String,
 }
@@ -118,6 +119,7 @@ impl From<ServiceError> for ApiError {
             ErrorKind::NotFound => (StatusCode::NOT_FOUND, "not_found"),
             ErrorKind::NotReadable => (StatusCode::CONFLICT, "not_readable"),
             ErrorKind::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            ErrorKind::Busy => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
             ErrorKind::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
         Self(
@@ -134,6 +136,27 @@ impl From<ServiceError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        if self.1.error.kind == "busy" {
+            // The same call may succeed in a moment: say when to try again.
+            return (self.0, [(header::RETRY_AFTER, "1")], Json(self.1)).into_response();
+        }
         (self.0, Json(self.1)).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// S-1: a search refused by admission control is a 503 `busy` with `Retry-After`.
+    #[test]
+    fn s1_busy_is_503_with_retry_after() {
+        let error = ServiceError {
+            kind: ErrorKind::Busy,
+            message: "the server is busy: 4 searches are running already; retry in a moment".into(),
+        };
+        let response = ApiError::from(error).into_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()[header::RETRY_AFTER], "1");
     }
 }

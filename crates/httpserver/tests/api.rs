@@ -367,3 +367,30 @@ async fn a3_o5_prepare() {
         .unwrap();
     assert_eq!(proxied.status(), 403);
 }
+
+/// bound to `[::]` (dual stack), a client on this machine connecting over IPv4 appears
+/// as `::ffff:127.0.0.1`; `prepare` still takes it for local.
+#[tokio::test]
+async fn a3_prepare_accepts_ipv4_mapped_loopback_on_dual_stack() {
+    let source = SourceRepo::with_files(&[("a.md", b"# A\n")]);
+    let service = Service::new(source.store("test/api", ""), ServiceConfig::default());
+    let app = httpserver::router(service, Readiness::default());
+    let listener = match tokio::net::TcpListener::bind("[::]:0").await {
+        Ok(listener) => listener,
+        Err(error) => {
+            eprintln!("SKIPPED: this machine has no IPv6 to bind [::] ({error})");
+            return;
+        }
+    };
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(httpserver::serve(listener, app, std::future::pending()));
+    let response = reqwest::Client::new()
+        .post(format!("http://127.0.0.1:{port}/sourcegraph/api/prepare"))
+        .json(&json!({"repo": "test/api", "action": "reindex"}))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let body = response.text().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+}

@@ -14,6 +14,9 @@ pub enum ErrorKind {
     NotReadable,
     /// The repository is not ready (never synced) or the server is shutting down.
     Unavailable,
+    /// Too many calls of this kind run at once; the same call may succeed in a moment
+    /// (HTTP 503, an MCP tool error that says to retry).
+    Busy,
     /// Something broke inside; the message is generic and the detail is in the log.
     Internal,
 }
@@ -36,6 +39,13 @@ impl ServiceError {
     pub(crate) fn internal(message: impl Into<String>) -> Self {
         Self {
             kind: ErrorKind::Internal,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn busy(message: impl Into<String>) -> Self {
+        Self {
+            kind: ErrorKind::Busy,
             message: message.into(),
         }
     }

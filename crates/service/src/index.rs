@@ -10,6 +10,15 @@ use std::time::Instant;
 /// Hits per page when the caller gives no `limit`.
 pub const DEFAULT_SEARCH_LIMIT: usize = 50;
 
+/// The most searches [`crate::ServiceConfig::max_concurrent_searches`] may let run at once.
+pub const MAX_CONCURRENT_SEARCHES: usize = 1024;
+
+/// Twice the cores: a search uses up to two threads (S-4), so more at once only queue for CPU
+/// and push every one of them towards its deadline.
+pub(crate) fn default_concurrent_searches() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get()) * 2
+}
+
 pub use search::{BuildProgress, BuildStats, IndexConfig, IndexInfo, IndexesStats};
 
 /// `search {query, repo?, path?, lang?, regex?, case_sensitive?, limit?, cursor?}` (S-1).
@@ -183,7 +192,11 @@ impl Service {
         _ctx: &CallContext,
         req: SearchRequest,
     ) -> Result<SearchAnswer, ServiceError> {
+        let slot = self.admit_search().await?;
         self.unlocked(move |inner| {
+            // Held until the search is done, even if the caller went away meanwhile: the
+            // work still runs on a blocking thread.
+            let _slot = slot;
             let indexes = inner.indexes()?;
             let repos = match &req.repo {
                 Some(repo) => {
@@ -242,6 +255,22 @@ impl Service {
             Ok(answer)
         })
         .await
+    }
+
+    /// A slot to run one search in (S-1): at most `max_concurrent_searches` run at once, each
+    /// under its own deadline; a further one waits `search_queue_wait` for a slot, then is
+    /// refused as busy rather than queueing without bound.
+    async fn admit_search(&self) -> Result<tokio::sync::OwnedSemaphorePermit, ServiceError> {
+        let slots = self.inner.searches.clone();
+        let wait = self.inner.config.search_queue_wait;
+        match tokio::time::timeout(wait, slots.acquire_owned()).await {
+            Ok(Ok(permit)) => Ok(permit),
+            // A closed semaphore cannot happen (nobody closes it); treat it as busy too.
+            Ok(Err(_)) | Err(_) => Err(ServiceError::busy(format!(
+                "the server is busy: {} searches are running already; retry in a moment",
+                self.inner.config.max_concurrent_searches
+            ))),
+        }
     }
 
     /// Drops the indexes of repositories no longer registered (a `csg repo remove` while the
@@ -364,4 +393,58 @@ pub(crate) fn open(
         tracing::error!(%error, "the search index did not open; search is unavailable");
         error.to_string()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ErrorKind, ServiceConfig};
+    use std::time::Duration;
+
+    /// S-1: with every search slot taken, a further search waits `search_queue_wait`, then
+    /// is refused as busy with a message saying to retry; once a slot frees, it runs.
+    #[tokio::test]
+    async fn s1_search_admission_refuses_when_full() {
+        let source = testgit::SourceRepo::with_files(&[("a.md", b"needle\n")]);
+        let config = ServiceConfig {
+            max_concurrent_searches: 1,
+            search_queue_wait: Duration::from_millis(20),
+            ..ServiceConfig::default()
+        };
+        let service = Service::new(source.store("acme/docs", ""), config);
+        service.index("acme/docs".into(), |_| {}).await.unwrap();
+        let request = || SearchRequest {
+            query: "needle".into(),
+            ..SearchRequest::default()
+        };
+        // The one slot, taken as a running search takes it.
+        let running = service
+            .inner
+            .searches
+            .clone()
+            .acquire_owned()
+            .await
+            .unwrap();
+        let error = service
+            .search(&CallContext::default(), request())
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind, ErrorKind::Busy);
+        assert!(
+            error.message.contains("busy") && error.message.contains("retry"),
+            "{}",
+            error.message
+        );
+        drop(running);
+        let answer = service
+            .search(&CallContext::default(), request())
+            .await
+            .unwrap();
+        assert_eq!(answer.repos.len(), 1);
+        assert_eq!(
+            service.inner.searches.available_permits(),
+            1,
+            "slot returned"
+        );
+    }
 }

@@ -21,7 +21,8 @@ pub use enrich::CATALOG_IDLE;
 pub use error::{ErrorKind, ServiceError};
 pub use index::{
     BuildProgress, BuildStats, DEFAULT_SEARCH_LIMIT, IndexConfig, IndexInfo, IndexesStats,
-    SearchAnswer, SearchHit, SearchRepoHits, SearchRequest, SearchStatsAnswer,
+    MAX_CONCURRENT_SEARCHES, SearchAnswer, SearchHit, SearchRepoHits, SearchRequest,
+    SearchStatsAnswer,
 };
 pub use model::*;
 pub use prepare::{IndexReport, PrepareAction, PrepareAnswer, PrepareRequest};
@@ -63,6 +64,11 @@ pub struct ServiceConfig {
     pub plugins: wasmplugin::PluginConfig,
     /// Search index settings (S-3).
     pub index: IndexConfig,
+    /// Searches that run at once (twice the cores); a further one waits up to
+    /// `search_queue_wait` for a slot, then is refused as [`ErrorKind::Busy`].
+    pub max_concurrent_searches: usize,
+    /// How long a search waits for a free slot (1 s).
+    pub search_queue_wait: std::time::Duration,
 }
 
 impl Default for ServiceConfig {
@@ -77,6 +83,8 @@ impl Default for ServiceConfig {
             max_list_depth: 10,
             plugins: wasmplugin::PluginConfig::default(),
             index: IndexConfig::default(),
+            max_concurrent_searches: index::default_concurrent_searches(),
+            search_queue_wait: std::time::Duration::from_secs(1),
         }
     }
 }
@@ -99,6 +107,8 @@ struct Inner {
     plugins: enrich::Plugins,
     /// The search indexes (S-3), or why they could not open.
     indexes: Result<search::Indexes, String>,
+    /// Admission of searches: one permit per search running (S-1).
+    searches: Arc<tokio::sync::Semaphore>,
 }
 
 impl Service {
@@ -111,6 +121,11 @@ impl Service {
                 query_lock: RwLock::new(()),
                 stats: QueryStats::default(),
                 plugins: enrich::Plugins::new(config.plugins.clone()),
+                searches: Arc::new(tokio::sync::Semaphore::new(
+                    config
+                        .max_concurrent_searches
+                        .clamp(1, MAX_CONCURRENT_SEARCHES),
+                )),
                 config,
             }),
         }
@@ -388,9 +403,13 @@ impl Service {
                         "depth must be between 1 and {max_depth}"
                     )));
                 }
-                let mut entries = inner.store.list_tree(&name, &commit, &path, depth)?;
-                let truncated = entries.len() > inner.config.max_list_entries;
-                entries.truncate(inner.config.max_list_entries);
+                let (entries, truncated) = inner.store.list_tree_limited(
+                    &name,
+                    &commit,
+                    &path,
+                    depth,
+                    inner.config.max_list_entries,
+                )?;
                 Ok(ListAnswer {
                     repo: name.to_string(),
                     commit: commit.to_string(),

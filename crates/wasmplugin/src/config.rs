@@ -125,8 +125,10 @@ impl PluginConfig {
     }
 }
 
-/// `500ms`, `10s`, `2m`, `1h` (a bare number is seconds).
-fn parse_duration(text: &str) -> Option<Duration> {
+/// The duration syntax of every setting, `SOURCEGRAPH_PLUGINS_TIMEOUT` and the `csg` flags
+/// alike (one parser, so they cannot drift apart): `500ms`, `10s`, `2m`, `1h`; a bare number
+/// is seconds. `None` for anything else, or a value that overflows.
+pub fn parse_duration(text: &str) -> Option<Duration> {
     let text = text.trim();
     let split = text
         .find(|c: char| !c.is_ascii_digit())
@@ -177,5 +179,26 @@ mod tests {
             "{error}"
         );
         assert!(PluginConfig::from_lookup(|k| (k == "DISABLED").then(|| "yes".into())).is_err());
+    }
+
+    /// O-3: the one duration syntax.
+    #[test]
+    fn o3_duration_syntax() {
+        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_duration(" 10s "), Some(Duration::from_secs(10)));
+        assert_eq!(parse_duration("7"), Some(Duration::from_secs(7)));
+        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1h"), Some(Duration::from_secs(3600)));
+        for bad in [
+            "",
+            "ten",
+            "5d",
+            "1.5s",
+            "-1s",
+            "99999999999999999999s",
+            "307445734561825861m",
+        ] {
+            assert_eq!(parse_duration(bad), None, "{bad}");
+        }
     }
 }

@@ -19,7 +19,7 @@ pub use catalog::{
     ArtifactEntry, ArtifactKind, Broken, CATALOG_ARTIFACT_BYTES, CATALOG_ARTIFACTS, Catalog,
     Nearest, Plugin, discover,
 };
-pub use config::{ConfigError, ENV_PREFIX, PluginConfig};
+pub use config::{ConfigError, ENV_PREFIX, PluginConfig, parse_duration};
 pub use connection::{ConnectionPlugins, InvalidConnectionPlugins, PluginSelection};
 pub use diagnostic::{Code, Diagnostic};
 pub use metadata::{ABI_VERSION, ARTIFACT_SUFFIX, Metadata, SECTION, read_metadata};

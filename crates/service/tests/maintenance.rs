@@ -1,0 +1,113 @@
+//! Background maintenance over real repositories (G-3, S-3): repositories are maintained
+//! independently, so one whose fetch hangs does not hold up the others.
+#![cfg(unix)]
+
+use gitstore::{Registration, RepoName, RepoPath};
+use service::{CallContext, SearchRequest, Service, ServiceConfig};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+use testgit::SourceRepo;
+
+/// Makes every later fetch of the repository at `source` hang, deterministically and on this
+/// machine only: its config includes a FIFO nobody writes, so the `git-upload-pack` serving
+/// the fetch blocks opening it. Dropping the guard restores the config.
+struct HungFetches {
+    config: PathBuf,
+    original: Vec<u8>,
+}
+
+impl HungFetches {
+    fn new(source: &Path) -> Self {
+        let fifo = source.join(".git/hang.fifo");
+        let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+        assert!(made.success());
+        let config = source.join(".git/config");
+        let original = std::fs::read(&config).unwrap();
+        let mut hung = original.clone();
+        hung.extend_from_slice(format!("[include]\n\tpath = {}\n", fifo.display()).as_bytes());
+        std::fs::write(&config, hung).unwrap();
+        Self { config, original }
+    }
+}
+
+impl Drop for HungFetches {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.config, &self.original);
+    }
+}
+
+/// G-3, S-3: two repositories; the fetch of the first (in maintenance order) hangs. The other
+/// still syncs its new commit and is indexed at it, and the hung one keeps serving its last
+/// good state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g3_hung_fetch_does_not_stall_other_repositories() {
+    let hung_source = SourceRepo::with_files(&[("a.md", b"alpha\n")]);
+    let live_source = SourceRepo::with_files(&[("b.md", b"beta\n")]);
+    let store = hung_source.store("acme/a-hung", "");
+    let live = RepoName::parse("acme/b-live").unwrap();
+    store
+        .register(Registration {
+            name: live.clone(),
+            source: live_source.source(),
+            registered_path: RepoPath::root(),
+            branch: None,
+        })
+        .unwrap();
+    store.sync(&live).unwrap();
+    let service = Service::new(store, ServiceConfig::default());
+
+    let hung = HungFetches::new(hung_source.path());
+    let new_head = live_source.commit(&[("b.md", b"beta\nfreshly committed\n")], "more");
+    let (stop, signal) = tokio::sync::watch::channel(false);
+    let maintenance =
+        service::spawn_maintenance(service.clone(), Duration::from_millis(50), signal);
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let repos = service.discovery(&CallContext::default()).await.unwrap();
+        let b = repos.iter().find(|r| r.name == "acme/b-live").unwrap();
+        if b.head.as_deref() == Some(new_head.as_str()) && b.indexed {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "acme/b-live was not synced and indexed while acme/a-hung's fetch hung: {repos:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let found = service
+        .search(
+            &CallContext::default(),
+            SearchRequest {
+                query: "freshly committed".into(),
+                ..SearchRequest::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(found.repos.len(), 1, "{found:?}");
+    assert_eq!(found.repos[0].commit, new_head);
+    let a = service
+        .read(
+            &CallContext::default(),
+            service::ReadRequest {
+                repo: "acme/a-hung".into(),
+                revision: None,
+                path: "a.md".into(),
+                start_line: None,
+                end_line: None,
+                plugins: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(a.outcome.unwrap().content, "alpha\n");
+
+    // The hung fetch would otherwise hold its blocking thread (and this test) for the
+    // fetch timeout: stop it the way a shutdown does.
+    let _ = stop.send(true);
+    gitstore::stop_git();
+    maintenance.await.unwrap();
+    drop(hung);
+}
