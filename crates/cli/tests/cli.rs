@@ -4,7 +4,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
-use testgit::SourceRepo;
+use testgit::{HungFetches, SourceRepo};
 
 const CSG: &str = env!("CARGO_BIN_EXE_csg");
 
@@ -490,52 +490,6 @@ fn o3_bad_settings_refused_at_start() {
     assert!(!tmp.tmp().join("data").exists(), "data dir created");
 }
 
-/// Makes every later fetch of the repository at `source` hang, deterministically and on this
-/// machine only: its config includes a FIFO nobody writes, so the `git-upload-pack` serving
-/// the fetch blocks opening it. Dropping the guard restores the config. (Any git command in
-/// `source` hangs meanwhile too: commit before, or after the drop.)
-struct HungFetches {
-    config: std::path::PathBuf,
-    original: Vec<u8>,
-}
-
-impl HungFetches {
-    fn new(source: &Path) -> Self {
-        let fifo = source.join(".git/hang.fifo");
-        let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
-        assert!(made.success());
-        let config = source.join(".git/config");
-        let original = std::fs::read(&config).unwrap();
-        let mut hung = original.clone();
-        hung.extend_from_slice(format!("[include]\n\tpath = {}\n", fifo.display()).as_bytes());
-        std::fs::write(&config, hung).unwrap();
-        Self { config, original }
-    }
-}
-
-impl Drop for HungFetches {
-    fn drop(&mut self) {
-        let _ = std::fs::write(&self.config, &self.original);
-    }
-}
-
-/// Whether a live (not zombie) `git-upload-pack` serves `source`, read from `/proc`.
-#[cfg(target_os = "linux")]
-fn upload_pack_alive(source: &Path) -> bool {
-    let needle = source.to_string_lossy().into_owned();
-    std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
-        let dir = entry.path();
-        let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline);
-        if !cmdline.contains("upload-pack") || !cmdline.contains(&needle) {
-            return false;
-        }
-        let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
-        let state = stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next());
-        !matches!(state, Some('Z') | Some('X') | None)
-    })
-}
-
 /// Polls `condition` until it holds; panics naming `what` after a minute.
 fn eventually(what: &str, condition: impl Fn() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -574,9 +528,7 @@ fn o6_sigterm_during_a_hung_fetch_exits_and_next_start_recovers() {
         &[],
     )
     .unwrap();
-    eventually("the maintenance fetch to hang", || {
-        upload_pack_alive(&source)
-    });
+    eventually("the maintenance fetch to hang", || hung.blocked());
     let term = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
@@ -585,9 +537,7 @@ fn o6_sigterm_during_a_hung_fetch_exits_and_next_start_recovers() {
     let status = wait_for_exit(&mut child, Duration::from_secs(60))
         .expect("csg serve exits after SIGTERM although a fetch hangs");
     assert!(status.success(), "{status}");
-    eventually("the killed fetch's helper to be gone", || {
-        !upload_pack_alive(&source)
-    });
+    eventually("the killed fetch's helper to be gone", || !hung.blocked());
 
     drop(hung);
     let head = tmp.commit(&[("b.md", b"# B\n")], "more");

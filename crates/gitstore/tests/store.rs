@@ -1227,3 +1227,46 @@ fn g2_find_files_and_read_bytes() {
         Err(Error::OutsideScope { .. })
     ));
 }
+
+/// G-3, G-5: a sweep skips a repository whose fetch hangs (it is swept next round) and still
+/// expires the former heads of the others: one stuck fetch never holds up every sweep.
+#[cfg(target_os = "linux")]
+#[test]
+fn g5_sweep_skips_a_repository_busy_with_a_hung_fetch() {
+    let f = Fixture::new();
+    let (_, old, _) = force_pushed(&f);
+    let stuck_source = testgit::SourceRepo::with_files(&[("s.md", b"stuck\n")]);
+    let stuck = RepoName::parse("acme/stuck").unwrap();
+    f.store
+        .register(Registration {
+            name: stuck.clone(),
+            source: stuck_source.source(),
+            registered_path: RepoPath::root(),
+            branch: None,
+        })
+        .unwrap();
+    f.store.sync(&stuck).unwrap();
+
+    let hung = testgit::HungFetches::new(stuck_source.path());
+    let store = f.store.clone();
+    let fetch = std::thread::spawn(move || store.sync(&stuck));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !hung.blocked() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the fetch never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+
+    f.advance_days(31);
+    let report = f.store.sweep().unwrap();
+    assert_eq!(report.expired, vec![(f.name.clone(), cid(&old))]);
+    assert!(
+        !f.mirror_has(&old),
+        "the other repository was swept and pruned"
+    );
+
+    drop(hung);
+    fetch.join().unwrap().expect("the released fetch completes");
+}

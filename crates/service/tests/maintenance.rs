@@ -4,38 +4,8 @@
 
 use gitstore::{Registration, RepoName, RepoPath};
 use service::{CallContext, SearchRequest, Service, ServiceConfig};
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
-use testgit::SourceRepo;
-
-/// Makes every later fetch of the repository at `source` hang, deterministically and on this
-/// machine only: its config includes a FIFO nobody writes, so the `git-upload-pack` serving
-/// the fetch blocks opening it. Dropping the guard restores the config.
-struct HungFetches {
-    config: PathBuf,
-    original: Vec<u8>,
-}
-
-impl HungFetches {
-    fn new(source: &Path) -> Self {
-        let fifo = source.join(".git/hang.fifo");
-        let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
-        assert!(made.success());
-        let config = source.join(".git/config");
-        let original = std::fs::read(&config).unwrap();
-        let mut hung = original.clone();
-        hung.extend_from_slice(format!("[include]\n\tpath = {}\n", fifo.display()).as_bytes());
-        std::fs::write(&config, hung).unwrap();
-        Self { config, original }
-    }
-}
-
-impl Drop for HungFetches {
-    fn drop(&mut self) {
-        let _ = std::fs::write(&self.config, &self.original);
-    }
-}
+use testgit::{HungFetches, SourceRepo};
 
 /// G-3, S-3: two repositories; the fetch of the first (in maintenance order) hangs. The other
 /// still syncs its new commit and is indexed at it, and the hung one keeps serving its last

@@ -4,6 +4,12 @@
 //!
 //! Panics on failure: this crate is only ever a dev-dependency.
 
+#[cfg(unix)]
+mod hang;
+
+#[cfg(unix)]
+pub use hang::HungFetches;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

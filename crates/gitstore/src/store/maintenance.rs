@@ -322,10 +322,24 @@ impl Inner {
     }
 
     fn sweep_repo(&self, state: &RepoState, report: &mut SweepReport) -> Result<(), Error> {
-        let _maintenance = lock(&state.maintenance);
-        let Some(_mirror) = self.lock_mirror(state)? else {
+        // A repository busy with a fetch or gc (here or in another process) is swept next
+        // round: one hung fetch must not hold up the sweep of every repository after it.
+        let _maintenance = match state.maintenance.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                tracing::debug!(repo = %state.name, "gitstore: busy; swept next round");
+                return Ok(());
+            }
+        };
+        let Some(_mirror) = shared::try_lock_exclusive(&state.mirror_lock)? else {
+            tracing::debug!(repo = %state.name, "gitstore: busy in another process; swept next round");
             return Ok(());
         };
+        self.refresh()?;
+        if !self.is_current(state) {
+            return Ok(());
+        }
         let Some(view) = state.view() else {
             return Ok(());
         };

@@ -51,6 +51,16 @@ pub(crate) fn lock_exclusive(path: &Path) -> Result<FileLock, Error> {
     Ok(FileLock { _file: file })
 }
 
+/// Locks `path` exclusively if nobody holds it; `None` when another holder has it.
+pub(crate) fn try_lock_exclusive(path: &Path) -> Result<Option<FileLock>, Error> {
+    let file = open_lock_file(path)?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(FileLock { _file: file })),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+        Err(std::fs::TryLockError::Error(e)) => Err(storage("taking a mirror lock")(e)),
+    }
+}
+
 /// Blocks until `path` is locked shared.
 pub(crate) fn lock_shared(path: &Path) -> Result<FileLock, Error> {
     let file = open_lock_file(path)?;
