@@ -106,6 +106,26 @@ fn serve(tmp: &Path, extra: &[&str], env: &[(&str, &str)]) -> Result<(Child, Str
     }
 }
 
+/// `csg serve` on a free loopback port with `source` registered as `acme/docs`: the child
+/// and the server's base URL (`http://127.0.0.1:PORT`).
+fn serve_repo(tmp: &Path, source: &Path) -> (Child, String) {
+    let (child, line) = serve(
+        tmp,
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--repo",
+            &format!("acme/docs={}", source.to_str().unwrap()),
+        ],
+        &[],
+    )
+    .unwrap();
+    let endpoint = line.trim_start_matches("MCP endpoint: ");
+    let base = endpoint[..endpoint.find("/sourcegraph/").unwrap()].to_string();
+    (child, base)
+}
+
 /// O-2, M-6: `serve --repo PATH` needs no config; it prints the endpoint with plugins=auto.
 #[test]
 fn o2_serve_embedded_default() {
@@ -193,20 +213,8 @@ fn o3_settings_precedence() {
 fn o5_index_rebuild_through_the_server() {
     let (tmp, head) = workspace();
     let source = tmp.path().to_path_buf();
-    let (mut child, line) = serve(
-        tmp.tmp(),
-        &[
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--repo",
-            &format!("acme/docs={}", source.to_str().unwrap()),
-        ],
-        &[],
-    )
-    .unwrap();
-    let endpoint = line.trim_start_matches("MCP endpoint: ");
-    let base = &endpoint[..endpoint.find("/sourcegraph/").unwrap()];
+    let (mut child, base) = serve_repo(tmp.tmp(), &source);
+    let base = base.as_str();
     for args in [
         vec!["index", "rebuild", "acme/docs", "--server", base],
         vec!["index", "rebuild", "--server", base],
@@ -279,20 +287,8 @@ fn g1_running_server_sees_repo_add_and_remove_of_another_process() {
     let (tmp, _) = workspace();
     let other = SourceRepo::with_files(&[("b.md", b"# B\n")]);
     let source = tmp.path().to_path_buf();
-    let (mut child, line) = serve(
-        tmp.tmp(),
-        &[
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--repo",
-            &format!("acme/docs={}", source.to_str().unwrap()),
-        ],
-        &[],
-    )
-    .unwrap();
-    let endpoint = line.trim_start_matches("MCP endpoint: ");
-    let base = &endpoint[..endpoint.find("/sourcegraph/").unwrap()];
+    let (mut child, base) = serve_repo(tmp.tmp(), &source);
+    let base = base.as_str();
     let read_b = "/sourcegraph/api/read?repo=acme/other&path=b.md";
 
     let (status, body) = http_get(base, read_b);

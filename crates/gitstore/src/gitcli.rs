@@ -383,26 +383,18 @@ mod tests {
     /// O-6: a killed command takes the helpers it started along (here the `git-upload-pack`
     /// of a local source, stuck opening a FIFO its config includes) and leaves no lock file
     /// in the repository it worked on.
-    #[cfg(unix)]
+    #[cfg(target_os = "linux")]
     #[test]
     fn o6_killed_git_takes_its_helpers_and_locks_along() {
         let tmp = tempfile::tempdir().unwrap();
         let source = tmp.path().join("source");
         let mirror = tmp.path().join("mirror");
-        let fifo = tmp.path().join("hang.fifo");
         for dir in [&source, &mirror] {
             let mut init = git(None);
             init.args(["init", "--bare", "--quiet"]).arg(dir);
             run(init, None, LOCAL_TIMEOUT).unwrap();
         }
-        let path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-        // SAFETY: a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
-        let mut config = std::fs::OpenOptions::new()
-            .append(true)
-            .open(source.join("config"))
-            .unwrap();
-        writeln!(config, "[include]\n\tpath = {}", fifo.display()).unwrap();
+        let hung = testgit::HungFetches::bare(&source);
         std::fs::create_dir_all(mirror.join("refs/heads")).unwrap();
         std::fs::write(mirror.join("refs/heads/main.lock"), "").unwrap();
         std::fs::write(mirror.join("packed-refs.lock"), "").unwrap();
@@ -417,37 +409,12 @@ mod tests {
         // moment. (A zombie holds nothing; a live helper would block here until its timeout.)
         let mut gone = false;
         for _ in 0..500 {
-            if !upload_pack_alive(&source) {
+            if !hung.blocked() {
                 gone = true;
                 break;
             }
             thread::sleep(Duration::from_millis(10));
         }
         assert!(gone, "git-upload-pack survived its git");
-    }
-
-    /// Whether a live (not zombie) `git-upload-pack` of `source` runs, from `/proc`, without
-    /// touching the FIFO it waits on.
-    #[cfg(target_os = "linux")]
-    fn upload_pack_alive(source: &Path) -> bool {
-        let needle = source.to_string_lossy().into_owned();
-        std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
-            let dir = entry.path();
-            let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
-            let cmdline = String::from_utf8_lossy(&cmdline);
-            if !cmdline.contains("upload-pack") || !cmdline.contains(&needle) {
-                return false;
-            }
-            let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
-            let state = stat
-                .rsplit_once(") ")
-                .and_then(|(_, rest)| rest.chars().next());
-            !matches!(state, Some('Z') | Some('X') | None)
-        })
-    }
-
-    #[cfg(all(unix, not(target_os = "linux")))]
-    fn upload_pack_alive(_source: &Path) -> bool {
-        false
     }
 }

@@ -13,15 +13,26 @@ pub struct HungFetches {
     config: PathBuf,
     original: Vec<u8>,
     fifo: PathBuf,
+    /// The path fetches name the source by (what `git-upload-pack` is started with).
+    source: PathBuf,
 }
 
 impl HungFetches {
     /// Starts hanging fetches of `source` (a work tree with `.git/`).
     pub fn new(source: &Path) -> Self {
-        let fifo = source.join(".git/hang.fifo");
+        Self::with_git_dir(source, &source.join(".git"))
+    }
+
+    /// Starts hanging fetches of the bare repository `source`.
+    pub fn bare(source: &Path) -> Self {
+        Self::with_git_dir(source, source)
+    }
+
+    fn with_git_dir(source: &Path, git_dir: &Path) -> Self {
+        let fifo = git_dir.join("hang.fifo");
         let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
         assert!(made.success(), "mkfifo failed");
-        let config = source.join(".git/config");
+        let config = git_dir.join("config");
         let original = std::fs::read(&config).expect("read .git/config");
         let mut hung = original.clone();
         hung.extend_from_slice(format!("[include]\n\tpath = {}\n", fifo.display()).as_bytes());
@@ -30,6 +41,7 @@ impl HungFetches {
             config,
             original,
             fifo,
+            source: source.to_path_buf(),
         }
     }
 
@@ -37,10 +49,7 @@ impl HungFetches {
     /// is under way, and blocked on the FIFO (read from `/proc`, so Linux only).
     #[cfg(target_os = "linux")]
     pub fn blocked(&self) -> bool {
-        let Some(source) = self.fifo.parent().and_then(Path::parent) else {
-            return false;
-        };
-        let needle = source.to_string_lossy().into_owned();
+        let needle = self.source.to_string_lossy().into_owned();
         let Ok(procs) = std::fs::read_dir("/proc") else {
             return false;
         };
