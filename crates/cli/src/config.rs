@@ -28,6 +28,7 @@ pub struct FileConfig {
     pub max_batch_items: Option<usize>,
     pub line_cap_bytes: Option<usize>,
     pub index_max_file_bytes: Option<u64>,
+    pub blob_cache_bytes: Option<usize>,
     pub max_searches: Option<usize>,
     pub shutdown_grace: Option<String>,
     pub log_format: Option<String>,

@@ -85,6 +85,10 @@ struct ReadOptions {
     /// Files larger than this are searchable by path only (default 1048576).
     #[arg(long, env = "CSG_INDEX_MAX_FILE_BYTES")]
     index_max_file_bytes: Option<u64>,
+    /// Bytes of decoded file text kept for repeat and continuation reads (default 67108864;
+    /// 0 turns the cache off).
+    #[arg(long, env = "CSG_BLOB_CACHE_BYTES")]
+    blob_cache_bytes: Option<usize>,
     /// How often every repository is fetched and re-indexed (default 60s).
     #[arg(long, env = "CSG_SYNC_INTERVAL")]
     sync_interval: Option<String>,
@@ -192,11 +196,15 @@ fn run(cli: Cli) -> Result<()> {
         match cli.command {
             Command::Serve(args) => {
                 let settings = RunSettings::new(&args.read, &file)?;
-                serve(store()?, &file, args, settings, signal.clone()).await
+                let store = store()?;
+                settings.apply_to(&store);
+                serve(store, &file, args, settings, signal.clone()).await
             }
             Command::Mcp(args) => {
                 let settings = RunSettings::new(&args.read, &file)?;
-                mcp(store()?, args, settings, signal.clone()).await
+                let store = store()?;
+                settings.apply_to(&store);
+                mcp(store, args, settings, signal.clone()).await
             }
             Command::Repo(command) => {
                 let store = store()?;
@@ -272,6 +280,8 @@ struct RunSettings {
     sync_interval: Duration,
     /// How long in-flight work may finish after a signal (O-6; default 10 s).
     shutdown_grace: Duration,
+    /// Bound of the store's decoded-blob cache (0 = off).
+    blob_cache_bytes: usize,
 }
 
 impl RunSettings {
@@ -332,6 +342,18 @@ impl RunSettings {
                 1,
                 service::MAX_CONCURRENT_SEARCHES,
             )?;
+        let blob_cache_bytes = Setting::new(
+            "--blob-cache-bytes",
+            "CSG_BLOB_CACHE_BYTES",
+            "blob_cache_bytes",
+        )
+        .in_range(
+            read.blob_cache_bytes
+                .or(file.blob_cache_bytes)
+                .unwrap_or(gitstore::DEFAULT_BLOB_CACHE_BYTES),
+            0,
+            usize::MAX,
+        )?;
         let sync_interval = match read
             .sync_interval
             .as_deref()
@@ -372,7 +394,13 @@ impl RunSettings {
             },
             sync_interval,
             shutdown_grace,
+            blob_cache_bytes,
         })
+    }
+
+    /// Applies the store-side settings to `store` (opened before the settings were read).
+    fn apply_to(&self, store: &GitStore) {
+        store.set_blob_cache_bytes(self.blob_cache_bytes);
     }
 }
 

@@ -13,6 +13,7 @@
 //! (`packages/docs/knowledge/a.md`), even for a registration with a registered path: the
 //! scope only decides what is visible.
 
+mod blobcache;
 mod clock;
 mod db;
 mod error;
@@ -23,6 +24,7 @@ mod retention;
 mod revision;
 mod store;
 
+pub use blobcache::DEFAULT_BLOB_CACHE_BYTES;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::Error;
 pub use gitcli::stop_all as stop_git;
@@ -274,6 +276,18 @@ impl GitStore {
         path: &RepoPath,
     ) -> Result<Arc<str>, Error> {
         self.inner.read_text(name, commit, path)
+    }
+
+    /// Bounds the cache of decoded blob texts that [`GitStore::read_text`] keeps (default
+    /// [`DEFAULT_BLOB_CACHE_BYTES`]; 0 turns it off). Continuation reads of one big file then
+    /// find and inflate it once.
+    pub fn set_blob_cache_bytes(&self, bytes: usize) {
+        self.inner.blobs.set_capacity(bytes);
+    }
+
+    /// (entries, text bytes) the blob cache holds now.
+    pub fn blob_cache_usage(&self) -> (usize, usize) {
+        self.inner.blobs.usage()
     }
 
     /// Reads a file's raw bytes at `commit` (no text classification; plugin artifacts and

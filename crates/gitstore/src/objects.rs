@@ -147,6 +147,28 @@ pub(crate) fn read_bytes(
     commit: &CommitId,
     max: Option<u64>,
 ) -> Result<Vec<u8>, Error> {
+    let id = blob_id(repo, root, path, commit)?;
+    if let Some(limit) = max {
+        let size = repo.find_header(id).map_err(odb)?.size();
+        if size > limit {
+            return Err(Error::TooLarge {
+                path: path.to_string(),
+                size,
+                limit,
+            });
+        }
+    }
+    read_blob(repo, id)
+}
+
+/// The id of the blob at `path` below `root`; a directory, symlink or submodule there is the
+/// error that says so (G-6).
+pub(crate) fn blob_id(
+    repo: &gix::Repository,
+    root: ObjectId,
+    path: &RepoPath,
+    commit: &CommitId,
+) -> Result<ObjectId, Error> {
     match locate(repo, root, path, commit)? {
         Target::Tree(_) => Err(Error::IsDirectory {
             path: path.to_string(),
@@ -159,20 +181,13 @@ pub(crate) fn read_bytes(
             path: path.to_string(),
             commit: sub.to_string(),
         }),
-        Target::Blob { id, .. } => {
-            if let Some(limit) = max {
-                let size = repo.find_header(id).map_err(odb)?.size();
-                if size > limit {
-                    return Err(Error::TooLarge {
-                        path: path.to_string(),
-                        size,
-                        limit,
-                    });
-                }
-            }
-            Ok(repo.find_object(id).map_err(odb)?.detach().data)
-        }
+        Target::Blob { id, .. } => Ok(id),
     }
+}
+
+/// The bytes of blob `id`.
+pub(crate) fn read_blob(repo: &gix::Repository, id: ObjectId) -> Result<Vec<u8>, Error> {
+    Ok(repo.find_object(id).map_err(odb)?.detach().data)
 }
 
 /// Every entry below `tree` whose file name ends with `suffix`, whatever its kind (so a

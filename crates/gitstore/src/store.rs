@@ -8,6 +8,7 @@
 //! `view` / `memo`, then the metadata connections. Reads take no maintenance lock and no
 //! file lock; only a process's first lease of a commit takes the roots lock, shared.
 
+use crate::blobcache::{BlobCache, DEFAULT_BLOB_CACHE_BYTES};
 use crate::db::{Db, storage};
 use crate::objects::{self, Target};
 use crate::retention::{Memo, Roots};
@@ -125,6 +126,8 @@ pub(crate) struct Inner {
     /// This store's liveness lock and lease record directory.
     owner: shared::Owner,
     gc_hook: Mutex<Option<GcHook>>,
+    /// Decoded texts of recently read blobs (by blob id: valid in every commit holding them).
+    pub(crate) blobs: BlobCache,
     /// Source of repository state ids and root generations.
     counter: AtomicU64,
     /// The data directory as configured and as canonicalised: never shown to callers.
@@ -150,6 +153,7 @@ impl Inner {
             leases: Mutex::new(HashMap::new()),
             owner,
             gc_hook: Mutex::new(None),
+            blobs: BlobCache::new(DEFAULT_BLOB_CACHE_BYTES),
             counter: AtomicU64::new(1),
             data_dir_forms,
         };
@@ -762,8 +766,13 @@ impl Inner {
             });
         }
         self.with_tree(name, commit, path, |_, repo, tree| {
-            let data = objects::read_bytes(repo, tree, path, commit, None)?;
-            objects::classify_blob(path.as_str(), &data)
+            let id = objects::blob_id(repo, tree, path, commit)?;
+            if let Some(text) = self.blobs.get(&id) {
+                return Ok(text);
+            }
+            let text = objects::classify_blob(path.as_str(), &objects::read_blob(repo, id)?)?;
+            self.blobs.insert(id, text.clone());
+            Ok(text)
         })
     }
 

@@ -1270,3 +1270,44 @@ fn g5_sweep_skips_a_repository_busy_with_a_hung_fetch() {
     drop(hung);
     fetch.join().unwrap().expect("the released fetch completes");
 }
+
+/// R-2 (continuation reads), G-2: the blob cache keeps a read file's decoded text by blob id,
+/// so reading it again (the next range, another commit or path with the same bytes) does not
+/// inflate it again; every read still answers its own commit's content, scope is checked
+/// before the cache is asked, and a zero bound caches nothing.
+#[test]
+fn r2_blob_cache_serves_repeat_reads_by_blob_id() {
+    let f = Fixture::new();
+    let first = f.commit(
+        &[
+            ("docs/a.md", b"same bytes\n"),
+            ("docs/b.md", b"same bytes\n"),
+        ],
+        "first",
+    );
+    f.register("docs");
+    f.sync();
+    let read = |commit: &str, p: &str| f.store.read_text(&f.name, &cid(commit), &path(p));
+    assert_eq!(&*read(&first, "docs/a.md").unwrap(), "same bytes\n");
+    assert_eq!(f.store.blob_cache_usage(), (1, 11));
+    assert_eq!(&*read(&first, "docs/b.md").unwrap(), "same bytes\n");
+    assert_eq!(f.store.blob_cache_usage(), (1, 11), "one blob, one entry");
+
+    let second = f.commit(
+        &[("docs/a.md", b"changed\n"), ("x.md", b"same bytes\n")],
+        "second",
+    );
+    f.sync();
+    assert_eq!(&*read(&second, "docs/a.md").unwrap(), "changed\n");
+    assert_eq!(&*read(&first, "docs/a.md").unwrap(), "same bytes\n");
+    assert_eq!(f.store.blob_cache_usage(), (2, 19));
+    assert!(
+        matches!(read(&second, "x.md"), Err(Error::OutsideScope { .. })),
+        "a cached blob outside the registered path stays invisible"
+    );
+
+    f.store.set_blob_cache_bytes(0);
+    assert_eq!(f.store.blob_cache_usage(), (0, 0));
+    assert_eq!(&*read(&second, "docs/a.md").unwrap(), "changed\n");
+    assert_eq!(f.store.blob_cache_usage(), (0, 0));
+}
