@@ -40,30 +40,27 @@ impl RangeError {
     }
 }
 
-/// The byte offset where each line starts, plus the text length as a final sentinel.
-/// Lines end after `\n`; a final line without `\n` still counts.
-fn line_starts(text: &str) -> Vec<usize> {
+/// Number of lines in `text`: lines end after `\n`; a final line without `\n` still counts
+/// . One `memchr` pass, no allocation: this runs on every read of the whole file.
+pub(crate) fn count_lines(text: &str) -> u64 {
     let bytes = text.as_bytes();
-    let mut starts = Vec::with_capacity(bytes.len() / 40 + 2);
-    starts.push(0);
-    starts.extend(
-        bytes
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| **b == b'\n')
-            .map(|(i, _)| i + 1)
-            .filter(|&next| next < bytes.len()),
-    );
-    if bytes.is_empty() {
-        starts.clear();
-    }
-    starts.push(bytes.len());
-    starts
+    let newlines = memchr::memchr_iter(b'\n', bytes).count() as u64;
+    newlines + u64::from(bytes.last().is_some_and(|&b| b != b'\n'))
 }
 
-/// Number of lines in `text`.
-pub(crate) fn count_lines(text: &str) -> u64 {
-    (line_starts(text).len() - 1) as u64
+/// The byte offset where line `n` (1-based, at most the line count) starts.
+fn line_begin(bytes: &[u8], n: u64) -> usize {
+    match n {
+        0 | 1 => 0,
+        n => memchr::memchr_iter(b'\n', bytes)
+            .nth((n - 2) as usize)
+            .map_or(bytes.len(), |i| i + 1),
+    }
+}
+
+/// The byte offset just past the line that starts at `begin` (after its `\n`, or the end).
+fn line_end(bytes: &[u8], begin: usize) -> usize {
+    memchr::memchr(b'\n', &bytes[begin..]).map_or(bytes.len(), |i| begin + i + 1)
 }
 
 /// The validated request window of an item: `start_line` and the clamped `end_line`.
@@ -130,12 +127,11 @@ pub(crate) fn cut(text: &str, window: Window, limits: Limits) -> Option<ReadRang
     if window.total == 0 {
         return Some(ReadRange::empty_file());
     }
-    let starts = line_starts(text);
-    let line = |n: u64| {
-        let i = (n - 1) as usize;
-        (starts[i], starts[i + 1])
-    };
-    let (first_begin, first_end) = line(window.start);
+    // Only the window's own lines are walked: a continuation read deep into a big file pays
+    // one newline scan up to its start, not a table of every line.
+    let bytes = text.as_bytes();
+    let first_begin = line_begin(bytes, window.start);
+    let first_end = line_end(bytes, first_begin);
     let mut line_cut = None;
     let mut body_end = first_end;
     let first_len = first_end - first_begin;
@@ -153,7 +149,8 @@ pub(crate) fn cut(text: &str, window: Window, limits: Limits) -> Option<ReadRang
     let mut last = window.start;
     if line_cut.is_none() {
         while last < window.end {
-            let (_, next_end) = line(last + 1);
+            // `body_end` is where line `last` ends, so where line `last + 1` begins.
+            let next_end = line_end(bytes, body_end);
             if next_end - first_begin > limits.budget {
                 break;
             }
