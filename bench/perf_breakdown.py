@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Server CPU of a `csg` read workload by cost centre, from a `perf record --call-graph` file.
 
-Usage: bench/perf_breakdown.py PERF_DATA [US_PER_CALL]
+Usage: bench/perf_breakdown.py PERF_DATA [US_PER_CALL] [-v]
 
 Record one with `bench/read --only stdio --perf PERF_DATA` (perf attached to the `csg mcp`
 server for the measured calls only). Every sample is put in one cost centre: its stack is
@@ -10,7 +10,13 @@ walked from the innermost frame outwards and the first frame that matches a rule
 `serde_json` call made by rmcp counts as JSON). A second table classifies the leaf frame alone
 (allocation, memcpy, zlib, SQLite, kernel, ...), across all cost centres.
 With US_PER_CALL (the server CPU per call bench/read printed for that run), each share is also
-shown in µs per call.
+shown in µs per call. -v lists the top leaf frames of each cost centre.
+
+Samples whose leaf is in the kernel are put by system call instead (futex = threads parking and
+waking each other, e.g. the tokio worker handing a read to a `spawn_blocking` thread; epoll_wait
+= the runtime's I/O driver; write/read = the transport's pipe or socket). Under a hypervisor
+without a PMU perf samples `cpu-clock`, which books time spent with interrupts off (context
+switches) at the point they are turned back on (`finish_task_switch`, `_raw_spin_unlock_irq*`).
 """
 
 import re
@@ -28,8 +34,8 @@ CENTRES = [
     ("blob lookup + inflate (gix)", r"gitstore::.*(read_text|read_bytes|blob_reader|with_tree|objects::)"),
     ("line cutting (service::lines)", r"service::lines::"),
     ("rendering (mcpserver::render)", r"mcpserver::render"),
+    ("registration lookup (SQLite query)", r"gitstore::db::|gitstore::store::Inner::repo$"),
     ("plugin enrichment", r"service::enrich|wasmplugin::|wasmtime"),
-    ("other service/gitstore", r"^<?(service|gitstore)::"),
     ("JSON (serde, serde_json)", r"^<?(serde_json|serde)::|serde_json|::serde::"),
     ("transport: rmcp", r"^<?rmcp::|rmcp::"),
     ("transport: mcpserver glue", r"^<?mcpserver::"),
@@ -47,6 +53,48 @@ LEAVES = [
     ("tracing", r"tracing"),
     ("futex/locks", r"futex|pthread_mutex|pthread_cond|parking_lot|RwLock|Mutex"),
 ]
+
+
+KERNEL = [
+    ("kernel: futex wake (waking a parked thread)", r"futex_wake|wake_up_q|try_to_wake_up"),
+    ("kernel: futex wait (a thread parks)", r"futex"),
+    ("kernel: epoll_wait (I/O driver)", r"epoll"),
+    ("kernel: write (transport out)", r"sys_write|ksys_write|vfs_write"),
+    ("kernel: read (transport in)", r"sys_read|ksys_read|vfs_read"),
+    ("kernel: fcntl (SQLite file locks)", r"fcntl"),
+    ("kernel: sendto/recvfrom (sockets)", r"sendto|recvfrom|sendmsg|recvmsg"),
+    ("kernel: mmap/munmap/madvise (allocator)", r"mmap|munmap|madvise|brk"),
+]
+
+USER_ENTRY = [
+    ("kernel: futex wait (a thread parks)", r"^syscall$|futex"),
+    ("kernel: epoll_wait (I/O driver)", r"epoll"),
+    ("kernel: write (transport out)", r"libc_write|^write$|writev"),
+    ("kernel: read (transport in)", r"libc_read|^read$|readv"),
+    ("kernel: fcntl (SQLite file locks)", r"fcntl"),
+    ("kernel: sendto/recvfrom (sockets)", r"send|recv"),
+    ("kernel: mmap/munmap/madvise (allocator)", r"mmap|munmap|madvise|brk"),
+]
+
+
+def kernel_centre(stack):
+    """The cost centre of a sample taken in the kernel, by its system call."""
+    kernel = [f for f in stack if f.startswith("[k]")]
+    calls = [f for f in kernel if "__x64_sys_" in f or "__do_sys_" in f]
+    # The wait/wake distinction comes from the innermost futex frame, the rest from the call.
+    for name, rule in KERNEL:
+        if name.startswith("kernel: futex") and calls and "futex" in calls[-1]:
+            if any(re.search(rule, f) for f in kernel):
+                return name
+            continue
+        if calls and re.search(rule, calls[-1]):
+            return name
+    # No system call frame unwound: the libc wrapper the thread entered the kernel from.
+    user = next((f for f in stack if not f.startswith("[k]")), "")
+    for name, rule in USER_ENTRY:
+        if re.search(rule, user):
+            return name
+    return "kernel: interrupts, page faults, other"
 
 
 def frames_of(perf_data):
@@ -87,24 +135,29 @@ def frames_of(perf_data):
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
-    per_call = float(sys.argv[2]) if len(sys.argv) > 2 else None
+    numbers = [a for a in sys.argv[2:] if a != "-v"]
+    per_call = float(numbers[0]) if numbers else None
     centres, leaves, total = Counter(), Counter(), 0
     others = Counter()
+    detail = {}
     for stack in frames_of(sys.argv[1]):
         total += 1
-        centre = None
-        for frame in stack:
+        centre = kernel_centre(stack) if stack[0].startswith("[k]") else None
+        for frame in [] if centre else stack:
             for name, rule in CENTRES:
                 if re.search(rule, frame):
                     centre = name
                     break
             if centre:
                 break
+        if centre is None and any(re.search(r"^<?(service|gitstore)::", f) for f in stack):
+            centre = "other service/gitstore code"
         if centre is None:
             centre = "kernel (syscalls, scheduling)" if stack[0].startswith("[k]") else "other"
             if centre == "other":
                 others[stack[0]] += 1
         centres[centre] += 1
+        detail.setdefault(centre, Counter())[stack[0]] += 1
         leaf = "kernel" if stack[0].startswith("[k]") else None
         if leaf is None:
             for name, rule in LEAVES:
@@ -124,6 +177,11 @@ def main():
 
     table("cost centre (innermost matching frame)", centres)
     table("leaf frame", leaves)
+    if "-v" in sys.argv:
+        for centre, leaves_of in detail.items():
+            print(f"\n{centre}: top leaf frames")
+            for name, n in leaves_of.most_common(6):
+                print(f"  {100.0 * n / total:6.1f}%  {name[:140]}")
     if others:
         print("\ntop leaves counted as `other`:")
         for name, n in others.most_common(12):
