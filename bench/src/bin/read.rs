@@ -56,10 +56,11 @@ const ROWS: &[&str] = &[
 ];
 
 const USAGE: &str = "usage: bench/read [--reads N] [--warmup N] [--only ROW,ROW…] \
-[--blob-cache-bytes N] [--perf FILE] [--perf-call-graph fp|dwarf|lbr] [--csg PATH]
+[--blob-cache-bytes N] [--perf FILE] [--perf-call-graph fp|dwarf|lbr] [--csg PATH] [--logs DIR]
 rows: inprocess, stdio, stdio8, http1, http8, catfile, continuation
 --perf FILE records `perf record --call-graph …` of the `csg mcp` server during the measured
-stdio calls only (the CPU figures of that run include perf's sampling overhead).";
+stdio calls only (the CPU figures of that run include perf's sampling overhead);
+--logs DIR keeps the servers' logs (one file per row) in DIR.";
 
 struct Options {
     reads: usize,
@@ -69,6 +70,8 @@ struct Options {
     perf: Option<PathBuf>,
     perf_call_graph: String,
     csg: PathBuf,
+    /// Where the servers' logs (stderr) go; default: the temp dir, removed at the end.
+    logs: Option<PathBuf>,
 }
 
 impl Options {
@@ -84,6 +87,7 @@ impl Options {
                 .parent()
                 .context("the bench binary has a directory")?
                 .join("csg"),
+            logs: None,
         };
         let mut args = std::env::args().skip(1);
         while let Some(flag) = args.next() {
@@ -106,6 +110,7 @@ impl Options {
                 "--perf" => options.perf = Some(PathBuf::from(&value)),
                 "--perf-call-graph" => options.perf_call_graph = value.clone(),
                 "--csg" => options.csg = PathBuf::from(&value),
+                "--logs" => options.logs = Some(PathBuf::from(&value)),
                 "--only" => {
                     let rows: Vec<String> = value.split(',').map(str::to_string).collect();
                     if let Some(bad) = rows.iter().find(|r| !ROWS.contains(&r.as_str())) {
@@ -425,7 +430,7 @@ async fn run(options: &Options, tmp: &Path, source: &Path) -> Result<()> {
     }
     drop(service);
 
-    let log_dir = tmp.join("logs");
+    let log_dir = options.logs.clone().unwrap_or_else(|| tmp.join("logs"));
     std::fs::create_dir_all(&log_dir)?;
     // Every row gets a fresh server process, so no row reads blobs an earlier row left in the
     // server's caches; each warms up on other files first.
