@@ -39,6 +39,7 @@ CENTRES = [
     ("JSON (serde, serde_json)", r"^<?(serde_json|serde)::|serde_json|::serde::"),
     ("transport: rmcp", r"^<?rmcp::|rmcp::"),
     ("transport: mcpserver glue", r"^<?mcpserver::"),
+    ("transport: HTTP (hyper, axum, tower, http)", r"^<?(hyper|hyper_util|axum|axum_core|tower|tower_http|http|httparse|h2)::"),
     ("async runtime + I/O (tokio)", r"^<?(tokio|mio|tokio_util)::|tokio::"),
 ]
 

@@ -58,8 +58,8 @@ const ROWS: &[&str] = &[
 const USAGE: &str = "usage: bench/read [--reads N] [--warmup N] [--only ROW,ROW…] \
 [--blob-cache-bytes N] [--perf FILE] [--perf-call-graph fp|dwarf|lbr] [--csg PATH] [--logs DIR]
 rows: inprocess, stdio, stdio8, http1, http8, catfile, continuation
---perf FILE records `perf record --call-graph …` of the `csg mcp` server during the measured
-stdio calls only (the CPU figures of that run include perf's sampling overhead);
+--perf FILE records `perf record --call-graph …` of the server of the first server row (stdio
+unless --only says otherwise) during its measured calls only (the CPU figures of that run include perf's sampling overhead);
 --logs DIR keeps the servers' logs (one file per row) in DIR.";
 
 struct Options {
@@ -432,6 +432,7 @@ async fn run(options: &Options, tmp: &Path, source: &Path) -> Result<()> {
 
     let log_dir = options.logs.clone().unwrap_or_else(|| tmp.join("logs"));
     std::fs::create_dir_all(&log_dir)?;
+    let mut profiled = false;
     // Every row gets a fresh server process, so no row reads blobs an earlier row left in the
     // server's caches; each warms up on other files first.
     for (row, label, clients) in [
@@ -463,8 +464,10 @@ async fn run(options: &Options, tmp: &Path, source: &Path) -> Result<()> {
             (server, peers, sessions)
         };
         run_calls(peers.clone(), warm.clone()).await?;
-        let perf = match (&options.perf, row) {
-            (Some(out), "stdio") => {
+        // perf records the first server row of the run (`--only ROW` picks which).
+        let perf = match &options.perf {
+            Some(out) if !profiled => {
+                profiled = true;
                 Some(Perf::start(out, &options.perf_call_graph, server.pid).await?)
             }
             _ => None,
@@ -912,7 +915,7 @@ impl Perf {
         // perf needs a moment to attach before the first measured call.
         tokio::time::sleep(Duration::from_secs(1)).await;
         eprintln!(
-            "perf is recording csg mcp (pid {pid}) into {}; CPU figures of this run include its overhead",
+            "perf is recording the server (pid {pid}) into {}; CPU figures of this run include its overhead",
             out.display()
         );
         Ok(Perf { child })
