@@ -13,18 +13,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// main = base → old, synced; then force-pushed to base → new and synced again (by `f.store`).
-fn force_pushed(f: &Fixture) -> (String, String, String) {
-    let base = f.commit(&[("a.md", b"base\n")], "base");
-    let old = f.commit(&[("a.md", b"old\n")], "old");
-    f.register("");
-    f.sync();
-    f.git(&["reset", "-q", "--hard", &base]);
-    let new = f.commit(&[("a.md", b"new\n")], "new");
-    f.sync();
-    (base, old, new)
-}
-
 fn read(store: &GitStore, f: &Fixture, sha: &str) -> Result<String, Error> {
     store
         .read_text(&f.name, &cid(sha), &path("a.md"))
@@ -43,7 +31,7 @@ fn trash_entries(f: &Fixture) -> usize {
 #[test]
 fn g8_lease_in_one_store_holds_against_sweep_in_another() {
     let f = Fixture::new();
-    let (_, old, new) = force_pushed(&f);
+    let (_, old, new) = f.force_pushed();
     let other = open_store(&f.data, &f.clock);
     let lease = f.store.lease(&f.name, &cid(&old)).unwrap();
     f.advance_days(31);
@@ -82,7 +70,7 @@ fn g8_lease_in_one_store_holds_against_sweep_in_another() {
 #[test]
 fn g8_leases_of_an_ended_process_time_out() {
     let f = Fixture::new();
-    let (_, old, _) = force_pushed(&f);
+    let (_, old, _) = f.force_pushed();
     let doomed = open_store(&f.data, &f.clock);
     let lease = doomed.lease(&f.name, &cid(&old)).unwrap();
     f.advance_days(31);
@@ -121,7 +109,7 @@ fn g8_leases_of_an_ended_process_time_out() {
 #[test]
 fn g8_reads_in_one_store_never_fail_while_another_syncs_and_gcs() {
     let f = Fixture::new();
-    let (_, old, _) = force_pushed(&f);
+    let (_, old, _) = f.force_pushed();
     let other = open_store(&f.data, &f.clock);
     let lease = f.store.lease(&f.name, &cid(&old)).unwrap();
     let stop = AtomicBool::new(false);
@@ -231,7 +219,7 @@ fn g1_registry_changes_of_another_store_are_seen_on_the_next_call() {
 #[test]
 fn g8_reads_proceed_while_gc_runs() {
     let f = Fixture::new();
-    let (_, old, new) = force_pushed(&f);
+    let (_, old, new) = f.force_pushed();
     f.advance_days(31);
     let reader = open_store(&f.data, &f.clock);
     type Reads = Vec<Result<String, Error>>;
@@ -285,7 +273,7 @@ const GUARD: Duration = Duration::from_secs(120);
 fn g8_gc_only_after_deletions_whoever_sweeps() {
     use std::sync::atomic::AtomicUsize;
     let f = Fixture::new();
-    let (_, old, _) = force_pushed(&f);
+    let (_, old, _) = f.force_pushed();
     let counting = |store: &GitStore| {
         let count = Arc::new(AtomicUsize::new(0));
         let seen = count.clone();

@@ -417,19 +417,6 @@ fn g4_unknown_and_invalid_revisions() {
 
 // ----- G-5: retention ----------------------------------------------------------------------
 
-/// Builds main = base → old, syncs, then force-pushes main to base → new and syncs again.
-/// Returns (base, old, new).
-fn force_pushed(f: &Fixture) -> (String, String, String) {
-    let base = f.commit(&[("a.md", b"base\n")], "base");
-    let old = f.commit(&[("a.md", b"old\n")], "old");
-    f.register("");
-    f.sync();
-    f.git(&["reset", "-q", "--hard", &base]);
-    let new = f.commit(&[("a.md", b"new\n")], "new");
-    f.sync();
-    (base, old, new)
-}
-
 /// G-5: the whole history of a tracked head is readable.
 #[test]
 fn g5_history_of_tracked_head_is_readable() {
@@ -456,7 +443,7 @@ fn g5_history_of_tracked_head_is_readable() {
 #[test]
 fn g5_force_pushed_head_outside_window_is_refused() {
     let f = Fixture::new();
-    let (base, old, new) = force_pushed(&f);
+    let (base, old, new) = f.force_pushed();
     // Inside the window it is still readable.
     assert_eq!(f.store.resolve(&f.name, Some(&old)).unwrap(), cid(&old));
     assert_eq!(
@@ -550,7 +537,7 @@ fn g5_deleted_branch_head_is_retained_inside_window() {
 #[test]
 fn g5_pin_keeps_unreachable_commit_readable() {
     let f = Fixture::new();
-    let (_, old, _) = force_pushed(&f);
+    let (_, old, _) = f.force_pushed();
     f.store.pin(&f.name, &cid(&old)).unwrap();
     f.store.pin(&f.name, &cid(&old)).unwrap(); // idempotent
     f.advance_days(31);
@@ -582,7 +569,7 @@ fn g5_pin_keeps_unreachable_commit_readable() {
 #[test]
 fn g5_sweep_inside_window_keeps_former_heads() {
     let f = Fixture::new();
-    let (_, old, _) = force_pushed(&f);
+    let (_, old, _) = f.force_pushed();
     f.advance_days(29);
     let report = f.store.sweep().unwrap();
     assert_eq!(report, Default::default());
@@ -615,7 +602,7 @@ fn g5_fast_forwarded_former_heads_stay_readable() {
 #[test]
 fn g8_lease_holds_old_head_through_sweep() {
     let f = Fixture::new();
-    let (_, old, new) = force_pushed(&f);
+    let (_, old, new) = f.force_pushed();
     let lease = f.store.lease(&f.name, &cid(&old)).unwrap();
     assert_eq!(lease.commit(), &cid(&old));
     assert_eq!(lease.repo(), &f.name);
@@ -718,7 +705,7 @@ fn g8_lease_on_history_of_expired_head_survives_gc() {
 #[test]
 fn g8_leases_are_counted() {
     let f = Fixture::new();
-    let (_, old, _) = force_pushed(&f);
+    let (_, old, _) = f.force_pushed();
     let a = f.store.lease(&f.name, &cid(&old)).unwrap();
     let b = f.store.lease(&f.name, &cid(&old)).unwrap();
     f.advance_days(31);
@@ -1234,7 +1221,7 @@ fn g2_find_files_and_read_bytes() {
 #[test]
 fn g5_sweep_skips_a_repository_busy_with_a_hung_fetch() {
     let f = Fixture::new();
-    let (_, old, _) = force_pushed(&f);
+    let (_, old, _) = f.force_pushed();
     let stuck_source = testgit::SourceRepo::with_files(&[("s.md", b"stuck\n")]);
     let stuck = RepoName::parse("acme/stuck").unwrap();
     f.store

@@ -82,6 +82,19 @@ impl Fixture {
         self.store.sync(&self.name).expect("sync")
     }
 
+    /// Builds main = base → old, syncs, then force-pushes main to base → new and syncs
+    /// again. Returns (base, old, new).
+    pub fn force_pushed(&self) -> (String, String, String) {
+        let base = self.commit(&[("a.md", b"base\n")], "base");
+        let old = self.commit(&[("a.md", b"old\n")], "old");
+        self.register("");
+        self.sync();
+        self.git(&["reset", "-q", "--hard", &base]);
+        let new = self.commit(&[("a.md", b"new\n")], "new");
+        self.sync();
+        (base, old, new)
+    }
+
     pub fn mirror(&self) -> PathBuf {
         self.data.join("mirrors/acme/widgets.git")
     }
