@@ -241,6 +241,12 @@ impl GitStore {
         self.inner.repo(name)
     }
 
+    /// The registered path (scope) of `name` now: in memory, kept current with registry
+    /// changes of any process (cheaper than [`GitStore::repo`], which reads the metadata).
+    pub fn registered_path(&self, name: &RepoName) -> Result<RepoPath, Error> {
+        self.inner.registered_path(name)
+    }
+
     /// Fetches the source into the mirror (clone on first use), records every branch head seen
     /// now (for retention) and the sync state. A failure is recorded in the metadata
     /// (`last_error`) and returned; the mirror keeps its last good state (G-3).

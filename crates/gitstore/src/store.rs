@@ -437,6 +437,12 @@ impl Inner {
         Ok(self.db.all_repos()?.iter().map(|r| r.info()).collect())
     }
 
+    /// The registered path of `name` as this store knows it now (after the per-call
+    /// registry check), without a metadata query.
+    pub(crate) fn registered_path(&self, name: &RepoName) -> Result<RepoPath, Error> {
+        Ok(self.state(name)?.registered_path.clone())
+    }
+
     pub(crate) fn repo(&self, name: &RepoName) -> Result<RepoInfo, Error> {
         self.db
             .repo(name)?

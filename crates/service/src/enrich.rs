@@ -536,8 +536,8 @@ impl Inner {
     /// The repository's registered path now (part of the catalog key).
     fn registered_scope(&self, repo: &RepoName) -> Result<String, Diagnostic> {
         self.store
-            .repo(repo)
-            .map(|info| info.registered_path.to_string())
+            .registered_path(repo)
+            .map(|scope| scope.to_string())
             .map_err(|e| Diagnostic::new(Code::Artifact, format!("plugin discovery failed: {e}")))
     }
 
