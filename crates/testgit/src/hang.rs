@@ -73,10 +73,9 @@ impl Drop for HungFetches {
         // A writer that opens and closes releases every reader blocked in open(2); without a
         // reader, a non-blocking open fails at once (ENXIO) and there is nothing to release.
         use std::os::unix::fs::OpenOptionsExt;
-        const O_NONBLOCK: i32 = 0o4000;
         let _ = std::fs::OpenOptions::new()
             .write(true)
-            .custom_flags(O_NONBLOCK)
+            .custom_flags(libc::O_NONBLOCK)
             .open(&self.fifo);
     }
 }
