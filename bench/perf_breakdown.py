@@ -27,11 +27,11 @@ from collections import Counter
 # (cost centre, regex on a demangled frame), tried for each frame from the innermost outwards.
 CENTRES = [
     ("logging/tracing", r"^(<?tracing|<?tracing_core|<?tracing_subscriber)|::tracing::"),
-    ("registry refresh (PRAGMA data_version)", r"gitstore::.*(refresh|data_version|reconcile)"),
+    ("registry refresh (change counter, data_version)", r"gitstore::.*(refresh|data_version|reconcile)"),
     ("retention check", r"gitstore::.*(is_retained|check_readable|retention)"),
+    ("blob lookup + inflate (gix)", r"gitstore::.*(read_text|read_bytes|blob_reader|with_tree|tree_in|text_in|objects::|handles::)"),
     ("lease", r"gitstore::.*(lease|release|Lease)"),
     ("revision resolution", r"gitstore::.*resolve"),
-    ("blob lookup + inflate (gix)", r"gitstore::.*(read_text|read_bytes|blob_reader|with_tree|objects::)"),
     ("line cutting (service::lines)", r"service::lines::"),
     ("rendering (mcpserver::render)", r"mcpserver::render"),
     ("registration lookup (SQLite query)", r"gitstore::db::|gitstore::store::Inner::repo$"),

@@ -180,7 +180,14 @@ fn run(cli: Cli) -> Result<()> {
         None => FileConfig::default(),
     };
     init_tracing(cli.log_format.as_deref().or(file.log_format.as_deref()))?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    // `csg mcp` serves one client over one pipe: a single-threaded runtime answers it with
+    // no wake-ups between worker threads (its Git work and maintenance still go to the
+    // blocking pool when they are not cheap). Everything else gets a worker per core.
+    let mut builder = match cli.command {
+        Command::Mcp(_) => tokio::runtime::Builder::new_current_thread(),
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    };
+    let runtime = builder
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
@@ -230,9 +237,14 @@ fn run(cli: Cli) -> Result<()> {
     result
 }
 
+/// The log filter without `CSG_LOG`: our own events at info; rmcp's session life-cycle
+/// events ("service initialized", "serve finished"), which stateless Streamable HTTP emits
+/// for every POST, only from warn (`CSG_LOG=info` brings them back).
+const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn";
+
 fn init_tracing(format: Option<&str>) -> Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CSG_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
     // Logs go to stderr: stdout carries the MCP protocol under `csg mcp`.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

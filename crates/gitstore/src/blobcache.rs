@@ -5,6 +5,7 @@
 //! path and repository that holds that blob. Nothing about access lives here: scope,
 //! retention and the path lookup in the commit's tree all happen before the cache is asked.
 
+use crate::Text;
 use gix::ObjectId;
 use hashlink::LruCache;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -12,15 +13,16 @@ use std::sync::{Arc, Mutex, PoisonError};
 /// Bytes of decoded text the cache holds by default (64 MiB).
 pub const DEFAULT_BLOB_CACHE_BYTES: usize = 64 * 1024 * 1024;
 
-/// A least-recently-used cache of UTF-8 blob texts, bounded in bytes. Only text is cached:
-/// binary, non-UTF-8 and LFS-pointer answers are errors, cheap to recompute from the header.
+/// A least-recently-used cache of UTF-8 blob texts with their line tables, bounded in bytes
+/// (text plus table). Only text is cached: binary, non-UTF-8 and LFS-pointer answers are
+/// errors, cheap to recompute from the header.
 pub(crate) struct BlobCache {
     state: Mutex<State>,
 }
 
 struct State {
-    entries: LruCache<ObjectId, Arc<str>>,
-    /// Text bytes held.
+    entries: LruCache<ObjectId, Arc<Text>>,
+    /// Bytes held (texts and line tables).
     bytes: usize,
     /// At most this many bytes; 0 turns the cache off.
     capacity: usize,
@@ -42,19 +44,19 @@ impl BlobCache {
     }
 
     /// The text of blob `id`, if cached (and marks it recently used).
-    pub(crate) fn get(&self, id: &ObjectId) -> Option<Arc<str>> {
+    pub(crate) fn get(&self, id: &ObjectId) -> Option<Arc<Text>> {
         self.state().entries.get(id).cloned()
     }
 
     /// Keeps `text` as the text of blob `id`, evicting the least recently used entries to
     /// make room. A text over half the capacity is not kept: it would evict everything else
     /// for one file.
-    pub(crate) fn insert(&self, id: ObjectId, text: Arc<str>) {
+    pub(crate) fn insert(&self, id: ObjectId, text: Arc<Text>) {
         let mut state = self.state();
-        if text.len() > state.capacity / 2 || state.entries.contains_key(&id) {
+        if text.footprint() > state.capacity / 2 || state.entries.contains_key(&id) {
             return;
         }
-        state.bytes += text.len();
+        state.bytes += text.footprint();
         state.entries.insert(id, text);
         state.evict_to_capacity();
     }
@@ -77,7 +79,7 @@ impl State {
     fn evict_to_capacity(&mut self) {
         while self.bytes > self.capacity {
             match self.entries.remove_lru() {
-                Some((_, text)) => self.bytes -= text.len(),
+                Some((_, text)) => self.bytes -= text.footprint(),
                 None => break,
             }
         }
@@ -92,8 +94,9 @@ mod tests {
         ObjectId::from_bytes_or_panic(&[n; 20])
     }
 
-    fn text(len: usize) -> Arc<str> {
-        Arc::from("x".repeat(len))
+    /// A one-line text of `len` bytes: it costs `len + 4` (one line start).
+    fn text(len: usize) -> Arc<Text> {
+        Arc::new(Text::new("x".repeat(len)).expect("small"))
     }
 
     /// R-2 support: the cache stays within its byte bound, evicting least recently used
@@ -101,17 +104,17 @@ mod tests {
     #[test]
     fn bounded_in_bytes_lru_first() {
         let cache = BlobCache::new(100);
-        cache.insert(id(1), text(40));
-        cache.insert(id(2), text(40));
+        cache.insert(id(1), text(36));
+        cache.insert(id(2), text(36));
         assert!(
             cache.get(&id(1)).is_some(),
             "1 is now the most recently used"
         );
-        cache.insert(id(3), text(40));
+        cache.insert(id(3), text(36));
         assert!(cache.get(&id(2)).is_none(), "2 was the least recently used");
         assert!(cache.get(&id(1)).is_some() && cache.get(&id(3)).is_some());
         assert_eq!(cache.usage(), (2, 80));
-        cache.insert(id(4), text(51));
+        cache.insert(id(4), text(47));
         assert!(cache.get(&id(4)).is_none(), "over half the capacity");
         cache.set_capacity(0);
         assert_eq!(cache.usage(), (0, 0));

@@ -1,5 +1,6 @@
 //! The SQLite metadata: registrations, sync state, heads seen by syncs, pins.
 
+use crate::changes::Changes;
 use crate::{CommitId, Error, Registration, RepoInfo, RepoName, RepoPath};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::Path;
@@ -88,6 +89,8 @@ pub(crate) struct Db {
     /// connection committed: with a connection of its own, the writes of this process count
     /// too, and the check never waits behind a long query on `conn`.
     watch: Mutex<Connection>,
+    /// Bumped after every commit: other processes look at it before `data_version`.
+    changes: Changes,
 }
 
 /// The key of the registry generation in `meta`: bumped with every registration change.
@@ -259,12 +262,21 @@ impl Db {
             .map_err(storage("configuring the metadata database"))?;
         conn.execute_batch(SCHEMA)
             .map_err(storage("creating the metadata schema"))?;
+        let changes = Changes::open(&path.with_extension("changes"));
         migrate(&mut conn)?;
+        changes.bump();
         let watch = open_connection(path)?;
         Ok(Self {
             conn: Mutex::new(conn),
             watch: Mutex::new(watch),
+            changes,
         })
+    }
+
+    /// The shared change counter (see [`crate::changes`]): `None` when it could not be
+    /// mapped, and then only `data_version` tells.
+    pub(crate) fn changes(&self) -> Option<u64> {
+        self.changes.current()
     }
 
     /// `PRAGMA data_version` of the watch connection: it moves when anything else (another
@@ -330,6 +342,7 @@ impl Db {
         )
         .map_err(storage("saving a registration"))?;
         tx.commit().map_err(storage("saving a registration"))?;
+        self.changes.bump();
         Ok(u64::try_from(incarnation).unwrap_or(0))
     }
 
@@ -357,6 +370,7 @@ impl Db {
                 .map_err(storage("removing a registration"))?;
         }
         tx.commit().map_err(storage("removing a registration"))?;
+        self.changes.bump();
         Ok(true)
     }
 
@@ -372,6 +386,7 @@ impl Db {
                 params![name.as_str(), to_db_time(now), message],
             )
             .map_err(storage("saving the sync state"))?;
+        self.changes.bump();
         Ok(())
     }
 
@@ -414,6 +429,7 @@ impl Db {
         .map_err(storage("saving the sync state"))?;
         let generation = bump_state(&tx, name)?;
         tx.commit().map_err(storage("saving the sync state"))?;
+        self.changes.bump();
         Ok(generation)
     }
 
@@ -450,6 +466,7 @@ impl Db {
         }
         let generation = bump_state(&tx, name)?;
         tx.commit().map_err(storage("expiring seen heads"))?;
+        self.changes.bump();
         Ok(generation)
     }
 
@@ -477,6 +494,7 @@ impl Db {
         .map_err(storage("saving a pin"))?;
         let generation = bump_state(&tx, name)?;
         tx.commit().map_err(storage("saving a pin"))?;
+        self.changes.bump();
         Ok(generation)
     }
 
@@ -495,6 +513,7 @@ impl Db {
         }
         let generation = bump_state(&tx, name)?;
         tx.commit().map_err(storage("removing a pin"))?;
+        self.changes.bump();
         Ok(Some(generation))
     }
 }

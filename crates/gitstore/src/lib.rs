@@ -14,25 +14,30 @@
 //! scope only decides what is visible.
 
 mod blobcache;
+mod changes;
 mod clock;
 mod db;
 mod error;
 mod gitcli;
+mod handles;
 mod names;
 mod objects;
 mod retention;
 mod revision;
 mod store;
+mod text;
 
 pub use blobcache::DEFAULT_BLOB_CACHE_BYTES;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::Error;
 pub use gitcli::stop_all as stop_git;
 pub use names::{CommitId, RepoName, RepoPath};
+pub use text::Text;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+use store::Leased;
 
 /// A test hook run just before `git gc` (see [`GitStore::set_gc_hook`]).
 #[doc(hidden)]
@@ -145,19 +150,21 @@ impl BlobReader {
     pub fn read(&self, id: &str) -> Result<Vec<u8>, Error> {
         let oid =
             gix::ObjectId::from_hex(id.as_bytes()).map_err(db::storage("parsing an object id"))?;
-        let repo = self.repo.to_thread_local();
-        let object = repo
-            .find_object(oid)
-            .map_err(db::storage("reading the object database"))?;
-        Ok(object.detach().data)
+        handles::with_repo(&self.repo, |repo| {
+            let object = repo
+                .find_object(oid)
+                .map_err(db::storage("reading the object database"))?;
+            Ok(object.detach().data)
+        })
     }
 }
 
 /// A snapshot lease on (repo, commit): while it lives, sweeping cannot remove the commit (G-8).
-/// Dropping it releases the lease.
+/// Dropping it releases the lease. Reads through the lease ([`Lease::read_text`]) use the
+/// registration and view the lease was taken under, so a call looks at the registry once.
 pub struct Lease {
     store: Arc<store::Inner>,
-    key: (u64, gix::ObjectId),
+    leased: store::Leased,
     repo: RepoName,
     commit: CommitId,
 }
@@ -172,6 +179,27 @@ impl Lease {
     pub fn commit(&self) -> &CommitId {
         &self.commit
     }
+
+    /// [`GitStore::read_text`] of the leased commit.
+    pub fn read_text(&self, path: &RepoPath) -> Result<Arc<Text>, Error> {
+        let Leased { state, view, key } = &self.leased;
+        let text = self.store.text_in(state, view, key.1, path, None)?;
+        text.ok_or_else(|| db::storage("reading a text")("a read without allowance stopped"))
+    }
+
+    /// [`Lease::read_text`] that inflates at most `allowance` bytes of blobs not in the blob
+    /// cache, deducting what it inflates: `Ok(None)` when this file's blob is not cached and
+    /// bigger than what is left. A caller on an async thread reads cheap files in place this
+    /// way and moves the rest to a blocking thread.
+    pub fn read_text_within(
+        &self,
+        path: &RepoPath,
+        allowance: &mut u64,
+    ) -> Result<Option<Arc<Text>>, Error> {
+        let Leased { state, view, key } = &self.leased;
+        self.store
+            .text_in(state, view, key.1, path, Some(allowance))
+    }
 }
 
 impl std::fmt::Debug for Lease {
@@ -185,7 +213,7 @@ impl std::fmt::Debug for Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        self.store.release(&self.key);
+        self.store.release(&self.leased.key);
     }
 }
 
@@ -262,12 +290,23 @@ impl GitStore {
 
     /// Takes a snapshot lease after re-checking that `commit` is retained (G-8).
     pub fn lease(&self, name: &RepoName, commit: &CommitId) -> Result<Lease, Error> {
-        let key = self.inner.lease(name, commit)?;
         Ok(Lease {
             store: self.inner.clone(),
-            key,
+            leased: self.inner.lease(name, commit)?,
             repo: name.clone(),
             commit: commit.clone(),
+        })
+    }
+
+    /// [`GitStore::resolve`] and [`GitStore::lease`] in one, on a single look at the registry
+    /// (what every read does first). Errors as for those two.
+    pub fn lease_revision(&self, name: &RepoName, revision: Option<&str>) -> Result<Lease, Error> {
+        let leased = self.inner.lease_revision(name, revision)?;
+        Ok(Lease {
+            store: self.inner.clone(),
+            commit: store::to_commit_id(&leased.key.1)?,
+            leased,
+            repo: name.clone(),
         })
     }
 
@@ -280,7 +319,7 @@ impl GitStore {
         name: &RepoName,
         commit: &CommitId,
         path: &RepoPath,
-    ) -> Result<Arc<str>, Error> {
+    ) -> Result<Arc<Text>, Error> {
         self.inner.read_text(name, commit, path)
     }
 
@@ -291,7 +330,7 @@ impl GitStore {
         self.inner.blobs.set_capacity(bytes);
     }
 
-    /// (entries, text bytes) the blob cache holds now.
+    /// (entries, bytes) the blob cache holds now: texts and their line tables.
     pub fn blob_cache_usage(&self) -> (usize, usize) {
         self.inner.blobs.usage()
     }

@@ -1,10 +1,9 @@
 //! Reading trees and blobs with gix: the read path (no `git` subprocess here).
 
 use crate::db::storage;
-use crate::{CommitId, EntryKind, Error, FoundFile, RepoPath, TreeEntry};
+use crate::{CommitId, EntryKind, Error, FoundFile, RepoPath, Text, TreeEntry};
 use gix::ObjectId;
 use gix::objs::tree::EntryKind as GitKind;
-use std::sync::Arc;
 
 /// G-7: how much of a file is searched for a NUL byte.
 const BINARY_PROBE: usize = 8 * 1024;
@@ -233,11 +232,12 @@ pub(crate) fn find_suffix(
     Ok(())
 }
 
-pub(crate) fn classify_blob(path: &str, data: &[u8]) -> Result<Arc<str>, Error> {
+/// Classifies a blob's bytes (G-6, G-7) and, when it is text, indexes its lines.
+pub(crate) fn classify_blob(path: &str, data: Vec<u8>) -> Result<Text, Error> {
     let size = data.len() as u64;
     if data.len() < LFS_POINTER_MAX
         && data.starts_with(LFS_PREFIX)
-        && let Some((oid, lfs_size)) = parse_lfs_pointer(data)
+        && let Some((oid, lfs_size)) = parse_lfs_pointer(&data)
     {
         return Err(Error::LfsPointer {
             path: path.to_string(),
@@ -251,13 +251,16 @@ pub(crate) fn classify_blob(path: &str, data: &[u8]) -> Result<Arc<str>, Error> 
             size,
         });
     }
-    match std::str::from_utf8(data) {
-        Ok(text) => Ok(Arc::from(text)),
-        Err(_) => Err(Error::NotUtf8 {
-            path: path.to_string(),
-            size,
-        }),
-    }
+    // Validated in place: the decoded buffer becomes the text without a copy.
+    let text = String::from_utf8(data).map_err(|_| Error::NotUtf8 {
+        path: path.to_string(),
+        size,
+    })?;
+    Text::new(text).ok_or_else(|| Error::TooLarge {
+        path: path.to_string(),
+        size,
+        limit: Text::MAX_BYTES as u64,
+    })
 }
 
 /// `oid sha256:<hex>` and `size <n>` lines of a pointer file; `None` when either is missing
@@ -379,14 +382,18 @@ pub(crate) fn single_entry(
 mod tests {
     use super::*;
 
+    fn classify(path: &str, data: &[u8]) -> Result<Text, Error> {
+        classify_blob(path, data.to_vec())
+    }
+
     /// G-6, G-7: classification order and sizes.
     #[test]
     fn g7_blob_classification() {
-        assert_eq!(&*classify_blob("a", b"hello\n").unwrap(), "hello\n");
-        assert_eq!(&*classify_blob("a", b"").unwrap(), "");
+        assert_eq!(&*classify("a", b"hello\n").unwrap(), "hello\n");
+        assert_eq!(&*classify("a", b"").unwrap(), "");
         let pointer = b"version https://git-lfs.github.com/spec/v1\noid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 12345\n";
         assert_eq!(
-            classify_blob("big.bin", pointer),
+            classify("big.bin", pointer),
             Err(Error::LfsPointer {
                 path: "big.bin".into(),
                 oid: "sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393"
@@ -396,9 +403,9 @@ mod tests {
         );
         // Starts like a pointer but is not one: plain text.
         let fake = b"version https://git-lfs.github.com/spec/v1 is the LFS spec URL\n";
-        assert!(classify_blob("notes.md", fake).is_ok());
+        assert!(classify("notes.md", fake).is_ok());
         assert_eq!(
-            classify_blob("x", b"ab\0cd"),
+            classify("x", b"ab\0cd"),
             Err(Error::Binary {
                 path: "x".into(),
                 size: 5
@@ -407,9 +414,9 @@ mod tests {
         // NUL beyond the probe: not binary, and valid UTF-8 text.
         let mut late_nul = vec![b'a'; BINARY_PROBE];
         late_nul.push(0);
-        assert!(classify_blob("x", &late_nul).is_ok());
+        assert!(classify("x", &late_nul).is_ok());
         assert_eq!(
-            classify_blob("l1.txt", b"caf\xe9\n"),
+            classify("l1.txt", b"caf\xe9\n"),
             Err(Error::NotUtf8 {
                 path: "l1.txt".into(),
                 size: 5
@@ -417,7 +424,7 @@ mod tests {
         );
         // Binary wins over not-UTF-8.
         assert!(matches!(
-            classify_blob("x", b"\xff\0"),
+            classify("x", b"\xff\0"),
             Err(Error::Binary { .. })
         ));
     }

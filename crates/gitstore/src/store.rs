@@ -10,12 +10,13 @@
 
 use crate::blobcache::{BlobCache, DEFAULT_BLOB_CACHE_BYTES};
 use crate::db::{Db, storage};
+use crate::handles;
 use crate::objects::{self, Target};
 use crate::retention::{Memo, Roots};
 use crate::revision::{self, MIN_SHORT_SHA};
 use crate::{
     Clock, CommitId, Error, FoundFile, Registration, RepoInfo, RepoName, RepoPath, StoreConfig,
-    TreeEntry,
+    Text, TreeEntry,
 };
 use gix::ObjectId;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -45,7 +46,7 @@ fn to_oid(commit: &CommitId) -> Result<ObjectId, Error> {
     ObjectId::from_hex(commit.as_str().as_bytes()).map_err(odb)
 }
 
-fn to_commit_id(id: &ObjectId) -> Result<CommitId, Error> {
+pub(crate) fn to_commit_id(id: &ObjectId) -> Result<CommitId, Error> {
     CommitId::parse(&id.to_string()).ok_or_else(|| odb("object id is not 40 hex digits"))
 }
 
@@ -111,14 +112,32 @@ impl RepoState {
 
 use crate::GcHook;
 
+/// The metadata state `repos` reflects.
+#[derive(Default)]
+struct Seen {
+    /// `PRAGMA data_version` at the last full check (`None`: never).
+    version: Option<i64>,
+    /// The shared change counter loaded just before it.
+    changes: Option<u64>,
+    checked: Option<std::time::Instant>,
+}
+
+/// A lease just taken: the key to release, and the registration and view it was decided
+/// under, which the lease's reads go on using (one look at the registry per call).
+pub(crate) struct Leased {
+    pub(crate) key: (u64, ObjectId),
+    pub(crate) state: Arc<RepoState>,
+    pub(crate) view: Arc<View>,
+}
+
 pub(crate) struct Inner {
     config: StoreConfig,
     clock: Arc<dyn Clock>,
     db: Db,
     repos: RwLock<BTreeMap<RepoName, Arc<RepoState>>>,
-    /// The metadata `data_version` `repos` was last reconciled at (`None`: never). Held
-    /// across a reconcile and across this process's own registry changes.
-    registry: Mutex<Option<i64>>,
+    /// What `repos` was last reconciled against. Held across a reconcile and across this
+    /// process's own registry changes.
+    registry: Mutex<Seen>,
     /// Snapshot leases of this store: (incarnation, commit) → count (G-8). Every key has a
     /// lease record on disk (written when the key was added); a count of zero keeps its key
     /// and record until this store's next sweep, so the read path never touches a file.
@@ -149,7 +168,7 @@ impl Inner {
             clock,
             db,
             repos: RwLock::new(BTreeMap::new()),
-            registry: Mutex::new(None),
+            registry: Mutex::new(Seen::default()),
             leases: Mutex::new(HashMap::new()),
             owner,
             gc_hook: Mutex::new(None),
@@ -161,18 +180,33 @@ impl Inner {
         Ok(inner)
     }
 
-    /// Sees what other processes changed (13): one `PRAGMA data_version` per call; when it
-    /// moved, the registrations are re-read and diffed against `repos` (new, removed and
-    /// re-registered names), and a repository whose `state_gen` moved (another process
-    /// synced, pinned or swept it) gets its view reloaded from the shared mirror.
+    /// Sees what other processes changed (13). Per call one load of the shared change
+    /// counter ([`crate::changes`]); when it moved (or a second passed), `PRAGMA
+    /// data_version`; when that moved, the registrations are re-read and diffed against
+    /// `repos` (new, removed and re-registered names), and a repository whose `state_gen`
+    /// moved (another process synced, pinned or swept it) gets its view reloaded from the
+    /// shared mirror.
     pub(crate) fn refresh(&self) -> Result<(), Error> {
         let mut seen = lock(&self.registry);
-        let version = self.db.data_version()?;
-        if *seen == Some(version) {
+        // Loaded before `data_version` is asked: a write that commits after this load
+        // bumps the counter after that, so the next call looks again.
+        let changes = self.db.changes();
+        let now = std::time::Instant::now();
+        if let (Some(changes), Some(checked)) = (changes, seen.checked)
+            && seen.changes == Some(changes)
+            && now.saturating_duration_since(checked) < crate::changes::FULL_CHECK_EVERY
+        {
             return Ok(());
         }
-        self.reconcile()?;
-        *seen = Some(version);
+        let version = self.db.data_version()?;
+        if seen.version != Some(version) {
+            self.reconcile()?;
+        }
+        *seen = Seen {
+            version: Some(version),
+            changes,
+            checked: Some(now),
+        };
         Ok(())
     }
 
@@ -573,9 +607,8 @@ impl Inner {
         {
             return Ok(());
         }
-        let repo = view.repo.to_thread_local();
         let commit = to_commit_id(id)?;
-        match repo.try_find_header(*id) {
+        match handles::with_repo(&view.repo, |repo| repo.try_find_header(*id)) {
             Ok(Some(h)) if h.kind() == gix::objs::Kind::Commit => Err(Error::OutsideRetention {
                 repo: state.name.clone(),
                 commit,
@@ -596,6 +629,17 @@ impl Inner {
         revision: Option<&str>,
     ) -> Result<CommitId, Error> {
         let (state, view) = self.synced(name)?;
+        to_commit_id(&self.resolve_in(&state, &view, revision)?)
+    }
+
+    /// [`Inner::resolve`] against a view already taken.
+    fn resolve_in(
+        &self,
+        state: &RepoState,
+        view: &View,
+        revision: Option<&str>,
+    ) -> Result<ObjectId, Error> {
+        let name = &state.name;
         let unknown = |rev: &str| Error::UnknownRevision {
             repo: name.clone(),
             revision: rev.to_string(),
@@ -604,11 +648,11 @@ impl Inner {
             None | Some("HEAD") => view.head.ok_or_else(|| unknown("HEAD"))?,
             Some(rev) => {
                 revision::validate_revision(rev)?;
-                self.resolve_name(&state, &view, rev)?
+                self.resolve_name(state, view, rev)?
             }
         };
-        self.check_readable(&state, &view, &id, false)?;
-        to_commit_id(&id)
+        self.check_readable(state, view, &id, false)?;
+        Ok(id)
     }
 
     fn resolve_name(&self, state: &RepoState, view: &View, rev: &str) -> Result<ObjectId, Error> {
@@ -618,7 +662,8 @@ impl Inner {
         };
         if rev.len() == 40 && revision::is_hex(rev) {
             let id = ObjectId::from_hex(rev.as_bytes()).map_err(|_| unknown())?;
-            return peel_to_commit(&view.repo.to_thread_local(), id)?.ok_or_else(unknown);
+            return handles::with_repo(&view.repo, |repo| peel_to_commit(repo, id))?
+                .ok_or_else(unknown);
         }
         // A ref wins over a short SHA of the same spelling, as in git.
         let by_ref = view
@@ -637,12 +682,9 @@ impl Inner {
             return Ok(*id);
         }
         if revision::is_hex(rev) && rev.len() >= MIN_SHORT_SHA {
-            return resolve_prefix(
-                &state.name,
-                &view.repo.to_thread_local(),
-                rev,
-                MIN_SHORT_SHA,
-            );
+            return handles::with_repo(&view.repo, |repo| {
+                resolve_prefix(&state.name, repo, rev, MIN_SHORT_SHA)
+            });
         }
         Err(unknown())
     }
@@ -655,13 +697,29 @@ impl Inner {
     /// first lease of it writes the record, under the roots lock shared, after re-reading
     /// what other processes changed: a sweep anywhere either sees the record or has already
     /// published the expiry this check then sees.
-    pub(crate) fn lease(
+    pub(crate) fn lease(&self, name: &RepoName, commit: &CommitId) -> Result<Leased, Error> {
+        let (state, view) = self.synced(name)?;
+        self.lease_in(state, view, to_oid(commit)?)
+    }
+
+    /// Resolves `revision` and leases the commit it names, on one look at the registry: the
+    /// frame of every read.
+    pub(crate) fn lease_revision(
         &self,
         name: &RepoName,
-        commit: &CommitId,
-    ) -> Result<(u64, ObjectId), Error> {
+        revision: Option<&str>,
+    ) -> Result<Leased, Error> {
         let (state, view) = self.synced(name)?;
-        let id = to_oid(commit)?;
+        let id = self.resolve_in(&state, &view, revision)?;
+        self.lease_in(state, view, id)
+    }
+
+    fn lease_in(
+        &self,
+        state: Arc<RepoState>,
+        view: Arc<View>,
+        id: ObjectId,
+    ) -> Result<Leased, Error> {
         // Warm the memo outside the lease lock: a first ancestor walk can take a while and
         // must not block every other lease and release.
         self.check_readable(&state, &view, &id, false)?;
@@ -675,28 +733,37 @@ impl Inner {
             Some(roots)
         };
         let mut leases = lock(&self.leases);
-        // The decisive check, under the lock sweep() decides under: either sweep sees this
-        // lease, or we see the view sweep left behind.
-        let (state, view) = self.synced(name)?;
+        // The decisive check, under the lock sweep() decides and publishes under: either
+        // sweep sees this lease, or we see the view sweep left behind. With a record on disk
+        // already, another process's sweep sees that record, so this process's view is all
+        // there is to check; without one, the registry was re-read above.
+        let (state, view) = if recorded {
+            let view = state
+                .view()
+                .ok_or_else(|| Error::NotSynced(state.name.clone()))?;
+            (state, view)
+        } else {
+            self.synced(&state.name)?
+        };
         if state.id != key.0 || !self.is_retained(&state, &view, &id, self.clock.now())? {
             drop(leases);
             return Err(Error::OutsideRetention {
-                repo: name.clone(),
-                commit: commit.clone(),
+                repo: state.name.clone(),
+                commit: to_commit_id(&id)?,
             });
         }
         if !leases.contains_key(&key) {
             if roots.is_none() {
                 // Reclaimed by a sweep since we looked: take the slow path.
                 drop(leases);
-                return self.lease(name, commit);
+                return self.lease_in(state, view, id);
             }
             self.owner.record(key.0, &id)?;
         }
         *leases.entry(key).or_insert(0) += 1;
         drop(leases);
         drop(roots);
-        Ok(key)
+        Ok(Leased { key, state, view })
     }
 
     /// Memory only: the record stays until this store's next sweep.
@@ -736,14 +803,26 @@ impl Inner {
         read: impl FnOnce(&RepoState, &gix::Repository, ObjectId) -> Result<T, Error>,
     ) -> Result<T, Error> {
         let (state, view) = self.synced(name)?;
+        self.tree_in(&state, &view, to_oid(commit)?, path, read)
+    }
+
+    /// [`Inner::with_tree`] against a view already taken.
+    fn tree_in<T>(
+        &self,
+        state: &RepoState,
+        view: &View,
+        id: ObjectId,
+        path: &RepoPath,
+        read: impl FnOnce(&RepoState, &gix::Repository, ObjectId) -> Result<T, Error>,
+    ) -> Result<T, Error> {
         if !path.is_root() && !path.is_within(&state.registered_path) {
-            return Err(Self::outside_scope(&state, path));
+            return Err(Self::outside_scope(state, path));
         }
-        let id = to_oid(commit)?;
-        self.check_readable(&state, &view, &id, true)?;
-        let repo = view.repo.to_thread_local();
-        let tree = objects::commit_tree(&repo, id)?;
-        read(&state, &repo, tree)
+        self.check_readable(state, view, &id, true)?;
+        handles::with_repo(&view.repo, |repo| {
+            let tree = objects::commit_tree(repo, id)?;
+            read(state, repo, tree)
+        })
     }
 
     /// A reader of `commit`'s blobs by object id (see [`crate::BlobReader`]).
@@ -765,20 +844,48 @@ impl Inner {
         name: &RepoName,
         commit: &CommitId,
         path: &RepoPath,
-    ) -> Result<Arc<str>, Error> {
+    ) -> Result<Arc<Text>, Error> {
+        let (state, view) = self.synced(name)?;
+        let text = self.text_in(&state, &view, to_oid(commit)?, path, None)?;
+        // Without an allowance every blob is read.
+        text.ok_or_else(|| odb("a text read without allowance stopped early"))
+    }
+
+    /// [`Inner::read_text`] against a view already taken (a lease's). With `allowance`, a
+    /// blob not in the cache is inflated only if its size (from the object header) is within
+    /// what is left of it, which it then takes; `Ok(None)` means it was not.
+    pub(crate) fn text_in(
+        &self,
+        state: &RepoState,
+        view: &View,
+        commit: ObjectId,
+        path: &RepoPath,
+        allowance: Option<&mut u64>,
+    ) -> Result<Option<Arc<Text>>, Error> {
         if path.is_root() {
             return Err(Error::IsDirectory {
                 path: String::new(),
             });
         }
-        self.with_tree(name, commit, path, |_, repo, tree| {
-            let id = objects::blob_id(repo, tree, path, commit)?;
+        self.tree_in(state, view, commit, path, |_, repo, tree| {
+            let shown = to_commit_id(&commit)?;
+            let id = objects::blob_id(repo, tree, path, &shown)?;
             if let Some(text) = self.blobs.get(&id) {
-                return Ok(text);
+                return Ok(Some(text));
             }
-            let text = objects::classify_blob(path.as_str(), &objects::read_blob(repo, id)?)?;
+            if let Some(left) = allowance {
+                let size = repo.find_header(id).map_err(odb)?.size();
+                if size > *left {
+                    return Ok(None);
+                }
+                *left -= size;
+            }
+            let text = Arc::new(objects::classify_blob(
+                path.as_str(),
+                objects::read_blob(repo, id)?,
+            )?);
             self.blobs.insert(id, text.clone());
-            Ok(text)
+            Ok(Some(text))
         })
     }
 

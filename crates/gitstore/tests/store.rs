@@ -1276,9 +1276,10 @@ fn r2_blob_cache_serves_repeat_reads_by_blob_id() {
     f.sync();
     let read = |commit: &str, p: &str| f.store.read_text(&f.name, &cid(commit), &path(p));
     assert_eq!(&*read(&first, "docs/a.md").unwrap(), "same bytes\n");
-    assert_eq!(f.store.blob_cache_usage(), (1, 11));
+    // 11 bytes of text and one 4-byte line start.
+    assert_eq!(f.store.blob_cache_usage(), (1, 15));
     assert_eq!(&*read(&first, "docs/b.md").unwrap(), "same bytes\n");
-    assert_eq!(f.store.blob_cache_usage(), (1, 11), "one blob, one entry");
+    assert_eq!(f.store.blob_cache_usage(), (1, 15), "one blob, one entry");
 
     let second = f.commit(
         &[("docs/a.md", b"changed\n"), ("x.md", b"same bytes\n")],
@@ -1287,7 +1288,7 @@ fn r2_blob_cache_serves_repeat_reads_by_blob_id() {
     f.sync();
     assert_eq!(&*read(&second, "docs/a.md").unwrap(), "changed\n");
     assert_eq!(&*read(&first, "docs/a.md").unwrap(), "same bytes\n");
-    assert_eq!(f.store.blob_cache_usage(), (2, 19));
+    assert_eq!(f.store.blob_cache_usage(), (2, 15 + 8 + 4));
     assert!(
         matches!(read(&second, "x.md"), Err(Error::OutsideScope { .. })),
         "a cached blob outside the registered path stays invisible"

@@ -120,7 +120,7 @@ pub async fn serve_stdio(
     let catalogue = Arc::new(Catalogue::new(&Limits::new(service.config())));
     let server = McpServer::new(service, PluginsSource::Fixed(plugins), catalogue);
     let running = server
-        .serve(rmcp::transport::stdio())
+        .serve(rmcp::transport::stdio_pipes())
         .await
         .map_err(|e| McpError::Start(Box::new(e)))?;
     let reason = running.waiting().await?;

@@ -301,9 +301,32 @@ impl Inner {
         items: &[ReadItem],
         call: Option<&[PluginSelection]>,
     ) -> Enrichment {
-        contain_panics(|| self.enrich_unguarded(ctx, operation, repo, commit, items, call))
+        contain_panics(|| {
+            self.enrich_unguarded(ctx, operation, repo, commit, items, call, false)
+                .unwrap_or_default()
+        })
     }
 
+    /// [`Inner::enrich`] when it is cheap enough for an async thread: nothing to run and the
+    /// catalog (if one is needed) already cached. `None` when a discovery or a plugin would
+    /// have to run (or anything panicked): then call [`Inner::enrich`] on a blocking thread.
+    pub(crate) fn enrich_in_place(
+        &self,
+        ctx: &CallContext,
+        operation: &str,
+        repo: &RepoName,
+        commit: &CommitId,
+        items: &[ReadItem],
+        call: Option<&[PluginSelection]>,
+    ) -> Option<Enrichment> {
+        std::panic::catch_unwind(AssertUnwindSafe(|| {
+            self.enrich_unguarded(ctx, operation, repo, commit, items, call, true)
+        }))
+        .unwrap_or(None)
+    }
+
+    /// The enrichment; with `in_place`, `None` as soon as it would discover or execute.
+    #[allow(clippy::too_many_arguments)]
     fn enrich_unguarded(
         &self,
         ctx: &CallContext,
@@ -312,7 +335,8 @@ impl Inner {
         commit: &CommitId,
         items: &[ReadItem],
         call: Option<&[PluginSelection]>,
-    ) -> Enrichment {
+        in_place: bool,
+    ) -> Option<Enrichment> {
         let started = Instant::now();
         // W-26: one TIMEOUT for the whole enrichment, discovery (artifact reads and the wait
         // on another request's discovery) included.
@@ -320,29 +344,36 @@ impl Inner {
         let refs = item_refs(items);
         let mut attachments = Attachments::default();
         if refs.is_empty() {
-            return Enrichment::default();
+            return Some(Enrichment::default());
         }
         // W-10, W-11: `plugins: []`, connection `off` and the host switch are decided before
         // any discovery, so a failing discovery never shows where nothing may be shown.
         let disabled = self.plugins.config.disabled || self.plugins.runtime().is_none();
         if let Some(decided) = wasmplugin::plan_without_catalog(&ctx.plugins, call, disabled) {
             attachments.diagnostics.extend(decided.diagnostics);
-            return finish(attachments, started);
+            return Some(finish(attachments, started));
         }
-        let catalog = match self.catalog(repo, commit, Some(deadline)) {
-            Ok(catalog) => catalog,
-            Err(diagnostic) => {
-                attachments.diagnostics.push(diagnostic);
-                return finish(attachments, started);
+        let catalog = if in_place {
+            self.cached_catalog(repo, commit)?
+        } else {
+            match self.catalog(repo, commit, Some(deadline)) {
+                Ok(catalog) => catalog,
+                Err(diagnostic) => {
+                    attachments.diagnostics.push(diagnostic);
+                    return Some(finish(attachments, started));
+                }
             }
         };
         if let Some(truncated) = &catalog.truncated {
             attachments.diagnostics.push(truncated.clone());
         }
         let plan = wasmplugin::plan(&catalog, &ctx.plugins, call, operation, disabled, &refs);
+        if in_place && !plan.executions.is_empty() {
+            return None;
+        }
         attachments.diagnostics.extend(plan.diagnostics);
         let Some(runtime) = self.plugins.runtime() else {
-            return finish(attachments, started);
+            return Some(finish(attachments, started));
         };
         let mut totals = Totals::default();
         for execution in &plan.executions {
@@ -392,7 +423,7 @@ impl Inner {
             }
         }
         totals.log(plan.executions.len(), started);
-        finish(attachments, started)
+        Some(finish(attachments, started))
     }
 
     /// What `availability(include_plugins: true)` shows (W-6): static information only.
@@ -458,6 +489,21 @@ impl Inner {
         self.catalog_observed(repo, commit, deadline, || {})
     }
 
+    /// The catalog of (repo, commit) if it is cached now (no discovery, no wait).
+    fn cached_catalog(&self, repo: &RepoName, commit: &CommitId) -> Option<Arc<Catalog>> {
+        let key = self.catalog_key(repo, commit).ok()?;
+        self.plugins.cache().get(&key)
+    }
+
+    fn catalog_key(&self, repo: &RepoName, commit: &CommitId) -> Result<CatalogKey, Diagnostic> {
+        Ok(CatalogKey {
+            storage_root: self.store.storage_root().to_string_lossy().into_owned(),
+            repo: repo.to_string(),
+            commit: commit.to_string(),
+            scope: self.registered_scope(repo)?,
+        })
+    }
+
     /// [`Inner::catalog`]; `discovered` runs in the owner after its discovery succeeded,
     /// before the catalog is cached (a test uses it to send a request into that moment).
     fn catalog_observed(
@@ -468,12 +514,7 @@ impl Inner {
         discovered: impl FnOnce(),
     ) -> Result<Arc<Catalog>, Diagnostic> {
         let mut discovered = Some(discovered);
-        let key = CatalogKey {
-            storage_root: self.store.storage_root().to_string_lossy().into_owned(),
-            repo: repo.to_string(),
-            commit: commit.to_string(),
-            scope: self.registered_scope(repo)?,
-        };
+        let key = self.catalog_key(repo, commit)?;
         let cached = || self.plugins.cache().get(&key);
         loop {
             if let Some(found) = cached() {

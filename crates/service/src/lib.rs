@@ -265,6 +265,74 @@ impl Service {
             })?
     }
 
+    /// The frame of `read` and `read_many`: the base read (resolve, lease, `base`), its
+    /// statistics (R-7: the base figures stop there), then enrichment outside the query lock
+    /// while the lease still holds the commit (W-33).
+    ///
+    /// A read that is cheap runs right here on the async thread: a thread hand-off costs more
+    /// than reading a cached or small file. What is not cheap moves to the blocking pool: a
+    /// base read that would inflate more than [`INLINE_INFLATE_BYTES`] of uncached blobs (it
+    /// is then redone there from the start) and an enrichment that has to discover or run a
+    /// plugin.
+    async fn read_frame<A, B>(
+        &self,
+        ctx: &CallContext,
+        frame: Frame,
+        items: fn(&A) -> &[ReadItem],
+        base: B,
+    ) -> Result<(A, Enrichment), ServiceError>
+    where
+        A: Send + 'static,
+        B: Fn(&Inner, &gitstore::Lease, &mut Allowance) -> Result<Option<A>, ServiceError>
+            + Send
+            + Sync
+            + 'static,
+    {
+        let started = Instant::now();
+        let frame = Arc::new(frame);
+        let base: Arc<Base<A>> = Arc::new(base);
+        let read = match self
+            .inner
+            .base_read(&frame, &*base, Some(INLINE_INFLATE_BYTES))
+        {
+            Some(read) => read,
+            None => {
+                let (frame, base) = (frame.clone(), base.clone());
+                self.unlocked(move |inner| {
+                    inner.base_read(&frame, &*base, None).unwrap_or_else(|| {
+                        Err(ServiceError::internal(
+                            "a read without allowance stopped early; see the server log",
+                        ))
+                    })
+                })
+                .await
+            }
+        };
+        (frame.stats)(&self.inner.stats).record(started, read.is_ok());
+        let (answer, lease) = read?;
+        if !frame.enrich {
+            return Ok((answer, Enrichment::default()));
+        }
+        let plugins = frame.plugins.as_deref();
+        let (repo, commit) = (lease.repo(), lease.commit());
+        let op = frame.operation;
+        if let Some(enrichment) =
+            self.inner
+                .enrich_in_place(ctx, op, repo, commit, items(&answer), plugins)
+        {
+            return Ok((answer, enrichment));
+        }
+        let ctx = ctx.clone();
+        self.unlocked(move |inner| {
+            let plugins = frame.plugins.as_deref();
+            let (repo, commit) = (lease.repo(), lease.commit());
+            let enrichment = inner.enrich(&ctx, op, repo, commit, items(&answer), plugins);
+            drop(lease);
+            Ok((answer, enrichment))
+        })
+        .await
+    }
+
     /// `read` (R-1..R-3), base only: no plugin runs. A failed base read is an error.
     pub async fn read(
         &self,
@@ -290,33 +358,34 @@ impl Service {
         req: ReadRequest,
         enrich: bool,
     ) -> Result<(ReadItem, Enrichment), ServiceError> {
-        let ctx = ctx.clone();
-        self.unlocked(move |inner| {
-            let frame = Frame {
-                operation: "read",
-                stats: &inner.stats.read,
-                repo: &req.repo,
-                revision: req.revision.as_deref(),
-                plugins: req.plugins.as_deref(),
-                enrich,
+        let frame = Frame {
+            operation: "read",
+            stats: |stats| &stats.read,
+            repo: req.repo.clone(),
+            revision: req.revision.clone(),
+            plugins: req.plugins.clone(),
+            enrich,
+        };
+        let file = FileRange {
+            path: req.path,
+            start_line: req.start_line,
+            end_line: req.end_line,
+        };
+        let base = move |inner: &Inner, lease: &gitstore::Lease, allowance: &mut Allowance| {
+            let mut budget = lines::Budget::single(&inner.config);
+            let Some((path, range)) = inner.read_range(lease, &file, &mut budget, allowance)?
+            else {
+                return Ok(None);
             };
-            inner.read_frame(&ctx, frame, std::slice::from_ref, |name, commit| {
-                let file = FileRange {
-                    path: req.path.clone(),
-                    start_line: req.start_line,
-                    end_line: req.end_line,
-                };
-                let mut budget = lines::Budget::single(&inner.config);
-                let (path, range) = inner.read_range(name, commit, &file, &mut budget)?;
-                Ok(ReadItem {
-                    repo: name.to_string(),
-                    commit: commit.to_string(),
-                    path,
-                    outcome: Ok(range),
-                })
-            })
-        })
-        .await
+            Ok(Some(ReadItem {
+                repo: lease.repo().to_string(),
+                commit: lease.commit().to_string(),
+                path,
+                outcome: Ok(range),
+            }))
+        };
+        self.read_frame(ctx, frame, std::slice::from_ref, base)
+            .await
     }
 
     /// `read_many`, base only: one item per entry in request order, one shared
@@ -358,30 +427,29 @@ impl Service {
                 req.files.len()
             )));
         }
-        let ctx = ctx.clone();
-        self.unlocked(move |inner| {
-            let frame = Frame {
-                operation: "read_many",
-                stats: &inner.stats.read_many,
-                repo: &req.repo,
-                revision: req.revision.as_deref(),
-                plugins: req.plugins.as_deref(),
-                enrich,
-            };
-            inner.read_frame(&ctx, frame, ReadManyAnswer::items, |name, commit| {
-                let mut budget = lines::Budget::batch(&inner.config);
-                Ok(ReadManyAnswer {
-                    repo: name.to_string(),
-                    commit: commit.to_string(),
-                    items: req
-                        .files
-                        .iter()
-                        .map(|file| inner.read_item(name, commit, file, &mut budget))
-                        .collect(),
-                })
-            })
-        })
-        .await
+        let frame = Frame {
+            operation: "read_many",
+            stats: |stats| &stats.read_many,
+            repo: req.repo,
+            revision: req.revision,
+            plugins: req.plugins,
+            enrich,
+        };
+        let files = req.files;
+        let base = move |inner: &Inner, lease: &gitstore::Lease, allowance: &mut Allowance| {
+            let mut budget = lines::Budget::batch(&inner.config);
+            let items = files
+                .iter()
+                .map(|file| inner.read_item(lease, file, &mut budget, allowance))
+                .collect::<Option<Vec<_>>>();
+            Ok(items.map(|items| ReadManyAnswer {
+                repo: lease.repo().to_string(),
+                commit: lease.commit().to_string(),
+                items,
+            }))
+        };
+        self.read_frame(ctx, frame, ReadManyAnswer::items, base)
+            .await
     }
 
     /// `list` (S-7): the tree below a directory, inside the registered scope.
@@ -561,38 +629,35 @@ impl Service {
 }
 
 impl Inner {
-    /// The frame of `read` and `read_many`: resolve and lease under the query lock, the base
-    /// read, its statistics (R-7: the base figures stop there), then enrichment outside the
-    /// lock while the lease still holds the commit (W-33).
-    fn read_frame<A>(
+    /// The base read of a frame: resolve and lease on one look at the registry, under the
+    /// read side of the query lock, then `base`. In place (`allowance` set), `None` when the
+    /// query lock is held by a registry change or `base` ran out of allowance: redo it on the
+    /// blocking pool.
+    fn base_read<A>(
         &self,
-        ctx: &CallContext,
-        frame: Frame<'_>,
-        items: impl Fn(&A) -> &[ReadItem],
-        base: impl FnOnce(&RepoName, &CommitId) -> Result<A, ServiceError>,
-    ) -> Result<(A, Enrichment), ServiceError> {
-        let started = Instant::now();
-        let read = self.locked(|| -> Result<_, ServiceError> {
-            let (name, commit) = self.resolve(frame.repo, frame.revision)?;
-            let lease = self.store.lease(&name, &commit)?;
-            let answer = base(&name, &commit)?;
-            Ok((answer, lease, name, commit))
-        });
-        frame.stats.record(started, read.is_ok());
-        let (answer, _lease, name, commit) = read?;
-        let enrichment = if frame.enrich {
-            self.enrich(
-                ctx,
-                frame.operation,
-                &name,
-                &commit,
-                items(&answer),
-                frame.plugins,
-            )
-        } else {
-            Enrichment::default()
+        frame: &Frame,
+        base: &Base<A>,
+        mut allowance: Allowance,
+    ) -> Option<Result<(A, gitstore::Lease), ServiceError>> {
+        let _guard = match allowance {
+            Some(_) => match self.query_lock.try_read() {
+                Ok(guard) => guard,
+                Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return None,
+            },
+            None => self
+                .query_lock
+                .read()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
         };
-        Ok((answer, enrichment))
+        let mut read = || -> Result<Option<(A, gitstore::Lease)>, ServiceError> {
+            let name = RepoName::parse(&frame.repo)?;
+            let lease = self
+                .store
+                .lease_revision(&name, frame.revision.as_deref())?;
+            Ok(base(self, &lease, &mut allowance)?.map(|answer| (answer, lease)))
+        };
+        read().transpose()
     }
 
     /// Runs `work` under the read side of the query lock.
@@ -615,15 +680,22 @@ impl Inner {
     }
 
     /// Reads one range under `budget`; answers the normalised path with it.
+    /// `None`: the file is not cached and bigger than what is left of `allowance`.
     fn read_range(
         &self,
-        name: &RepoName,
-        commit: &CommitId,
+        lease: &gitstore::Lease,
         file: &FileRange,
         budget: &mut lines::Budget,
-    ) -> Result<(String, ReadRange), ServiceError> {
+        allowance: &mut Allowance,
+    ) -> Result<Option<(String, ReadRange)>, ServiceError> {
         let path = RepoPath::parse(&file.path)?;
-        let text = self.store.read_text(name, commit, &path)?;
+        let text = match allowance {
+            Some(left) => match lease.read_text_within(&path, left)? {
+                Some(text) => text,
+                None => return Ok(None),
+            },
+            None => lease.read_text(&path)?,
+        };
         let window = lines::window(
             &text,
             file.start_line,
@@ -631,19 +703,21 @@ impl Inner {
             self.config.default_lines,
         )
         .map_err(|e| ServiceError::invalid(e.message(path.as_str())))?;
-        Ok((path.to_string(), budget.take(&text, window)))
+        Ok(Some((path.to_string(), budget.take(&text, window))))
     }
 
-    /// Reads one batch item under `budget`; a failure stays inside the item.
+    /// Reads one batch item under `budget`; a failure stays inside the item. `None` as
+    /// for [`Inner::read_range`].
     fn read_item(
         &self,
-        name: &RepoName,
-        commit: &CommitId,
+        lease: &gitstore::Lease,
         file: &FileRange,
         budget: &mut lines::Budget,
-    ) -> ReadItem {
-        let (path, outcome) = match self.read_range(name, commit, file, budget) {
-            Ok((path, range)) => (path, Ok(range)),
+        allowance: &mut Allowance,
+    ) -> Option<ReadItem> {
+        let (path, outcome) = match self.read_range(lease, file, budget, allowance) {
+            Ok(None) => return None,
+            Ok(Some((path, range))) => (path, Ok(range)),
             Err(error) => {
                 // Show the path as asked, escaped and bounded: it may be hostile input.
                 let shown = file
@@ -656,12 +730,12 @@ impl Inner {
                 (shown, Err(error.message))
             }
         };
-        ReadItem {
-            repo: name.to_string(),
-            commit: commit.to_string(),
+        Some(ReadItem {
+            repo: lease.repo().to_string(),
+            commit: lease.commit().to_string(),
             path,
             outcome,
-        }
+        })
     }
 }
 
@@ -691,14 +765,28 @@ fn rfc3339(time: SystemTime) -> String {
 }
 
 /// What differs between the `read` and `read_many` frames.
-struct Frame<'a> {
+struct Frame {
     operation: &'static str,
-    stats: &'a stats::OpStats,
-    repo: &'a str,
-    revision: Option<&'a str>,
-    plugins: Option<&'a [PluginSelection]>,
+    stats: fn(&QueryStats) -> &stats::OpStats,
+    repo: String,
+    revision: Option<String>,
+    plugins: Option<Vec<PluginSelection>>,
     enrich: bool,
 }
+
+/// Blob bytes not in the blob cache one read may inflate on the async thread that received
+/// it (about a quarter of a millisecond of inflate); a read that needs more is moved to the
+/// blocking pool. Whole-file reads of source files, tens of KiB each, stay in place.
+const INLINE_INFLATE_BYTES: u64 = 256 * 1024;
+
+/// How much a base read may still inflate: `Some(bytes)` in place, `None` without limit (on
+/// the blocking pool).
+type Allowance = Option<u64>;
+
+/// The base read of a frame, given its lease; `Ok(None)`: out of allowance.
+type Base<A> = dyn Fn(&Inner, &gitstore::Lease, &mut Allowance) -> Result<Option<A>, ServiceError>
+    + Send
+    + Sync;
 
 impl ReadManyAnswer {
     fn items(&self) -> &[ReadItem] {

@@ -1,7 +1,11 @@
 //! Cutting a line range out of a file under a byte budget (R-1..R-3). Pure functions over
-//! text, so the continuation property can be tested without Git.
+//! an indexed text ([`gitstore::Text`]: lines end after `\n`, a last line without one still
+//! counts), so the continuation property can be tested without Git. The line table comes
+//! with the text (kept with it in the blob cache): finding a window deep in a big file is a
+//! lookup, not a scan.
 
 use crate::model::ReadRange;
+use gitstore::Text;
 
 /// Byte limits applied to one item.
 #[derive(Debug, Clone, Copy)]
@@ -40,29 +44,6 @@ impl RangeError {
     }
 }
 
-/// Number of lines in `text`: lines end after `\n`; a final line without `\n` still counts
-/// . One `memchr` pass, no allocation: this runs on every read of the whole file.
-pub(crate) fn count_lines(text: &str) -> u64 {
-    let bytes = text.as_bytes();
-    let newlines = memchr::memchr_iter(b'\n', bytes).count() as u64;
-    newlines + u64::from(bytes.last().is_some_and(|&b| b != b'\n'))
-}
-
-/// The byte offset where line `n` (1-based, at most the line count) starts.
-fn line_begin(bytes: &[u8], n: u64) -> usize {
-    match n {
-        0 | 1 => 0,
-        n => memchr::memchr_iter(b'\n', bytes)
-            .nth((n - 2) as usize)
-            .map_or(bytes.len(), |i| i + 1),
-    }
-}
-
-/// The byte offset just past the line that starts at `begin` (after its `\n`, or the end).
-fn line_end(bytes: &[u8], begin: usize) -> usize {
-    memchr::memchr(b'\n', &bytes[begin..]).map_or(bytes.len(), |i| begin + i + 1)
-}
-
 /// The validated request window of an item: `start_line` and the clamped `end_line`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Window {
@@ -73,12 +54,12 @@ pub(crate) struct Window {
 
 /// Applies the R-1 defaults and checks the window against the file.
 pub(crate) fn window(
-    text: &str,
+    text: &Text,
     start_line: Option<u64>,
     end_line: Option<u64>,
     default_lines: u64,
 ) -> Result<Window, RangeError> {
-    let total = count_lines(text);
+    let total = text.line_count();
     let start = start_line.unwrap_or(1);
     if start == 0 {
         return Err(RangeError::StartZero);
@@ -123,15 +104,33 @@ pub(crate) fn spent(window: Window) -> ReadRange {
 
 /// Cuts `window` out of `text` under `limits`. Returns `None` when not even the first line
 /// fits and `limits.first_line_always` is off (the batch budget is spent).
-pub(crate) fn cut(text: &str, window: Window, limits: Limits) -> Option<ReadRange> {
+pub(crate) fn cut(text: &Text, window: Window, limits: Limits) -> Option<ReadRange> {
     if window.total == 0 {
         return Some(ReadRange::empty_file());
     }
-    // Only the window's own lines are walked: a continuation read deep into a big file pays
-    // one newline scan up to its start, not a table of every line.
-    let bytes = text.as_bytes();
-    let first_begin = line_begin(bytes, window.start);
-    let first_end = line_end(bytes, first_begin);
+    // The common case, a whole (rest of a) file that fits: one slice, no walk over its lines
+    // and no line table.
+    if window.end == window.total
+        && let Some((begin, len)) = text.tail_from(window.start)
+        && len <= limits.budget.min(limits.line_cap)
+    {
+        return Some(ReadRange {
+            start_line: window.start,
+            end_line: window.total,
+            total_lines: window.total,
+            truncated: false,
+            has_more: false,
+            next_start_line: None,
+            line_cut: None,
+            content: text[begin..].to_string(),
+        });
+    }
+    // A window holds lines 1..=total of this text (see `window`): the lookup only misses for
+    // a window made for another text, which is answered as an empty file, not a panic.
+    let Some(first) = text.line(window.start) else {
+        return Some(ReadRange::empty_file());
+    };
+    let (first_begin, first_end) = (first.start, first.end);
     let mut line_cut = None;
     let mut body_end = first_end;
     let first_len = first_end - first_begin;
@@ -149,8 +148,10 @@ pub(crate) fn cut(text: &str, window: Window, limits: Limits) -> Option<ReadRang
     let mut last = window.start;
     if line_cut.is_none() {
         while last < window.end {
-            // `body_end` is where line `last` ends, so where line `last + 1` begins.
-            let next_end = line_end(bytes, body_end);
+            let Some(next) = text.line(last + 1) else {
+                break;
+            };
+            let next_end = next.end;
             if next_end - first_begin > limits.budget {
                 break;
             }
@@ -207,7 +208,7 @@ impl Budget {
     }
 
     /// Cuts `window` out of `text` with what is left, and charges what was returned.
-    pub(crate) fn take(&mut self, text: &str, window: Window) -> ReadRange {
+    pub(crate) fn take(&mut self, text: &Text, window: Window) -> ReadRange {
         if self.spent {
             return spent(window);
         }
@@ -236,6 +237,10 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    fn t(text: &str) -> Text {
+        Text::new(text.to_string()).expect("small")
+    }
+
     fn limits(budget: usize) -> Limits {
         Limits {
             budget,
@@ -254,7 +259,7 @@ mod tests {
             ..Default::default()
         };
         let mut budget = Budget::batch(&config);
-        let text = "aaaa\nbbbb\ncccc\n";
+        let text = &t("aaaa\nbbbb\ncccc\n");
         let w = window(text, None, None, 500).unwrap();
         let first = budget.take(text, w);
         assert_eq!(first.content, "aaaa\nbbbb\n", "per-item budget 10");
@@ -268,34 +273,27 @@ mod tests {
             ),
             ("", true, true, Some(1))
         );
-        let tiny = "x\n";
+        let tiny = &t("x\n");
         let third = budget.take(tiny, window(tiny, None, None, 500).unwrap());
         assert_eq!(
             (third.content.as_str(), third.next_start_line),
             ("", Some(1)),
             "spent stays spent"
         );
-        let empty_file = budget.take("", window("", None, None, 500).unwrap());
+        let empty = &t("");
+        let empty_file = budget.take(empty, window(empty, None, None, 500).unwrap());
         assert!(
             !empty_file.has_more && !empty_file.truncated,
             "an empty file has nothing more"
         );
     }
 
-    #[test]
-    fn r1_line_counting() {
-        assert_eq!(count_lines(""), 0);
-        assert_eq!(count_lines("a"), 1);
-        assert_eq!(count_lines("a\n"), 1);
-        assert_eq!(count_lines("a\nb"), 2);
-        assert_eq!(count_lines("\n\n"), 2);
-        assert_eq!(count_lines("a\r\nb\r\n"), 2);
-    }
-
     /// defaults and window errors.
     #[test]
     fn r1_defaults_and_window_errors() {
-        let text: String = (1..=1000).map(|i| format!("line {i}\n")).collect();
+        let text = t(&(1..=1000)
+            .map(|i| format!("line {i}\n"))
+            .collect::<String>());
         assert_eq!(
             window(&text, None, None, 500),
             Ok(Window {
@@ -337,8 +335,9 @@ mod tests {
                 .contains("has 3 lines")
         );
         // Empty file: StartLine 1, EndLine 0, TotalLines 0, HasMore false, whatever the start.
-        let w = window("", Some(7), None, 500).unwrap();
-        let r = cut("", w, limits(10)).unwrap();
+        let empty = t("");
+        let w = window(&empty, Some(7), None, 500).unwrap();
+        let r = cut(&empty, w, limits(10)).unwrap();
         assert_eq!(
             (
                 r.start_line,
@@ -354,7 +353,7 @@ mod tests {
     /// budget counts whole lines; at least the first line; cut only above LINE_CAP.
     #[test]
     fn r3_budget_whole_lines() {
-        let text = "aaaa\nbbbb\ncccc\n";
+        let text = &t("aaaa\nbbbb\ncccc\n");
         let w = window(text, None, None, 500).unwrap();
         let r = cut(text, w, limits(11)).unwrap();
         assert_eq!(
@@ -389,7 +388,8 @@ mod tests {
             ("aaa", Some(2), Some(2), true)
         );
         // The cut never splits a UTF-8 character.
-        let r = cut("ééé\n", window("ééé\n", None, None, 500).unwrap(), capped).unwrap();
+        let wide = t("ééé\n");
+        let r = cut(&wide, window(&wide, None, None, 500).unwrap(), capped).unwrap();
         assert_eq!((r.content.as_str(), r.line_cut), ("é", Some(5)));
     }
 
@@ -414,13 +414,14 @@ mod tests {
         /// byte for byte, for any budget and any window size.
         #[test]
         fn r2_continuation_reproduces_file(text in arb_text(), budget in 1usize..600, lines in 1u64..50) {
-            let total = count_lines(&text);
+            let indexed = t(&text);
+            let total = indexed.line_count();
             let mut rebuilt = String::new();
             let mut next = Some(1u64);
             let mut calls = 0;
             while let Some(start) = next {
-                let w = window(&text, Some(start), None, lines).unwrap();
-                let r = cut(&text, w, limits(budget)).unwrap();
+                let w = window(&indexed, Some(start), None, lines).unwrap();
+                let r = cut(&indexed, w, limits(budget)).unwrap();
                 prop_assert!(r.end_line >= r.start_line || total == 0, "progress");
                 prop_assert_eq!(r.total_lines, total);
                 rebuilt.push_str(&r.content);

@@ -485,3 +485,68 @@ async fn r7_statistics_count_base_reads() {
     let stats = f.service.stats();
     assert_eq!((stats.read.calls, stats.read.errors), (2, 1));
 }
+
+/// reads too big to inflate in place (over the 256 KiB in-place allowance, one
+/// file or a batch together) are redone on the blocking pool with the same answers: the
+/// continuation reproduces the file, a batch keeps request order and its shared budget, and
+/// each call is counted once.
+#[tokio::test]
+async fn r2_reads_moved_off_the_async_thread_answer_the_same() {
+    let big = numbered(60_000); // about 650 KiB
+    // About 120 KiB each and distinct (one blob each): three exceed the allowance together.
+    let medium: Vec<Vec<u8>> = (1..=3)
+        .map(|n| [format!("file {n}\n").into_bytes(), numbered(12_000)].concat())
+        .collect();
+    let f = fixture(
+        &[
+            ("big.txt", &big),
+            ("m1.txt", &medium[0]),
+            ("m2.txt", &medium[1]),
+            ("m3.txt", &medium[2]),
+        ],
+        "",
+        ServiceConfig::default(),
+    );
+    let ctx = CallContext::default();
+    let mut rebuilt = String::new();
+    let mut next = Some(1);
+    let mut calls = 0;
+    while let Some(start) = next {
+        let item = f
+            .service
+            .read(&ctx, read("big.txt", Some(start), Some(start + 9_999)))
+            .await
+            .unwrap();
+        let range = item.outcome.unwrap();
+        rebuilt.push_str(&range.content);
+        next = range.next_start_line;
+        calls += 1;
+    }
+    assert_eq!(rebuilt.as_bytes(), &big[..]);
+
+    let service::ReadManyAnswer { items, .. } = f
+        .service
+        .read_many(
+            &ctx,
+            ReadManyRequest {
+                repo: "test/repo".into(),
+                revision: None,
+                files: vec![
+                    file("m1.txt", None, Some(12_001)),
+                    file("m2.txt", None, Some(12_001)),
+                    file("m3.txt", None, Some(12_001)),
+                ],
+                plugins: None,
+            },
+        )
+        .await
+        .unwrap();
+    let ranges: Vec<_> = items.into_iter().map(|i| i.outcome.unwrap()).collect();
+    // 512 KiB shared, 256 KiB per item: all three fit whole, in request order.
+    for (range, expected) in ranges.iter().zip(&medium) {
+        assert_eq!(range.content.as_bytes(), &expected[..]);
+        assert!(!range.truncated && !range.has_more);
+    }
+    let stats = f.service.stats();
+    assert_eq!((stats.read.calls, stats.read_many.calls), (calls, 1));
+}

@@ -52,14 +52,30 @@ pub(crate) fn lock_exclusive(path: &Path) -> Result<FileLock, Error> {
 }
 
 /// Locks `path` exclusively if nobody holds it; `None` when another holder has it.
+///
+/// A lock can look held for a moment by nobody at all: a `git` child forked by another
+/// thread holds a copy of every descriptor (our lock files' included) until its `exec`
+/// closes them, and a sync that just finished may be in that window. So a refusal is only
+/// believed after [`TRY_LOCK_ATTEMPTS`] tries [`TRY_LOCK_PAUSE`] apart; a real holder (a
+/// fetch, a gc) holds it far longer.
 pub(crate) fn try_lock_exclusive(path: &Path) -> Result<Option<FileLock>, Error> {
     let file = open_lock_file(path)?;
-    match file.try_lock() {
-        Ok(()) => Ok(Some(FileLock { _file: file })),
-        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
-        Err(std::fs::TryLockError::Error(e)) => Err(storage("taking a mirror lock")(e)),
+    for attempt in 1..=TRY_LOCK_ATTEMPTS {
+        match file.try_lock() {
+            Ok(()) => return Ok(Some(FileLock { _file: file })),
+            Err(std::fs::TryLockError::WouldBlock) if attempt < TRY_LOCK_ATTEMPTS => {
+                std::thread::sleep(TRY_LOCK_PAUSE)
+            }
+            Err(std::fs::TryLockError::WouldBlock) => return Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => return Err(storage("taking a mirror lock")(e)),
+        }
     }
+    Ok(None)
 }
+
+/// See [`try_lock_exclusive`].
+const TRY_LOCK_ATTEMPTS: u32 = 5;
+const TRY_LOCK_PAUSE: std::time::Duration = std::time::Duration::from_millis(25);
 
 /// Blocks until `path` is locked shared.
 pub(crate) fn lock_shared(path: &Path) -> Result<FileLock, Error> {
