@@ -288,55 +288,43 @@ impl HostFiles for PluginFiles<'_> {
     }
 }
 
+/// One enrichment to run: the base answer's items and what selects the plugins.
+#[derive(Clone, Copy)]
+pub(crate) struct EnrichRequest<'a> {
+    pub ctx: &'a CallContext,
+    pub operation: &'a str,
+    pub repo: &'a RepoName,
+    pub commit: &'a CommitId,
+    pub items: &'a [ReadItem],
+    pub call: Option<&'a [PluginSelection]>,
+}
+
 impl Inner {
     /// Runs the selected plugins over the successful items. Never fails: every problem is a
     /// diagnostic, a panic inside enrichment included (W-25: plan, absorb and host glue are
     /// caught here, so a successful base read never becomes an error).
-    pub(crate) fn enrich(
-        &self,
-        ctx: &CallContext,
-        operation: &str,
-        repo: &RepoName,
-        commit: &CommitId,
-        items: &[ReadItem],
-        call: Option<&[PluginSelection]>,
-    ) -> Enrichment {
-        contain_panics(|| {
-            self.enrich_unguarded(ctx, operation, repo, commit, items, call, false)
-                .unwrap_or_default()
-        })
+    pub(crate) fn enrich(&self, req: EnrichRequest<'_>) -> Enrichment {
+        contain_panics(|| self.enrich_unguarded(req, false).unwrap_or_default())
     }
 
     /// [`Inner::enrich`] when it is cheap enough for an async thread: nothing to run and the
     /// catalog (if one is needed) already cached. `None` when a discovery or a plugin would
     /// have to run (or anything panicked): then call [`Inner::enrich`] on a blocking thread.
-    pub(crate) fn enrich_in_place(
-        &self,
-        ctx: &CallContext,
-        operation: &str,
-        repo: &RepoName,
-        commit: &CommitId,
-        items: &[ReadItem],
-        call: Option<&[PluginSelection]>,
-    ) -> Option<Enrichment> {
-        std::panic::catch_unwind(AssertUnwindSafe(|| {
-            self.enrich_unguarded(ctx, operation, repo, commit, items, call, true)
-        }))
-        .unwrap_or(None)
+    pub(crate) fn enrich_in_place(&self, req: EnrichRequest<'_>) -> Option<Enrichment> {
+        std::panic::catch_unwind(AssertUnwindSafe(|| self.enrich_unguarded(req, true)))
+            .unwrap_or(None)
     }
 
     /// The enrichment; with `in_place`, `None` as soon as it would discover or execute.
-    #[allow(clippy::too_many_arguments)]
-    fn enrich_unguarded(
-        &self,
-        ctx: &CallContext,
-        operation: &str,
-        repo: &RepoName,
-        commit: &CommitId,
-        items: &[ReadItem],
-        call: Option<&[PluginSelection]>,
-        in_place: bool,
-    ) -> Option<Enrichment> {
+    fn enrich_unguarded(&self, req: EnrichRequest<'_>, in_place: bool) -> Option<Enrichment> {
+        let EnrichRequest {
+            ctx,
+            operation,
+            repo,
+            commit,
+            items,
+            call,
+        } = req;
         let started = Instant::now();
         // W-26: one TIMEOUT for the whole enrichment, discovery (artifact reads and the wait
         // on another request's discovery) included.

@@ -313,20 +313,13 @@ impl Service {
         if !frame.enrich {
             return Ok((answer, Enrichment::default()));
         }
-        let plugins = frame.plugins.as_deref();
-        let (repo, commit) = (lease.repo(), lease.commit());
-        let op = frame.operation;
-        if let Some(enrichment) =
-            self.inner
-                .enrich_in_place(ctx, op, repo, commit, items(&answer), plugins)
-        {
+        let in_place = frame.enrichment(ctx, &lease, items(&answer));
+        if let Some(enrichment) = self.inner.enrich_in_place(in_place) {
             return Ok((answer, enrichment));
         }
         let ctx = ctx.clone();
         self.unlocked(move |inner| {
-            let plugins = frame.plugins.as_deref();
-            let (repo, commit) = (lease.repo(), lease.commit());
-            let enrichment = inner.enrich(&ctx, op, repo, commit, items(&answer), plugins);
+            let enrichment = inner.enrich(frame.enrichment(&ctx, &lease, items(&answer)));
             drop(lease);
             Ok((answer, enrichment))
         })
@@ -772,6 +765,25 @@ struct Frame {
     revision: Option<String>,
     plugins: Option<Vec<PluginSelection>>,
     enrich: bool,
+}
+
+impl Frame {
+    /// The enrichment of this frame's answer, read under `lease`.
+    fn enrichment<'a>(
+        &'a self,
+        ctx: &'a CallContext,
+        lease: &'a gitstore::Lease,
+        items: &'a [ReadItem],
+    ) -> enrich::EnrichRequest<'a> {
+        enrich::EnrichRequest {
+            ctx,
+            operation: self.operation,
+            repo: lease.repo(),
+            commit: lease.commit(),
+            items,
+            call: self.plugins.as_deref(),
+        }
+    }
 }
 
 /// Blob bytes not in the blob cache one read may inflate on the async thread that received
