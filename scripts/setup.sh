@@ -9,6 +9,11 @@ command -v git >/dev/null 2>&1 || need_apt+=(git)
 command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+# Server plugins embed Debian's CPython 3.11 (.cargo/config.toml sets PYO3_PYTHON to it): the
+# interpreter, its headers and libpython3.11.so, which the binary binds at run time.
+[ -x /usr/bin/python3.11 ] || need_apt+=(python3.11)
+[ -f /usr/include/python3.11/Python.h ] && [ -e /usr/lib/x86_64-linux-gnu/libpython3.11.so ] ||
+  need_apt+=(libpython3.11-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]}" >&2
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

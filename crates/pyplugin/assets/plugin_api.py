@@ -1,0 +1,258 @@
+"""Server-plugin hook reference of csg (Context Source Graph), HOOKS_VERSION 1.
+
+DO NOT PUT THIS FILE INTO THE PLUGINS DIRECTORY. It is documentation shipped inside the csg
+binary (`csg plugins api` prints it, `csg plugins api --out FILE` writes it). In the plugins
+directory it would load as a plugin and be rejected: its version constants are upper-case names
+that are not tables. For a file to start from, run `csg plugins init DIR` (writes example.py).
+
+The model in five lines
+  1. One plugin = one .py file in the plugins directory. No base class, decorator, registration,
+     manifest, build step or import is needed.
+  2. An empty file is a valid plugin that changes nothing. A hook you do not define does not run.
+  3. Only the returned value is applied. A hook gets a deep copy of plain data (str, int, float,
+     bool, None, list, dict); changing it and forgetting `return` changes nothing; None means
+     no change.
+  4. Typos are loud. A function defined in the file whose name starts with `on_` or is within
+     edit distance 2 of a hook name must be a hook; an UPPER_CASE name must be QUERY_ALIASES,
+     ALIASES, TOOL_PRESETS or REQUIRES. Anything else rejects the whole file (reported and
+     skipped; the other files load) with the offending name, the nearest allowed name and the
+     allowed list. Helpers and private constants start with `_`; imports are free (`import re`).
+  5. A failing hook is isolated. Any exception (BaseException, so sys.exit() too) is logged with
+     file, hook and traceback; the call answers as if that plugin were absent; a call-scoped hook
+     is then disabled until the next reload (derived-state hooks: see below).
+
+Order and pipelines
+  Files run in sorted file-name order (name them 10_aliases.py, 20_notes.py, ...). Each hook is
+  a pipeline: the value returned by one file is the input of the next file's same hook; a file
+  returning None passes its input on unchanged. Return plain data only. A result that breaks
+  the rules of its hook is discarded, as if that file had returned None. After the last file
+  the server measures limits again, recomputes counts from what was returned and validates the
+  answer; an answer that does not validate is discarded for the unmodified one.
+
+Hook classes: what an edit costs
+  call-scoped (on_startup, on_tool_call, on_search_results, on_read_result): affects one call
+    only. Edit the file, reload, and it applies from the next call; nothing is rebuilt.
+  derived-state (on_source_file): shapes the persisted search index. The source of every file
+    that defines it is part of the index fingerprint, so editing such a file (any line of it)
+    marks the index stale: plugin_status says "index stale: rebuild pending". A reload does not
+    change the derived-state hooks in use; the next start, `prepare` with action "reindex" or
+    `csg index rebuild` builds a new index generation while the published one keeps
+    answering. On a large corpus that takes long: first check whether a call-scoped hook or a
+    table gives the effect, and keep on_source_file in a file of its own.
+    A failing derived-state hook leaves its unit (one file) indexed as if the hook were absent
+    and is counted in the build summary; with SOURCEGRAPH_SERVER_PLUGINS_STRICT=true it fails
+    the build instead, and the published index keeps answering.
+
+Time limit
+  Each hook call has a time limit (default 2 s; the value in effect is settings["hook_timeout_ms"]
+  of on_startup). An overrunning hook is interrupted by a watchdog that raises an exception into
+  it; it counts as failed (see line 5). A hook that cannot be interrupted wedges the subsystem
+  until csg is restarted: one that catches BaseException (a bare `except:`) and carries on, or
+  one blocked in C code (time.sleep, a blocking socket or subprocess call). Wedged means every
+  hook is bypassed (calls answer as without server plugins), plugin_status says a restart is
+  needed and reload_plugins refuses. So: no bare `except:`, no sleeping, no network calls.
+
+Enabling
+  Off by default. SOURCEGRAPH_SERVER_PLUGINS_ENABLED=true turns it on; the directory is
+  SOURCEGRAPH_SERVER_PLUGINS_DIRECTORY (default `plugins/` under the data directory). Disabled,
+  the directory is never read and reload_plugins answers that the subsystem is disabled.
+  (SOURCEGRAPH_PLUGINS_* and the connection parameter `plugins` concern repository Wasm plugins.)
+
+Lifecycle of a plugin
+  1. Read this file.                      csg plugins api [--out /tmp/plugin_api.py]
+  2. Get every hook and table, commented. csg plugins init DIR       (writes DIR/example.py)
+  3. Write one file; its name sets its place in the order.
+  4. Dry-run: no data, no index, no server. csg plugins check DIR
+     Loads each file, checks names, tables and REQUIRES, runs each hook once on the sample
+     payload shown below; prints a report, exits non-zero on any rejection.
+  5. Mount or copy DIR to SOURCEGRAPH_SERVER_PLUGINS_DIRECTORY.
+  6. Reload and look:  csg plugins reload; csg plugins status   (--server URL, token from
+     SOURCEGRAPH_API_TOKEN), or the MCP tools reload_plugins (needs the prepare capability when
+     auth is on) and plugin_status, or GET /sourcegraph/api/plugins/status. Status shows the
+     epoch, loaded files, disabled hooks and why, rejected files and why, and the versions.
+  Each reload loads every file afresh (new module objects, module globals start over) into a new
+  epoch; a call in flight finishes on the epoch it started with.
+
+Guarantees to callers
+  Secrets reach on_startup only as booleans "set / not set"; the caller appears in payloads only
+  as {"authenticated": bool}. A rewrite of a call's arguments (on_tool_call, QUERY_ALIASES) is
+  disclosed in the answer: an `ArgumentsRewritten:` block with the plugin file and the original
+  and effective arguments as JSON.
+
+Versions and REQUIRES
+  A plugin may pin the published versions below; on a mismatch it is not loaded and the message
+  names both sides. Integer versions take an exact int or a string of comma-separated
+  comparisons `==N`, `!=N`, `>=N`, `>N`, `<=N`, `<N`; PRODUCT takes an exact string:
+      REQUIRES = {"HOOKS_VERSION": ">=1,<2", "PRODUCT": "context-sourcegraph"}
+      REQUIRES = {"HOST_CONTRACT_VERSION": 1}
+"""
+
+HOST_CONTRACT_VERSION = 1
+HOOKS_VERSION = 1
+PRODUCT = "context-sourcegraph"
+
+
+def on_startup(info):
+    """call-scoped. Runs once each time an epoch loads: at server start and after each reload.
+
+    Payload:
+        {"product": "context-sourcegraph", "version": "0.1.0", "host_contract_version": 1,
+         "hooks_version": 1, "epoch": 3, "plugin_files": ["10_aliases.py", "20_notes.py"],
+         "settings": {"public_read": True, "hook_timeout_ms": 2000, "strict": False},
+         "secrets": {"SOURCEGRAPH_API_TOKEN": False, "CSG_ADMIN_PASSWORD": True}}
+
+    Applied: nothing, the return value is ignored. Use it to prepare private module state for
+    the other hooks of the same file. `secrets` lists every secret-looking setting (its name
+    contains TOKEN, KEY, SECRET or PASSWORD) as a boolean "set / not set"; the value itself
+    never reaches a plugin. Read `settings` and `secrets` with .get(): the names they hold
+    depend on the configuration (the sample payload of `csg plugins check` may have none).
+
+    Example:
+        import sys
+
+        def on_startup(info):
+            files = ", ".join(info["plugin_files"])
+            print(f"server plugins, epoch {info['epoch']}: {files}", file=sys.stderr)
+            return None
+    """
+    return None
+
+
+def on_tool_call(call):
+    """call-scoped. Runs before an MCP or JSON-API tool runs; may rewrite its arguments.
+
+    Payload:
+        {"tool": "search", "arguments": {"query": "k8s deploy", "repo": "acme/infra"},
+         "caller": {"authenticated": False}}
+
+    Applied: return None, or {"arguments": {...}}: the complete new arguments object for the
+    same tool (not a patch; copy what you keep). The tool cannot be changed: any other key,
+    such as "tool", makes the result invalid. The new arguments must pass the tool's strict
+    argument check, otherwise the rewrite is discarded. When the arguments changed, the answer
+    ends with a disclosure block naming the plugin file and both argument objects.
+
+    Example:
+        def on_tool_call(call):
+            arguments = call["arguments"]
+            limit = arguments.get("limit")
+            if call["tool"] == "search" and isinstance(limit, int) and limit > 50:
+                return {"arguments": dict(arguments, limit=50)}
+            return None
+    """
+    return None
+
+
+def on_search_results(result):
+    """call-scoped. Runs after a search, before the answer is rendered.
+
+    Payload:
+        {"query": "kubernetes deploy", "caller": {"authenticated": False},
+         "hits": [{"repo": "acme/infra",
+                   "commit": "0123456789abcdef0123456789abcdef01234567",
+                   "path": "deploy/k8s.yaml", "line": 12, "snippet": "kind: Deployment"}]}
+
+    Applied: return None, or {"hits": [...]}: a reordered and/or shortened list of the hits
+    given. Each returned hit must be one of the given hits (same repo, commit, path, line,
+    snippet), each at most once, and may carry one extra key "note": a string of at most 1024
+    characters on one line, shown after the hit. Anything else (a new hit, a changed snippet, a
+    wrong type, another key) makes the whole result invalid and it is discarded. File-name
+    matches are not in the payload and are kept as they are. Counts are recomputed from the
+    hits returned.
+
+    Example:
+        def on_search_results(result):
+            hits = [hit for hit in result["hits"] if not hit["path"].startswith("vendor/")]
+            hits.sort(key=lambda hit: not hit["path"].startswith("docs/"))
+            for hit in hits:
+                if hit["path"].startswith("docs/"):
+                    hit["note"] = "from the handbook"
+            return {"hits": hits}
+    """
+    return None
+
+
+def on_read_result(result):
+    """call-scoped. Runs after `read` / `read_many`, before the answer is rendered.
+
+    Payload (an item that failed has "path" and "error" only):
+        {"tool": "read", "repo": "acme/kb",
+         "commit": "0123456789abcdef0123456789abcdef01234567",
+         "caller": {"authenticated": False},
+         "items": [{"path": "docs/a.md", "start_line": 1, "end_line": 30, "total_lines": 120,
+                    "has_more": True, "text": "<the lines returned>"},
+                   {"path": "docs/missing.md", "error": "no such file at this commit"}],
+         "notes": []}
+
+    Applied: return None, or {"notes": ["...", ...]}: operator notes (at most 16 strings, each
+    at most 64 KiB) appended to the answer as their own `OperatorNotes:` block. The file text
+    is never replaced. Notes of several files accumulate: each file receives the payload with
+    "notes" holding the notes so far and returns the full new list, so keep what you got.
+
+    Example:
+        def on_read_result(result):
+            if any(item["path"].startswith("docs/legacy/") for item in result["items"]):
+                note = "docs/legacy/ is outdated; the current process is in docs/handbook/."
+                return {"notes": result.get("notes", []) + [note]}
+            return None
+    """
+    return None
+
+
+def on_source_file(file):
+    """derived-state. Runs once per text file while the search index is built.
+
+    Payload ("language" is the search language name of the path, or None):
+        {"repo": "acme/kb", "commit": "0123456789abcdef0123456789abcdef01234567",
+         "path": "docs/a.md", "language": "markdown", "text": "<file text>"}
+
+    Applied: return None (index the file as it is), {"skip": True} (leave the file out of the
+    index; later files' on_source_file do not see it), or {"text": "...", "language": "..."}
+    (index this text instead; "language" is optional). This changes what search finds, never
+    what `read` returns. Editing a file that defines this hook marks the index stale and costs
+    a rebuild (see "Hook classes" above).
+
+    Example:
+        def on_source_file(file):
+            if file["path"].endswith((".min.js", ".min.css", ".pb.go")):
+                return {"skip": True}
+            return None
+    """
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Declarative tables
+#
+# Module-level constants that the server reads once, as data, when the file loads. A table
+# cannot fail at call time and runs no plugin code on the path it affects. An invalid entry
+# rejects the whole file, naming the entry and the reason. Prefer a table to a hook whenever the
+# answer does not depend on the call.
+#
+# QUERY_ALIASES: search-term replacements, str -> non-empty str; keys non-empty, no whitespace.
+#   In a literal (non-regex) search query, each whitespace-separated term equal to a key
+#   (case-insensitively, unless case_sensitive) is replaced by its value before the search.
+#   Disclosed like an argument rewrite.
+#
+#       QUERY_ALIASES = {"k8s": "kubernetes", "tf": "terraform"}
+#
+# ALIASES: extra repository names, alias -> repository name. An alias is 1..128 characters of
+#   A-Z a-z 0-9 . _ - /; the value is a repository name `owner/name`. Accepted wherever a
+#   repository is named (repo="kb"); a real repository of the same name as an alias wins.
+#
+#       ALIASES = {"kb": "acme/knowledge", "infra": "acme/infra"}
+#
+# TOOL_PRESETS: new MCP tools that are an existing tool with fixed arguments. The name matches
+#   [a-z][a-z0-9_]{0,63} and is not a built-in tool. The value is a dict with "tool" (one of
+#   read, read_many, search, list, resolve, discovery, availability), "description" (non-empty
+#   str of at most 1024 characters) and "arguments" (a dict of that tool's argument names; the
+#   values are checked when the tool is called). The preset appears as a new MCP tool whose
+#   arguments are the base tool's minus the fixed ones.
+#
+#       TOOL_PRESETS = {
+#           "search_docs": {
+#               "tool": "search",
+#               "description": "Search the handbook.",
+#               "arguments": {"repo": "acme/kb", "path": "docs/**"},
+#           },
+#       }
+# ---------------------------------------------------------------------------------------------

@@ -1,0 +1,925 @@
+//! The interpreter thread, its job queue and the watchdog (P-5, P-12, P-23).
+//!
+//! One thread owns CPython. Callers push jobs on a queue and wait on a oneshot reply; the
+//! thread attaches to the interpreter only while it runs a job, so it never waits for work while
+//! holding it. The watchdog times every hook step: past its deadline it raises `HookTimeout`
+//! into the thread (`PyThreadState_SetAsyncExc`, from a helper thread, because it needs the
+//! interpreter lock, which a hook stuck in C code may never give up); if the thread is still in
+//! that step a grace period later, the host is wedged: the waiting callers are answered at once
+//! and every later call bypasses the plugins.
+
+use crate::hookset::{self, Hook, HookClass, Step};
+use crate::names::{self, Binding};
+use crate::tables::{self, FileTables, Tables};
+use crate::{EpochData, Failure, FileStatus, HostConfig, HostError, MAX_FILE_BYTES, Outcome};
+use crate::{Rejection, startup_payload};
+use pyo3::exceptions::PyException;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyModule, PyString, PyTuple};
+use serde_json::{Map, Number, Value};
+use sha2::{Digest, Sha256};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+use std::time::{Duration, Instant, SystemTime};
+use tokio::sync::oneshot;
+
+/// Deepest nesting a returned value may have.
+const MAX_DEPTH: usize = 64;
+/// Most values (of any kind) in one returned value.
+const MAX_NODES: usize = 1_000_000;
+/// Most bytes of strings in one returned value.
+const MAX_STRING_BYTES: usize = 32 * 1024 * 1024;
+
+enum Work {
+    Load { config: HostConfig, epoch: u64 },
+    Run { epoch: Arc<EpochData>, hook: Hook, payload: Value, only: Option<usize> },
+    Release(u64),
+}
+
+enum Reply {
+    Loaded(Result<EpochData, HostError>),
+    Ran(Outcome),
+    Wedged,
+}
+
+struct Job {
+    work: Work,
+    reply: Option<oneshot::Sender<Reply>>,
+}
+
+/// The hook step being timed.
+struct Watched {
+    seq: u64,
+    deadline: Instant,
+    interrupted_at: Option<Instant>,
+    what: String,
+}
+
+#[derive(Default)]
+struct Queue {
+    jobs: VecDeque<Job>,
+    /// The reply of the job running now (the watchdog answers it when the host wedges).
+    in_flight: Option<oneshot::Sender<Reply>>,
+    step: Option<Watched>,
+    seq: u64,
+    wedged: Option<String>,
+    /// The host was dropped: both threads end.
+    stopped: bool,
+}
+
+/// The interpreter thread's handle, shared by every epoch of the host.
+pub(crate) struct Interpreter {
+    queue: Mutex<Queue>,
+    work: Condvar,
+    watch: Condvar,
+    grace: Duration,
+    timeout: Duration,
+    /// `PyThread_get_thread_ident` of the interpreter thread.
+    ident: OnceLock<std::os::raw::c_ulong>,
+    /// The `HookTimeout` exception class raised into an overrunning hook.
+    timeout_class: OnceLock<Py<PyAny>>,
+}
+
+impl std::fmt::Debug for Interpreter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Interpreter").finish_non_exhaustive()
+    }
+}
+
+/// Lets an epoch free its Python objects (on the interpreter thread) when its last call ends.
+#[derive(Debug)]
+pub(crate) struct Releaser(Weak<Interpreter>);
+
+impl Releaser {
+    pub(crate) fn release(&self, epoch: u64) {
+        if let Some(interpreter) = self.0.upgrade() {
+            interpreter.submit(Work::Release(epoch), None);
+        }
+    }
+}
+
+fn lock(queue: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
+    queue.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Python-side state of one epoch: the loaded modules and their hook functions.
+struct PyFile {
+    module_name: String,
+    hooks: HashMap<Hook, Py<PyAny>>,
+}
+
+impl Interpreter {
+    /// Starts the interpreter thread and the watchdog.
+    pub(crate) fn start(config: &HostConfig) -> Result<Arc<Self>, String> {
+        let interpreter = Arc::new(Interpreter {
+            queue: Mutex::new(Queue::default()),
+            work: Condvar::new(),
+            watch: Condvar::new(),
+            grace: config.wedge_grace,
+            timeout: config.hook_timeout,
+            ident: OnceLock::new(),
+            timeout_class: OnceLock::new(),
+        });
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let thread = interpreter.clone();
+        std::thread::Builder::new()
+            .name("csg-python".into())
+            .spawn(move || thread.main(ready_tx))
+            .map_err(|e| format!("the Python thread did not start: {e}"))?;
+        ready_rx
+            .recv()
+            .map_err(|_| "the Python interpreter did not start".to_owned())??;
+        let watchdog = Arc::downgrade(&interpreter);
+        std::thread::Builder::new()
+            .name("csg-python-watchdog".into())
+            .spawn(move || watchdog_loop(watchdog))
+            .map_err(|e| format!("the Python watchdog did not start: {e}"))?;
+        Ok(interpreter)
+    }
+
+    /// Ends the interpreter thread and the watchdog (the host is gone). Queued jobs still
+    /// waiting are answered as wedged, which callers treat as "no plugins".
+    pub(crate) fn stop(&self) {
+        let waiting: Vec<_> = {
+            let mut queue = lock(&self.queue);
+            queue.stopped = true;
+            queue.jobs.drain(..).filter_map(|job| job.reply).collect()
+        };
+        self.work.notify_all();
+        self.watch.notify_all();
+        for reply in waiting {
+            let _ = reply.send(Reply::Wedged);
+        }
+    }
+
+    /// The wedge reason, when wedged.
+    pub(crate) fn wedged(&self) -> Option<String> {
+        lock(&self.queue).wedged.clone()
+    }
+
+    fn submit(&self, work: Work, reply: Option<oneshot::Sender<Reply>>) {
+        let mut queue = lock(&self.queue);
+        if queue.wedged.is_some() {
+            if let Some(reply) = reply {
+                let _ = reply.send(Reply::Wedged);
+            }
+            return;
+        }
+        queue.jobs.push_back(Job { work, reply });
+        drop(queue);
+        self.work.notify_one();
+    }
+
+    fn ask(&self, work: Work) -> oneshot::Receiver<Reply> {
+        let (tx, rx) = oneshot::channel();
+        self.submit(work, Some(tx));
+        rx
+    }
+
+    /// Loads the directory into epoch `epoch` (blocking).
+    pub(crate) fn load(
+        self: &Arc<Self>,
+        config: &HostConfig,
+        epoch: u64,
+    ) -> Result<EpochData, HostError> {
+        let rx = self.ask(Work::Load {
+            config: config.clone(),
+            epoch,
+        });
+        match rx.blocking_recv() {
+            Ok(Reply::Loaded(result)) => result.map(|mut data| {
+                data.release = Some(Releaser(Arc::downgrade(self)));
+                data
+            }),
+            Ok(Reply::Wedged) => Err(HostError::Wedged(self.wedged().unwrap_or_default())),
+            Ok(Reply::Ran(_)) | Err(_) => Err(HostError::Unavailable(
+                "the Python thread stopped".into(),
+            )),
+        }
+    }
+
+    fn outcome(reply: Result<Reply, oneshot::error::RecvError>, payload: Value) -> Outcome {
+        match reply {
+            Ok(Reply::Ran(outcome)) => outcome,
+            _ => Outcome::unchanged(payload),
+        }
+    }
+
+    pub(crate) async fn run(&self, epoch: Arc<EpochData>, hook: Hook, payload: Value) -> Outcome {
+        let rx = self.ask(Work::Run {
+            epoch,
+            hook,
+            payload: payload.clone(),
+            only: None,
+        });
+        Self::outcome(rx.await, payload)
+    }
+
+    pub(crate) fn run_blocking(&self, epoch: Arc<EpochData>, hook: Hook, payload: Value) -> Outcome {
+        let rx = self.ask(Work::Run {
+            epoch,
+            hook,
+            payload: payload.clone(),
+            only: None,
+        });
+        Self::outcome(rx.blocking_recv(), payload)
+    }
+
+    /// Runs one file's hook alone (the dry-run); `None` when it ran and its result is valid.
+    pub(crate) fn run_single(
+        &self,
+        epoch: &Arc<EpochData>,
+        file: usize,
+        hook: Hook,
+        payload: Value,
+    ) -> Option<String> {
+        let rx = self.ask(Work::Run {
+            epoch: epoch.clone(),
+            hook,
+            payload: payload.clone(),
+            only: Some(file),
+        });
+        match rx.blocking_recv() {
+            Ok(Reply::Ran(outcome)) => outcome.failures.first().map(|f| f.message.clone()),
+            Ok(_) | Err(_) => Some("the plugin host is wedged".into()),
+        }
+    }
+
+    // ---- the interpreter thread ----
+
+    fn main(self: Arc<Self>, ready: std::sync::mpsc::Sender<Result<(), String>>) {
+        Python::initialize();
+        let started = Python::attach(|py| -> PyResult<()> {
+            // No bytecode caches anywhere: plugins are compiled from bytes, and an import a
+            // plugin makes must not leave `__pycache__` in the operator's directory.
+            py.import("sys")?.setattr("dont_write_bytecode", true)?;
+            let host = PyModule::new(py, "_csg_host")?;
+            py.run(
+                c"class HookTimeout(BaseException):\n    \"\"\"Raised into a hook that overran its time limit.\"\"\"\n",
+                Some(&host.dict()),
+                None,
+            )?;
+            let class = host.getattr("HookTimeout")?;
+            let _ = self.timeout_class.set(class.unbind());
+            let _ = self.ident.set(unsafe { ffi::PyThread_get_thread_ident() });
+            Ok(())
+        });
+        let started = started.map_err(|e| Python::attach(|py| describe(py, &e)));
+        let failed = started.is_err();
+        let _ = ready.send(started);
+        if failed {
+            return;
+        }
+        let mut epochs: HashMap<u64, Vec<PyFile>> = HashMap::new();
+        loop {
+            let job = {
+                let mut queue = lock(&self.queue);
+                loop {
+                    if queue.wedged.is_some() || queue.stopped {
+                        return;
+                    }
+                    if let Some(job) = queue.jobs.pop_front() {
+                        queue.in_flight = job.reply;
+                        break job.work;
+                    }
+                    queue = self
+                        .work
+                        .wait(queue)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+            };
+            let reply = Python::attach(|py| match job {
+                Work::Load { config, epoch } => {
+                    let (data, files) = self.load_epoch(py, &config, epoch);
+                    if let Ok(data) = &data
+                        && let Some(files) = files
+                    {
+                        epochs.insert(epoch, files);
+                        self.startup(py, data, &epochs[&epoch], &config);
+                    }
+                    Some(Reply::Loaded(data))
+                }
+                Work::Run {
+                    epoch,
+                    hook,
+                    payload,
+                    only,
+                } => {
+                    let outcome = match epochs.get(&epoch.number) {
+                        Some(files) => self.pipeline(py, &epoch, files, hook, payload, only),
+                        None => Outcome::unchanged(payload),
+                    };
+                    Some(Reply::Ran(outcome))
+                }
+                Work::Release(epoch) => {
+                    if let Some(files) = epochs.remove(&epoch)
+                        && let Ok(modules) = py.import("sys").and_then(|s| s.getattr("modules"))
+                    {
+                        for file in files {
+                            let _ = modules.del_item(file.module_name);
+                        }
+                    }
+                    None
+                }
+            });
+            let sender = lock(&self.queue).in_flight.take();
+            if let (Some(sender), Some(reply)) = (sender, reply) {
+                let _ = sender.send(reply);
+            }
+        }
+    }
+
+    /// Runs `f` as one timed step (a hook call or a file's top level). Answers whether the
+    /// watchdog interrupted it.
+    fn timed<R>(&self, what: String, f: impl FnOnce() -> R) -> (R, bool) {
+        {
+            let mut queue = lock(&self.queue);
+            queue.seq += 1;
+            let seq = queue.seq;
+            queue.step = Some(Watched {
+                seq,
+                deadline: Instant::now() + self.timeout,
+                interrupted_at: None,
+                what,
+            });
+        }
+        self.watch.notify_one();
+        let result = f();
+        let mut queue = lock(&self.queue);
+        let interrupted = queue
+            .step
+            .take()
+            .is_some_and(|step| step.interrupted_at.is_some());
+        if interrupted && let Some(ident) = self.ident.get() {
+            // An interrupt that arrived just as the step ended is still pending: clear it, so
+            // it cannot hit the next step. The interpreter lock is held here, and the
+            // interrupter checks the step under `queue` while holding it too, so no new one
+            // can arrive for this step.
+            unsafe { ffi::PyThreadState_SetAsyncExc(*ident as _, std::ptr::null_mut()) };
+        }
+        (result, interrupted)
+    }
+
+    fn load_epoch(
+        &self,
+        py: Python<'_>,
+        config: &HostConfig,
+        epoch: u64,
+    ) -> (Result<EpochData, HostError>, Option<Vec<PyFile>>) {
+        let names = match list_plugin_files(&config.directory) {
+            Ok(names) => names,
+            Err(error) => return (Err(HostError::Directory(error)), None),
+        };
+        let mut files = Vec::new();
+        let mut statuses = Vec::new();
+        let mut rejected = Vec::new();
+        let mut merged = Tables::default();
+        let mut derived = Sha256::new();
+        let mut any_derived = false;
+        for (index, name) in names.into_iter().enumerate() {
+            let source = match read_source(&config.directory.join(&name)) {
+                Ok(source) => source,
+                Err(reason) => {
+                    rejected.push(Rejection {
+                        file: name,
+                        reasons: vec![reason],
+                    });
+                    continue;
+                }
+            };
+            let module_name = format!("_csg_plugin_e{epoch}_{index}");
+            match self.load_file(py, &name, &source, &module_name) {
+                Ok((hooks, tables, table_names)) => {
+                    if hooks.contains_key(&Hook::SourceFile) {
+                        any_derived = true;
+                        derived.update(name.as_bytes());
+                        derived.update([0]);
+                        derived.update(source.as_bytes());
+                        derived.update([0]);
+                    }
+                    merged.merge(&name, tables);
+                    let mut hook_names: Vec<Hook> = hooks.keys().copied().collect();
+                    hook_names.sort();
+                    statuses.push(FileStatus {
+                        file: name.clone(),
+                        hooks: hook_names.iter().map(|h| h.name().to_owned()).collect(),
+                        tables: table_names,
+                        sha256: hex(&Sha256::digest(source.as_bytes())),
+                    });
+                    files.push(PyFile { module_name, hooks });
+                }
+                Err(reasons) => {
+                    let _ = py
+                        .import("sys")
+                        .and_then(|s| s.getattr("modules"))
+                        .and_then(|m| m.del_item(&module_name));
+                    rejected.push(Rejection {
+                        file: name,
+                        reasons,
+                    });
+                }
+            }
+        }
+        let mut defined = [false; Hook::ALL.len()];
+        for (i, hook) in Hook::ALL.iter().enumerate() {
+            defined[i] = files.iter().any(|f| f.hooks.contains_key(hook));
+        }
+        let data = EpochData {
+            number: epoch,
+            loaded_at: SystemTime::now(),
+            files: statuses,
+            rejected,
+            tables: merged,
+            derived_fingerprint: if any_derived {
+                hex(&derived.finalize())
+            } else {
+                String::new()
+            },
+            defined,
+            disabled: Mutex::new(Vec::new()),
+            release: None,
+        };
+        (Ok(data), Some(files))
+    }
+
+    /// Compiles and runs one file into a fresh module, then checks its names (P-4), tables
+    /// (P-8) and `REQUIRES` (P-9). `Err` lists every reason to reject it.
+    #[allow(clippy::type_complexity)]
+    fn load_file(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        source: &str,
+        module_name: &str,
+    ) -> Result<(HashMap<Hook, Py<PyAny>>, FileTables, Vec<String>), Vec<String>> {
+        let fail = |e: PyErr| vec![format!("{name}: {}", describe(py, &e))];
+        let builtins = py.import("builtins").map_err(fail)?;
+        let module = PyModule::new(py, module_name).map_err(fail)?;
+        module.setattr("__file__", name).map_err(fail)?;
+        // Registered under a name of this load only (never reused), because `dataclasses`
+        // and friends look a class's module up in `sys.modules` while the file runs.
+        py.import("sys")
+            .and_then(|s| s.getattr("modules"))
+            .and_then(|m| m.set_item(module_name, &module))
+            .map_err(fail)?;
+        let code = builtins
+            .getattr("compile")
+            .and_then(|compile| compile.call1((source, name, "exec", 0, true)))
+            .map_err(fail)?;
+        let (ran, interrupted) = self.timed(format!("{name} (loading)"), || {
+            builtins
+                .getattr("exec")
+                .and_then(|exec| exec.call1((code, module.dict())))
+        });
+        if interrupted {
+            return Err(vec![format!(
+                "{name}: its top-level code ran longer than the {} ms time limit",
+                self.timeout.as_millis()
+            )]);
+        }
+        ran.map_err(fail)?;
+        let types = py.import("types").map_err(fail)?;
+        let module_type = types.getattr("ModuleType").map_err(fail)?;
+        let function_type = types.getattr("FunctionType").map_err(fail)?;
+        let inspect = py.import("inspect").map_err(fail)?;
+        let mut reasons = Vec::new();
+        let mut hooks = HashMap::new();
+        let mut tables = FileTables::default();
+        let mut table_names = Vec::new();
+        for (key, value) in module.dict().iter() {
+            let Ok(key) = key.cast_into::<PyString>() else {
+                continue;
+            };
+            let key = key.to_string_lossy().into_owned();
+            if key.starts_with('_') {
+                continue;
+            }
+            let binding = if value.is_instance(&module_type).unwrap_or(false) {
+                Binding::Module
+            } else if value.is_instance(&function_type).unwrap_or(false)
+                && value
+                    .getattr("__module__")
+                    .ok()
+                    .and_then(|m| m.extract::<String>().ok())
+                    .as_deref()
+                    == Some(module_name)
+            {
+                Binding::LocalFunction
+            } else {
+                Binding::Other
+            };
+            if let Err(reason) = names::check_name(name, &key, binding) {
+                reasons.push(reason);
+                continue;
+            }
+            if let Some(hook) = Hook::from_name(&key) {
+                let one_argument = inspect
+                    .getattr("signature")
+                    .and_then(|signature| signature.call1((&value,)))
+                    .and_then(|signature| signature.getattr("bind")?.call1((py.None(),)))
+                    .is_ok();
+                if one_argument {
+                    hooks.insert(hook, value.unbind());
+                } else {
+                    reasons.push(format!(
+                        "{name}: {key} must take exactly one argument (the payload)"
+                    ));
+                }
+            } else if key == hookset::REQUIRES {
+                match to_value(&value) {
+                    Ok(pins) => {
+                        if let Err(reason) = tables::check_requires(&pins) {
+                            reasons.push(format!("{name}: {reason}"));
+                        }
+                    }
+                    Err(why) => reasons.push(format!("{name}: REQUIRES {why}")),
+                }
+            } else if hookset::TABLES.contains(&key.as_str()) {
+                let checked = to_value(&value)
+                    .map_err(|why| format!("{key} {why}"))
+                    .and_then(|table| tables::check_table(&key, &table, name, &mut tables));
+                match checked {
+                    Ok(()) => table_names.push(key),
+                    Err(reason) => reasons.push(format!("{name}: {reason}")),
+                }
+            }
+        }
+        if reasons.is_empty() {
+            Ok((hooks, tables, table_names))
+        } else {
+            Err(reasons)
+        }
+    }
+
+    fn startup(&self, py: Python<'_>, data: &EpochData, files: &[PyFile], config: &HostConfig) {
+        if !data.defined[0] {
+            return;
+        }
+        let names: Vec<String> = data.files.iter().map(|f| f.file.clone()).collect();
+        let payload = startup_payload(
+            data.number,
+            &names,
+            Value::Object(config.startup_settings.clone()),
+            Value::Object(config.secrets.clone()),
+        );
+        let _ = self.pipeline(py, data, files, Hook::Startup, payload, None);
+    }
+
+    /// One hook over the epoch's files in order (P-6): each step gets a fresh copy of the
+    /// current payload (P-3); a failing or invalid step is skipped (P-5, P-10).
+    fn pipeline(
+        &self,
+        py: Python<'_>,
+        epoch: &EpochData,
+        files: &[PyFile],
+        hook: Hook,
+        payload: Value,
+        only: Option<usize>,
+    ) -> Outcome {
+        let mut outcome = Outcome::unchanged(payload);
+        for (index, file) in files.iter().enumerate() {
+            if only.is_some_and(|only| only != index) {
+                continue;
+            }
+            let Some(function) = file.hooks.get(&hook) else {
+                continue;
+            };
+            let file_name = epoch
+                .files
+                .get(index)
+                .map(|f| f.file.as_str())
+                .unwrap_or_default();
+            if epoch.is_disabled(index, hook) {
+                if hook.class() == HookClass::DerivedState {
+                    outcome.failures.push(Failure {
+                        file: file_name.to_owned(),
+                        hook: hook.name().to_owned(),
+                        message: "disabled until the next reload".into(),
+                    });
+                }
+                continue;
+            }
+            let result = self.call(py, file_name, hook, function, &outcome.value);
+            let error = match result {
+                Ok(None) => continue,
+                Ok(Some(returned)) => match hookset::apply(hook, &outcome.value, &returned) {
+                    Ok(Step::Continue(next)) => {
+                        if next != outcome.value {
+                            outcome.changed_by.push(file_name.to_owned());
+                            outcome.value = next;
+                        }
+                        continue;
+                    }
+                    Ok(Step::Stop(value)) => {
+                        outcome.changed_by.push(file_name.to_owned());
+                        outcome.value = value;
+                        outcome.stopped = true;
+                        return outcome;
+                    }
+                    Err(why) => (format!("returned an invalid result, discarded: {why}"), false),
+                },
+                Err(failure) => failure,
+            };
+            let (message, disable) = error;
+            tracing::warn!(file = file_name, hook = hook.name(), error = %message, "server plugin hook failed");
+            if disable && (hook.class() == HookClass::CallScoped || message.contains("time limit"))
+            {
+                epoch.disable(index, hook, &message);
+            }
+            outcome.failures.push(Failure {
+                file: file_name.to_owned(),
+                hook: hook.name().to_owned(),
+                message,
+            });
+        }
+        outcome
+    }
+
+    /// Calls one hook on a fresh copy of `payload`. `Ok(None)`: it returned None. `Err`: the
+    /// message and whether the hook is to be disabled.
+    fn call(
+        &self,
+        py: Python<'_>,
+        file: &str,
+        hook: Hook,
+        function: &Py<PyAny>,
+        payload: &Value,
+    ) -> Result<Option<Value>, (String, bool)> {
+        let argument = to_python(py, payload).map_err(|e| (describe(py, &e), false))?;
+        let (result, interrupted) = self.timed(format!("{file}: {}", hook.name()), || {
+            function.bind(py).call1((argument,))
+        });
+        if interrupted {
+            return Err((
+                format!(
+                    "{} ran longer than its time limit of {} ms and was interrupted; disabled until the next reload",
+                    hook.name(),
+                    self.timeout.as_millis()
+                ),
+                true,
+            ));
+        }
+        let returned = result.map_err(|e| (describe(py, &e), true))?;
+        if returned.is_none() {
+            return Ok(None);
+        }
+        to_value(&returned)
+            .map(Some)
+            .map_err(|why| (format!("returned a value that is not plain data: {why}"), false))
+    }
+}
+
+/// The `.py` files of the plugins directory in sorted name order (P-6). Sub-directories
+/// (`__pycache__` among them), hidden files and other extensions are ignored.
+fn list_plugin_files(directory: &std::path::Path) -> Result<Vec<String>, String> {
+    let entries = std::fs::read_dir(directory).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            "it does not exist: create it, or point SOURCEGRAPH_SERVER_PLUGINS_DIRECTORY at the right place".to_owned()
+        }
+        _ => e.kind().to_string(),
+    })?;
+    let mut names = Vec::new();
+    for entry in entries.flatten() {
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        if !name.ends_with(".py") || name.starts_with('.') {
+            continue;
+        }
+        if std::fs::metadata(entry.path()).is_ok_and(|m| m.is_file()) {
+            names.push(name);
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+fn read_source(path: &std::path::Path) -> Result<String, String> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    if size > MAX_FILE_BYTES {
+        return Err(format!(
+            "{name}: {size} bytes is over the {MAX_FILE_BYTES}-byte limit of a plugin file"
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(|e| format!("{name}: could not be read ({})", e.kind()))?;
+    String::from_utf8(bytes).map_err(|_| format!("{name}: is not UTF-8 text"))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A Python error as text, with its traceback and its final `Type: message` line.
+fn describe(py: Python<'_>, error: &PyErr) -> String {
+    let formatted = py
+        .import("traceback")
+        .and_then(|tb| {
+            let trace = error.traceback(py).map(Bound::into_any);
+            tb.getattr("format_exception")?
+                .call1((error.get_type(py), error.value(py), trace))
+        })
+        .and_then(|lines| lines.extract::<Vec<String>>());
+    match formatted {
+        Ok(lines) => lines.concat().trim_end().to_owned(),
+        Err(_) => error.to_string(),
+    }
+}
+
+/// A fresh Python object tree for a plain value (P-3: every hook call gets its own copy).
+fn to_python<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match value {
+        Value::Null => py.None().into_bound(py),
+        Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => i.into_pyobject(py)?.into_any(),
+            (None, Some(u), _) => u.into_pyobject(py)?.into_any(),
+            (_, _, Some(f)) => PyFloat::new(py, f).into_any(),
+            _ => return Err(PyException::new_err("unrepresentable number")),
+        },
+        Value::String(s) => PyString::new(py, s).into_any(),
+        Value::Array(items) => {
+            let list = PyList::empty(py);
+            for item in items {
+                list.append(to_python(py, item)?)?;
+            }
+            list.into_any()
+        }
+        Value::Object(map) => {
+            let dict = PyDict::new(py);
+            for (key, item) in map {
+                dict.set_item(key, to_python(py, item)?)?;
+            }
+            dict.into_any()
+        }
+    })
+}
+
+/// Converts a returned object back, accepting plain data only (P-3): str, int, float, bool,
+/// None, lists (tuples read as lists) and dicts with str keys.
+fn to_value(object: &Bound<'_, PyAny>) -> Result<Value, String> {
+    let mut budget = (MAX_NODES, MAX_STRING_BYTES);
+    convert(object, 0, &mut budget)
+}
+
+fn convert(
+    object: &Bound<'_, PyAny>,
+    depth: usize,
+    budget: &mut (usize, usize),
+) -> Result<Value, String> {
+    if depth > MAX_DEPTH {
+        return Err(format!("nested deeper than {MAX_DEPTH} levels"));
+    }
+    budget.0 = budget
+        .0
+        .checked_sub(1)
+        .ok_or_else(|| format!("more than {MAX_NODES} values"))?;
+    if object.is_none() {
+        return Ok(Value::Null);
+    }
+    if let Ok(b) = object.cast::<PyBool>() {
+        return Ok(Value::Bool(b.is_true()));
+    }
+    if object.is_instance_of::<PyInt>() {
+        if let Ok(i) = object.extract::<i64>() {
+            return Ok(Value::Number(i.into()));
+        }
+        if let Ok(u) = object.extract::<u64>() {
+            return Ok(Value::Number(u.into()));
+        }
+        return Err("an int outside the 64-bit range".into());
+    }
+    if let Ok(f) = object.cast::<PyFloat>() {
+        return Number::from_f64(f.value())
+            .map(Value::Number)
+            .ok_or_else(|| "a float that is NaN or infinite".to_owned());
+    }
+    if let Ok(s) = object.cast::<PyString>() {
+        let text = s
+            .to_str()
+            .map_err(|_| "a str that is not valid Unicode (lone surrogates)".to_owned())?;
+        budget.1 = budget
+            .1
+            .checked_sub(text.len())
+            .ok_or_else(|| format!("more than {MAX_STRING_BYTES} bytes of text"))?;
+        return Ok(Value::String(text.to_owned()));
+    }
+    if let Ok(list) = object.cast::<PyList>() {
+        return list
+            .iter()
+            .map(|item| convert(&item, depth + 1, budget))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Value::Array);
+    }
+    if let Ok(tuple) = object.cast::<PyTuple>() {
+        return tuple
+            .iter()
+            .map(|item| convert(&item, depth + 1, budget))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Value::Array);
+    }
+    if let Ok(dict) = object.cast::<PyDict>() {
+        let mut map = Map::new();
+        for (key, item) in dict.iter() {
+            let key = key
+                .cast::<PyString>()
+                .map_err(|_| "a dict with a key that is not a str".to_owned())?
+                .to_str()
+                .map_err(|_| "a dict key that is not valid Unicode".to_owned())?
+                .to_owned();
+            map.insert(key, convert(&item, depth + 1, budget)?);
+        }
+        return Ok(Value::Object(map));
+    }
+    let type_name = object
+        .get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "object".into());
+    Err(format!(
+        "a {type_name} (only str, int, float, bool, None, list and dict are plain data)"
+    ))
+}
+
+// ---- the watchdog ----
+
+fn watchdog_loop(interpreter: Weak<Interpreter>) {
+    loop {
+        let Some(host) = interpreter.upgrade() else {
+            return;
+        };
+        let mut queue = lock(&host.queue);
+        if queue.wedged.is_some() || queue.stopped {
+            return;
+        }
+        let now = Instant::now();
+        let mut wait = Duration::from_millis(500);
+        if let Some(step) = &mut queue.step {
+            match step.interrupted_at {
+                None if now >= step.deadline => {
+                    step.interrupted_at = Some(now);
+                    interrupt(&host, step.seq);
+                    wait = host.grace;
+                }
+                None => wait = step.deadline - now,
+                Some(at) if now >= at + host.grace => {
+                    let reason = format!(
+                        "{} did not stop within {} ms of being interrupted",
+                        step.what,
+                        host.grace.as_millis()
+                    );
+                    tracing::error!(%reason, "server plugins wedged; restart the server to use them again");
+                    queue.wedged = Some(reason);
+                    let waiting: Vec<_> = queue
+                        .in_flight
+                        .take()
+                        .into_iter()
+                        .chain(queue.jobs.drain(..).filter_map(|job| job.reply))
+                        .collect();
+                    drop(queue);
+                    host.work.notify_all();
+                    for reply in waiting {
+                        let _ = reply.send(Reply::Wedged);
+                    }
+                    return;
+                }
+                Some(at) => wait = (at + host.grace) - now,
+            }
+        }
+        let (queue, _) = host
+            .watch
+            .wait_timeout(queue, wait.max(Duration::from_millis(1)))
+            .unwrap_or_else(PoisonError::into_inner);
+        drop(queue);
+        drop(host);
+    }
+}
+
+/// Raises `HookTimeout` into the interpreter thread if it is still in step `seq`. Runs on a
+/// thread of its own: it needs the interpreter lock, which a hook stuck in C code may hold
+/// forever, and the watchdog must still be able to declare the host wedged then.
+fn interrupt(host: &Arc<Interpreter>, seq: u64) {
+    let host = host.clone();
+    let spawned = std::thread::Builder::new()
+        .name("csg-python-interrupt".into())
+        .spawn(move || {
+            Python::attach(|py| {
+                let queue = lock(&host.queue);
+                let current = queue.step.as_ref().map(|step| step.seq);
+                if current == Some(seq)
+                    && let (Some(ident), Some(class)) = (host.ident.get(), host.timeout_class.get())
+                {
+                    unsafe {
+                        ffi::PyThreadState_SetAsyncExc(*ident as _, class.bind(py).as_ptr());
+                    }
+                }
+            })
+        });
+    if let Err(error) = spawned {
+        tracing::error!(%error, "could not start the hook interrupter");
+    }
+}

@@ -1,0 +1,27 @@
+//! Plugin directories in temp dirs and hosts over them, for the host tests.
+#![allow(dead_code)]
+
+use pyplugin::{HostConfig, PluginHost};
+use std::path::Path;
+use std::time::Duration;
+
+/// A temp plugins directory with `files` (name, source) written into it.
+pub fn plugin_dir(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, source) in files {
+        write(dir.path(), name, source);
+    }
+    dir
+}
+
+pub fn write(dir: &Path, name: &str, source: &str) {
+    std::fs::write(dir.join(name), source).unwrap();
+}
+
+/// A started host over `dir` with short limits (200 ms per hook, 300 ms grace).
+pub fn host(dir: &Path) -> PluginHost {
+    let mut config = HostConfig::new(dir.to_path_buf());
+    config.hook_timeout = Duration::from_millis(200);
+    config.wedge_grace = Duration::from_millis(300);
+    PluginHost::start(config)
+}
