@@ -27,7 +27,7 @@ pub async fn rebuild(server: &str, repo: Option<String>) -> Result<()> {
     Ok(())
 }
 
-fn client() -> Result<reqwest::Client> {
+pub(crate) fn client() -> Result<reqwest::Client> {
     let mut headers = reqwest::header::HeaderMap::new();
     // the token travels in the Authorization header, never in the URL.
     if let Ok(token) = std::env::var("SOURCEGRAPH_API_TOKEN") {
@@ -41,7 +41,7 @@ fn client() -> Result<reqwest::Client> {
         .context("cannot create the HTTP client")
 }
 
-fn unreachable(server: &str) -> String {
+pub(crate) fn unreachable(server: &str) -> String {
     format!("cannot reach the server at {server}: is `csg serve` running there? pass --server URL")
 }
 

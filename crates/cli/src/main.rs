@@ -4,6 +4,7 @@
 
 mod config;
 mod index;
+mod plugins;
 mod repos;
 
 use anyhow::{Context, Result};
@@ -49,6 +50,9 @@ enum Command {
     /// Manage the search indexes of a running server.
     #[command(subcommand)]
     Index(IndexCommand),
+    /// Server plugins (operator Python files): check, reference, example, reload, status.
+    #[command(subcommand)]
+    Plugins(plugins::PluginsCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -217,6 +221,13 @@ fn run(cli: Cli) -> Result<()> {
                 let store = store()?;
                 tokio::select! {
                     result = repos::run(store, command) => result,
+                    () = signal.cancelled() => Err(anyhow::anyhow!("interrupted")),
+                }
+            }
+            // Needs no data directory: a dry-run, the reference texts, or a running server.
+            Command::Plugins(command) => {
+                tokio::select! {
+                    result = plugins::run(command) => result,
                     () = signal.cancelled() => Err(anyhow::anyhow!("interrupted")),
                 }
             }
@@ -460,7 +471,14 @@ async fn serve(
     settings: RunSettings,
     signal: CancellationToken,
 ) -> Result<()> {
-    let service = Service::new(store, settings.service);
+    let plugin_settings =
+        serde_json::Map::from_iter([("transport".to_owned(), serde_json::Value::from("http"))]);
+    let host = plugins::start_host(plugins::host_from_env(
+        store.storage_root(),
+        plugin_settings,
+    )?)
+    .await?;
+    let service = Service::with_server_plugins(store, settings.service, host);
     let listen = args
         .listen
         .clone()
@@ -505,6 +523,7 @@ async fn serve(
         mcpserver::McpConfig {
             allowed_hosts: hosts,
             allowed_origins: origins,
+            operator_check: Some(httpserver::operator_request),
         },
         signal.clone(),
     );
@@ -584,7 +603,14 @@ async fn mcp(
     signal: CancellationToken,
 ) -> Result<()> {
     let plugins = ConnectionPlugins::parse(Some(&args.plugins))?;
-    let service = Service::new(store, settings.service);
+    let plugin_settings =
+        serde_json::Map::from_iter([("transport".to_owned(), serde_json::Value::from("stdio"))]);
+    let host = plugins::start_host(plugins::host_from_env(
+        store.storage_root(),
+        plugin_settings,
+    )?)
+    .await?;
+    let service = Service::with_server_plugins(store, settings.service, host);
     tokio::select! {
         registered = register_repos(&service, &args.read.repos) => registered?,
         () = signal.cancelled() => return Ok(()),

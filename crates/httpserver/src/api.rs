@@ -31,7 +31,9 @@ pub(crate) fn router(service: Service, readiness: Readiness) -> Router {
         .route("/resolve", get(resolve).post(resolve))
         .route("/discovery", get(discovery).post(discovery))
         .route("/availability", get(availability).post(availability))
-        .route("/prepare", post(prepare));
+        .route("/prepare", post(prepare))
+        .route("/plugins/status", get(plugins_status))
+        .route("/plugins/reload", post(plugins_reload));
     Router::new()
         .nest("/sourcegraph/api", api)
         .route("/healthz", get(|| async { "ok\n" }))
@@ -281,10 +283,7 @@ async fn prepare(
     headers: HeaderMap,
     Args(a): Args<PrepareArgs>,
 ) -> Response {
-    let proxied = ["forwarded", "x-forwarded-for", "x-real-ip"]
-        .iter()
-        .any(|name| headers.contains_key(*name));
-    if !is_local(peer) || proxied {
+    if !local_operator(peer, &headers) {
         return ApiError::forbidden(
             "prepare is only accepted directly from the server's own machine until API tokens \
              are configured; run `csg index rebuild` or `csg repo sync` on the server host",
@@ -309,6 +308,45 @@ async fn prepare(
     } else {
         answer(state.service.prepare(&context(), request, |_| {}).await)
     }
+}
+
+/// Whether a request may use operator capabilities before API tokens exist: it comes directly
+/// from this machine (not through a proxy, which connects from loopback but forwards anyone).
+fn local_operator(peer: SocketAddr, headers: &HeaderMap) -> bool {
+    let proxied = ["forwarded", "x-forwarded-for", "x-real-ip"]
+        .iter()
+        .any(|name| headers.contains_key(*name));
+    is_local(peer) && !proxied
+}
+
+/// [`local_operator`] for a request's head, as the MCP endpoint sees it (its
+/// `reload_plugins` tool): false when the peer address is unknown.
+pub fn operator_request(parts: &axum::http::request::Parts) -> bool {
+    parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .is_some_and(|ConnectInfo(peer)| local_operator(*peer, &parts.headers))
+}
+
+/// `GET /sourcegraph/api/plugins/status` (P-12): the server plugins' status.
+async fn plugins_status(State(state): State<AppState>) -> Response {
+    Json(state.service.server_plugins_status()).into_response()
+}
+
+/// `POST /sourcegraph/api/plugins/reload` (P-12): an operator action, like `prepare`.
+async fn plugins_reload(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    if !local_operator(peer, &headers) {
+        return ApiError::forbidden(
+            "reloading server plugins is only accepted directly from the server's own machine \
+             until API tokens are configured; run `csg plugins reload` on the server host",
+        )
+        .into_response();
+    }
+    answer(state.service.reload_server_plugins().await)
 }
 
 /// Whether `peer` is on this machine: a loopback address, also in its IPv4-mapped IPv6 form

@@ -14,6 +14,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+pub use api::operator_request;
 pub use json::{ErrorBody, ItemJson};
 
 /// Whether the server is ready to answer (`/readyz`): set once start-up work is done.

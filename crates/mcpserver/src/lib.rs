@@ -19,9 +19,10 @@ mod args;
 mod connection;
 mod render;
 mod server;
+mod serverplugins;
 
 pub use render::render_read_block;
-pub use server::McpServer;
+pub use server::{McpServer, OperatorCheck};
 
 use rmcp::ServiceExt;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -31,7 +32,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// DNS-rebinding and cross-origin protection of the Streamable HTTP endpoint (M-1).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct McpConfig {
     /// Accepted `Host` header values: host names or `host:port` authorities
     /// (`example.org`, `example.org:8443`). A name without a port accepts any port. An empty
@@ -44,6 +45,9 @@ pub struct McpConfig {
     /// list refuses every present `Origin`. Deriving the list from the listen address is the
     /// caller's job. Default: empty.
     pub allowed_origins: Vec<String>,
+    /// Who may run operator tools (`reload_plugins`) over HTTP; `None`: nobody (stdio always
+    /// may: it is the local user).
+    pub operator_check: Option<OperatorCheck>,
 }
 
 impl Default for McpConfig {
@@ -51,6 +55,7 @@ impl Default for McpConfig {
         Self {
             allowed_hosts: StreamableHttpServerConfig::default().allowed_hosts,
             allowed_origins: Vec::new(),
+            operator_check: None,
         }
     }
 }
@@ -73,6 +78,7 @@ pub fn http_service(
     let McpConfig {
         allowed_hosts,
         allowed_origins,
+        operator_check,
     } = config;
     let http_config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
@@ -90,6 +96,7 @@ pub fn http_service(
                 service.clone(),
                 PluginsSource::RequestUrl,
                 catalogue.clone(),
+                operator_check,
             ))
         },
         Arc::new(NeverSessionManager::default()),
@@ -118,7 +125,7 @@ pub async fn serve_stdio(
     plugins: service::ConnectionPlugins,
 ) -> Result<(), McpError> {
     let catalogue = Arc::new(Catalogue::new(&Limits::new(service.config())));
-    let server = McpServer::new(service, PluginsSource::Fixed(plugins), catalogue);
+    let server = McpServer::new(service, PluginsSource::Fixed(plugins), catalogue, None);
     let running = server
         .serve(rmcp::transport::stdio_pipes())
         .await
@@ -153,6 +160,7 @@ mod tests {
             service,
             PluginsSource::Fixed(service::ConnectionPlugins::Off),
             catalogue,
+            None,
         );
         let served = tokio::spawn(async move {
             let running = server
@@ -163,7 +171,7 @@ mod tests {
             Ok::<_, McpError>(())
         });
         let client = ().serve(client_io).await.unwrap();
-        assert_eq!(client.list_all_tools().await.unwrap().len(), 7);
+        assert_eq!(client.list_all_tools().await.unwrap().len(), 9);
         let result = client
             .call_tool(CallToolRequestParams::new("discovery"))
             .await

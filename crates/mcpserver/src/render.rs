@@ -89,6 +89,11 @@ pub(crate) fn read_blocks(items: &[ReadItem], enrichment: &Enrichment) -> Vec<St
         })
         .collect();
     blocks.extend(enrichment.whole.iter().cloned());
+    if !enrichment.operator_notes.is_empty() {
+        blocks.push(crate::serverplugins::render_notes(
+            &enrichment.operator_notes,
+        ));
+    }
     if !enrichment.diagnostics.is_empty() {
         let mut block = String::from("PluginDiagnostics:");
         for line in &enrichment.diagnostics {
@@ -176,6 +181,9 @@ pub(crate) fn render_search(answer: &SearchAnswer) -> String {
             match (hit.line, &hit.snippet) {
                 (Some(line), Some(snippet)) => {
                     let _ = writeln!(out, "{path}:{line}: {}", header_value(snippet));
+                    if let Some(note) = &hit.note {
+                        let _ = writeln!(out, "  Note: {}", header_value(note));
+                    }
                 }
                 _ => match &hit.path_only {
                     Some(why) => {

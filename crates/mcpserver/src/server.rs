@@ -10,6 +10,7 @@ use crate::args::{self, AvailabilityArgs, DiscoveryArgs, ListArgs, ReadArgs, Rea
 use crate::args::{ResolveArgs, SearchArgs, plugin_selections};
 use crate::connection::plugins_from_query;
 use crate::render;
+use crate::serverplugins;
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
     DiscoverResult, Implementation, InitializeRequestParams, InitializeResult, ListToolsResult,
@@ -18,7 +19,7 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
-use service::{CallContext, ConnectionPlugins, ServiceError};
+use service::{ArgumentRewrite, CallContext, ConnectionPlugins, ServiceError};
 use std::sync::Arc;
 
 /// The MCP server key and implementation name (seed 000).
@@ -128,18 +129,24 @@ pub struct McpServer {
     service: service::Service,
     plugins: PluginsSource,
     catalogue: Arc<Catalogue>,
+    operator_check: Option<OperatorCheck>,
 }
+
+/// Decides from an HTTP request whether its caller may run operator tools (`reload_plugins`).
+pub type OperatorCheck = fn(&http::request::Parts) -> bool;
 
 impl McpServer {
     pub(crate) fn new(
         service: service::Service,
         plugins: PluginsSource,
         catalogue: Arc<Catalogue>,
+        operator_check: Option<OperatorCheck>,
     ) -> Self {
         Self {
             service,
             plugins,
             catalogue,
+            operator_check,
         }
     }
 
@@ -161,13 +168,16 @@ impl McpServer {
         }
     }
 
+    /// Runs a built-in tool. Answers the text blocks (or the business failure) and, for
+    /// `search`, the `QUERY_ALIASES` rewrite to disclose.
     async fn dispatch(
         &self,
         name: &str,
         arguments: Option<rmcp::model::JsonObject>,
         ctx: CallContext,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<(Result<Vec<String>, ServiceError>, Option<ArgumentRewrite>), ErrorData> {
         let service = &self.service;
+        let mut query_rewrite = None;
         let answer = match name {
             "read" => {
                 let a: ReadArgs = args::parse(name, arguments)?;
@@ -219,10 +229,10 @@ impl McpServer {
                     limit: a.limit,
                     cursor: a.cursor,
                 };
-                service
-                    .search(&ctx, request)
-                    .await
-                    .map(|answer| vec![render::render_search(&answer)])
+                service.search(&ctx, request).await.map(|answer| {
+                    query_rewrite = answer.query_rewrite.clone();
+                    vec![render::render_search(&answer)]
+                })
             }
             "list" => {
                 let a: ListArgs = args::parse(name, arguments)?;
@@ -280,14 +290,137 @@ impl McpServer {
                 ));
             }
         };
-        Ok(match answer {
-            Ok(blocks) => {
-                CallToolResult::success(blocks.into_iter().map(ContentBlock::text).collect())
-            }
+        Ok((answer, query_rewrite))
+    }
+
+    /// A built-in tool under `on_tool_call` (P-20): the effective arguments run; if they do
+    /// not parse, the rewrite is discarded and the original ones run (P-10). Whatever changed
+    /// the arguments is disclosed in one block before the diagnostics (SPEC §9).
+    async fn dispatch_rewritten(
+        &self,
+        name: &str,
+        arguments: Option<rmcp::model::JsonObject>,
+        ctx: CallContext,
+    ) -> Result<CallToolResult, ErrorData> {
+        let original = arguments.unwrap_or_default();
+        let (effective, rewrite) = self
+            .service
+            .rewrite_tool_call(&ctx, name, original.clone())
+            .await;
+        let ((answer, query_rewrite), rewrite, used) = match rewrite {
+            None => (
+                self.dispatch(name, Some(original.clone()), ctx).await?,
+                None,
+                original,
+            ),
+            Some(rewrite) => match self
+                .dispatch(name, Some(effective.clone()), ctx.clone())
+                .await
+            {
+                Ok(done) => (done, Some(rewrite), effective),
+                Err(error) => {
+                    tracing::warn!(tool = name, files = ?rewrite.files, error = %error.message,
+                        "a server plugin's argument rewrite does not parse; discarded");
+                    (
+                        self.dispatch(name, Some(original.clone()), ctx).await?,
+                        None,
+                        original,
+                    )
+                }
+            },
+        };
+        let disclosure = serverplugins::merge_rewrites(rewrite, query_rewrite.as_ref(), &used);
+        let (mut blocks, failed) = match answer {
+            Ok(blocks) => (blocks, false),
             // Business failures are tool results the agent reads (isError), never protocol
             // errors: clients show protocol errors opaquely.
+            Err(error) => {
+                tracing::debug!(tool = name, kind = ?error.kind, message = %error.message, "tool call failed");
+                (vec![render::render_error(&error.message)], true)
+            }
+        };
+        if let Some(rewrite) = &disclosure {
+            let at = match blocks.last() {
+                Some(last) if last.starts_with("PluginDiagnostics:") => blocks.len() - 1,
+                _ => blocks.len(),
+            };
+            blocks.insert(at, serverplugins::render_rewrite(rewrite));
+        }
+        let content = blocks.into_iter().map(ContentBlock::text).collect();
+        Ok(if failed {
+            CallToolResult::error(content)
+        } else {
+            CallToolResult::success(content)
+        })
+    }
+
+    /// `reload_plugins` and `plugin_status` (P-12).
+    async fn plugin_tool(
+        &self,
+        name: &str,
+        arguments: Option<rmcp::model::JsonObject>,
+        operator: bool,
+    ) -> Result<CallToolResult, ErrorData> {
+        let _: DiscoveryArgs = args::parse(name, arguments)?;
+        let answer = if name == "plugin_status" {
+            Ok(self.service.server_plugins_status())
+        } else if !operator {
+            Err(ServiceError {
+                kind: service::ErrorKind::InvalidArgument,
+                message: "reload_plugins is an operator action: call it from the server's own \
+                          machine (csg plugins reload, or MCP over stdio or loopback)"
+                    .into(),
+            })
+        } else {
+            self.service.reload_server_plugins().await
+        };
+        Ok(match answer {
+            Ok(status) => CallToolResult::success(vec![ContentBlock::text(
+                serverplugins::render_status(&status),
+            )]),
             Err(error) => tool_error(name, &error),
         })
+    }
+
+    /// The preset of that name in the current epoch (P-22), unless a built-in tool has it.
+    fn preset(&self, name: &str) -> Option<service::ToolPreset> {
+        if self.catalogue.tools().iter().any(|tool| tool.name == name) {
+            return None;
+        }
+        self.service
+            .tool_presets()
+            .into_iter()
+            .find(|(preset, _)| preset == name)
+            .map(|(_, preset)| preset)
+    }
+
+    /// The built-in tools and the presets of the current epoch.
+    fn all_tools(&self) -> Vec<Tool> {
+        let mut tools = self.catalogue.tools().to_vec();
+        for (name, preset) in self.service.tool_presets() {
+            if let Some(base) = self
+                .catalogue
+                .tools()
+                .iter()
+                .find(|t| t.name == preset.tool)
+            {
+                tools.push(serverplugins::preset_tool(&name, &preset, base));
+            }
+        }
+        tools
+    }
+
+    /// Whether this request may run operator tools: stdio is the local user; over HTTP the
+    /// transport's check decides (a loopback peer), and without one nobody may.
+    fn operator(&self, context: &RequestContext<RoleServer>) -> bool {
+        match (&self.plugins, self.operator_check) {
+            (PluginsSource::Fixed(_), _) => true,
+            (PluginsSource::RequestUrl, Some(check)) => context
+                .extensions
+                .get::<http::request::Parts>()
+                .is_some_and(check),
+            (PluginsSource::RequestUrl, None) => false,
+        }
     }
 }
 
@@ -414,6 +547,26 @@ impl Catalogue {
                 AVAILABILITY_DESCRIPTION,
                 args::input_schema::<AvailabilityArgs>(limits),
             ),
+            Tool::new(
+                "plugin_status",
+                serverplugins::STATUS_DESCRIPTION,
+                args::input_schema::<DiscoveryArgs>(limits),
+            )
+            .with_title("Server plugin status")
+            .with_annotations(annotations()),
+            Tool::new(
+                "reload_plugins",
+                serverplugins::RELOAD_DESCRIPTION,
+                args::input_schema::<DiscoveryArgs>(limits),
+            )
+            .with_title("Reload server plugins")
+            .with_annotations(
+                ToolAnnotations::new()
+                    .read_only(false)
+                    .destructive(false)
+                    .idempotent(true)
+                    .open_world(false),
+            ),
         ];
         Self {
             instructions: limits.fill(INSTRUCTIONS),
@@ -477,16 +630,12 @@ impl ServerHandler for McpServer {
             next_cursor: None,
             ttl_ms: modern.then_some(0),
             cache_scope: modern.then_some(CacheScope::Public),
-            tools: self.catalogue.tools().to_vec(),
+            tools: self.all_tools(),
         })
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.catalogue
-            .tools()
-            .iter()
-            .find(|tool| tool.name == name)
-            .cloned()
+        self.all_tools().into_iter().find(|tool| tool.name == name)
     }
 
     async fn call_tool(
@@ -496,8 +645,22 @@ impl ServerHandler for McpServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let plugins = self.connection_plugins(&context)?;
         let ctx = CallContext { plugins };
-        let name = request.name.clone();
-        self.dispatch(&name, request.arguments, ctx)
+        let name = request.name.to_string();
+        if name == "reload_plugins" || name == "plugin_status" {
+            let operator = self.operator(&context);
+            return self
+                .plugin_tool(&name, request.arguments, operator)
+                .await
+                .map(Into::into);
+        }
+        let (tool, arguments) = match self.preset(&name) {
+            Some(preset) => {
+                let merged = serverplugins::preset_arguments(&name, &preset, request.arguments)?;
+                (preset.tool, Some(merged))
+            }
+            None => (name, request.arguments),
+        };
+        self.dispatch_rewritten(&tool, arguments, ctx)
             .await
             .map(Into::into)
     }

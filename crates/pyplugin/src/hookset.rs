@@ -147,7 +147,14 @@ pub const REQUIRES: &str = "REQUIRES";
 pub const PRESETABLE_TOOLS: [(&str, &[&str]); 7] = [
     (
         "read",
-        &["repo", "revision", "path", "start_line", "end_line", "plugins"],
+        &[
+            "repo",
+            "revision",
+            "path",
+            "start_line",
+            "end_line",
+            "plugins",
+        ],
     ),
     ("read_many", &["repo", "revision", "files", "plugins"]),
     (
@@ -218,7 +225,10 @@ pub fn apply(hook: Hook, input: &Value, output: &Value) -> Result<Step, String> 
                 .get("arguments")
                 .ok_or("a rewrite must return {\"arguments\": {...}}")?;
             if !arguments.is_object() {
-                return Err(format!("\"arguments\" must be a dict, not {}", kind(arguments)));
+                return Err(format!(
+                    "\"arguments\" must be a dict, not {}",
+                    kind(arguments)
+                ));
             }
             next_obj.insert("arguments".into(), arguments.clone());
             Ok(Step::Continue(next))
@@ -248,7 +258,10 @@ pub fn apply(hook: Hook, input: &Value, output: &Value) -> Result<Step, String> 
                 return match skip {
                     Value::Bool(true) => Ok(Step::Stop(json!({"skip": true}))),
                     Value::Bool(false) => Ok(Step::Continue(next)),
-                    other => Err(format!("\"skip\" must be True or False, not {}", kind(other))),
+                    other => Err(format!(
+                        "\"skip\" must be True or False, not {}",
+                        kind(other)
+                    )),
                 };
             }
             only_keys(out, &["text", "language"])?;
@@ -400,12 +413,20 @@ mod tests {
         let hits = input["hits"].as_array().unwrap().clone();
         let mut noted = hits[1].clone();
         noted["note"] = json!("owned by the platform team");
-        let step = apply(Hook::SearchResults, &input, &json!({"hits": [noted.clone()]})).unwrap();
-        assert_eq!(step, Step::Continue({
-            let mut next = input.clone();
-            next["hits"] = json!([noted]);
-            next
-        }));
+        let step = apply(
+            Hook::SearchResults,
+            &input,
+            &json!({"hits": [noted.clone()]}),
+        )
+        .unwrap();
+        assert_eq!(
+            step,
+            Step::Continue({
+                let mut next = input.clone();
+                next["hits"] = json!([noted]);
+                next
+            })
+        );
         let mut invented = hits[0].clone();
         invented["line"] = json!(99);
         let err = apply(Hook::SearchResults, &input, &json!({"hits": [invented]})).unwrap_err();
@@ -414,7 +435,10 @@ mod tests {
         changed["snippet"] = json!("rm -rf /");
         assert!(apply(Hook::SearchResults, &input, &json!({"hits": [changed]})).is_err());
         let twice = json!({"hits": [hits[0].clone(), hits[0].clone()]});
-        assert!(apply(Hook::SearchResults, &input, &twice).is_err(), "a hit used twice");
+        assert!(
+            apply(Hook::SearchResults, &input, &twice).is_err(),
+            "a hit used twice"
+        );
         assert!(apply(Hook::SearchResults, &input, &json!({"hits": "x"})).is_err());
         assert!(apply(Hook::SearchResults, &input, &json!([1])).is_err());
     }
@@ -438,12 +462,18 @@ mod tests {
             apply(Hook::SourceFile, &input, &json!({"skip": true})).unwrap(),
             Step::Stop(json!({"skip": true}))
         );
-        let Step::Continue(next) =
-            apply(Hook::SourceFile, &input, &json!({"text": "t", "language": "rust"})).unwrap()
-        else {
+        let Step::Continue(next) = apply(
+            Hook::SourceFile,
+            &input,
+            &json!({"text": "t", "language": "rust"}),
+        )
+        .unwrap() else {
             panic!("replace continues the pipeline")
         };
-        assert_eq!((next["text"].as_str(), next["language"].as_str()), (Some("t"), Some("rust")));
+        assert_eq!(
+            (next["text"].as_str(), next["language"].as_str()),
+            (Some("t"), Some("rust"))
+        );
         assert!(apply(Hook::SourceFile, &input, &json!({"text": 3})).is_err());
         assert!(apply(Hook::SourceFile, &input, &json!({"skip": "yes"})).is_err());
     }
@@ -451,9 +481,12 @@ mod tests {
     #[test]
     fn p20_tool_call_rewrites_arguments_only() {
         let input = Hook::ToolCall.sample_payload();
-        let Step::Continue(next) =
-            apply(Hook::ToolCall, &input, &json!({"arguments": {"query": "x"}})).unwrap()
-        else {
+        let Step::Continue(next) = apply(
+            Hook::ToolCall,
+            &input,
+            &json!({"arguments": {"query": "x"}}),
+        )
+        .unwrap() else {
             panic!()
         };
         assert_eq!(next["arguments"], json!({"query": "x"}));

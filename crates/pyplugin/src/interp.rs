@@ -32,8 +32,16 @@ const MAX_NODES: usize = 1_000_000;
 const MAX_STRING_BYTES: usize = 32 * 1024 * 1024;
 
 enum Work {
-    Load { config: HostConfig, epoch: u64 },
-    Run { epoch: Arc<EpochData>, hook: Hook, payload: Value, only: Option<usize> },
+    Load {
+        config: HostConfig,
+        epoch: u64,
+    },
+    Run {
+        epoch: Arc<EpochData>,
+        hook: Hook,
+        payload: Value,
+        only: Option<usize>,
+    },
     Release(u64),
 }
 
@@ -193,9 +201,9 @@ impl Interpreter {
                 data
             }),
             Ok(Reply::Wedged) => Err(HostError::Wedged(self.wedged().unwrap_or_default())),
-            Ok(Reply::Ran(_)) | Err(_) => Err(HostError::Unavailable(
-                "the Python thread stopped".into(),
-            )),
+            Ok(Reply::Ran(_)) | Err(_) => {
+                Err(HostError::Unavailable("the Python thread stopped".into()))
+            }
         }
     }
 
@@ -216,7 +224,12 @@ impl Interpreter {
         Self::outcome(rx.await, payload)
     }
 
-    pub(crate) fn run_blocking(&self, epoch: Arc<EpochData>, hook: Hook, payload: Value) -> Outcome {
+    pub(crate) fn run_blocking(
+        &self,
+        epoch: Arc<EpochData>,
+        hook: Hook,
+        payload: Value,
+    ) -> Outcome {
         let rx = self.ask(Work::Run {
             epoch,
             hook,
@@ -617,7 +630,10 @@ impl Interpreter {
                         outcome.stopped = true;
                         return outcome;
                     }
-                    Err(why) => (format!("returned an invalid result, discarded: {why}"), false),
+                    Err(why) => (
+                        format!("returned an invalid result, discarded: {why}"),
+                        false,
+                    ),
                 },
                 Err(failure) => failure,
             };
@@ -664,9 +680,12 @@ impl Interpreter {
         if returned.is_none() {
             return Ok(None);
         }
-        to_value(&returned)
-            .map(Some)
-            .map_err(|why| (format!("returned a value that is not plain data: {why}"), false))
+        to_value(&returned).map(Some).map_err(|why| {
+            (
+                format!("returned a value that is not plain data: {why}"),
+                false,
+            )
+        })
     }
 }
 
@@ -706,7 +725,8 @@ fn read_source(path: &std::path::Path) -> Result<String, String> {
             "{name}: {size} bytes is over the {MAX_FILE_BYTES}-byte limit of a plugin file"
         ));
     }
-    let bytes = std::fs::read(path).map_err(|e| format!("{name}: could not be read ({})", e.kind()))?;
+    let bytes =
+        std::fs::read(path).map_err(|e| format!("{name}: could not be read ({})", e.kind()))?;
     String::from_utf8(bytes).map_err(|_| format!("{name}: is not UTF-8 text"))
 }
 

@@ -14,6 +14,10 @@
 //! Only this crate knows Python. It knows nothing of the service, the index or a transport:
 //! the service passes payloads in and applies [`Outcome`]s itself.
 
+// Without Python the loaders of names and tables have no caller; they stay compiled so the
+// feature switch cannot hide a build break in them.
+#![cfg_attr(not(feature = "python"), allow(dead_code, unused_mut))]
+
 mod hookset;
 #[cfg(feature = "python")]
 mod interp;
@@ -271,8 +275,7 @@ impl EpochData {
     pub(crate) fn disable(&self, file: usize, hook: Hook, reason: &str) {
         let mut disabled = self.disabled.lock().unwrap_or_else(PoisonError::into_inner);
         if !disabled.iter().any(|(f, h, _)| *f == file && *h == hook) {
-            let first = reason.lines().next().unwrap_or_default().to_owned();
-            disabled.push((file, hook, first));
+            disabled.push((file, hook, summary(reason).to_owned()));
         }
     }
 }
@@ -315,7 +318,11 @@ impl Epoch {
             .iter()
             .enumerate()
             .filter(|(_, file)| file.hooks.iter().any(|h| h == hook.name()));
-        let disabled = self.data.disabled.lock().unwrap_or_else(PoisonError::into_inner);
+        let disabled = self
+            .data
+            .disabled
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         defining
             .into_iter()
             .any(|(i, _)| !disabled.iter().any(|(f, h, _)| *f == i && *h == hook))
@@ -553,7 +560,11 @@ impl PluginHost {
                     .unwrap_or_else(PoisonError::into_inner)
                     .iter()
                     .map(|(file, hook, reason)| Disabled {
-                        file: data.files.get(*file).map(|f| f.file.clone()).unwrap_or_default(),
+                        file: data
+                            .files
+                            .get(*file)
+                            .map(|f| f.file.clone())
+                            .unwrap_or_default(),
                         hook: hook.name().to_owned(),
                         reason: reason.clone(),
                     })
@@ -584,6 +595,17 @@ impl PluginHost {
             hooks_version: HOOKS_VERSION,
             product: PRODUCT,
         }
+    }
+}
+
+/// The one line that says what a failure was: the exception line of a traceback (its last
+/// line), else the first line.
+pub fn summary(message: &str) -> &str {
+    let message = message.trim_end();
+    if message.contains("Traceback (most recent call last)") {
+        message.lines().last().unwrap_or_default()
+    } else {
+        message.lines().next().unwrap_or_default()
     }
 }
 
@@ -670,7 +692,9 @@ pub fn check_directory(directory: PathBuf, hook_timeout: Duration) -> CheckRepor
                     .find(|(f, h, _)| *f == index && *h == hook)
                     .map(|(_, _, reason)| reason.clone())
             } else {
-                epoch.host.run_single(&epoch.data, index, hook, hook.sample_payload())
+                epoch
+                    .host
+                    .run_single(&epoch.data, index, hook, hook.sample_payload())
             };
             runs.push(CheckRun {
                 file: file.file.clone(),

@@ -121,16 +121,17 @@ pub(crate) fn check_table(
                     .insert(key.clone(), replacement.to_owned());
             }
             "ALIASES" => {
-                let target = entry
-                    .as_str()
-                    .ok_or_else(|| bad(format!("must be a repository name, not {}", kind(entry))))?;
+                let target = entry.as_str().ok_or_else(|| {
+                    bad(format!("must be a repository name, not {}", kind(entry)))
+                })?;
                 let alias_ok = (1..=128).contains(&key.len())
-                    && key
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'/'));
+                    && key.bytes().all(|b| {
+                        b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'/')
+                    });
                 if !alias_ok {
                     return Err(bad(
-                        "is not a valid alias: use 1 to 128 characters of A-Z a-z 0-9 . _ - /".into(),
+                        "is not a valid alias: use 1 to 128 characters of A-Z a-z 0-9 . _ - /"
+                            .into(),
                     ));
                 }
                 if !is_repo_name(target) {
@@ -321,9 +322,15 @@ mod tests {
         assert!(check_requires(&json!({"HOOKS_VERSION": 1, "PRODUCT": PRODUCT})).is_ok());
         assert!(check_requires(&json!({"HOOKS_VERSION": ">=1,<2"})).is_ok());
         let err = check_requires(&json!({"HOOKS_VERSION": ">=2"})).unwrap_err();
-        assert!(err.contains("\">=2\"") && err.contains("HOOKS_VERSION = 1"), "{err}");
+        assert!(
+            err.contains("\">=2\"") && err.contains("HOOKS_VERSION = 1"),
+            "{err}"
+        );
         let err = check_requires(&json!({"PRODUCT": "graph-metadata-search"})).unwrap_err();
-        assert!(err.contains("graph-metadata-search") && err.contains(PRODUCT), "{err}");
+        assert!(
+            err.contains("graph-metadata-search") && err.contains(PRODUCT),
+            "{err}"
+        );
         assert!(check_requires(&json!({"HOOKS_VERSION": "about one"})).is_err());
         assert!(check_requires(&json!({"VERSION": 1})).is_err());
     }
@@ -332,9 +339,15 @@ mod tests {
     fn p8_bad_table_entries_are_named() {
         let mut t = FileTables::default();
         let err = check_table("QUERY_ALIASES", &json!({"k8s": 5}), "a.py", &mut t).unwrap_err();
-        assert!(err.contains("QUERY_ALIASES[\"k8s\"]") && err.contains("str"), "{err}");
+        assert!(
+            err.contains("QUERY_ALIASES[\"k8s\"]") && err.contains("str"),
+            "{err}"
+        );
         let err = check_table("ALIASES", &json!({"kb": "nope"}), "a.py", &mut t).unwrap_err();
-        assert!(err.contains("ALIASES[\"kb\"]") && err.contains("owner/name"), "{err}");
+        assert!(
+            err.contains("ALIASES[\"kb\"]") && err.contains("owner/name"),
+            "{err}"
+        );
         let err = check_table(
             "TOOL_PRESETS",
             &json!({"find": {"tool": "grep", "description": "d"}}),
@@ -342,7 +355,10 @@ mod tests {
             &mut t,
         )
         .unwrap_err();
-        assert!(err.contains("TOOL_PRESETS[\"find\"]") && err.contains("\"grep\""), "{err}");
+        assert!(
+            err.contains("TOOL_PRESETS[\"find\"]") && err.contains("\"grep\""),
+            "{err}"
+        );
         let err = check_table(
             "TOOL_PRESETS",
             &json!({"find": {"tool": "search", "description": "d", "arguments": {"q": 1}}}),

@@ -23,7 +23,11 @@ fn p23_an_infinite_loop_is_interrupted_and_disabled_and_the_host_lives_on() {
     let epoch = host.current().unwrap();
     let out = epoch.run_blocking(Hook::ReadResult, Hook::ReadResult.sample_payload());
     assert_eq!(out.value["notes"], json!(["b"]));
-    assert!(out.failures[0].message.contains("time limit of 200 ms"), "{:?}", out.failures);
+    assert!(
+        out.failures[0].message.contains("time limit of 200 ms"),
+        "{:?}",
+        out.failures
+    );
     assert_eq!(host.state(), State::Active);
     let status = host.status();
     assert_eq!(status.disabled[0].file, "a_loops.py");

@@ -711,6 +711,7 @@ fn finish(attachments: Attachments, started: Instant) -> Enrichment {
             .iter()
             .map(ToString::to_string)
             .collect(),
+        operator_notes: Vec::new(),
     }
 }
 

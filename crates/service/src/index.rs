@@ -49,6 +49,9 @@ pub struct SearchAnswer {
     /// Requested repositories whose index is not built yet (not searched).
     pub not_indexed: Vec<String>,
     pub stats: SearchStatsAnswer,
+    /// `QUERY_ALIASES` changed the query (P-10 disclosure).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub query_rewrite: Option<crate::ArgumentRewrite>,
 }
 
 /// The hits of one repository on a page.
@@ -72,6 +75,9 @@ pub struct SearchHit {
     /// (`binary`, `not UTF-8`, `over the size limit`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path_only: Option<String>,
+    /// A server plugin's note on the hit (`on_search_results`, P-20).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// Query statistics (S-1: HTTP shows them).
@@ -115,12 +121,14 @@ impl From<search::SearchResults> for SearchAnswer {
                             line: Some(line),
                             snippet: Some(snippet),
                             path_only: None,
+                            note: None,
                         },
                         search::Hit::FileName { path, path_only } => SearchHit {
                             path,
                             line: None,
                             snippet: None,
                             path_only: path_only.map(|why| why.describe().to_string()),
+                            note: None,
                         },
                     })
                     .collect(),
@@ -140,6 +148,7 @@ impl From<search::SearchResults> for SearchAnswer {
                 cached: stats.cached,
                 elapsed_us: stats.elapsed.as_micros() as u64,
             },
+            query_rewrite: None,
         }
     }
 }
@@ -186,12 +195,32 @@ impl Service {
             .await
     }
 
-    /// `search` (S-1) over the current index of each readable repository (or of `repo`).
+    /// `search` (S-1) over the current index of each readable repository (or of `repo`),
+    /// with the server plugins' `ALIASES`, `QUERY_ALIASES` and `on_search_results` (P-20,
+    /// P-22) applied.
     pub async fn search(
         &self,
-        _ctx: &CallContext,
-        req: SearchRequest,
+        ctx: &CallContext,
+        mut req: SearchRequest,
     ) -> Result<SearchAnswer, ServiceError> {
+        req.repo = req.repo.map(|repo| self.unalias(repo));
+        let mut rewrite = None;
+        if let Some((query, files)) = self.alias_query(&req.query, req.regex, req.case_sensitive) {
+            rewrite = Some(crate::ArgumentRewrite {
+                files,
+                original: serde_json::json!({"query": req.query}),
+                effective: serde_json::json!({"query": query}),
+            });
+            req.query = query;
+        }
+        let query = req.query.clone();
+        let answer = self.search_base(req).await?;
+        let mut answer = self.search_hook(ctx, &query, answer).await;
+        answer.query_rewrite = rewrite;
+        Ok(answer)
+    }
+
+    async fn search_base(&self, req: SearchRequest) -> Result<SearchAnswer, ServiceError> {
         let slot = self.admit_search().await?;
         self.unlocked(move |inner| {
             // Held until the search is done, even if the caller went away meanwhile: the
@@ -294,6 +323,24 @@ impl Service {
             Ok(dropped)
         })
         .await
+    }
+
+    /// Repositories whose current index was built under other derived-state plugin sources
+    /// than `plugin_fingerprint` (P-7: "index stale: rebuild pending").
+    pub(crate) fn index_stale_repos(&self, plugin_fingerprint: &str) -> Vec<String> {
+        let Ok(indexes) = self.inner.indexes() else {
+            return Vec::new();
+        };
+        let suffix = format!("plugins={plugin_fingerprint}");
+        indexes
+            .repos()
+            .into_iter()
+            .filter(|repo| {
+                indexes
+                    .current(repo)
+                    .is_some_and(|info| !info.fingerprint.ends_with(&suffix))
+            })
+            .collect()
     }
 
     /// The current index of `repo`, if any.

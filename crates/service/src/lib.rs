@@ -14,6 +14,7 @@ mod index;
 mod lines;
 mod model;
 mod prepare;
+mod serverplugins;
 mod stats;
 
 pub use background::{Shutdown, spawn_maintenance};
@@ -26,6 +27,8 @@ pub use index::{
 };
 pub use model::*;
 pub use prepare::{IndexReport, PrepareAction, PrepareAnswer, PrepareRequest};
+pub use pyplugin::{State as HostState, summary as failure_summary};
+pub use serverplugins::{ArgumentRewrite, HostStatus, PluginHost, ServerPluginsStatus, ToolPreset};
 pub use stats::{OpSnapshot, OpStats, QueryStats, StatsSnapshot};
 pub use wasmplugin::{ConnectionPlugins, InvalidConnectionPlugins, PluginConfig};
 
@@ -109,11 +112,22 @@ struct Inner {
     indexes: Result<search::Indexes, String>,
     /// Admission of searches: one permit per search running (S-1).
     searches: Arc<tokio::sync::Semaphore>,
+    /// The server-plugin host (P-*): disabled unless the operator turned it on.
+    server_plugins: PluginHost,
 }
 
 impl Service {
-    /// A service over `store`.
+    /// A service over `store`, without server plugins.
     pub fn new(store: GitStore, config: ServiceConfig) -> Self {
+        Self::with_server_plugins(store, config, PluginHost::disabled())
+    }
+
+    /// A service over `store` whose calls run the server plugins of `server_plugins`.
+    pub fn with_server_plugins(
+        store: GitStore,
+        config: ServiceConfig,
+        server_plugins: PluginHost,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 indexes: index::open(&store, config.index.clone()),
@@ -127,6 +141,7 @@ impl Service {
                         .clamp(1, MAX_CONCURRENT_SEARCHES),
                 )),
                 config,
+                server_plugins,
             }),
         }
     }
@@ -354,7 +369,7 @@ impl Service {
         let frame = Frame {
             operation: "read",
             stats: |stats| &stats.read,
-            repo: req.repo.clone(),
+            repo: self.unalias(req.repo),
             revision: req.revision.clone(),
             plugins: req.plugins.clone(),
             enrich,
@@ -377,8 +392,21 @@ impl Service {
                 outcome: Ok(range),
             }))
         };
-        self.read_frame(ctx, frame, std::slice::from_ref, base)
-            .await
+        let (item, mut enrichment) = self
+            .read_frame(ctx, frame, std::slice::from_ref, base)
+            .await?;
+        if enrich {
+            enrichment.operator_notes = self
+                .read_notes(
+                    ctx,
+                    "read",
+                    &item.repo,
+                    &item.commit,
+                    std::slice::from_ref(&item),
+                )
+                .await;
+        }
+        Ok((item, enrichment))
     }
 
     /// `read_many`, base only: one item per entry in request order, one shared
@@ -423,7 +451,7 @@ impl Service {
         let frame = Frame {
             operation: "read_many",
             stats: |stats| &stats.read_many,
-            repo: req.repo,
+            repo: self.unalias(req.repo),
             revision: req.revision,
             plugins: req.plugins,
             enrich,
@@ -441,8 +469,21 @@ impl Service {
                 items,
             }))
         };
-        self.read_frame(ctx, frame, ReadManyAnswer::items, base)
-            .await
+        let (answer, mut enrichment) = self
+            .read_frame(ctx, frame, ReadManyAnswer::items, base)
+            .await?;
+        if enrich {
+            enrichment.operator_notes = self
+                .read_notes(
+                    ctx,
+                    "read_many",
+                    &answer.repo,
+                    &answer.commit,
+                    &answer.items,
+                )
+                .await;
+        }
+        Ok((answer, enrichment))
     }
 
     /// `list` (S-7): the tree below a directory, inside the registered scope.

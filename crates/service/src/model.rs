@@ -288,6 +288,9 @@ pub struct Enrichment {
     pub per_item: Vec<(String, String)>,
     pub whole: Vec<String>,
     pub diagnostics: Vec<String>,
+    /// Server-plugin operator notes (`on_read_result`, P-20), shown as one block after the
+    /// whole-batch attachments.
+    pub operator_notes: Vec<String>,
 }
 
 impl Enrichment {

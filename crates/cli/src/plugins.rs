@@ -1,0 +1,268 @@
+//! `csg plugins check|api|init|reload|status` (P-13, P-14, SPEC §9) and the server-plugin
+//! settings of `serve` and `mcp` (P-1).
+
+use anyhow::{Context, Result, bail};
+use clap::Subcommand;
+use pyplugin::{HostConfig, PluginHost};
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// `csg plugins …`: server plugins (operator Python files), not repository plugins.
+#[derive(Debug, Subcommand)]
+pub enum PluginsCommand {
+    /// Dry-run a plugins directory: load, validate and run each hook once on its sample
+    /// payload, with no data, no index and no server. Exits non-zero on any rejection.
+    Check {
+        /// The plugins directory to check.
+        dir: PathBuf,
+        /// Time limit of one hook call, in milliseconds.
+        #[arg(long, default_value_t = 2000)]
+        hook_timeout_ms: u64,
+    },
+    /// Print the hook reference `plugin_api.py` (or write it with --out; never into the
+    /// plugins directory, where it would load as a plugin).
+    Api {
+        /// Write it to this file instead of stdout.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Write `example.py` into DIR: every hook and table, commented out and harmless.
+    Init {
+        /// The directory to write `example.py` into (created when missing).
+        dir: PathBuf,
+    },
+    /// Ask a running server to reload its plugins directory (a new epoch).
+    Reload {
+        /// The server's base URL (token from SOURCEGRAPH_API_TOKEN, if it needs one).
+        #[arg(long, env = "CSG_SERVER", default_value = crate::index::DEFAULT_SERVER)]
+        server: String,
+    },
+    /// Show a running server's plugin status.
+    Status {
+        /// The server's base URL.
+        #[arg(long, env = "CSG_SERVER", default_value = crate::index::DEFAULT_SERVER)]
+        server: String,
+    },
+}
+
+/// Runs a `csg plugins` command that needs no data directory.
+pub async fn run(command: PluginsCommand) -> Result<()> {
+    match command {
+        PluginsCommand::Check {
+            dir,
+            hook_timeout_ms,
+        } => {
+            let timeout = Duration::from_millis(hook_timeout_ms.max(1));
+            let report =
+                tokio::task::spawn_blocking(move || pyplugin::check_directory(dir, timeout))
+                    .await
+                    .context("the dry-run stopped")?;
+            print!("{}", render_check(&report));
+            if !report.ok() {
+                bail!("the plugins directory has problems (see above)");
+            }
+            Ok(())
+        }
+        PluginsCommand::Api { out: None } => {
+            print!("{}", pyplugin::PLUGIN_API);
+            Ok(())
+        }
+        PluginsCommand::Api { out: Some(out) } => {
+            if let Some(plugins) = configured_directory() {
+                let parent = out.parent().filter(|p| !p.as_os_str().is_empty());
+                let parent = parent.unwrap_or(Path::new("."));
+                if same_dir(parent, &plugins) {
+                    bail!(
+                        "{} is in the server plugins directory, where plugin_api.py would load as \
+                         a plugin (and be rejected); write it somewhere else",
+                        out.display()
+                    );
+                }
+            }
+            std::fs::write(&out, pyplugin::PLUGIN_API)
+                .with_context(|| format!("cannot write {}", out.display()))?;
+            eprintln!("csg: wrote {}", out.display());
+            Ok(())
+        }
+        PluginsCommand::Init { dir } => {
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            let path = dir.join("example.py");
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+                .with_context(|| {
+                    format!(
+                        "cannot create {} (it may exist already: csg plugins init never overwrites)",
+                        path.display()
+                    )
+                })?;
+            std::io::Write::write_all(&mut file, pyplugin::EXAMPLE.as_bytes())
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            eprintln!(
+                "csg: wrote {} (everything in it is commented out; `csg plugins check {}` validates it)",
+                path.display(),
+                dir.display()
+            );
+            Ok(())
+        }
+        PluginsCommand::Reload { server } => remote(&server, true).await,
+        PluginsCommand::Status { server } => remote(&server, false).await,
+    }
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+/// The plugins directory the environment names, if any.
+fn configured_directory() -> Option<PathBuf> {
+    std::env::var_os("SOURCEGRAPH_SERVER_PLUGINS_DIRECTORY").map(PathBuf::from)
+}
+
+async fn remote(server: &str, reload: bool) -> Result<()> {
+    let server = server.trim_end_matches('/');
+    let client = crate::index::client()?;
+    let request = if reload {
+        client.post(format!("{server}/sourcegraph/api/plugins/reload"))
+    } else {
+        client.get(format!("{server}/sourcegraph/api/plugins/status"))
+    };
+    let response = request
+        .send()
+        .await
+        .with_context(|| crate::index::unreachable(server))?;
+    let status = response.status();
+    let body: Value = response
+        .json()
+        .await
+        .context("the server's answer is not JSON")?;
+    if !status.is_success() {
+        match body["error"]["message"].as_str() {
+            Some(message) => bail!("{message}"),
+            None => bail!("the server answered HTTP {status}"),
+        }
+    }
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&body).context("cannot show the answer")?
+    );
+    Ok(())
+}
+
+fn render_check(report: &pyplugin::CheckReport) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    if let Some(error) = &report.error {
+        let _ = writeln!(out, "ERROR     {error}");
+    }
+    for file in &report.files {
+        let _ = writeln!(
+            out,
+            "LOADED    {}  hooks={}  tables={}",
+            file.file,
+            dash(&file.hooks),
+            dash(&file.tables)
+        );
+    }
+    for rejected in &report.rejected {
+        for reason in &rejected.reasons {
+            let _ = writeln!(out, "REJECTED  {}", indent(reason));
+        }
+    }
+    for run in &report.runs {
+        match &run.failure {
+            None => {
+                let _ = writeln!(out, "RAN       {} {}: ok", run.file, run.hook);
+            }
+            Some(failure) => {
+                let _ = writeln!(
+                    out,
+                    "FAILED    {} {}: {}",
+                    run.file,
+                    run.hook,
+                    indent(failure)
+                );
+            }
+        }
+    }
+    let failed = report.runs.iter().filter(|r| r.failure.is_some()).count();
+    let _ = writeln!(
+        out,
+        "{}: {} loaded, {} rejected, {} of {} hook runs failed",
+        if report.ok() { "OK" } else { "NOT OK" },
+        report.files.len(),
+        report.rejected.len(),
+        failed,
+        report.runs.len()
+    );
+    out
+}
+
+fn dash(items: &[String]) -> String {
+    if items.is_empty() {
+        "-".into()
+    } else {
+        items.join(",")
+    }
+}
+
+fn indent(text: &str) -> String {
+    text.trim_end().replace('\n', "\n          ")
+}
+
+/// Reads a boolean environment switch strictly: `true`/`false`/`1`/`0` (any case).
+fn env_flag(name: &str) -> Result<bool> {
+    match std::env::var(name) {
+        Err(_) => Ok(false),
+        Ok(value) => match value.trim().to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" | "on" => Ok(true),
+            "false" | "0" | "no" | "off" | "" => Ok(false),
+            _ => bail!("{name}={value:?} is not a boolean: use true or false"),
+        },
+    }
+}
+
+/// The server-plugin host of `serve` and `mcp` (P-1): off unless
+/// `SOURCEGRAPH_SERVER_PLUGINS_ENABLED=true`, then the directory
+/// `SOURCEGRAPH_SERVER_PLUGINS_DIRECTORY` (default `plugins/` under the data directory).
+/// Loads the first epoch (which runs Python): call it off the async threads.
+pub fn host_from_env(data_dir: &Path, settings: Map<String, Value>) -> Result<HostConfig> {
+    let enabled = env_flag("SOURCEGRAPH_SERVER_PLUGINS_ENABLED")?;
+    let strict = env_flag("SOURCEGRAPH_SERVER_PLUGINS_STRICT")?;
+    let directory = configured_directory().unwrap_or_else(|| data_dir.join("plugins"));
+    let mut config = HostConfig::new(directory);
+    config.enabled = enabled;
+    config.strict = strict;
+    if let Ok(ms) = std::env::var("SOURCEGRAPH_SERVER_PLUGINS_HOOK_TIMEOUT_MS") {
+        let ms: u64 = ms.trim().parse().ok().filter(|ms| *ms > 0).with_context(|| {
+            format!("SOURCEGRAPH_SERVER_PLUGINS_HOOK_TIMEOUT_MS={ms:?} is not a positive number of milliseconds")
+        })?;
+        config.hook_timeout = Duration::from_millis(ms);
+    }
+    let mut settings = settings;
+    settings.insert("strict".into(), Value::Bool(strict));
+    settings.insert(
+        "hook_timeout_ms".into(),
+        Value::from(config.hook_timeout.as_millis() as u64),
+    );
+    config.startup_settings = settings;
+    config.secrets = pyplugin::redact_secrets(std::env::vars());
+    Ok(config)
+}
+
+/// Starts the host on the blocking pool (its first load runs plugin code).
+pub async fn start_host(config: HostConfig) -> Result<PluginHost> {
+    let host = tokio::task::spawn_blocking(move || PluginHost::start(config))
+        .await
+        .context("the server plugins did not start")?;
+    if let pyplugin::State::Unavailable(reason) = host.state() {
+        tracing::warn!(%reason, "server plugins are unavailable");
+    }
+    Ok(host)
+}

@@ -1,0 +1,299 @@
+//! Server plugins (SPEC section 7) as the service applies them: the tables (`ALIASES`,
+//! `QUERY_ALIASES`, `TOOL_PRESETS`), the call-scoped hooks `on_tool_call`,
+//! `on_search_results` and `on_read_result`, status and reload.
+//!
+//! `pyplugin` runs the Python; this module turns the service's answers into hook payloads and
+//! the hooks' outcomes back into answers, re-measuring and re-validating them after the last
+//! hook (P-10). Nothing here knows MCP or HTTP: tool arguments are plain JSON objects.
+
+use crate::{CallContext, SearchAnswer, SearchHit, SearchRepoHits, Service, ServiceError};
+use pyplugin::{Epoch, Hook, Outcome};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+pub use pyplugin::{PluginHost, Status as HostStatus, ToolPreset};
+
+/// A change a server plugin made to a call's arguments, disclosed in the answer (P-10).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ArgumentRewrite {
+    /// The plugin files that changed them, in order (a table shows as `file (TABLE)`).
+    pub files: Vec<String>,
+    /// The arguments as the caller sent them.
+    pub original: Value,
+    /// The arguments the call ran with.
+    pub effective: Value,
+}
+
+/// What `plugin_status` answers: the host's status and what it means for the index.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ServerPluginsStatus {
+    /// The host (P-12).
+    #[serde(flatten)]
+    pub host: HostStatus,
+    /// `current`, or `index stale: rebuild pending` when a derived-state hook changed since
+    /// the published index generations were built (P-7).
+    pub index: String,
+    /// The repositories whose index was built under other derived-state sources.
+    pub index_stale_repos: Vec<String>,
+}
+
+fn caller(_ctx: &CallContext) -> Value {
+    // P-11: the caller appears only as whether it is authenticated; there are no tokens yet.
+    json!({"authenticated": false})
+}
+
+impl Service {
+    /// The server-plugin host of this service.
+    pub fn server_plugins(&self) -> &PluginHost {
+        &self.inner.server_plugins
+    }
+
+    /// The epoch a new call runs on, if server plugins are active.
+    fn epoch(&self) -> Option<Epoch> {
+        self.inner.server_plugins.current()
+    }
+
+    /// `plugin_status` (P-12).
+    pub fn server_plugins_status(&self) -> ServerPluginsStatus {
+        let host = self.inner.server_plugins.status();
+        let stale = self.index_stale_repos(&host.derived_fingerprint);
+        let index = if stale.is_empty() {
+            "current".to_owned()
+        } else {
+            "index stale: rebuild pending".to_owned()
+        };
+        ServerPluginsStatus {
+            host,
+            index,
+            index_stale_repos: stale,
+        }
+    }
+
+    /// `reload_plugins` (P-12): a new epoch from the directory; calls in flight keep theirs.
+    pub async fn reload_server_plugins(&self) -> Result<ServerPluginsStatus, ServiceError> {
+        let host = self.inner.server_plugins.clone();
+        let reloaded = tokio::task::spawn_blocking(move || host.reload())
+            .await
+            .map_err(|_| ServiceError::internal("the plugin reload stopped; see the server log"))?;
+        match reloaded {
+            Ok(_) => Ok(self.server_plugins_status()),
+            Err(error @ pyplugin::HostError::Directory(_)) => {
+                Err(ServiceError::unavailable(error.to_string()))
+            }
+            Err(error) => Err(ServiceError::invalid(error.to_string())),
+        }
+    }
+
+    /// The `TOOL_PRESETS` of the current epoch, by name (P-22).
+    pub fn tool_presets(&self) -> Vec<(String, ToolPreset)> {
+        self.epoch()
+            .map(|epoch| {
+                epoch
+                    .tables()
+                    .tool_presets
+                    .iter()
+                    .map(|(name, preset)| (name.clone(), preset.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// `on_tool_call` (P-20): the arguments the tool runs with and, when a plugin changed
+    /// them, the disclosure. The transport re-parses the effective arguments strictly and
+    /// falls back to the original ones when they do not parse (P-10).
+    pub async fn rewrite_tool_call(
+        &self,
+        ctx: &CallContext,
+        tool: &str,
+        arguments: Map<String, Value>,
+    ) -> (Map<String, Value>, Option<ArgumentRewrite>) {
+        let Some(epoch) = self.epoch().filter(|e| e.defines(Hook::ToolCall)) else {
+            return (arguments, None);
+        };
+        let original = Value::Object(arguments.clone());
+        let payload = json!({"tool": tool, "arguments": original, "caller": caller(ctx)});
+        let outcome = epoch.run(Hook::ToolCall, payload).await;
+        match outcome.value.get("arguments") {
+            Some(Value::Object(effective)) if !outcome.changed_by.is_empty() => {
+                let rewrite = ArgumentRewrite {
+                    files: outcome.changed_by.clone(),
+                    original,
+                    effective: Value::Object(effective.clone()),
+                };
+                (effective.clone(), Some(rewrite))
+            }
+            _ => (arguments, None),
+        }
+    }
+
+    /// `ALIASES` (P-22): the repository `repo` names. A registered repository of that very
+    /// name wins over an alias.
+    pub(crate) fn unalias(&self, repo: String) -> String {
+        let Some(epoch) = self.epoch() else {
+            return repo;
+        };
+        let Some(target) = epoch.tables().aliases.get(&repo) else {
+            return repo;
+        };
+        let registered = gitstore::RepoName::parse(&repo)
+            .ok()
+            .is_some_and(|name| self.inner.store.repo(&name).is_ok());
+        if registered {
+            repo
+        } else {
+            target.value.clone()
+        }
+    }
+
+    /// `QUERY_ALIASES` (P-22) on a literal query: every whitespace-separated term equal to a
+    /// key (case-insensitively unless `case_sensitive`) is replaced; separators are kept.
+    pub(crate) fn alias_query(
+        &self,
+        query: &str,
+        regex: bool,
+        case_sensitive: bool,
+    ) -> Option<(String, Vec<String>)> {
+        let epoch = self.epoch()?;
+        let aliases = &epoch.tables().query_aliases;
+        if regex || aliases.is_empty() {
+            return None;
+        }
+        let mut out = String::with_capacity(query.len());
+        let mut files = Vec::new();
+        let mut rest = query;
+        while !rest.is_empty() {
+            let space = rest.len() - rest.trim_start().len();
+            out.push_str(&rest[..space]);
+            rest = &rest[space..];
+            let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+            let term = &rest[..end];
+            let found = aliases
+                .get(&term.to_lowercase())
+                .filter(|_| !case_sensitive || aliases.keys().any(|k| k == term));
+            match found {
+                Some(alias) => {
+                    out.push_str(&alias.value);
+                    let file = format!("{} (QUERY_ALIASES)", alias.file);
+                    if !files.contains(&file) {
+                        files.push(file);
+                    }
+                }
+                None => out.push_str(term),
+            }
+            rest = &rest[end..];
+        }
+        (out != query).then_some((out, files))
+    }
+
+    /// `on_search_results` (P-20): lets plugins reorder, drop or annotate the line hits of a
+    /// page; file-name hits stay. Counts are recomputed from what is returned.
+    pub(crate) async fn search_hook(
+        &self,
+        ctx: &CallContext,
+        query: &str,
+        mut answer: SearchAnswer,
+    ) -> SearchAnswer {
+        let Some(epoch) = self.epoch().filter(|e| e.defines(Hook::SearchResults)) else {
+            return answer;
+        };
+        let mut hits = Vec::new();
+        for group in &answer.repos {
+            for hit in &group.hits {
+                if let (Some(line), Some(snippet)) = (hit.line, &hit.snippet) {
+                    hits.push(json!({"repo": group.repo, "commit": group.commit,
+                        "path": hit.path, "line": line, "snippet": snippet}));
+                }
+            }
+        }
+        if hits.is_empty() {
+            return answer;
+        }
+        let given = hits.len() as u64;
+        let payload = json!({"query": query, "caller": caller(ctx), "hits": hits});
+        let outcome = epoch.run(Hook::SearchResults, payload).await;
+        let Some(returned) = changed(&outcome).and_then(|v| v["hits"].as_array().cloned()) else {
+            return answer;
+        };
+        // Rebuild the groups: file-name hits where they were, then the returned line hits in
+        // their new order, each under its repository (groups in order of first appearance).
+        let mut groups: Vec<SearchRepoHits> = answer
+            .repos
+            .iter()
+            .map(|group| SearchRepoHits {
+                repo: group.repo.clone(),
+                commit: group.commit.clone(),
+                hits: group
+                    .hits
+                    .iter()
+                    .filter(|h| h.line.is_none())
+                    .cloned()
+                    .collect(),
+            })
+            .collect();
+        for hit in &returned {
+            let field = |key: &str| hit.get(key).and_then(Value::as_str).unwrap_or_default();
+            if let Some(group) = groups
+                .iter_mut()
+                .find(|g| g.repo == field("repo") && g.commit == field("commit"))
+            {
+                group.hits.push(SearchHit {
+                    path: field("path").to_owned(),
+                    line: hit.get("line").and_then(Value::as_u64),
+                    snippet: Some(field("snippet").to_owned()),
+                    path_only: None,
+                    note: hit.get("note").and_then(Value::as_str).map(str::to_owned),
+                });
+            }
+        }
+        groups.retain(|g| !g.hits.is_empty());
+        let dropped = given.saturating_sub(returned.len() as u64);
+        answer.stats.total_hits = answer.stats.total_hits.saturating_sub(dropped);
+        answer.repos = groups;
+        answer
+    }
+
+    /// `on_read_result` (P-20): operator notes for a read's answer, never replacing the body.
+    pub(crate) async fn read_notes(
+        &self,
+        ctx: &CallContext,
+        tool: &str,
+        repo: &str,
+        commit: &str,
+        items: &[crate::ReadItem],
+    ) -> Vec<String> {
+        let Some(epoch) = self.epoch().filter(|e| e.defines(Hook::ReadResult)) else {
+            return Vec::new();
+        };
+        let items: Vec<Value> = items
+            .iter()
+            .map(|item| match &item.outcome {
+                Ok(range) => json!({
+                    "path": item.path,
+                    "start_line": range.start_line,
+                    "end_line": range.end_line,
+                    "total_lines": range.total_lines,
+                    "has_more": range.has_more,
+                    "text": range.content,
+                }),
+                Err(error) => json!({"path": item.path, "error": error}),
+            })
+            .collect();
+        let payload = json!({"tool": tool, "repo": repo, "commit": commit,
+            "caller": caller(ctx), "items": items, "notes": []});
+        let outcome = epoch.run(Hook::ReadResult, payload).await;
+        changed(&outcome)
+            .and_then(|value| value.get("notes").and_then(Value::as_array).cloned())
+            .map(|notes| {
+                notes
+                    .into_iter()
+                    .filter_map(|n| n.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// The outcome's payload when some file changed it.
+fn changed(outcome: &Outcome) -> Option<&Value> {
+    (!outcome.changed_by.is_empty()).then_some(&outcome.value)
+}
