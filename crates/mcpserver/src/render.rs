@@ -442,6 +442,7 @@ mod tests {
                 "code=PLUGIN_TIMEOUT plugin=p root=docs items=read-1 message=slow".into(),
                 "code=PLUGIN_NOT_FOUND plugin=q root=\"\" message=none".into(),
             ],
+            operator_notes: vec!["ask #platform".into(), "two\nlines".into()],
         };
         let head = |body: &str| {
             format!(
@@ -465,6 +466,7 @@ mod tests {
                 ),
                 "batch one".to_string(),
                 "batch two\n".to_string(),
+                "OperatorNotes:\n- ask #platform\n- two\n  lines\n".to_string(),
                 "PluginDiagnostics:\n\
                  - code=PLUGIN_TIMEOUT plugin=p root=docs items=read-1 message=slow\n\
                  - code=PLUGIN_NOT_FOUND plugin=q root=\"\" message=none"
@@ -631,6 +633,7 @@ mod tests {
                 line,
                 snippet: snippet.map(str::to_string),
                 path_only: why.map(str::to_string),
+                note: None,
             }
         };
         let answer = SearchAnswer {
@@ -651,6 +654,7 @@ mod tests {
             ],
             next_cursor: Some("abc".into()),
             not_indexed: vec!["c/three".into()],
+            query_rewrite: None,
             stats: service::SearchStatsAnswer {
                 candidate_files: 0,
                 files_verified: 0,

@@ -185,15 +185,19 @@ async fn m1_m3_m5_r5_tools_list() {
             "availability",
             "discovery",
             "list",
+            "plugin_status",
             "read",
             "read_many",
+            "reload_plugins",
             "resolve",
             "search"
         ]
     );
     for tool in &tools {
         let annotations = tool.annotations.as_ref().expect("annotations");
-        assert_eq!(annotations.read_only_hint, Some(true), "{}", tool.name);
+        // M-5: every tool is read-only but the operator's reload (P-12).
+        let read_only = tool.name != "reload_plugins";
+        assert_eq!(annotations.read_only_hint, Some(read_only), "{}", tool.name);
         assert_eq!(annotations.destructive_hint, Some(false), "{}", tool.name);
         assert_eq!(annotations.idempotent_hint, Some(true), "{}", tool.name);
         assert_eq!(annotations.open_world_hint, Some(false), "{}", tool.name);
@@ -512,7 +516,7 @@ async fn m1_protocol_2026_07_28_client() {
     let fixture = Fixture::start().await;
     let client = fixture.modern_client().await;
     let tools = client.list_all_tools().await.expect("tools/list");
-    assert_eq!(tools.len(), 7);
+    assert_eq!(tools.len(), 9);
     let result = client
         .call_tool(call("read", json!({"repo": REPO, "path": "docs/guide.md"})))
         .await
