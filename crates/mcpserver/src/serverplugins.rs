@@ -172,12 +172,11 @@ pub(crate) fn render_status(status: &ServerPluginsStatus) -> String {
     let _ = writeln!(out, "Rejected: {}", host.rejected.len());
     for rejected in &host.rejected {
         for reason in &rejected.reasons {
-            let _ = writeln!(
-                out,
-                "- {}: {}",
-                header_value(&rejected.file),
-                first_line(reason)
-            );
+            // A reason names its file already unless it is a traceback's last line.
+            let line = first_line(reason);
+            let prefix = format!("{}: ", rejected.file);
+            let line = line.strip_prefix(&prefix).unwrap_or(&line);
+            let _ = writeln!(out, "- {}: {line}", header_value(&rejected.file));
         }
     }
     let _ = writeln!(out, "Disabled: {}", host.disabled.len());

@@ -1,0 +1,334 @@
+//! Server plugins as an MCP client sees them (SPEC P-10, P-12, P-20, P-22): real plugin files,
+//! the real embedded Python, a real repository and index, the Streamable HTTP endpoint on
+//! 127.0.0.1 and the rmcp client.
+
+use mcpserver::{McpConfig, http_service};
+use pyplugin::{HostConfig, PluginHost};
+use rmcp::model::{CallToolRequestParams, CallToolResult, ErrorCode};
+use rmcp::service::{RunningService, ServiceError};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use testgit::SourceRepo;
+use tokio_util::sync::CancellationToken;
+
+const REPO: &str = "test/repo";
+const GUIDE: &str = "# Guide\nkubernetes deploy\nline three\n";
+
+struct Fixture {
+    _source: SourceRepo,
+    plugins: tempfile::TempDir,
+    client: RunningService<RoleClient, ()>,
+    commit: String,
+    shutdown: CancellationToken,
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+async fn start(files: &[(&str, &str)], config: McpConfig, enabled: bool) -> Fixture {
+    let plugins = tempfile::tempdir().unwrap();
+    for (name, source) in files {
+        std::fs::write(plugins.path().join(name), source).unwrap();
+    }
+    let source = SourceRepo::new();
+    source.write(&[
+        ("docs/guide.md", GUIDE.as_bytes()),
+        ("docs/ops.md", b"kubernetes deploy runbook\n"),
+        ("src/lib.rs", b"pub fn deploy() {}\n"),
+    ]);
+    source.git(&["add", "."]);
+    let commit = source.commit_index("initial");
+    let mut host_config = HostConfig::new(plugins.path().to_path_buf());
+    host_config.enabled = enabled;
+    let host = tokio::task::spawn_blocking(move || PluginHost::start(host_config))
+        .await
+        .unwrap();
+    let service = service::Service::with_server_plugins(
+        source.store(REPO, ""),
+        service::ServiceConfig::default(),
+        host,
+    );
+    service.index(REPO.into(), |_| {}).await.expect("index");
+    let shutdown = CancellationToken::new();
+    let router = axum::Router::new().nest_service(
+        "/sourcegraph/mcp",
+        http_service(service, config, shutdown.clone()),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router)
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .await;
+    });
+    let url = format!("http://{addr}/sourcegraph/mcp");
+    let client = ()
+        .serve(StreamableHttpClientTransport::from_uri(url))
+        .await
+        .expect("client connects");
+    Fixture {
+        _source: source,
+        plugins,
+        client,
+        commit,
+        shutdown,
+    }
+}
+
+fn call(name: &str, arguments: Value) -> CallToolRequestParams {
+    let Value::Object(arguments) = arguments else {
+        panic!("arguments must be an object");
+    };
+    CallToolRequestParams::new(name.to_owned()).with_arguments(arguments)
+}
+
+fn texts(result: &CallToolResult) -> Vec<String> {
+    result
+        .content
+        .iter()
+        .map(|block| block.as_text().unwrap().text.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn p10_an_argument_rewrite_is_disclosed_with_both_sides_and_the_file() {
+    let f = start(
+        &[(
+            "10_redirect.py",
+            "def on_tool_call(call):\n    a = call[\"arguments\"]\n    if call[\"tool\"] == \"read\" and a.get(\"path\") == \"old/guide.md\":\n        return {\"arguments\": dict(a, path=\"docs/guide.md\")}\n",
+        )],
+        McpConfig::default(),
+        true,
+    )
+    .await;
+    let result = f
+        .client
+        .call_tool(call("read", json!({"repo": REPO, "path": "old/guide.md"})))
+        .await
+        .unwrap();
+    let blocks = texts(&result);
+    assert_eq!(result.is_error, Some(false), "{blocks:?}");
+    assert!(blocks[0].ends_with(&format!("\n\n{GUIDE}")), "{blocks:?}");
+    assert_eq!(
+        blocks[1],
+        format!(
+            "ArgumentsRewritten:\nPlugin: 10_redirect.py\n\
+             Original: {{\"path\":\"old/guide.md\",\"repo\":\"{REPO}\"}}\n\
+             Effective: {{\"path\":\"docs/guide.md\",\"repo\":\"{REPO}\"}}\n"
+        )
+    );
+    // A call the plugin leaves alone discloses nothing.
+    let plain = f
+        .client
+        .call_tool(call("read", json!({"repo": REPO, "path": "docs/guide.md"})))
+        .await
+        .unwrap();
+    assert_eq!(texts(&plain).len(), 1);
+}
+
+#[tokio::test]
+async fn p10_a_rewrite_the_tool_cannot_parse_is_discarded() {
+    let f = start(
+        &[(
+            "bad.py",
+            "def on_tool_call(call):\n    return {\"arguments\": {\"bogus\": 1}}\n",
+        )],
+        McpConfig::default(),
+        true,
+    )
+    .await;
+    let result = f
+        .client
+        .call_tool(call("read", json!({"repo": REPO, "path": "docs/guide.md"})))
+        .await
+        .unwrap();
+    let blocks = texts(&result);
+    assert_eq!(blocks.len(), 1, "no disclosure of a discarded rewrite: {blocks:?}");
+    assert!(blocks[0].ends_with(GUIDE));
+}
+
+#[tokio::test]
+async fn p22_query_aliases_rewrite_a_search_and_say_so() {
+    let f = start(
+        &[("aliases.py", "QUERY_ALIASES = {\"k8s\": \"kubernetes\"}\n")],
+        McpConfig::default(),
+        true,
+    )
+    .await;
+    let result = f
+        .client
+        .call_tool(call("search", json!({"query": "K8s deploy", "repo": REPO})))
+        .await
+        .unwrap();
+    let blocks = texts(&result);
+    assert!(blocks[0].contains("docs/guide.md:2: kubernetes deploy"), "{blocks:?}");
+    assert!(blocks[0].contains("docs/ops.md:1:"), "{blocks:?}");
+    assert_eq!(
+        blocks[1],
+        format!(
+            "ArgumentsRewritten:\nPlugin: aliases.py (QUERY_ALIASES)\n\
+             Original: {{\"query\":\"K8s deploy\",\"repo\":\"{REPO}\"}}\n\
+             Effective: {{\"query\":\"kubernetes deploy\",\"repo\":\"{REPO}\"}}\n"
+        )
+    );
+}
+
+#[tokio::test]
+async fn p20_search_results_may_be_reordered_dropped_and_noted() {
+    let f = start(
+        &[(
+            "rank.py",
+            "def on_search_results(result):\n    hits = [h for h in result[\"hits\"] if h[\"path\"].startswith(\"docs/\")]\n    hits.sort(key=lambda h: h[\"path\"] != \"docs/ops.md\")\n    hits[0][\"note\"] = \"the runbook\"\n    return {\"hits\": hits}\n",
+        )],
+        McpConfig::default(),
+        true,
+    )
+    .await;
+    let result = f
+        .client
+        .call_tool(call("search", json!({"query": "deploy", "repo": REPO})))
+        .await
+        .unwrap();
+    let text = &texts(&result)[0];
+    let ops = text.find("docs/ops.md:1:").expect(text);
+    let guide = text.find("docs/guide.md:2:").expect(text);
+    assert!(ops < guide, "{text}");
+    assert!(text.contains("docs/ops.md:1: kubernetes deploy runbook\n  Note: the runbook\n"), "{text}");
+    assert!(!text.contains("src/lib.rs:1:"), "dropped: {text}");
+}
+
+#[tokio::test]
+async fn p20_read_notes_come_as_their_own_block_and_never_replace_the_body() {
+    let f = start(
+        &[(
+            "notes.py",
+            "def on_read_result(result):\n    item = result[\"items\"][0]\n    item[\"text\"] = \"tampered\"\n    return {\"notes\": result[\"notes\"] + [\"Owner: docs team (\" + result[\"commit\"][:7] + \")\"]}\n",
+        )],
+        McpConfig::default(),
+        true,
+    )
+    .await;
+    let result = f
+        .client
+        .call_tool(call("read", json!({"repo": REPO, "path": "docs/guide.md"})))
+        .await
+        .unwrap();
+    let blocks = texts(&result);
+    assert!(blocks[0].ends_with(&format!("\n\n{GUIDE}")), "{blocks:?}");
+    assert_eq!(
+        blocks[1],
+        format!("OperatorNotes:\n- Owner: docs team ({})\n", &f.commit[..7])
+    );
+}
+
+#[tokio::test]
+async fn p22_aliases_name_repositories_and_presets_become_tools() {
+    let f = start(
+        &[(
+            "tables.py",
+            &format!(
+                "ALIASES = {{\"kb\": \"{REPO}\"}}\n\
+                 TOOL_PRESETS = {{\"search_docs\": {{\"tool\": \"search\", \"description\": \"Search the handbook only.\", \"arguments\": {{\"repo\": \"kb\", \"path\": \"docs/**\"}}}}}}\n"
+            ),
+        )],
+        McpConfig::default(),
+        true,
+    )
+    .await;
+    let read = f
+        .client
+        .call_tool(call("read", json!({"repo": "kb", "path": "docs/guide.md"})))
+        .await
+        .unwrap();
+    assert!(texts(&read)[0].starts_with(&format!("Repo: {REPO}\n")), "{:?}", texts(&read));
+
+    let tools = f.client.list_all_tools().await.unwrap();
+    let preset = tools.iter().find(|t| t.name == "search_docs").expect("preset listed");
+    assert_eq!(preset.description.as_deref(), Some("Search the handbook only."));
+    let properties = preset.input_schema["properties"].as_object().unwrap();
+    assert!(properties.contains_key("query") && !properties.contains_key("path"));
+    assert!(!properties.contains_key("repo"));
+
+    let hits = f
+        .client
+        .call_tool(call("search_docs", json!({"query": "deploy"})))
+        .await
+        .unwrap();
+    let text = &texts(&hits)[0];
+    assert!(text.contains("docs/ops.md:1:") && !text.contains("src/lib.rs"), "{text}");
+
+    let fixed = f
+        .client
+        .call_tool(call("search_docs", json!({"query": "deploy", "path": "src/**"})))
+        .await
+        .unwrap_err();
+    let ServiceError::McpError(error) = fixed else {
+        panic!("expected a JSON-RPC error, got {fixed:?}");
+    };
+    assert_eq!(error.code, ErrorCode::INVALID_PARAMS);
+    assert!(error.message.contains("`path` is fixed by this preset"), "{}", error.message);
+}
+
+#[tokio::test]
+async fn p12_status_and_reload_over_mcp_for_operators_only() {
+    let files = [("a.py", "def on_read_result(result):\n    return None\n")];
+    let remote = start(&files, McpConfig::default(), true).await;
+    let status = remote
+        .client
+        .call_tool(call("plugin_status", json!({})))
+        .await
+        .unwrap();
+    let text = &texts(&status)[0];
+    assert!(text.starts_with("ServerPlugins: active\nEpoch: 1\n"), "{text}");
+    assert!(text.contains("- a.py hooks=on_read_result tables=- sha256="), "{text}");
+    assert!(text.contains("Versions: HOST_CONTRACT_VERSION=1 HOOKS_VERSION=1 PRODUCT=context-sourcegraph"));
+    let refused = remote
+        .client
+        .call_tool(call("reload_plugins", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(refused.is_error, Some(true));
+    assert!(texts(&refused)[0].contains("operator action"), "{:?}", texts(&refused));
+
+    let operator = McpConfig {
+        operator_check: Some(|_| true),
+        ..McpConfig::default()
+    };
+    let local = start(&files, operator, true).await;
+    std::fs::write(local.plugins.path().join("b.py"), "QUERY_ALIAS = {}\n").unwrap();
+    let reloaded = local
+        .client
+        .call_tool(call("reload_plugins", json!({})))
+        .await
+        .unwrap();
+    let text = &texts(&reloaded)[0];
+    assert!(text.contains("Epoch: 2\n"), "{text}");
+    assert!(text.contains("Rejected: 1\n- b.py: QUERY_ALIAS is not a table"), "{text}");
+}
+
+#[tokio::test]
+async fn p1_disabled_server_plugins_say_so() {
+    let operator = McpConfig {
+        operator_check: Some(|_| true),
+        ..McpConfig::default()
+    };
+    let f = start(&[("a.py", "raise SystemExit(1)\n")], operator, false).await;
+    let reload = f
+        .client
+        .call_tool(call("reload_plugins", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(reload.is_error, Some(true));
+    assert!(
+        texts(&reload)[0].contains("server plugins are disabled: set SOURCEGRAPH_SERVER_PLUGINS_ENABLED=true"),
+        "{:?}",
+        texts(&reload)
+    );
+    let status = f.client.call_tool(call("plugin_status", json!({}))).await.unwrap();
+    assert!(texts(&status)[0].starts_with("ServerPlugins: disabled\nEnable:"));
+}
