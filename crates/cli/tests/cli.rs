@@ -551,3 +551,165 @@ fn o6_sigterm_during_a_hung_fetch_exits_and_next_start_recovers() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// The build note of issue 9: the binary binds Debian's libpython 3.11 (the one it was built
+/// against through `.cargo/config.toml`), found without LD_LIBRARY_PATH or an rpath.
+#[test]
+fn p1_binary_binds_debians_libpython() {
+    let out = Command::new("ldd").arg(CSG).output().expect("ldd runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.contains("libpython"))
+        .unwrap_or_else(|| panic!("csg does not link libpython: {text}"));
+    let bound = line
+        .split("=>")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("unresolved: {line}"));
+    assert!(line.contains("libpython3.11.so.1.0"), "{line}");
+    let want = std::fs::canonicalize("/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0").unwrap();
+    assert_eq!(std::fs::canonicalize(bound).unwrap(), want, "{line}");
+}
+
+/// P-13, P-14: the dry-run's exit codes, `init` and `api`.
+#[test]
+fn p13_p14_plugins_check_init_and_api() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("plugins");
+    let init = csg(tmp.path(), &["plugins", "init", dir.to_str().unwrap()]);
+    assert!(init.status.success(), "{init:?}");
+    let example = std::fs::read_to_string(dir.join("example.py")).unwrap();
+    assert!(
+        example.contains("# def on_read_result(result):"),
+        "{example}"
+    );
+    let again = csg(tmp.path(), &["plugins", "init", dir.to_str().unwrap()]);
+    assert!(!again.status.success(), "never overwrites");
+
+    let good = csg(tmp.path(), &["plugins", "check", dir.to_str().unwrap()]);
+    let report = String::from_utf8_lossy(&good.stdout);
+    assert!(good.status.success(), "{report}");
+    assert!(
+        report.contains("LOADED    example.py") && report.contains("OK: 1 loaded"),
+        "{report}"
+    );
+
+    std::fs::write(
+        dir.join("typo.py"),
+        "def on_serch_results(result):\n    return None\n",
+    )
+    .unwrap();
+    let bad = csg(tmp.path(), &["plugins", "check", dir.to_str().unwrap()]);
+    let report = String::from_utf8_lossy(&bad.stdout);
+    assert!(!bad.status.success(), "{report}");
+    assert!(
+        report.contains("REJECTED  typo.py: on_serch_results"),
+        "{report}"
+    );
+    assert!(
+        report.contains("did you mean on_search_results?"),
+        "{report}"
+    );
+    assert!(
+        !tmp.path().join("data").exists(),
+        "a dry-run touches no data directory"
+    );
+
+    let api = csg(tmp.path(), &["plugins", "api"]);
+    let text = String::from_utf8_lossy(&api.stdout);
+    assert!(
+        api.status.success() && text.contains("HOOKS_VERSION = 1"),
+        "{text}"
+    );
+    let into_plugins = Command::new(CSG)
+        .args(["plugins", "api", "--out"])
+        .arg(dir.join("plugin_api.py"))
+        .env("SOURCEGRAPH_SERVER_PLUGINS_DIRECTORY", &dir)
+        .output()
+        .unwrap();
+    assert!(!into_plugins.status.success());
+    assert!(!dir.join("plugin_api.py").exists());
+    let elsewhere = tmp.path().join("plugin_api.py");
+    let out = csg(
+        tmp.path(),
+        &["plugins", "api", "--out", elsewhere.to_str().unwrap()],
+    );
+    assert!(out.status.success());
+    assert_eq!(std::fs::read_to_string(elsewhere).unwrap(), text);
+}
+
+/// P-1, P-12: `csg serve` with server plugins on: status over HTTP, `csg plugins reload`
+/// and `status` against it; off, the directory is never read.
+#[test]
+fn p1_p12_serve_with_server_plugins() {
+    let (source, _) = workspace();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("plugins");
+    std::fs::create_dir(&dir).unwrap();
+    let marker = tmp.path().join("loaded");
+    std::fs::write(
+        dir.join("a.py"),
+        format!(
+            "open({:?}, 'a').write('x')\ndef on_read_result(result):\n    return None\n",
+            marker.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let repo = format!("acme/docs={}", source.path().to_str().unwrap());
+    let args = ["serve", "--listen", "127.0.0.1:0", "--repo", &repo];
+    let directory = dir.to_str().unwrap();
+
+    let (mut off, line) = serve(
+        tmp.path(),
+        &args,
+        &[("SOURCEGRAPH_SERVER_PLUGINS_DIRECTORY", directory)],
+    )
+    .unwrap();
+    let endpoint = line.trim_start_matches("MCP endpoint: ");
+    let base = &endpoint[..endpoint.find("/sourcegraph/").unwrap()];
+    let (status, body) = http_get(base, "/sourcegraph/api/plugins/status");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"state\":\"disabled\""), "{body}");
+    assert!(
+        !marker.exists(),
+        "a disabled subsystem never reads the directory"
+    );
+    off.kill().unwrap();
+    off.wait().unwrap();
+
+    let (mut on, line) = serve(
+        tmp.path(),
+        &args,
+        &[
+            ("SOURCEGRAPH_SERVER_PLUGINS_ENABLED", "true"),
+            ("SOURCEGRAPH_SERVER_PLUGINS_DIRECTORY", directory),
+        ],
+    )
+    .unwrap();
+    let endpoint = line.trim_start_matches("MCP endpoint: ");
+    let base = endpoint[..endpoint.find("/sourcegraph/").unwrap()].to_string();
+    let (_, body) = http_get(&base, "/sourcegraph/api/plugins/status");
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(json["state"], "active", "{body}");
+    assert_eq!(json["epoch"], 1);
+    assert_eq!(json["files"][0]["file"], "a.py");
+    assert_eq!(json["index"], "current");
+
+    std::fs::write(dir.join("b.py"), "QUERY_ALIASES = {'k8s': 'kubernetes'}\n").unwrap();
+    let reload = csg(tmp.path(), &["plugins", "reload", "--server", &base]);
+    let text = String::from_utf8_lossy(&reload.stdout);
+    assert!(reload.status.success(), "{reload:?}");
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(json["epoch"], 2, "{text}");
+    assert_eq!(json["files"][1]["tables"][0], "QUERY_ALIASES");
+    let status = csg(tmp.path(), &["plugins", "status", "--server", &base]);
+    assert!(String::from_utf8_lossy(&status.stdout).contains("\"epoch\": 2"));
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap(),
+        "xx",
+        "loaded at start and reload"
+    );
+    on.kill().unwrap();
+    on.wait().unwrap();
+}

@@ -719,6 +719,31 @@ mod tests {
         }
     }
 
+    /// P-22: the argument names `TOOL_PRESETS` are checked against at load time (in
+    /// `pyplugin`, which knows no MCP) are exactly the tools' schema properties.
+    #[test]
+    fn p22_presetable_tools_match_the_tool_schemas() {
+        let catalogue = Catalogue::new(&Limits::new(&service::ServiceConfig::default()));
+        for (name, arguments) in pyplugin::PRESETABLE_TOOLS {
+            let tool = catalogue.tools().iter().find(|t| t.name == name).unwrap();
+            let mut properties: Vec<&str> = tool
+                .input_schema
+                .get("properties")
+                .and_then(|p| p.as_object())
+                .into_iter()
+                .flat_map(|p| p.keys().map(String::as_str))
+                .collect();
+            properties.sort_unstable();
+            let mut declared = arguments.to_vec();
+            declared.sort_unstable();
+            assert_eq!(properties, declared, "{name}");
+        }
+        for name in pyplugin::RESERVED_TOOL_NAMES {
+            let builtin = catalogue.tools().iter().any(|t| t.name == name);
+            assert!(builtin || name == "prepare", "{name}");
+        }
+    }
+
     #[test]
     fn byte_sizes_are_exact() {
         assert_eq!(bytes(262_144), "256 KiB");

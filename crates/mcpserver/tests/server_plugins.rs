@@ -67,10 +67,10 @@ async fn start(files: &[(&str, &str)], config: McpConfig, enabled: bool) -> Fixt
             .await;
     });
     let url = format!("http://{addr}/sourcegraph/mcp");
-    let client = ()
-        .serve(StreamableHttpClientTransport::from_uri(url))
-        .await
-        .expect("client connects");
+    let client =
+        ().serve(StreamableHttpClientTransport::from_uri(url))
+            .await
+            .expect("client connects");
     Fixture {
         _source: source,
         plugins,
@@ -148,7 +148,11 @@ async fn p10_a_rewrite_the_tool_cannot_parse_is_discarded() {
         .await
         .unwrap();
     let blocks = texts(&result);
-    assert_eq!(blocks.len(), 1, "no disclosure of a discarded rewrite: {blocks:?}");
+    assert_eq!(
+        blocks.len(),
+        1,
+        "no disclosure of a discarded rewrite: {blocks:?}"
+    );
     assert!(blocks[0].ends_with(GUIDE));
 }
 
@@ -166,7 +170,10 @@ async fn p22_query_aliases_rewrite_a_search_and_say_so() {
         .await
         .unwrap();
     let blocks = texts(&result);
-    assert!(blocks[0].contains("docs/guide.md:2: kubernetes deploy"), "{blocks:?}");
+    assert!(
+        blocks[0].contains("docs/guide.md:2: kubernetes deploy"),
+        "{blocks:?}"
+    );
     assert!(blocks[0].contains("docs/ops.md:1:"), "{blocks:?}");
     assert_eq!(
         blocks[1],
@@ -198,7 +205,10 @@ async fn p20_search_results_may_be_reordered_dropped_and_noted() {
     let ops = text.find("docs/ops.md:1:").expect(text);
     let guide = text.find("docs/guide.md:2:").expect(text);
     assert!(ops < guide, "{text}");
-    assert!(text.contains("docs/ops.md:1: kubernetes deploy runbook\n  Note: the runbook\n"), "{text}");
+    assert!(
+        text.contains("docs/ops.md:1: kubernetes deploy runbook\n  Note: the runbook\n"),
+        "{text}"
+    );
     assert!(!text.contains("src/lib.rs:1:"), "dropped: {text}");
 }
 
@@ -245,11 +255,21 @@ async fn p22_aliases_name_repositories_and_presets_become_tools() {
         .call_tool(call("read", json!({"repo": "kb", "path": "docs/guide.md"})))
         .await
         .unwrap();
-    assert!(texts(&read)[0].starts_with(&format!("Repo: {REPO}\n")), "{:?}", texts(&read));
+    assert!(
+        texts(&read)[0].starts_with(&format!("Repo: {REPO}\n")),
+        "{:?}",
+        texts(&read)
+    );
 
     let tools = f.client.list_all_tools().await.unwrap();
-    let preset = tools.iter().find(|t| t.name == "search_docs").expect("preset listed");
-    assert_eq!(preset.description.as_deref(), Some("Search the handbook only."));
+    let preset = tools
+        .iter()
+        .find(|t| t.name == "search_docs")
+        .expect("preset listed");
+    assert_eq!(
+        preset.description.as_deref(),
+        Some("Search the handbook only.")
+    );
     let properties = preset.input_schema["properties"].as_object().unwrap();
     assert!(properties.contains_key("query") && !properties.contains_key("path"));
     assert!(!properties.contains_key("repo"));
@@ -260,18 +280,28 @@ async fn p22_aliases_name_repositories_and_presets_become_tools() {
         .await
         .unwrap();
     let text = &texts(&hits)[0];
-    assert!(text.contains("docs/ops.md:1:") && !text.contains("src/lib.rs"), "{text}");
+    assert!(
+        text.contains("docs/ops.md:1:") && !text.contains("src/lib.rs"),
+        "{text}"
+    );
 
     let fixed = f
         .client
-        .call_tool(call("search_docs", json!({"query": "deploy", "path": "src/**"})))
+        .call_tool(call(
+            "search_docs",
+            json!({"query": "deploy", "path": "src/**"}),
+        ))
         .await
         .unwrap_err();
     let ServiceError::McpError(error) = fixed else {
         panic!("expected a JSON-RPC error, got {fixed:?}");
     };
     assert_eq!(error.code, ErrorCode::INVALID_PARAMS);
-    assert!(error.message.contains("`path` is fixed by this preset"), "{}", error.message);
+    assert!(
+        error.message.contains("`path` is fixed by this preset"),
+        "{}",
+        error.message
+    );
 }
 
 #[tokio::test]
@@ -284,16 +314,30 @@ async fn p12_status_and_reload_over_mcp_for_operators_only() {
         .await
         .unwrap();
     let text = &texts(&status)[0];
-    assert!(text.starts_with("ServerPlugins: active\nEpoch: 1\n"), "{text}");
-    assert!(text.contains("- a.py hooks=on_read_result tables=- sha256="), "{text}");
-    assert!(text.contains("Versions: HOST_CONTRACT_VERSION=1 HOOKS_VERSION=1 PRODUCT=context-sourcegraph"));
+    assert!(
+        text.starts_with("ServerPlugins: active\nEpoch: 1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("- a.py hooks=on_read_result tables=- sha256="),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "Versions: HOST_CONTRACT_VERSION=1 HOOKS_VERSION=1 PRODUCT=context-sourcegraph"
+        )
+    );
     let refused = remote
         .client
         .call_tool(call("reload_plugins", json!({})))
         .await
         .unwrap();
     assert_eq!(refused.is_error, Some(true));
-    assert!(texts(&refused)[0].contains("operator action"), "{:?}", texts(&refused));
+    assert!(
+        texts(&refused)[0].contains("operator action"),
+        "{:?}",
+        texts(&refused)
+    );
 
     let operator = McpConfig {
         operator_check: Some(|_| true),
@@ -308,7 +352,10 @@ async fn p12_status_and_reload_over_mcp_for_operators_only() {
         .unwrap();
     let text = &texts(&reloaded)[0];
     assert!(text.contains("Epoch: 2\n"), "{text}");
-    assert!(text.contains("Rejected: 1\n- b.py: QUERY_ALIAS is not a table"), "{text}");
+    assert!(
+        text.contains("Rejected: 1\n- b.py: QUERY_ALIAS is not a table"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -325,10 +372,15 @@ async fn p1_disabled_server_plugins_say_so() {
         .unwrap();
     assert_eq!(reload.is_error, Some(true));
     assert!(
-        texts(&reload)[0].contains("server plugins are disabled: set SOURCEGRAPH_SERVER_PLUGINS_ENABLED=true"),
+        texts(&reload)[0]
+            .contains("server plugins are disabled: set SOURCEGRAPH_SERVER_PLUGINS_ENABLED=true"),
         "{:?}",
         texts(&reload)
     );
-    let status = f.client.call_tool(call("plugin_status", json!({}))).await.unwrap();
+    let status = f
+        .client
+        .call_tool(call("plugin_status", json!({})))
+        .await
+        .unwrap();
     assert!(texts(&status)[0].starts_with("ServerPlugins: disabled\nEnable:"));
 }

@@ -193,8 +193,7 @@ pub struct Disabled {
 }
 
 /// The subsystem's state.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case", tag = "state", content = "reason")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum State {
     /// `SOURCEGRAPH_SERVER_PLUGINS_ENABLED` is not true (P-1).
     Disabled,
@@ -206,11 +205,50 @@ pub enum State {
     Wedged(String),
 }
 
+impl State {
+    /// `disabled`, `unavailable`, `active` or `wedged`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            State::Disabled => "disabled",
+            State::Unavailable(_) => "unavailable",
+            State::Active => "active",
+            State::Wedged(_) => "wedged",
+        }
+    }
+
+    /// Why the subsystem is unavailable or wedged.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            State::Unavailable(reason) | State::Wedged(reason) => Some(reason),
+            State::Disabled | State::Active => None,
+        }
+    }
+}
+
+/// JSON shows the state as `"state": "wedged", "state_reason": "…"`.
+impl Serialize for State {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+fn state_reason<S: serde::Serializer>(state: &State, serializer: S) -> Result<S::Ok, S::Error> {
+    match state {
+        State::Wedged(reason) => serializer.serialize_str(&format!(
+            "{reason}; every hook is bypassed: restart the server to use server plugins again"
+        )),
+        other => serializer.serialize_some(&other.reason()),
+    }
+}
+
 /// What `plugin_status` shows (P-12).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Status {
     /// Subsystem state.
     pub state: State,
+    /// Why it is unavailable or wedged (serialized beside `state`; null otherwise).
+    #[serde(rename = "state_reason", serialize_with = "state_reason")]
+    pub state_detail: State,
     /// Current epoch (0 before the first load).
     pub epoch: u64,
     /// When the current epoch was loaded (Unix ms).
@@ -580,8 +618,10 @@ impl PluginHost {
             }
             None => (0, 0, Vec::new(), Vec::new(), Vec::new(), String::new()),
         };
+        let state = self.state();
         Status {
-            state: self.state(),
+            state_detail: state.clone(),
+            state,
             epoch: number,
             loaded_at_unix_ms: loaded_at,
             files,
