@@ -122,7 +122,30 @@ def plugin_server(plugin_repo: GitRepo, tmp_path_factory: pytest.TempPathFactory
         yield Server(endpoint=running.endpoint, commit=running.commit, repo=PLUGIN_REPO_NAME)
 
 
-def _serve(repo: GitRepo, name: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+SERVER_PLUGIN = """\
+QUERY_ALIASES = {"answer_fn": "answer"}
+TOOL_PRESETS = {
+    "search_rust": {
+        "tool": "search",
+        "description": "Search the Rust sources of the e2e repository.",
+        "arguments": {"repo": "test/e2e", "lang": "rust"},
+    },
+}
+"""
+
+
+@pytest.fixture(scope="session")
+def server_plugins_server(git_repo: GitRepo, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """`csg serve` with server plugins on: one file with `QUERY_ALIASES` and a `TOOL_PRESETS` tool."""
+    plugins = tmp_path_factory.mktemp("server-plugins")
+    (plugins / "10_tables.py").write_text(SERVER_PLUGIN)
+    env = {"SOURCEGRAPH_SERVER_PLUGINS_ENABLED": "true", "SOURCEGRAPH_SERVER_PLUGINS_DIRECTORY": str(plugins)}
+    yield from _serve(git_repo, REPO_NAME, tmp_path_factory, env)
+
+
+def _serve(
+    repo: GitRepo, name: str, tmp_path_factory: pytest.TempPathFactory, env: dict[str, str] | None = None
+) -> Iterator[Server]:
     data_dir = tmp_path_factory.mktemp("data")
     log_path = tmp_path_factory.mktemp("log") / "csg.stderr"
     command = [
@@ -142,7 +165,7 @@ def _serve(repo: GitRepo, name: str, tmp_path_factory: pytest.TempPathFactory) -
             stdout=subprocess.PIPE,
             stderr=log,
             text=True,
-            env={**os.environ, "CSG_LOG": os.environ.get("CSG_LOG", "info")},
+            env={**os.environ, "CSG_LOG": os.environ.get("CSG_LOG", "info"), **(env or {})},
         )
         lines: queue.Queue[str | None] = queue.Queue()
 

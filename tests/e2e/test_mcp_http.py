@@ -17,7 +17,17 @@ from mcp import Client, MCPError
 from conftest import GUIDE, Server
 
 MODES = ["legacy", "2026-07-28"]
-TOOLS = ["availability", "discovery", "list", "read", "read_many", "resolve", "search"]
+TOOLS = [
+    "availability",
+    "discovery",
+    "list",
+    "plugin_status",
+    "read",
+    "read_many",
+    "reload_plugins",
+    "resolve",
+    "search",
+]
 INVALID_PARAMS = -32602
 
 
@@ -36,11 +46,13 @@ async def test_m1_m3_m5_r5_list_tools(server: Server, mode: str) -> None:
         listed = await client.list_tools()
     assert sorted(tool.name for tool in listed.tools) == TOOLS
     for tool in listed.tools:
-        assert tool.annotations is not None and tool.annotations.read_only_hint is True, tool.name
+        # M-5: read-only, but for the operator's server-plugin reload (P-12).
+        read_only = tool.name != "reload_plugins"
+        assert tool.annotations is not None and tool.annotations.read_only_hint is read_only, tool.name
         assert tool.output_schema is None, f"{tool.name} declares an outputSchema (R-5)"
         assert tool.input_schema.get("type") == "object", tool.name
         assert tool.input_schema.get("additionalProperties") is False, f"{tool.name} schema is not strict (M-3)"
-        assert tool.description and "read" in tool.description, tool.name
+        assert tool.description and ("read" in tool.description or "plugin" in tool.description), tool.name
 
 
 async def test_m4_server_identity_and_instructions(server: Server) -> None:

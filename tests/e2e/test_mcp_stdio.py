@@ -28,8 +28,10 @@ async def test_m1_stdio_read_and_strict_arguments(git_repo: GitRepo, tmp_path, m
             "availability",
             "discovery",
             "list",
+            "plugin_status",
             "read",
             "read_many",
+            "reload_plugins",
             "resolve",
             "search",
         ]
