@@ -136,7 +136,9 @@ async fn throughput(
         let (service, read, done) = (service.clone(), read.clone(), done.clone());
         tasks.push(tokio::spawn(async move {
             while Instant::now() < until {
-                service.read_enriched(&CallContext::default(), read.clone()).await?;
+                service
+                    .read_enriched(&CallContext::default(), read.clone())
+                    .await?;
                 done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
             Ok::<_, service::ServiceError>(())

@@ -207,18 +207,69 @@ pub enum Step {
     Stop(Value),
 }
 
+/// What one file's valid result changes.
+enum Change {
+    /// Replace these top-level keys of the payload.
+    Set(Vec<(&'static str, Value)>),
+    /// `on_source_file` skips the file.
+    Stop,
+}
+
 /// Applies one file's returned `output` to the pipeline's `input` (P-3, P-6), or says why the
 /// result is invalid (P-10: it is then discarded and the input goes on unchanged).
 pub fn apply(hook: Hook, input: &Value, output: &Value) -> Result<Step, String> {
+    let mut next = input.clone();
+    Ok(match apply_in_place(hook, &mut next, output)? {
+        Applied::Stop => Step::Stop(json!({"skip": true})),
+        Applied::Changed | Applied::Same => Step::Continue(next),
+    })
+}
+
+/// What [`apply_in_place`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// The payload changed.
+    Changed,
+    /// The result was valid and changed nothing.
+    Same,
+    /// `on_source_file` skips the file.
+    Stop,
+}
+
+/// [`apply`] on the pipeline's payload itself, so a long payload (a read's text) is not
+/// copied per file. On `Err` the payload is left as it was.
+pub fn apply_in_place(hook: Hook, current: &mut Value, output: &Value) -> Result<Applied, String> {
+    let sets = match changes(hook, current, output)? {
+        Change::Stop => return Ok(Applied::Stop),
+        Change::Set(sets) => sets,
+    };
+    let Some(object) = current.as_object_mut() else {
+        return Err("the payload is not a dict".to_owned());
+    };
+    let mut changed = false;
+    for (key, value) in sets {
+        if object.get(key) != Some(&value) {
+            object.insert(key.to_owned(), value);
+            changed = true;
+        }
+    }
+    Ok(if changed {
+        Applied::Changed
+    } else {
+        Applied::Same
+    })
+}
+
+fn changes(hook: Hook, input: &Value, output: &Value) -> Result<Change, String> {
     let out = output
         .as_object()
         .ok_or_else(|| format!("must return None or a dict, not {}", kind(output)))?;
-    let mut next = input.clone();
-    let next_obj = next
-        .as_object_mut()
-        .ok_or_else(|| "the payload is not a dict".to_owned())?;
+    if !input.is_object() {
+        return Err("the payload is not a dict".to_owned());
+    }
+    let mut sets: Vec<(&'static str, Value)> = Vec::new();
     match hook {
-        Hook::Startup => Ok(Step::Continue(next)),
+        Hook::Startup => Ok(Change::Set(sets)),
         Hook::ToolCall => {
             only_keys(out, &["arguments"])?;
             let arguments = out
@@ -230,8 +281,8 @@ pub fn apply(hook: Hook, input: &Value, output: &Value) -> Result<Step, String> 
                     kind(arguments)
                 ));
             }
-            next_obj.insert("arguments".into(), arguments.clone());
-            Ok(Step::Continue(next))
+            sets.push(("arguments", arguments.clone()));
+            Ok(Change::Set(sets))
         }
         Hook::SearchResults => {
             only_keys(out, &["hits"])?;
@@ -242,22 +293,22 @@ pub fn apply(hook: Hook, input: &Value, output: &Value) -> Result<Step, String> 
                 .map(Vec::as_slice)
                 .unwrap_or_default();
             let checked = check_hits(given, hits)?;
-            next_obj.insert("hits".into(), Value::Array(checked));
-            Ok(Step::Continue(next))
+            sets.push(("hits", Value::Array(checked)));
+            Ok(Change::Set(sets))
         }
         Hook::ReadResult => {
             only_keys(out, &["notes"])?;
             let notes = out.get("notes").ok_or("must return {\"notes\": [...]}")?;
             check_notes(notes)?;
-            next_obj.insert("notes".into(), notes.clone());
-            Ok(Step::Continue(next))
+            sets.push(("notes", notes.clone()));
+            Ok(Change::Set(sets))
         }
         Hook::SourceFile => {
             if let Some(skip) = out.get("skip") {
                 only_keys(out, &["skip"])?;
                 return match skip {
-                    Value::Bool(true) => Ok(Step::Stop(json!({"skip": true}))),
-                    Value::Bool(false) => Ok(Step::Continue(next)),
+                    Value::Bool(true) => Ok(Change::Stop),
+                    Value::Bool(false) => Ok(Change::Set(sets)),
                     other => Err(format!(
                         "\"skip\" must be True or False, not {}",
                         kind(other)
@@ -267,7 +318,7 @@ pub fn apply(hook: Hook, input: &Value, output: &Value) -> Result<Step, String> 
             only_keys(out, &["text", "language"])?;
             match out.get("text") {
                 Some(Value::String(text)) => {
-                    next_obj.insert("text".into(), Value::String(text.clone()));
+                    sets.push(("text", Value::String(text.clone())));
                 }
                 Some(other) => return Err(format!("\"text\" must be a str, not {}", kind(other))),
                 None => return Err("must return {\"skip\": True} or {\"text\": ...}".into()),
@@ -275,10 +326,10 @@ pub fn apply(hook: Hook, input: &Value, output: &Value) -> Result<Step, String> 
             match out.get("language") {
                 None => {}
                 Some(Value::String(lang)) if !lang.trim().is_empty() && lang.len() <= 64 => {
-                    next_obj.insert("language".into(), Value::String(lang.clone()));
+                    sets.push(("language", Value::String(lang.clone())));
                 }
                 Some(Value::Null) => {
-                    next_obj.insert("language".into(), Value::Null);
+                    sets.push(("language", Value::Null));
                 }
                 Some(other) => {
                     return Err(format!(
@@ -287,7 +338,7 @@ pub fn apply(hook: Hook, input: &Value, output: &Value) -> Result<Step, String> 
                     ));
                 }
             }
-            Ok(Step::Continue(next))
+            Ok(Change::Set(sets))
         }
     }
 }

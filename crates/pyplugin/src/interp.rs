@@ -8,7 +8,7 @@
 //! that step a grace period later, the host is wedged: the waiting callers are answered at once
 //! and every later call bypasses the plugins.
 
-use crate::hookset::{self, Hook, HookClass, Step};
+use crate::hookset::{self, Applied, Hook, HookClass};
 use crate::names::{self, Binding};
 use crate::tables::{self, FileTables, Tables};
 use crate::{EpochData, Failure, FileStatus, HostConfig, HostError, MAX_FILE_BYTES, Outcome};
@@ -20,12 +20,17 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyModule, PyString, Py
 use serde_json::{Map, Number, Value};
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::oneshot;
 
 /// Deepest nesting a returned value may have.
 const MAX_DEPTH: usize = 64;
+/// How long a caller, and the interpreter thread between jobs, wait actively before sleeping.
+const SPIN: Duration = Duration::from_micros(50);
+/// How long the interpreter thread looks for the next job before it sleeps.
+const IDLE_SPIN: Duration = Duration::from_micros(10);
 /// Most values (of any kind) in one returned value.
 const MAX_NODES: usize = 1_000_000;
 /// Most bytes of strings in one returned value.
@@ -45,10 +50,29 @@ enum Work {
     Release(u64),
 }
 
+impl Work {
+    fn into_payload(self) -> Option<Value> {
+        match self {
+            Work::Run { payload, .. } => Some(payload),
+            Work::Load { .. } | Work::Release(_) => None,
+        }
+    }
+}
+
+/// Answers every job still queued as bypassed, with its payload.
+fn bypass(jobs: impl Iterator<Item = Job>) {
+    for job in jobs {
+        if let Some(reply) = job.reply {
+            let _ = reply.send(Reply::Bypassed(job.work.into_payload()));
+        }
+    }
+}
+
 enum Reply {
     Loaded(Result<EpochData, HostError>),
     Ran(Outcome),
-    Wedged,
+    /// The host wedged or stopped: the job did not run (its payload, if it had not started).
+    Bypassed(Option<Value>),
 }
 
 struct Job {
@@ -87,6 +111,10 @@ pub(crate) struct Interpreter {
     ident: OnceLock<std::os::raw::c_ulong>,
     /// The `HookTimeout` exception class raised into an overrunning hook.
     timeout_class: OnceLock<Py<PyAny>>,
+    /// Set together with `Queue::wedged`: every call checks it, without the queue's lock.
+    is_wedged: AtomicBool,
+    /// Jobs in `Queue::jobs`, readable without the lock (the thread's spin before it sleeps).
+    queued: AtomicUsize,
 }
 
 impl std::fmt::Debug for Interpreter {
@@ -128,6 +156,8 @@ impl Interpreter {
             timeout: config.hook_timeout,
             ident: OnceLock::new(),
             timeout_class: OnceLock::new(),
+            is_wedged: AtomicBool::new(false),
+            queued: AtomicUsize::new(0),
         });
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let thread = interpreter.clone();
@@ -149,40 +179,49 @@ impl Interpreter {
     /// Ends the interpreter thread and the watchdog (the host is gone). Queued jobs still
     /// waiting are answered as wedged, which callers treat as "no plugins".
     pub(crate) fn stop(&self) {
-        let waiting: Vec<_> = {
+        let waiting: Vec<Job> = {
             let mut queue = lock(&self.queue);
             queue.stopped = true;
-            queue.jobs.drain(..).filter_map(|job| job.reply).collect()
+            queue.jobs.drain(..).collect()
         };
         self.work.notify_all();
         self.watch.notify_all();
-        for reply in waiting {
-            let _ = reply.send(Reply::Wedged);
-        }
+        bypass(waiting.into_iter());
     }
 
     /// The wedge reason, when wedged.
     pub(crate) fn wedged(&self) -> Option<String> {
+        if !self.is_wedged.load(Ordering::Acquire) {
+            return None;
+        }
         lock(&self.queue).wedged.clone()
     }
 
-    fn submit(&self, work: Work, reply: Option<oneshot::Sender<Reply>>) {
+    /// Queues a job; answers whether the thread was idle (nothing queued or running).
+    fn submit(&self, work: Work, reply: Option<oneshot::Sender<Reply>>) -> bool {
         let mut queue = lock(&self.queue);
-        if queue.wedged.is_some() {
+        if queue.wedged.is_some() || queue.stopped {
             if let Some(reply) = reply {
-                let _ = reply.send(Reply::Wedged);
+                let _ = reply.send(Reply::Bypassed(work.into_payload()));
             }
-            return;
+            return false;
         }
+        let idle = queue.jobs.is_empty() && queue.in_flight.is_none();
         queue.jobs.push_back(Job { work, reply });
+        self.queued.fetch_add(1, Ordering::AcqRel);
         drop(queue);
         self.work.notify_one();
+        idle
     }
 
     fn ask(&self, work: Work) -> oneshot::Receiver<Reply> {
+        self.ask_idle(work).0
+    }
+
+    fn ask_idle(&self, work: Work) -> (oneshot::Receiver<Reply>, bool) {
         let (tx, rx) = oneshot::channel();
-        self.submit(work, Some(tx));
-        rx
+        let idle = self.submit(work, Some(tx));
+        (rx, idle)
     }
 
     /// Loads the directory into epoch `epoch` (blocking).
@@ -200,28 +239,46 @@ impl Interpreter {
                 data.release = Some(Releaser(Arc::downgrade(self)));
                 data
             }),
-            Ok(Reply::Wedged) => Err(HostError::Wedged(self.wedged().unwrap_or_default())),
+            Ok(Reply::Bypassed(_)) => Err(HostError::Wedged(self.wedged().unwrap_or_default())),
             Ok(Reply::Ran(_)) | Err(_) => {
                 Err(HostError::Unavailable("the Python thread stopped".into()))
             }
         }
     }
 
-    fn outcome(reply: Result<Reply, oneshot::error::RecvError>, payload: Value) -> Outcome {
+    /// The outcome of a run job. A bypassed one (the host wedged or stopped before or while
+    /// it ran) changes nothing; its payload comes back when the job had not started yet.
+    fn outcome(reply: Result<Reply, oneshot::error::RecvError>) -> Outcome {
         match reply {
             Ok(Reply::Ran(outcome)) => outcome,
-            _ => Outcome::unchanged(payload),
+            Ok(Reply::Bypassed(payload)) => Outcome::unchanged(payload.unwrap_or(Value::Null)),
+            Ok(Reply::Loaded(_)) | Err(_) => Outcome::unchanged(Value::Null),
         }
     }
 
+    /// Runs `hook` over the epoch's files. The payload moves into the job: it is not copied.
     pub(crate) async fn run(&self, epoch: Arc<EpochData>, hook: Hook, payload: Value) -> Outcome {
-        let rx = self.ask(Work::Run {
+        let (mut rx, idle) = self.ask_idle(Work::Run {
             epoch,
             hook,
-            payload: payload.clone(),
+            payload,
             only: None,
         });
-        Self::outcome(rx.await, payload)
+        // A hook pipeline usually answers within tens of microseconds: when the thread was
+        // idle, wait for it here for a moment before parking the task, which would cost a
+        // wake-up of this worker thread (more than the hooks themselves on a small machine).
+        // Behind other jobs the wait would be long: park at once.
+        let until = Instant::now() + if idle { SPIN } else { Duration::ZERO };
+        loop {
+            match rx.try_recv() {
+                Ok(reply) => return Self::outcome(Ok(reply)),
+                Err(oneshot::error::TryRecvError::Empty) if Instant::now() < until => {
+                    std::hint::spin_loop();
+                }
+                Err(_) => break,
+            }
+        }
+        Self::outcome(rx.await)
     }
 
     pub(crate) fn run_blocking(
@@ -233,10 +290,10 @@ impl Interpreter {
         let rx = self.ask(Work::Run {
             epoch,
             hook,
-            payload: payload.clone(),
+            payload,
             only: None,
         });
-        Self::outcome(rx.blocking_recv(), payload)
+        Self::outcome(rx.blocking_recv())
     }
 
     /// Runs one file's hook alone (the dry-run); `None` when it ran and its result is valid.
@@ -250,7 +307,7 @@ impl Interpreter {
         let rx = self.ask(Work::Run {
             epoch: epoch.clone(),
             hook,
-            payload: payload.clone(),
+            payload,
             only: Some(file),
         });
         match rx.blocking_recv() {
@@ -266,7 +323,10 @@ impl Interpreter {
         let started = Python::attach(|py| -> PyResult<()> {
             // No bytecode caches anywhere: plugins are compiled from bytes, and an import a
             // plugin makes must not leave `__pycache__` in the operator's directory.
-            py.import("sys")?.setattr("dont_write_bytecode", true)?;
+            let sys = py.import("sys")?;
+            sys.setattr("dont_write_bytecode", true)?;
+            // `csg mcp` speaks MCP on stdout: a plugin's print() must not corrupt it.
+            sys.setattr("stdout", sys.getattr("stderr")?)?;
             let host = PyModule::new(py, "_csg_host")?;
             py.run(
                 c"class HookTimeout(BaseException):\n    \"\"\"Raised into a hook that overran its time limit.\"\"\"\n",
@@ -285,61 +345,74 @@ impl Interpreter {
             return;
         }
         let mut epochs: HashMap<u64, Vec<PyFile>> = HashMap::new();
-        loop {
-            let job = {
-                let mut queue = lock(&self.queue);
-                loop {
-                    if queue.wedged.is_some() || queue.stopped {
-                        return;
-                    }
-                    if let Some(job) = queue.jobs.pop_front() {
-                        queue.in_flight = job.reply;
-                        break job.work;
-                    }
-                    queue = self
-                        .work
-                        .wait(queue)
-                        .unwrap_or_else(PoisonError::into_inner);
-                }
-            };
-            let reply = Python::attach(|py| match job {
-                Work::Load { config, epoch } => {
-                    let (data, files) = self.load_epoch(py, &config, epoch);
-                    if let Ok(data) = &data
-                        && let Some(files) = files
-                    {
-                        epochs.insert(epoch, files);
-                        self.startup(py, data, &epochs[&epoch], &config);
-                    }
-                    Some(Reply::Loaded(data))
-                }
-                Work::Run {
-                    epoch,
-                    hook,
-                    payload,
-                    only,
-                } => {
-                    let outcome = match epochs.get(&epoch.number) {
-                        Some(files) => self.pipeline(py, &epoch, files, hook, payload, only),
-                        None => Outcome::unchanged(payload),
-                    };
-                    Some(Reply::Ran(outcome))
-                }
-                Work::Release(epoch) => {
-                    if let Some(files) = epochs.remove(&epoch)
-                        && let Ok(modules) = py.import("sys").and_then(|s| s.getattr("modules"))
-                    {
-                        for file in files {
-                            let _ = modules.del_item(file.module_name);
+        // Attached for the thread's whole life, detached only while it waits for work: the
+        // thread keeps one thread state instead of creating and deleting one per job.
+        Python::attach(|py| {
+            while let Some(job) = py.detach(|| self.next_job()) {
+                let reply = match job {
+                    Work::Load { config, epoch } => {
+                        let (data, files) = self.load_epoch(py, &config, epoch);
+                        if let Ok(data) = &data
+                            && let Some(files) = files
+                        {
+                            epochs.insert(epoch, files);
+                            self.startup(py, data, &epochs[&epoch], &config);
                         }
+                        Some(Reply::Loaded(data))
                     }
-                    None
+                    Work::Run {
+                        epoch,
+                        hook,
+                        payload,
+                        only,
+                    } => {
+                        let outcome = match epochs.get(&epoch.number) {
+                            Some(files) => self.pipeline(py, &epoch, files, hook, payload, only),
+                            None => Outcome::unchanged(payload),
+                        };
+                        Some(Reply::Ran(outcome))
+                    }
+                    Work::Release(epoch) => {
+                        if let Some(files) = epochs.remove(&epoch)
+                            && let Ok(modules) = py.import("sys").and_then(|s| s.getattr("modules"))
+                        {
+                            for file in files {
+                                let _ = modules.del_item(file.module_name);
+                            }
+                        }
+                        None
+                    }
+                };
+                let sender = lock(&self.queue).in_flight.take();
+                if let (Some(sender), Some(reply)) = (sender, reply) {
+                    let _ = sender.send(reply);
                 }
-            });
-            let sender = lock(&self.queue).in_flight.take();
-            if let (Some(sender), Some(reply)) = (sender, reply) {
-                let _ = sender.send(reply);
             }
+        });
+    }
+
+    /// Waits for the next job; `None` once the host is wedged or stopped.
+    fn next_job(&self) -> Option<Work> {
+        // Calls often come in bursts: look for the next one for a moment before sleeping,
+        // so it does not pay for waking this thread.
+        let until = Instant::now() + IDLE_SPIN;
+        while self.queued.load(Ordering::Acquire) == 0 && Instant::now() < until {
+            std::hint::spin_loop();
+        }
+        let mut queue = lock(&self.queue);
+        loop {
+            if queue.wedged.is_some() || queue.stopped {
+                return None;
+            }
+            if let Some(job) = queue.jobs.pop_front() {
+                self.queued.fetch_sub(1, Ordering::AcqRel);
+                queue.in_flight = job.reply;
+                return Some(job.work);
+            }
+            queue = self
+                .work
+                .wait(queue)
+                .unwrap_or_else(PoisonError::into_inner);
         }
     }
 
@@ -357,7 +430,8 @@ impl Interpreter {
                 what,
             });
         }
-        self.watch.notify_one();
+        // The watchdog is not woken: it polls at a fraction of the limit (`poll`), so a step
+        // costs no thread wake-up.
         let result = f();
         let mut queue = lock(&self.queue);
         let interrupted = queue
@@ -591,6 +665,7 @@ impl Interpreter {
         only: Option<usize>,
     ) -> Outcome {
         let mut outcome = Outcome::unchanged(payload);
+        let mut converted: Option<Bound<'_, PyAny>> = None;
         for (index, file) in files.iter().enumerate() {
             if only.is_some_and(|only| only != index) {
                 continue;
@@ -613,28 +688,42 @@ impl Interpreter {
                 }
                 continue;
             }
-            let result = self.call(py, file_name, hook, function, &outcome.value);
+            // The payload as Python objects, built once and again only after a file changed
+            // it; each file gets fresh containers over it (`fresh_copy`), so no file sees
+            // another's mutations, while the strings (immutable) are not copied again.
+            if converted.is_none() {
+                converted = to_python(py, &outcome.value).ok();
+            }
+            let result = match converted.as_ref().map(fresh_copy) {
+                Some(Ok(argument)) => self.call(py, file_name, hook, function, argument),
+                Some(Err(error)) => Err((describe(py, &error), false)),
+                None => Err((
+                    "the payload could not be converted to Python objects".to_owned(),
+                    false,
+                )),
+            };
             let error = match result {
                 Ok(None) => continue,
-                Ok(Some(returned)) => match hookset::apply(hook, &outcome.value, &returned) {
-                    Ok(Step::Continue(next)) => {
-                        if next != outcome.value {
+                Ok(Some(returned)) => {
+                    match hookset::apply_in_place(hook, &mut outcome.value, &returned) {
+                        Ok(Applied::Same) => continue,
+                        Ok(Applied::Changed) => {
                             outcome.changed_by.push(file_name.to_owned());
-                            outcome.value = next;
+                            converted = None;
+                            continue;
                         }
-                        continue;
+                        Ok(Applied::Stop) => {
+                            outcome.changed_by.push(file_name.to_owned());
+                            outcome.value = serde_json::json!({"skip": true});
+                            outcome.stopped = true;
+                            return outcome;
+                        }
+                        Err(why) => (
+                            format!("returned an invalid result, discarded: {why}"),
+                            false,
+                        ),
                     }
-                    Ok(Step::Stop(value)) => {
-                        outcome.changed_by.push(file_name.to_owned());
-                        outcome.value = value;
-                        outcome.stopped = true;
-                        return outcome;
-                    }
-                    Err(why) => (
-                        format!("returned an invalid result, discarded: {why}"),
-                        false,
-                    ),
-                },
+                }
                 Err(failure) => failure,
             };
             let (message, disable) = error;
@@ -660,9 +749,8 @@ impl Interpreter {
         file: &str,
         hook: Hook,
         function: &Py<PyAny>,
-        payload: &Value,
+        argument: Bound<'_, PyAny>,
     ) -> Result<Option<Value>, (String, bool)> {
-        let argument = to_python(py, payload).map_err(|e| (describe(py, &e), false))?;
         let (result, interrupted) = self.timed(format!("{file}: {}", hook.name()), || {
             function.bind(py).call1((argument,))
         });
@@ -779,6 +867,27 @@ fn to_python<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>>
     })
 }
 
+/// A copy of a converted payload with new dicts and lists and the same immutable leaves (str,
+/// int, float, bool, None): what a deep copy of plain data amounts to.
+fn fresh_copy<'py>(object: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = object.py();
+    if let Ok(dict) = object.cast::<PyDict>() {
+        let copy = PyDict::new(py);
+        for (key, value) in dict.iter() {
+            copy.set_item(key, fresh_copy(&value)?)?;
+        }
+        return Ok(copy.into_any());
+    }
+    if let Ok(list) = object.cast::<PyList>() {
+        let copy = PyList::empty(py);
+        for item in list.iter() {
+            copy.append(fresh_copy(&item)?)?;
+        }
+        return Ok(copy.into_any());
+    }
+    Ok(object.clone())
+}
+
 /// Converts a returned object back, accepting plain data only (P-3): str, int, float, bool,
 /// None, lists (tuples read as lists) and dicts with str keys.
 fn to_value(object: &Bound<'_, PyAny>) -> Result<Value, String> {
@@ -877,7 +986,8 @@ fn watchdog_loop(interpreter: Weak<Interpreter>) {
             return;
         }
         let now = Instant::now();
-        let mut wait = Duration::from_millis(500);
+        let poll = (host.timeout / 8).clamp(Duration::from_millis(5), Duration::from_millis(250));
+        let mut wait = poll;
         if let Some(step) = &mut queue.step {
             match step.interrupted_at {
                 None if now >= step.deadline => {
@@ -885,7 +995,7 @@ fn watchdog_loop(interpreter: Weak<Interpreter>) {
                     interrupt(&host, step.seq);
                     wait = host.grace;
                 }
-                None => wait = step.deadline - now,
+                None => wait = (step.deadline - now).min(poll),
                 Some(at) if now >= at + host.grace => {
                     let reason = format!(
                         "{} did not stop within {} ms of being interrupted",
@@ -894,17 +1004,15 @@ fn watchdog_loop(interpreter: Weak<Interpreter>) {
                     );
                     tracing::error!(%reason, "server plugins wedged; restart the server to use them again");
                     queue.wedged = Some(reason);
-                    let waiting: Vec<_> = queue
-                        .in_flight
-                        .take()
-                        .into_iter()
-                        .chain(queue.jobs.drain(..).filter_map(|job| job.reply))
-                        .collect();
+                    host.is_wedged.store(true, Ordering::Release);
+                    let in_flight = queue.in_flight.take();
+                    let waiting: Vec<Job> = queue.jobs.drain(..).collect();
                     drop(queue);
                     host.work.notify_all();
-                    for reply in waiting {
-                        let _ = reply.send(Reply::Wedged);
+                    if let Some(reply) = in_flight {
+                        let _ = reply.send(Reply::Bypassed(None));
                     }
+                    bypass(waiting.into_iter());
                     return;
                 }
                 Some(at) => wait = (at + host.grace) - now,

@@ -25,9 +25,9 @@ mod names;
 mod tables;
 
 pub use hookset::{
-    HOOKS_VERSION, HOST_CONTRACT_VERSION, Hook, HookClass, MAX_HIT_NOTE_CHARS, MAX_NOTE_BYTES,
-    MAX_NOTES, PRESETABLE_TOOLS, PRODUCT, RESERVED_TOOL_NAMES, Step, TABLES, apply,
-    preset_tool_arguments, startup_payload,
+    Applied, HOOKS_VERSION, HOST_CONTRACT_VERSION, Hook, HookClass, MAX_HIT_NOTE_CHARS,
+    MAX_NOTE_BYTES, MAX_NOTES, PRESETABLE_TOOLS, PRODUCT, RESERVED_TOOL_NAMES, Step, TABLES, apply,
+    apply_in_place, preset_tool_arguments, startup_payload,
 };
 pub use tables::{Sourced, Tables, ToolPreset};
 
@@ -137,7 +137,9 @@ pub struct Failure {
 /// The result of one hook pipeline.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
-    /// The payload after the last file's hook (equal to the input when nothing applied).
+    /// The payload after the last file's hook. When nothing applied (`changed_by` empty) it
+    /// is the input, or `Null` if the host wedged while this call ran: read it through
+    /// [`Outcome::changed`].
     pub value: Value,
     /// Files whose result changed the payload, in order.
     pub changed_by: Vec<String>,
@@ -148,6 +150,11 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// The new payload, when some file changed it.
+    pub fn changed(&self) -> Option<&Value> {
+        (!self.changed_by.is_empty()).then_some(&self.value)
+    }
+
     /// The unchanged outcome for `payload` (no file defines the hook, or the host is bypassed).
     pub fn unchanged(payload: Value) -> Self {
         Outcome {

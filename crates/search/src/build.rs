@@ -12,7 +12,7 @@ use std::sync::mpsc;
 
 use crate::store::{Doc, DocKind, Generation, PostingBuf};
 use crate::trigram::{Trigram, TrigramScratch, doc_trigrams};
-use crate::{BuildProgress, SearchError, Source, SourceEntry};
+use crate::{BuildProgress, SearchError, Source, SourceEntry, Transform};
 
 /// Bytes inspected for a NUL to call a file binary (what Git and grep tools do).
 const BINARY_SNIFF: usize = 8000;
@@ -60,6 +60,17 @@ struct Prepared<'a> {
     text: Cow<'a, [u8]>,
     trigrams: Vec<Trigram>,
     reused: bool,
+    /// What the source's transform did (P-21).
+    transform: Transformed,
+}
+
+/// What a transform did to one document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Transformed {
+    Untouched,
+    Replaced,
+    Skipped,
+    Failed(String),
 }
 
 /// Counts of one build.
@@ -70,6 +81,10 @@ pub(crate) struct Counts {
     pub path_only: u64,
     pub content_bytes: u64,
     pub corpus_bytes: u64,
+    pub transformed: u64,
+    pub skipped: u64,
+    pub transform_failures: u64,
+    pub failure_messages: Vec<String>,
 }
 
 /// Inputs of [`write_generation`].
@@ -80,6 +95,7 @@ pub(crate) struct BuildInput<'a> {
     pub previous: Option<&'a Generation>,
     pub max_file_bytes: u64,
     pub threads: usize,
+    pub strict_transforms: bool,
 }
 
 fn prepare<'a>(
@@ -95,8 +111,10 @@ fn prepare<'a>(
             text: Cow::Borrowed(&[]),
             trigrams: Vec::new(),
             reused: false,
+            transform: Transformed::Untouched,
         });
     }
+    let mut transform = Transformed::Untouched;
     let (kind, text, reused) = match previous {
         // Same blob id = same bytes: reuse the stored text, or the path-only verdict when
         // it did not depend on the size limit.
@@ -112,13 +130,39 @@ fn prepare<'a>(
                 .read(entry)
                 .map_err(|message| SearchError::Source { message })?;
             match classify(&bytes, max) {
-                DocKind::Text => (DocKind::Text, Cow::Owned(bytes), false),
+                DocKind::Text => {
+                    // classify checked UTF-8 already.
+                    let text = std::str::from_utf8(&bytes).unwrap_or_default();
+                    match input.source.transform(entry, text) {
+                        Ok(Transform::Keep) => (DocKind::Text, Cow::Owned(bytes), false),
+                        Ok(Transform::Skip) => {
+                            transform = Transformed::Skipped;
+                            (DocKind::Text, Cow::Borrowed(&[][..]), false)
+                        }
+                        Ok(Transform::Replace(text)) => {
+                            transform = Transformed::Replaced;
+                            (DocKind::Text, Cow::Owned(text.into_bytes()), false)
+                        }
+                        Err(message) if input.strict_transforms => {
+                            return Err(SearchError::Source {
+                                message: format!(
+                                    "the derived-state transform of {} failed (strict mode): {message}",
+                                    entry.path
+                                ),
+                            });
+                        }
+                        Err(message) => {
+                            transform = Transformed::Failed(message);
+                            (DocKind::Text, Cow::Owned(bytes), false)
+                        }
+                    }
+                }
                 other => (other, Cow::Borrowed(&[][..]), false),
             }
         }
     };
     let mut trigrams = Vec::new();
-    if kind == DocKind::Text {
+    if kind == DocKind::Text && transform != Transformed::Skipped {
         doc_trigrams(&text, scratch, &mut trigrams);
     }
     Ok(Prepared {
@@ -126,6 +170,7 @@ fn prepare<'a>(
         text,
         trigrams,
         reused,
+        transform,
     })
 }
 
@@ -196,6 +241,7 @@ pub(crate) fn write_generation(
         let mut pending: BTreeMap<usize, Vec<Prepared<'_>>> = BTreeMap::new();
         let mut next = 0usize;
         let mut done = 0u64;
+        let mut processed = 0u64;
         for (chunk, result) in rx.iter() {
             if failure.is_some() {
                 continue; // drain so that workers blocked on send can finish
@@ -212,9 +258,28 @@ pub(crate) fn write_generation(
             }
             while let Some(prepared) = pending.remove(&next) {
                 for (i, doc) in prepared.into_iter().enumerate() {
-                    let id = next * CHUNK + i;
-                    let entry = &entries[id];
+                    let entry = &entries[next * CHUNK + i];
                     counts.corpus_bytes += entry.size;
+                    processed += 1;
+                    match doc.transform {
+                        Transformed::Untouched => {}
+                        Transformed::Replaced => counts.transformed += 1,
+                        Transformed::Skipped => {
+                            counts.skipped += 1;
+                            counts.read += 1;
+                            continue;
+                        }
+                        Transformed::Failed(message) => {
+                            counts.transform_failures += 1;
+                            if counts.failure_messages.len() < crate::MAX_FAILURE_MESSAGES {
+                                counts
+                                    .failure_messages
+                                    .push(format!("{}: {message}", entry.path));
+                            }
+                        }
+                    }
+                    // Document ids are positions in the document table: skipped files have none.
+                    let id = docs.len();
                     if doc.reused {
                         counts.reused += 1;
                     } else if doc.kind != DocKind::TooLarge {
@@ -244,7 +309,7 @@ pub(crate) fn write_generation(
                     });
                     offset += len;
                 }
-                done = docs.len() as u64;
+                done = processed;
                 next += 1;
                 if failure.is_some() {
                     break;
@@ -260,7 +325,7 @@ pub(crate) fn write_generation(
     if let Some(error) = failure {
         return Err(error);
     }
-    if docs.len() != total {
+    if docs.len() as u64 + counts.skipped != total as u64 {
         return Err(SearchError::Source {
             message: "the build stopped before every file was indexed".into(),
         });

@@ -117,6 +117,15 @@ impl LangFilter {
     }
 }
 
+/// The language of a repository-relative path, as the `lang` filter names it (the first row of
+/// the table that matches: `.h` is `c`).
+pub fn lang_of(path: &str) -> Option<&'static str> {
+    LANGS.iter().find_map(|(name, _, extensions, names)| {
+        let filter = LangFilter { extensions, names };
+        filter.matches(path).then_some(*name)
+    })
+}
+
 /// The canonical language names the `lang` filter accepts.
 pub fn known_langs() -> Vec<&'static str> {
     LANGS.iter().map(|(name, _, _, _)| *name).collect()

@@ -44,7 +44,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
 pub use error::SearchError;
-pub use lang::known_langs;
+pub use lang::{known_langs, lang_of};
 pub use query::{
     MAX_HITS, MAX_LIMIT, MAX_QUERY_BYTES, REGEX_SIZE_LIMIT, SEARCH_BUDGET, SNIPPET_CHARS,
 };
@@ -52,6 +52,9 @@ pub use query::{
 use cache::{RankedList, ResultCache};
 use query::{Cursor, Ranked};
 use store::{FORMAT_VERSION, Generation, Meta};
+
+/// Most transform failure messages a [`BuildStats`] keeps.
+pub const MAX_FAILURE_MESSAGES: usize = 5;
 
 /// Default of [`IndexConfig::max_file_bytes`]: 1 MiB.
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 1_048_576;
@@ -61,9 +64,10 @@ pub const DEFAULT_MAX_FILE_BYTES: u64 = 1_048_576;
 pub struct IndexConfig {
     /// Files larger than this are indexed by path only (default 1 MiB = 1_048_576).
     pub max_file_bytes: u64,
-    /// Fingerprint of derived-state sources from server plugins (S-3, P-7); empty for none. Part of
-    /// the index fingerprint together with the format version: a change rebuilds.
-    pub plugin_fingerprint: String,
+    /// A failing [`Source::transform`] fails the build (the published generation keeps
+    /// answering) instead of indexing that file as if there were no transform (P-7,
+    /// `SOURCEGRAPH_SERVER_PLUGINS_STRICT`).
+    pub strict_transforms: bool,
     /// Keep the ranked hits of recent searches for their later pages (default true).
     /// Benchmarks turn it off to time every search in full.
     pub result_cache: bool,
@@ -73,19 +77,20 @@ impl Default for IndexConfig {
     fn default() -> Self {
         IndexConfig {
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
-            plugin_fingerprint: String::new(),
+            strict_transforms: false,
             result_cache: true,
         }
     }
 }
 
 impl IndexConfig {
-    /// The index fingerprint: format version, size limit and plugin fingerprint. A generation
-    /// built under another fingerprint is rebuilt even for the same commit.
-    pub fn fingerprint(&self) -> String {
+    /// The index fingerprint of a build whose source has `plugin_fingerprint` (see
+    /// [`Source::plugin_fingerprint`]): format version, size limit and the plugin part. A
+    /// generation built under another fingerprint is rebuilt even for the same commit.
+    pub fn fingerprint(&self, plugin_fingerprint: &str) -> String {
         format!(
-            "format={FORMAT_VERSION};max_file_bytes={};plugins={}",
-            self.max_file_bytes, self.plugin_fingerprint
+            "format={FORMAT_VERSION};max_file_bytes={};plugins={plugin_fingerprint}",
+            self.max_file_bytes
         )
     }
 }
@@ -101,12 +106,36 @@ pub struct SourceEntry {
     pub size: u64,
 }
 
+/// What a derived-state transform decided for one text document (P-21).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transform {
+    /// Index the file as it is.
+    Keep,
+    /// Leave the file out of the generation: no content hit, no file-name hit.
+    Skip,
+    /// Index this text instead of the file's (snippets and line numbers refer to it).
+    Replace(String),
+}
+
 /// Where the indexer gets files; the service implements it over its git store.
 pub trait Source: Sync {
     /// Every regular file in scope (no symlinks, no submodules).
     fn entries(&self) -> Result<Vec<SourceEntry>, String>;
     /// The bytes of one entry. Called from several threads at once.
     fn read(&self, entry: &SourceEntry) -> Result<Vec<u8>, String>;
+    /// A derived-state transform of a text document before it is indexed (P-21); called
+    /// only for files classified as text, from several threads at once. `Err` means the
+    /// transform failed: the file is indexed as it is and the failure counted (or, with
+    /// [`IndexConfig::strict_transforms`], the build fails).
+    fn transform(&self, _entry: &SourceEntry, _text: &str) -> Result<Transform, String> {
+        Ok(Transform::Keep)
+    }
+    /// Identifies the transform (the sources of the hooks behind it); part of the index
+    /// fingerprint, so a different transform rebuilds and never reuses documents a previous
+    /// transform shaped. Empty: no transform.
+    fn plugin_fingerprint(&self) -> String {
+        String::new()
+    }
 }
 
 /// Progress of a build: documents done of total (reported from the calling thread).
@@ -139,6 +168,14 @@ pub struct BuildStats {
     pub elapsed: Duration,
     /// True when the same commit under the same fingerprint was already current (nothing done).
     pub skipped_same: bool,
+    /// Documents whose indexed text a transform replaced (P-21).
+    pub transformed: u64,
+    /// Files a transform left out of the generation.
+    pub skipped: u64,
+    /// Files whose transform failed (indexed as they are, P-7).
+    pub transform_failures: u64,
+    /// The first few transform failure messages (at most [`MAX_FAILURE_MESSAGES`]).
+    pub failure_messages: Vec<String>,
     /// The generation number now current.
     pub generation: u64,
 }
@@ -342,12 +379,28 @@ struct Counters {
 pub struct Indexes {
     dir: PathBuf,
     config: IndexConfig,
-    fingerprint: String,
     threads: usize,
     repos: RwLock<BTreeMap<String, Arc<Slot>>>,
     counters: Counters,
     max_hits: usize,
     results: Mutex<ResultCache>,
+}
+
+/// Where and as what one build writes its generation.
+#[derive(Clone, Copy)]
+struct Staging<'a> {
+    repo: &'a str,
+    commit: &'a str,
+    number: u64,
+    dir: &'a Path,
+    fingerprint: &'a str,
+}
+
+/// The plugin part of an index fingerprint (see [`IndexConfig::fingerprint`]).
+pub fn plugin_part(fingerprint: &str) -> Option<&str> {
+    fingerprint
+        .rsplit_once(";plugins=")
+        .map(|(_, plugins)| plugins)
 }
 
 /// Checks a repository name and answers its directory components.
@@ -424,7 +477,6 @@ impl Indexes {
             ResultCache::new(0, 0)
         };
         let indexes = Indexes {
-            fingerprint: config.fingerprint(),
             dir,
             config,
             threads,
@@ -644,10 +696,12 @@ impl Indexes {
         let _locked = lock_repo_dir(&repo_dir)?;
         self.adopt_newest(repo, &repo_dir, &slot);
         let previous = slot.current();
+        let plugin_fingerprint = source.plugin_fingerprint();
+        let fingerprint = self.config.fingerprint(&plugin_fingerprint);
         if let Some(current) = &previous
             && !fresh
             && current.meta.commit == commit
-            && current.meta.fingerprint == self.fingerprint
+            && current.meta.fingerprint == fingerprint
         {
             self.counters.builds_skipped.fetch_add(1, Ordering::Relaxed);
             return Ok(BuildStats {
@@ -661,6 +715,10 @@ impl Indexes {
                 elapsed: started.elapsed(),
                 skipped_same: true,
                 generation: current.meta.generation,
+                transformed: 0,
+                skipped: 0,
+                transform_failures: 0,
+                failure_messages: Vec::new(),
             });
         }
         let mut entries = source
@@ -679,14 +737,22 @@ impl Indexes {
         let _ = std::fs::remove_dir_all(&staging);
         std::fs::create_dir_all(&staging)
             .map_err(|e| SearchError::io("creating a staging directory", e))?;
+        // Documents are reused only from a generation shaped by the same transform (P-7: no
+        // mixing of derived-state hook sources).
+        let reusable = previous.as_deref().filter(|g| {
+            !fresh && plugin_part(&g.meta.fingerprint) == Some(plugin_fingerprint.as_str())
+        });
         let built = self.write_staging(
-            repo,
-            commit,
-            number,
-            &staging,
+            &Staging {
+                repo,
+                commit,
+                number,
+                dir: &staging,
+                fingerprint: &fingerprint,
+            },
             &entries,
             source,
-            previous.as_deref().filter(|_| !fresh),
+            reusable,
             progress,
         );
         let counts = match built {
@@ -731,22 +797,30 @@ impl Indexes {
             elapsed: started.elapsed(),
             skipped_same: false,
             generation: number,
+            transformed: counts.transformed,
+            skipped: counts.skipped,
+            transform_failures: counts.transform_failures,
+            failure_messages: counts.failure_messages,
         })
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn write_staging(
         &self,
-        repo: &str,
-        commit: &str,
-        number: u64,
-        staging: &Path,
+        at: &Staging<'_>,
         entries: &[SourceEntry],
         source: &dyn Source,
         previous: Option<&Generation>,
         progress: &mut dyn FnMut(BuildProgress),
     ) -> Result<build::Counts, SearchError> {
+        let Staging {
+            repo,
+            commit,
+            number,
+            dir: staging,
+            fingerprint,
+        } = *at;
         let input = build::BuildInput {
+            strict_transforms: self.config.strict_transforms,
             staging,
             entries,
             source,
@@ -760,7 +834,7 @@ impl Indexes {
             format: FORMAT_VERSION,
             repo: repo.to_owned(),
             commit: commit.to_owned(),
-            fingerprint: self.fingerprint.clone(),
+            fingerprint: fingerprint.to_owned(),
             generation: number,
             documents: docs.len() as u64,
             path_only: counts.path_only,
@@ -801,9 +875,10 @@ impl Indexes {
             .collect()
     }
 
-    /// The index fingerprint builds use ([`IndexConfig::fingerprint`]).
-    pub fn fingerprint(&self) -> &str {
-        &self.fingerprint
+    /// The index fingerprint of builds from a source with `plugin_fingerprint`
+    /// ([`IndexConfig::fingerprint`]).
+    pub fn fingerprint(&self, plugin_fingerprint: &str) -> String {
+        self.config.fingerprint(plugin_fingerprint)
     }
 
     /// Drops `repo`'s index (waits for a running build of it). Searches already running keep

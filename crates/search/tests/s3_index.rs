@@ -170,20 +170,20 @@ fn s3_fingerprint_change_rebuilds_the_same_commit_and_reopen_loads_the_index() {
         );
     }
     let config = IndexConfig {
-        plugin_fingerprint: "derived-state-v2".into(),
+        max_file_bytes: 2 * search::DEFAULT_MAX_FILE_BYTES,
         ..IndexConfig::default()
     };
     let indexes = Indexes::open(dir.clone(), config.clone()).unwrap();
     let before = indexes.current("o/r").unwrap();
-    assert_ne!(before.fingerprint, config.fingerprint());
+    assert_ne!(before.fingerprint, config.fingerprint(""));
     let rebuilt = indexes.build("o/r", &commit, &source, &mut |_| {}).unwrap();
     assert!(!rebuilt.skipped_same);
     assert_eq!(
         rebuilt.reused, 1,
-        "same blobs are still reused across a fingerprint change"
+        "same blobs are still reused across a size-limit change"
     );
     let after = indexes.current("o/r").unwrap();
-    assert_eq!(after.fingerprint, config.fingerprint());
+    assert_eq!(after.fingerprint, config.fingerprint(""));
     assert!(after.generation > before.generation);
     // The old generation's directory is gone (nothing holds it).
     let gens: Vec<_> = std::fs::read_dir(dir.join("o/r"))

@@ -27,8 +27,8 @@ pub use index::{
 };
 pub use model::*;
 pub use prepare::{IndexReport, PrepareAction, PrepareAnswer, PrepareRequest};
-pub use pyplugin::{State as HostState, summary as failure_summary};
 pub use pyplugin::HostConfig;
+pub use pyplugin::{State as HostState, summary as failure_summary};
 pub use serverplugins::{ArgumentRewrite, HostStatus, PluginHost, ServerPluginsStatus, ToolPreset};
 pub use stats::{OpSnapshot, OpStats, QueryStats, StatsSnapshot};
 pub use wasmplugin::{ConnectionPlugins, InvalidConnectionPlugins, PluginConfig};

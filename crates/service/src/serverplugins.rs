@@ -7,7 +7,7 @@
 //! hook (P-10). Nothing here knows MCP or HTTP: tool arguments are plain JSON objects.
 
 use crate::{CallContext, SearchAnswer, SearchHit, SearchRepoHits, Service, ServiceError};
-use pyplugin::{Epoch, Hook, Outcome};
+use pyplugin::{Epoch, Hook};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
@@ -211,7 +211,10 @@ impl Service {
         let given = hits.len() as u64;
         let payload = json!({"query": query, "caller": caller(ctx), "hits": hits});
         let outcome = epoch.run(Hook::SearchResults, payload).await;
-        let Some(returned) = changed(&outcome).and_then(|v| v["hits"].as_array().cloned()) else {
+        let Some(returned) = outcome
+            .changed()
+            .and_then(|v| v["hits"].as_array().cloned())
+        else {
             return answer;
         };
         // Rebuild the groups: file-name hits where they were, then the returned line hits in
@@ -281,7 +284,8 @@ impl Service {
         let payload = json!({"tool": tool, "repo": repo, "commit": commit,
             "caller": caller(ctx), "items": items, "notes": []});
         let outcome = epoch.run(Hook::ReadResult, payload).await;
-        changed(&outcome)
+        outcome
+            .changed()
             .and_then(|value| value.get("notes").and_then(Value::as_array).cloned())
             .map(|notes| {
                 notes
@@ -291,9 +295,4 @@ impl Service {
             })
             .unwrap_or_default()
     }
-}
-
-/// The outcome's payload when some file changed it.
-fn changed(outcome: &Outcome) -> Option<&Value> {
-    (!outcome.changed_by.is_empty()).then_some(&outcome.value)
 }
