@@ -471,14 +471,7 @@ async fn serve(
     settings: RunSettings,
     signal: CancellationToken,
 ) -> Result<()> {
-    let plugin_settings =
-        serde_json::Map::from_iter([("transport".to_owned(), serde_json::Value::from("http"))]);
-    let host = plugins::start_host(plugins::host_from_env(
-        store.storage_root(),
-        plugin_settings,
-    )?)
-    .await?;
-    let service = Service::with_server_plugins(store, settings.service, host);
+    let service = plugins::service(store, settings.service, "http").await?;
     let listen = args
         .listen
         .clone()
@@ -603,14 +596,7 @@ async fn mcp(
     signal: CancellationToken,
 ) -> Result<()> {
     let plugins = ConnectionPlugins::parse(Some(&args.plugins))?;
-    let plugin_settings =
-        serde_json::Map::from_iter([("transport".to_owned(), serde_json::Value::from("stdio"))]);
-    let host = plugins::start_host(plugins::host_from_env(
-        store.storage_root(),
-        plugin_settings,
-    )?)
-    .await?;
-    let service = Service::with_server_plugins(store, settings.service, host);
+    let service = plugins::service(store, settings.service, "stdio").await?;
     tokio::select! {
         registered = register_repos(&service, &args.read.repos) => registered?,
         () = signal.cancelled() => return Ok(()),

@@ -232,7 +232,7 @@ fn env_flag(name: &str) -> Result<bool> {
 /// `SOURCEGRAPH_SERVER_PLUGINS_ENABLED=true`, then the directory
 /// `SOURCEGRAPH_SERVER_PLUGINS_DIRECTORY` (default `plugins/` under the data directory).
 /// Loads the first epoch (which runs Python): call it off the async threads.
-pub fn host_from_env(data_dir: &Path, settings: Map<String, Value>) -> Result<HostConfig> {
+fn host_from_env(data_dir: &Path, settings: Map<String, Value>) -> Result<HostConfig> {
     let enabled = env_flag("SOURCEGRAPH_SERVER_PLUGINS_ENABLED")?;
     let strict = env_flag("SOURCEGRAPH_SERVER_PLUGINS_STRICT")?;
     let directory = configured_directory().unwrap_or_else(|| data_dir.join("plugins"));
@@ -256,8 +256,23 @@ pub fn host_from_env(data_dir: &Path, settings: Map<String, Value>) -> Result<Ho
     Ok(config)
 }
 
+/// The service of `serve` (`transport` "http") or `mcp` ("stdio"), with the server plugins
+/// the environment configures (P-1).
+pub async fn service(
+    store: gitstore::GitStore,
+    mut config: service::ServiceConfig,
+    transport: &str,
+) -> Result<service::Service> {
+    let settings = Map::from_iter([("transport".to_owned(), Value::from(transport))]);
+    let host_config = host_from_env(store.storage_root(), settings)?;
+    // P-7: SOURCEGRAPH_SERVER_PLUGINS_STRICT makes a failing on_source_file fail the build.
+    config.index.strict_transforms = host_config.strict;
+    let host = start_host(host_config).await?;
+    Ok(service::Service::with_server_plugins(store, config, host))
+}
+
 /// Starts the host on the blocking pool (its first load runs plugin code).
-pub async fn start_host(config: HostConfig) -> Result<PluginHost> {
+async fn start_host(config: HostConfig) -> Result<PluginHost> {
     let host = tokio::task::spawn_blocking(move || PluginHost::start(config))
         .await
         .context("the server plugins did not start")?;

@@ -166,10 +166,14 @@ impl From<search::SearchError> for ServiceError {
     }
 }
 
-/// The files of one commit, read from the store's mirror by blob id.
+/// The files of one commit, read from the store's mirror by blob id, shaped by the
+/// derived-state hook `on_source_file` of `plugins` when there is one (P-21).
 struct StoreSource {
+    repo: String,
+    commit: String,
     entries: Vec<search::SourceEntry>,
     blobs: BlobReader,
+    plugins: Option<pyplugin::Epoch>,
 }
 
 impl search::Source for StoreSource {
@@ -179,6 +183,57 @@ impl search::Source for StoreSource {
 
     fn read(&self, entry: &search::SourceEntry) -> Result<Vec<u8>, String> {
         self.blobs.read(&entry.blob_id).map_err(|e| e.to_string())
+    }
+
+    fn transform(
+        &self,
+        entry: &search::SourceEntry,
+        text: &str,
+    ) -> Result<search::Transform, String> {
+        let Some(epoch) = self
+            .plugins
+            .as_ref()
+            .filter(|e| e.defines(pyplugin::Hook::SourceFile))
+        else {
+            return Ok(search::Transform::Keep);
+        };
+        let payload = serde_json::json!({
+            "repo": self.repo,
+            "commit": self.commit,
+            "path": entry.path,
+            "language": search::lang_of(&entry.path),
+            "text": text,
+        });
+        let outcome = epoch.run_blocking(pyplugin::Hook::SourceFile, payload);
+        if !outcome.failures.is_empty() {
+            // P-7: a failing derived-state hook leaves its unit unprocessed.
+            return Err(outcome
+                .failures
+                .iter()
+                .map(|f| format!("{} {}: {}", f.file, f.hook, pyplugin::summary(&f.message)))
+                .collect::<Vec<_>>()
+                .join("; "));
+        }
+        if outcome.stopped {
+            return Ok(search::Transform::Skip);
+        }
+        Ok(
+            match outcome
+                .changed()
+                .and_then(|v| v.get("text"))
+                .and_then(|t| t.as_str())
+            {
+                Some(text) => search::Transform::Replace(text.to_owned()),
+                None => search::Transform::Keep,
+            },
+        )
+    }
+
+    fn plugin_fingerprint(&self) -> String {
+        self.plugins
+            .as_ref()
+            .map(|epoch| epoch.derived_fingerprint().to_owned())
+            .unwrap_or_default()
     }
 }
 
@@ -331,14 +386,13 @@ impl Service {
         let Ok(indexes) = self.inner.indexes() else {
             return Vec::new();
         };
-        let suffix = format!("plugins={plugin_fingerprint}");
         indexes
             .repos()
             .into_iter()
             .filter(|repo| {
-                indexes
-                    .current(repo)
-                    .is_some_and(|info| !info.fingerprint.ends_with(&suffix))
+                indexes.current(repo).is_some_and(|info| {
+                    search::plugin_part(&info.fingerprint) != Some(plugin_fingerprint)
+                })
             })
             .collect()
     }
@@ -398,7 +452,14 @@ impl Inner {
                 })
                 .collect();
             let blobs = self.store.blob_reader(&name, &commit)?;
-            Ok((name, commit, lease, StoreSource { entries, blobs }))
+            let source = StoreSource {
+                repo: name.to_string(),
+                commit: commit.to_string(),
+                entries,
+                blobs,
+                plugins: self.derived_epoch(indexes, name.as_str(), fresh),
+            };
+            Ok((name, commit, lease, source))
         })?;
         let mut logged = 0;
         let mut report = |p: BuildProgress| {
@@ -414,6 +475,19 @@ impl Inner {
         } else {
             indexes.build(name.as_str(), commit.as_str(), &source, &mut report)?
         };
+        if let Some(epoch) = &source.plugins
+            && !epoch.derived_fingerprint().is_empty()
+        {
+            self.remember_derived(indexes, epoch.clone());
+        }
+        if stats.transform_failures > 0 {
+            tracing::warn!(
+                repo = %name,
+                failures = stats.transform_failures,
+                first = ?stats.failure_messages,
+                "on_source_file failed for some files; they are indexed as they are"
+            );
+        }
         if !stats.skipped_same {
             tracing::info!(
                 repo = %name,
@@ -422,12 +496,65 @@ impl Inner {
                 reused = stats.reused,
                 read = stats.read,
                 path_only = stats.path_only,
+                transformed = stats.transformed,
+                skipped_by_plugins = stats.skipped,
                 bytes = stats.bytes,
                 elapsed_ms = started.elapsed().as_millis() as u64,
                 "index built"
             );
         }
         Ok(stats)
+    }
+}
+
+impl Inner {
+    /// The server-plugin epoch whose `on_source_file` a build of `repo` runs (P-7). An
+    /// explicit rebuild, a first build, and a build whose published generation came from the
+    /// current sources use the current epoch; an incremental build keeps the sources the
+    /// published generation was built with (no mixing) while this process still holds them.
+    /// After a restart with edited sources it does not: the current ones rebuild in full.
+    fn derived_epoch(
+        &self,
+        indexes: &search::Indexes,
+        repo: &str,
+        fresh: bool,
+    ) -> Option<pyplugin::Epoch> {
+        let current = self.server_plugins.current();
+        let current_fp = current.as_ref().map_or("", |e| e.derived_fingerprint());
+        let Some(published) = indexes.current(repo) else {
+            return current;
+        };
+        let published_fp = search::plugin_part(&published.fingerprint).unwrap_or_default();
+        if fresh || published_fp == current_fp {
+            return current;
+        }
+        if published_fp.is_empty() {
+            return None;
+        }
+        let held = self
+            .derived_epochs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(published_fp)
+            .cloned();
+        held.or(current)
+    }
+
+    /// Keeps `epoch` for incremental builds of the generations it shaped; forgets epochs no
+    /// current generation was built with.
+    fn remember_derived(&self, indexes: &search::Indexes, epoch: pyplugin::Epoch) {
+        let in_use: std::collections::HashSet<String> = indexes
+            .repos()
+            .iter()
+            .filter_map(|repo| indexes.current(repo))
+            .filter_map(|info| search::plugin_part(&info.fingerprint).map(str::to_owned))
+            .collect();
+        let mut held = self
+            .derived_epochs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        held.insert(epoch.derived_fingerprint().to_owned(), epoch);
+        held.retain(|fp, _| in_use.contains(fp));
     }
 }
 

@@ -115,6 +115,9 @@ struct Inner {
     searches: Arc<tokio::sync::Semaphore>,
     /// The server-plugin host (P-*): disabled unless the operator turned it on.
     server_plugins: PluginHost,
+    /// Epochs whose `on_source_file` shaped a published index generation, by derived
+    /// fingerprint: incremental builds keep using them until a rebuild (P-7).
+    derived_epochs: std::sync::Mutex<std::collections::HashMap<String, pyplugin::Epoch>>,
 }
 
 impl Service {
@@ -143,6 +146,7 @@ impl Service {
                 )),
                 config,
                 server_plugins,
+                derived_epochs: Default::default(),
             }),
         }
     }

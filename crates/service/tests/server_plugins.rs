@@ -1,0 +1,124 @@
+//! Server plugins in the service (P-7, P-21): a derived-state `on_source_file` shapes the
+//! search index; editing it marks the index stale, incremental builds keep the old sources,
+//! and an explicit rebuild publishes the new ones while the old generation answered until then.
+
+use pyplugin::{HostConfig, PluginHost};
+use service::{CallContext, PrepareAction, PrepareRequest, SearchRequest, Service, ServiceConfig};
+
+const REPO: &str = "test/repo";
+
+fn hook(word: &str) -> String {
+    format!(
+        "def on_source_file(file):\n    if file['path'].endswith('.min.js'):\n        return {{'skip': True}}\n    return {{'text': file['text'].replace('alpha', '{word}')}}\n"
+    )
+}
+
+async fn paths(service: &Service, query: &str) -> Vec<String> {
+    let answer = service
+        .search(
+            &CallContext::default(),
+            SearchRequest {
+                query: query.into(),
+                repo: Some(REPO.into()),
+                ..SearchRequest::default()
+            },
+        )
+        .await
+        .unwrap();
+    answer
+        .repos
+        .iter()
+        .flat_map(|r| r.hits.iter().map(|h| format!("{}:{:?}", h.path, h.line)))
+        .collect()
+}
+
+#[tokio::test]
+async fn p7_p21_derived_state_edit_marks_stale_and_rebuild_publishes() {
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::write(plugins.path().join("shape.py"), hook("omega")).unwrap();
+    let source = testgit::SourceRepo::with_files(&[
+        ("docs/a.md", b"one alpha line\n"),
+        ("app.min.js", b"var alpha=1;\n"),
+    ]);
+    let config = HostConfig::new(plugins.path().to_path_buf());
+    let host = tokio::task::spawn_blocking(move || PluginHost::start(config))
+        .await
+        .unwrap();
+    let service =
+        Service::with_server_plugins(source.store(REPO, ""), ServiceConfig::default(), host);
+    let built = service.index(REPO.into(), |_| {}).await.unwrap();
+    assert_eq!((built.transformed, built.skipped), (1, 1));
+    assert_eq!(paths(&service, "omega").await, ["docs/a.md:Some(1)"]);
+    assert!(
+        paths(&service, "alpha").await.is_empty(),
+        "indexed text replaced, file skipped"
+    );
+    assert_eq!(service.server_plugins_status().index, "current");
+    // `read` returns the file, not the indexed text (P-21).
+    let read = service
+        .read(
+            &CallContext::default(),
+            service::ReadRequest {
+                repo: REPO.into(),
+                revision: None,
+                path: "docs/a.md".into(),
+                start_line: None,
+                end_line: None,
+                plugins: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(read.outcome.unwrap().content, "one alpha line\n");
+
+    std::fs::write(plugins.path().join("shape.py"), hook("zeta")).unwrap();
+    service.reload_server_plugins().await.unwrap();
+    let status = service.server_plugins_status();
+    assert_eq!(status.index, "index stale: rebuild pending");
+    assert_eq!(status.index_stale_repos, [REPO]);
+    // Incremental indexing keeps the sources the published generation was built with.
+    let again = service.index(REPO.into(), |_| {}).await.unwrap();
+    assert!(
+        again.skipped_same,
+        "no mixing: the old sources still shape the index"
+    );
+    assert_eq!(paths(&service, "omega").await, ["docs/a.md:Some(1)"]);
+
+    let request = PrepareRequest {
+        repo: REPO.into(),
+        action: PrepareAction::Reindex,
+        revision: None,
+    };
+    service
+        .prepare(&CallContext::default(), request, |_| {})
+        .await
+        .unwrap();
+    assert_eq!(paths(&service, "zeta").await, ["docs/a.md:Some(1)"]);
+    assert!(paths(&service, "omega").await.is_empty());
+    assert_eq!(service.server_plugins_status().index, "current");
+}
+
+#[tokio::test]
+async fn p7_a_failing_derived_state_hook_indexes_the_file_as_it_is() {
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::write(
+        plugins.path().join("bad.py"),
+        "def on_source_file(file):\n    raise ValueError('no')\n",
+    )
+    .unwrap();
+    let source = testgit::SourceRepo::with_files(&[("docs/a.md", b"one alpha line\n")]);
+    let config = HostConfig::new(plugins.path().to_path_buf());
+    let host = tokio::task::spawn_blocking(move || PluginHost::start(config))
+        .await
+        .unwrap();
+    let service =
+        Service::with_server_plugins(source.store(REPO, ""), ServiceConfig::default(), host);
+    let built = service.index(REPO.into(), |_| {}).await.unwrap();
+    assert_eq!(built.transform_failures, 1);
+    assert!(
+        built.failure_messages[0].contains("ValueError"),
+        "{:?}",
+        built.failure_messages
+    );
+    assert_eq!(paths(&service, "alpha").await, ["docs/a.md:Some(1)"]);
+}
