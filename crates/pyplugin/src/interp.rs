@@ -30,7 +30,7 @@ const MAX_DEPTH: usize = 64;
 /// How long a caller, and the interpreter thread between jobs, wait actively before sleeping.
 const SPIN: Duration = Duration::from_micros(50);
 /// How long the interpreter thread looks for the next job before it sleeps.
-const IDLE_SPIN: Duration = Duration::from_micros(10);
+const IDLE_SPIN: Duration = Duration::from_micros(100);
 /// Most values (of any kind) in one returned value.
 const MAX_NODES: usize = 1_000_000;
 /// Most bytes of strings in one returned value.
