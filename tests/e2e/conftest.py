@@ -21,6 +21,18 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 REPO_NAME = "test/e2e"
 GUIDE = "# Guide\nline two\nline three\n"
 START_TIMEOUT_S = 120.0
+TOOLS = [
+    "availability",
+    "discovery",
+    "list",
+    "plugin_status",
+    "read",
+    "read_many",
+    "reload_plugins",
+    "resolve",
+    "search",
+]
+"""Every built-in MCP tool, sorted (server-plugin presets come on top of these)."""
 
 
 @dataclass(frozen=True)

@@ -14,20 +14,9 @@ import urllib.request
 import pytest
 from mcp import Client, MCPError
 
-from conftest import GUIDE, Server
+from conftest import GUIDE, TOOLS, Server
 
 MODES = ["legacy", "2026-07-28"]
-TOOLS = [
-    "availability",
-    "discovery",
-    "list",
-    "plugin_status",
-    "read",
-    "read_many",
-    "reload_plugins",
-    "resolve",
-    "search",
-]
 INVALID_PARAMS = -32602
 
 

@@ -9,7 +9,7 @@ import time
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
 
-from conftest import GUIDE, REPO_NAME, GitRepo, csg_bin
+from conftest import GUIDE, REPO_NAME, TOOLS, GitRepo, csg_bin
 
 
 def _params(git_repo: GitRepo, data_dir: str, plugins: str = "auto") -> StdioServerParameters:
@@ -24,17 +24,7 @@ def _params(git_repo: GitRepo, data_dir: str, plugins: str = "auto") -> StdioSer
 async def test_m1_stdio_read_and_strict_arguments(git_repo: GitRepo, tmp_path, mode: str) -> None:
     async with Client(_params(git_repo, str(tmp_path)), mode=mode) as client:
         listed = await client.list_tools()
-        assert sorted(tool.name for tool in listed.tools) == [
-            "availability",
-            "discovery",
-            "list",
-            "plugin_status",
-            "read",
-            "read_many",
-            "reload_plugins",
-            "resolve",
-            "search",
-        ]
+        assert sorted(tool.name for tool in listed.tools) == TOOLS
         result = await client.call_tool("read", {"repo": REPO_NAME, "path": "docs/guide.md"})
         assert result.is_error is False
         block = result.content[0].text

@@ -87,6 +87,17 @@ fn call(name: &str, arguments: Value) -> CallToolRequestParams {
     CallToolRequestParams::new(name.to_owned()).with_arguments(arguments)
 }
 
+/// `read` of `path` in the test repository: the result and its text blocks.
+async fn read(f: &Fixture, repo: &str, path: &str) -> (CallToolResult, Vec<String>) {
+    let result = f
+        .client
+        .call_tool(call("read", json!({"repo": repo, "path": path})))
+        .await
+        .unwrap();
+    let blocks = texts(&result);
+    (result, blocks)
+}
+
 fn texts(result: &CallToolResult) -> Vec<String> {
     result
         .content
@@ -106,12 +117,7 @@ async fn p10_an_argument_rewrite_is_disclosed_with_both_sides_and_the_file() {
         true,
     )
     .await;
-    let result = f
-        .client
-        .call_tool(call("read", json!({"repo": REPO, "path": "old/guide.md"})))
-        .await
-        .unwrap();
-    let blocks = texts(&result);
+    let (result, blocks) = read(&f, REPO, "old/guide.md").await;
     assert_eq!(result.is_error, Some(false), "{blocks:?}");
     assert!(blocks[0].ends_with(&format!("\n\n{GUIDE}")), "{blocks:?}");
     assert_eq!(
@@ -142,12 +148,7 @@ async fn p10_a_rewrite_the_tool_cannot_parse_is_discarded() {
         true,
     )
     .await;
-    let result = f
-        .client
-        .call_tool(call("read", json!({"repo": REPO, "path": "docs/guide.md"})))
-        .await
-        .unwrap();
-    let blocks = texts(&result);
+    let (_, blocks) = read(&f, REPO, "docs/guide.md").await;
     assert_eq!(
         blocks.len(),
         1,
@@ -223,12 +224,7 @@ async fn p20_read_notes_come_as_their_own_block_and_never_replace_the_body() {
         true,
     )
     .await;
-    let result = f
-        .client
-        .call_tool(call("read", json!({"repo": REPO, "path": "docs/guide.md"})))
-        .await
-        .unwrap();
-    let blocks = texts(&result);
+    let (_, blocks) = read(&f, REPO, "docs/guide.md").await;
     assert!(blocks[0].ends_with(&format!("\n\n{GUIDE}")), "{blocks:?}");
     assert_eq!(
         blocks[1],

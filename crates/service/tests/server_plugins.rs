@@ -13,6 +13,24 @@ fn hook(word: &str) -> String {
     )
 }
 
+/// A plugins directory with one file, a repository with `files`, and a service over both.
+async fn start(
+    name: &str,
+    plugin: &str,
+    files: &[(&str, &[u8])],
+) -> (tempfile::TempDir, testgit::SourceRepo, Service) {
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::write(plugins.path().join(name), plugin).unwrap();
+    let source = testgit::SourceRepo::with_files(files);
+    let config = HostConfig::new(plugins.path().to_path_buf());
+    let host = tokio::task::spawn_blocking(move || PluginHost::start(config))
+        .await
+        .unwrap();
+    let service =
+        Service::with_server_plugins(source.store(REPO, ""), ServiceConfig::default(), host);
+    (plugins, source, service)
+}
+
 async fn paths(service: &Service, query: &str) -> Vec<String> {
     let answer = service
         .search(
@@ -34,18 +52,15 @@ async fn paths(service: &Service, query: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn p7_p21_derived_state_edit_marks_stale_and_rebuild_publishes() {
-    let plugins = tempfile::tempdir().unwrap();
-    std::fs::write(plugins.path().join("shape.py"), hook("omega")).unwrap();
-    let source = testgit::SourceRepo::with_files(&[
-        ("docs/a.md", b"one alpha line\n"),
-        ("app.min.js", b"var alpha=1;\n"),
-    ]);
-    let config = HostConfig::new(plugins.path().to_path_buf());
-    let host = tokio::task::spawn_blocking(move || PluginHost::start(config))
-        .await
-        .unwrap();
-    let service =
-        Service::with_server_plugins(source.store(REPO, ""), ServiceConfig::default(), host);
+    let (plugins, _source, service) = start(
+        "shape.py",
+        &hook("omega"),
+        &[
+            ("docs/a.md", b"one alpha line\n"),
+            ("app.min.js", b"var alpha=1;\n"),
+        ],
+    )
+    .await;
     let built = service.index(REPO.into(), |_| {}).await.unwrap();
     assert_eq!((built.transformed, built.skipped), (1, 1));
     assert_eq!(paths(&service, "omega").await, ["docs/a.md:Some(1)"]);
@@ -100,19 +115,12 @@ async fn p7_p21_derived_state_edit_marks_stale_and_rebuild_publishes() {
 
 #[tokio::test]
 async fn p7_a_failing_derived_state_hook_indexes_the_file_as_it_is() {
-    let plugins = tempfile::tempdir().unwrap();
-    std::fs::write(
-        plugins.path().join("bad.py"),
+    let (_plugins, _source, service) = start(
+        "bad.py",
         "def on_source_file(file):\n    raise ValueError('no')\n",
+        &[("docs/a.md", b"one alpha line\n")],
     )
-    .unwrap();
-    let source = testgit::SourceRepo::with_files(&[("docs/a.md", b"one alpha line\n")]);
-    let config = HostConfig::new(plugins.path().to_path_buf());
-    let host = tokio::task::spawn_blocking(move || PluginHost::start(config))
-        .await
-        .unwrap();
-    let service =
-        Service::with_server_plugins(source.store(REPO, ""), ServiceConfig::default(), host);
+    .await;
     let built = service.index(REPO.into(), |_| {}).await.unwrap();
     assert_eq!(built.transform_failures, 1);
     assert!(
