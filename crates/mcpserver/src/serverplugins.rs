@@ -117,20 +117,9 @@ pub(crate) fn merge_rewrites(
 pub(crate) fn render_status(status: &ServerPluginsStatus) -> String {
     let host = &status.host;
     let mut out = String::new();
-    let (state, reason) = match &host.state {
-        pyplugin_state::Disabled => ("disabled", None),
-        pyplugin_state::Unavailable(reason) => ("unavailable", Some(reason.clone())),
-        pyplugin_state::Active => ("active", None),
-        pyplugin_state::Wedged(reason) => (
-            "wedged",
-            Some(format!(
-                "{reason}; every hook is bypassed: restart the server to use server plugins again"
-            )),
-        ),
-    };
-    let _ = writeln!(out, "ServerPlugins: {state}");
-    if let Some(reason) = reason {
-        let _ = writeln!(out, "Reason: {}", header_value(&reason));
+    let _ = writeln!(out, "ServerPlugins: {}", host.state.name());
+    if let Some(reason) = &host.state_reason {
+        let _ = writeln!(out, "Reason: {}", header_value(reason));
     }
     if matches!(host.state, pyplugin_state::Disabled) {
         out.push_str("Enable: set SOURCEGRAPH_SERVER_PLUGINS_ENABLED=true and restart\n");

@@ -239,23 +239,13 @@ impl Serialize for State {
     }
 }
 
-fn state_reason<S: serde::Serializer>(state: &State, serializer: S) -> Result<S::Ok, S::Error> {
-    match state {
-        State::Wedged(reason) => serializer.serialize_str(&format!(
-            "{reason}; every hook is bypassed: restart the server to use server plugins again"
-        )),
-        other => serializer.serialize_some(&other.reason()),
-    }
-}
-
 /// What `plugin_status` shows (P-12).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Status {
     /// Subsystem state.
     pub state: State,
-    /// Why it is unavailable or wedged (serialized beside `state`; null otherwise).
-    #[serde(rename = "state_reason", serialize_with = "state_reason")]
-    pub state_detail: State,
+    /// Why it is unavailable or wedged, and what to do; null otherwise.
+    pub state_reason: Option<String>,
     /// Current epoch (0 before the first load).
     pub epoch: u64,
     /// When the current epoch was loaded (Unix ms).
@@ -627,7 +617,12 @@ impl PluginHost {
         };
         let state = self.state();
         Status {
-            state_detail: state.clone(),
+            state_reason: match &state {
+                State::Wedged(reason) => Some(format!(
+                    "{reason}; every hook is bypassed: restart the server to use server plugins again"
+                )),
+                other => other.reason().map(str::to_owned),
+            },
             state,
             epoch: number,
             loaded_at_unix_ms: loaded_at,
