@@ -43,6 +43,7 @@ fn main() -> Result<()> {
         .enable_all()
         .build()?;
     let without = Service::new(source.store("bench/pyhooks", ""), ServiceConfig::default());
+    let epoch = host.current().context("the plugin host has no epoch")?;
     let with = Service::with_server_plugins(
         source.store("bench/pyhooks", ""),
         ServiceConfig::default(),
@@ -96,6 +97,25 @@ fn main() -> Result<()> {
                 us(h99.saturating_sub(b99))
             );
         }
+        // Where the added search latency goes: the hook pipeline alone, back to back, on a
+        // payload like the search's (20 hits).
+        let hits: Vec<serde_json::Value> = (1..=20)
+            .map(|n| serde_json::json!({"repo": "bench/pyhooks", "commit": "0".repeat(40),
+                "path": "docs/a.md", "line": n, "snippet": format!("line {n}: the deploy runbook")}))
+            .collect();
+        let payload = serde_json::json!({"query": "runbook", "caller": {}, "hits": hits});
+        let mut times = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let payload = payload.clone();
+            let t = Instant::now();
+            epoch.run(pyplugin::Hook::SearchResults, payload).await;
+            times.push(t.elapsed());
+        }
+        let (p50, p99) = percentiles(&mut times);
+        println!(
+            "{:<28} {:>12} {:>10.1}µs {:>12} {:>10.1}µs",
+            "on_search_results alone", "", us(p50), "", us(p99)
+        );
         for (label, service) in [("without server plugins", &without), ("with the 3 files", &with)] {
             let rate = throughput(service, &read, 8, Duration::from_secs(2)).await?;
             println!("8 concurrent readers, {label:<24} {rate:>9.0} reads/s");

@@ -31,6 +31,9 @@ const MAX_DEPTH: usize = 64;
 const SPIN: Duration = Duration::from_micros(50);
 /// How long the interpreter thread looks for the next job before it sleeps.
 const IDLE_SPIN: Duration = Duration::from_micros(100);
+/// How long the interpreter thread waits actively for a job announced by
+/// [`Interpreter::expect`] before it sleeps.
+const EXPECT_SPIN: Duration = Duration::from_millis(1);
 /// Most values (of any kind) in one returned value.
 const MAX_NODES: usize = 1_000_000;
 /// Most bytes of strings in one returned value.
@@ -98,6 +101,8 @@ struct Queue {
     wedged: Option<String>,
     /// The host was dropped: both threads end.
     stopped: bool,
+    /// Until when a job announced by [`Interpreter::expect`] is awaited actively.
+    expected_until: Option<Instant>,
 }
 
 /// The interpreter thread's handle, shared by every epoch of the host.
@@ -214,6 +219,20 @@ impl Interpreter {
         idle
     }
 
+    /// Announces a job that will come soon (a search whose results a hook will see): a
+    /// sleeping interpreter thread wakes now and waits for it actively, so the job does not
+    /// pay for waking the thread after the search. The wait is bounded ([`EXPECT_SPIN`]) and
+    /// yields the core to other threads.
+    pub(crate) fn expect(&self) {
+        let mut queue = lock(&self.queue);
+        if queue.wedged.is_some() || queue.stopped {
+            return;
+        }
+        queue.expected_until = Some(Instant::now() + EXPECT_SPIN);
+        drop(queue);
+        self.work.notify_one();
+    }
+
     fn ask(&self, work: Work) -> oneshot::Receiver<Reply> {
         self.ask_idle(work).0
     }
@@ -258,27 +277,38 @@ impl Interpreter {
 
     /// Runs `hook` over the epoch's files. The payload moves into the job: it is not copied.
     pub(crate) async fn run(&self, epoch: Arc<EpochData>, hook: Hook, payload: Value) -> Outcome {
+        match self.ask_spinning(epoch, hook, payload) {
+            Ok(outcome) => outcome,
+            Err(rx) => Self::outcome(rx.await),
+        }
+    }
+
+    /// Asks for a pipeline run and waits for its answer actively for a moment: a pipeline
+    /// usually answers within tens of microseconds, less than parking and waking the caller's
+    /// thread costs on a small machine. Behind other jobs the wait would be long: the
+    /// receiver comes back at once for the caller to block on.
+    fn ask_spinning(
+        &self,
+        epoch: Arc<EpochData>,
+        hook: Hook,
+        payload: Value,
+    ) -> Result<Outcome, oneshot::Receiver<Reply>> {
         let (mut rx, idle) = self.ask_idle(Work::Run {
             epoch,
             hook,
             payload,
             only: None,
         });
-        // A hook pipeline usually answers within tens of microseconds: when the thread was
-        // idle, wait for it here for a moment before parking the task, which would cost a
-        // wake-up of this worker thread (more than the hooks themselves on a small machine).
-        // Behind other jobs the wait would be long: park at once.
         let until = Instant::now() + if idle { SPIN } else { Duration::ZERO };
         loop {
             match rx.try_recv() {
-                Ok(reply) => return Self::outcome(Ok(reply)),
+                Ok(reply) => return Ok(Self::outcome(Ok(reply))),
                 Err(oneshot::error::TryRecvError::Empty) if Instant::now() < until => {
                     std::hint::spin_loop();
                 }
-                Err(_) => break,
+                Err(_) => return Err(rx),
             }
         }
-        Self::outcome(rx.await)
     }
 
     pub(crate) fn run_blocking(
@@ -287,13 +317,10 @@ impl Interpreter {
         hook: Hook,
         payload: Value,
     ) -> Outcome {
-        let rx = self.ask(Work::Run {
-            epoch,
-            hook,
-            payload,
-            only: None,
-        });
-        Self::outcome(rx.blocking_recv())
+        match self.ask_spinning(epoch, hook, payload) {
+            Ok(outcome) => outcome,
+            Err(rx) => Self::outcome(rx.blocking_recv()),
+        }
     }
 
     /// Runs one file's hook alone (the dry-run); `None` when it ran and its result is valid.
@@ -407,12 +434,26 @@ impl Interpreter {
             if let Some(job) = queue.jobs.pop_front() {
                 self.queued.fetch_sub(1, Ordering::AcqRel);
                 queue.in_flight = job.reply;
+                queue.expected_until = None;
                 return Some(job.work);
             }
-            queue = self
-                .work
-                .wait(queue)
-                .unwrap_or_else(PoisonError::into_inner);
+            match queue.expected_until.take() {
+                Some(until) if Instant::now() < until => {
+                    drop(queue);
+                    // Yielding, not only spinning: on a small machine the search this job
+                    // waits for may need this core.
+                    while self.queued.load(Ordering::Acquire) == 0 && Instant::now() < until {
+                        std::thread::yield_now();
+                    }
+                    queue = lock(&self.queue);
+                }
+                _ => {
+                    queue = self
+                        .work
+                        .wait(queue)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+            }
         }
     }
 
@@ -666,8 +707,13 @@ impl Interpreter {
     ) -> Outcome {
         let mut outcome = Outcome::unchanged(payload);
         let mut converted: Option<Bound<'_, PyAny>> = None;
+        let runs = |index: usize, file: &PyFile| {
+            only.is_none_or(|only| only == index) && file.hooks.contains_key(&hook)
+        };
+        // The last file to run may have the converted payload itself: no one sees it after.
+        let last = (0..files.len()).rev().find(|&i| runs(i, &files[i]));
         for (index, file) in files.iter().enumerate() {
-            if only.is_some_and(|only| only != index) {
+            if !runs(index, file) {
                 continue;
             }
             let Some(function) = file.hooks.get(&hook) else {
@@ -694,7 +740,12 @@ impl Interpreter {
             if converted.is_none() {
                 converted = to_python(py, &outcome.value).ok();
             }
-            let result = match converted.as_ref().map(fresh_copy) {
+            let argument = if Some(index) == last {
+                converted.take().map(Ok)
+            } else {
+                converted.as_ref().map(fresh_copy)
+            };
+            let result = match argument {
                 Some(Ok(argument)) => self.call(py, file_name, hook, function, argument),
                 Some(Err(error)) => Err((describe(py, &error), false)),
                 None => Err((
@@ -840,6 +891,20 @@ fn describe(py: Python<'_>, error: &PyErr) -> String {
 
 /// A fresh Python object tree for a plain value (P-3: every hook call gets its own copy).
 fn to_python<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>> {
+    to_python_with(py, value, &mut Vec::new())
+}
+
+/// Most distinct dict keys [`to_python`] shares between dicts.
+const SHARED_KEYS: usize = 16;
+
+/// [`to_python`] with the dict keys met so far: a payload repeats the same few keys in every
+/// list item (`path`, `line`, ...), and one immutable str per key also makes the dicts'
+/// lookups cheaper for the hooks.
+fn to_python_with<'py, 'v>(
+    py: Python<'py>,
+    value: &'v Value,
+    keys: &mut Vec<(&'v str, Bound<'py, PyString>)>,
+) -> PyResult<Bound<'py, PyAny>> {
     Ok(match value {
         Value::Null => py.None().into_bound(py),
         Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
@@ -851,16 +916,26 @@ fn to_python<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>>
         },
         Value::String(s) => PyString::new(py, s).into_any(),
         Value::Array(items) => {
-            let list = PyList::empty(py);
-            for item in items {
-                list.append(to_python(py, item)?)?;
-            }
-            list.into_any()
+            let items = items
+                .iter()
+                .map(|item| to_python_with(py, item, keys))
+                .collect::<PyResult<Vec<_>>>()?;
+            PyList::new(py, items)?.into_any()
         }
         Value::Object(map) => {
             let dict = PyDict::new(py);
             for (key, item) in map {
-                dict.set_item(key, to_python(py, item)?)?;
+                let name = match keys.iter().find(|(k, _)| *k == key) {
+                    Some((_, name)) => name.clone(),
+                    None => {
+                        let name = PyString::new(py, key);
+                        if keys.len() < SHARED_KEYS {
+                            keys.push((key, name.clone()));
+                        }
+                        name
+                    }
+                };
+                dict.set_item(name, to_python_with(py, item, keys)?)?;
             }
             dict.into_any()
         }
@@ -870,22 +945,31 @@ fn to_python<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>>
 /// A copy of a converted payload with new dicts and lists and the same immutable leaves (str,
 /// int, float, bool, None): what a deep copy of plain data amounts to.
 fn fresh_copy<'py>(object: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    let py = object.py();
+    // Shallow copies in C first (`dict.copy()`, a list slice), then only the containers
+    // inside are replaced: most values of a payload are leaves.
     if let Ok(dict) = object.cast::<PyDict>() {
-        let copy = PyDict::new(py);
+        let copy = dict.copy()?;
         for (key, value) in dict.iter() {
-            copy.set_item(key, fresh_copy(&value)?)?;
+            if is_container(&value) {
+                copy.set_item(key, fresh_copy(&value)?)?;
+            }
         }
         return Ok(copy.into_any());
     }
     if let Ok(list) = object.cast::<PyList>() {
-        let copy = PyList::empty(py);
-        for item in list.iter() {
-            copy.append(fresh_copy(&item)?)?;
+        let copy = list.get_slice(0, list.len());
+        for (index, item) in list.iter().enumerate() {
+            if is_container(&item) {
+                copy.set_item(index, fresh_copy(&item)?)?;
+            }
         }
         return Ok(copy.into_any());
     }
     Ok(object.clone())
+}
+
+fn is_container(object: &Bound<'_, PyAny>) -> bool {
+    object.is_exact_instance_of::<PyDict>() || object.is_exact_instance_of::<PyList>()
 }
 
 /// Converts a returned object back, accepting plain data only (P-3): str, int, float, bool,

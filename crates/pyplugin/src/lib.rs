@@ -380,6 +380,18 @@ impl Epoch {
         }
     }
 
+    /// Announces that [`Epoch::run`] of `hook` will follow shortly (after a search, say):
+    /// the interpreter thread gets ready meanwhile instead of being woken when the job
+    /// comes. A hint only: nothing happens when the epoch does not define `hook`.
+    pub fn expect(&self, hook: Hook) {
+        #[cfg(feature = "python")]
+        if self.defines(hook) {
+            self.host.expect();
+        }
+        #[cfg(not(feature = "python"))]
+        let _ = hook;
+    }
+
     /// [`Epoch::run`] for a caller that is not on an async runtime (the index builder's
     /// threads). Must not be called from an async task.
     pub fn run_blocking(&self, hook: Hook, payload: Value) -> Outcome {

@@ -268,14 +268,17 @@ impl Service {
             });
             req.query = query;
         }
-        let query = req.query.clone();
-        let answer = self.search_base(req).await?;
-        let mut answer = self.search_hook(ctx, &query, answer).await;
+        let hook = self.search_hook(ctx);
+        let mut answer = self.search_base(req, hook).await?;
         answer.query_rewrite = rewrite;
         Ok(answer)
     }
 
-    async fn search_base(&self, req: SearchRequest) -> Result<SearchAnswer, ServiceError> {
+    async fn search_base(
+        &self,
+        req: SearchRequest,
+        hook: Option<crate::serverplugins::SearchHook>,
+    ) -> Result<SearchAnswer, ServiceError> {
         let slot = self.admit_search().await?;
         self.unlocked(move |inner| {
             // Held until the search is done, even if the caller went away meanwhile: the
@@ -322,6 +325,7 @@ impl Service {
                     }
                 })
                 .collect();
+            let query = req.query.clone();
             let request = search::SearchRequest {
                 query: req.query,
                 repos,
@@ -336,7 +340,10 @@ impl Service {
             drop(leases);
             answer.not_indexed.extend(stale);
             answer.not_indexed.sort();
-            Ok(answer)
+            Ok(match hook {
+                Some(hook) => hook.apply(&query, answer),
+                None => answer,
+            })
         })
         .await
     }

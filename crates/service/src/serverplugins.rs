@@ -185,23 +185,44 @@ impl Service {
         (out != query).then_some((out, files))
     }
 
-    /// `on_search_results` (P-20): lets plugins reorder, drop or annotate the line hits of a
-    /// page; file-name hits stay. Counts are recomputed from what is returned.
-    pub(crate) async fn search_hook(
-        &self,
-        ctx: &CallContext,
-        query: &str,
-        mut answer: SearchAnswer,
-    ) -> SearchAnswer {
-        let Some(epoch) = self.epoch().filter(|e| e.defines(Hook::SearchResults)) else {
-            return answer;
-        };
+    /// The `on_search_results` step of a search about to run, if an epoch defines the hook.
+    /// The plugin host is told now, so it is ready when the search is done.
+    pub(crate) fn search_hook(&self, ctx: &CallContext) -> Option<SearchHook> {
+        let epoch = self.epoch().filter(|e| e.defines(Hook::SearchResults))?;
+        epoch.expect(Hook::SearchResults);
+        Some(SearchHook {
+            epoch,
+            caller: caller(ctx),
+        })
+    }
+}
+
+/// `on_search_results` (P-20) for one search, run on the search's own blocking thread right
+/// after it: handing the hits to the interpreter from there saves waking the async task in
+/// between.
+pub(crate) struct SearchHook {
+    epoch: Epoch,
+    caller: Value,
+}
+
+impl SearchHook {
+    /// Lets plugins reorder, drop or annotate the line hits of a page; file-name hits stay.
+    /// Counts are recomputed from what is returned. Not to be called from an async task.
+    pub(crate) fn apply(self, query: &str, mut answer: SearchAnswer) -> SearchAnswer {
+        let SearchHook { epoch, caller } = self;
         let mut hits = Vec::new();
         for group in &answer.repos {
             for hit in &group.hits {
                 if let (Some(line), Some(snippet)) = (hit.line, &hit.snippet) {
-                    hits.push(json!({"repo": group.repo, "commit": group.commit,
-                        "path": hit.path, "line": line, "snippet": snippet}));
+                    // Built by hand, not with `json!`: this runs on every search's hits.
+                    let text = |s: &String| Value::String(s.clone());
+                    let mut object = serde_json::Map::new();
+                    object.insert("repo".into(), text(&group.repo));
+                    object.insert("commit".into(), text(&group.commit));
+                    object.insert("path".into(), text(&hit.path));
+                    object.insert("line".into(), Value::from(line));
+                    object.insert("snippet".into(), text(snippet));
+                    hits.push(Value::Object(object));
                 }
             }
         }
@@ -209,8 +230,8 @@ impl Service {
             return answer;
         }
         let given = hits.len() as u64;
-        let payload = json!({"query": query, "caller": caller(ctx), "hits": hits});
-        let outcome = epoch.run(Hook::SearchResults, payload).await;
+        let payload = json!({"query": query, "caller": caller, "hits": hits});
+        let outcome = epoch.run_blocking(Hook::SearchResults, payload);
         let Some(returned) = outcome
             .changed()
             .and_then(|v| v["hits"].as_array().cloned())
@@ -254,7 +275,9 @@ impl Service {
         answer.repos = groups;
         answer
     }
+}
 
+impl Service {
     /// `on_read_result` (P-20): operator notes for a read's answer, never replacing the body.
     pub(crate) async fn read_notes(
         &self,
