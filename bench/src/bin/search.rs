@@ -273,6 +273,7 @@ fn setup(runtime: tokio::runtime::Runtime, tmp: &Path, tree: PathBuf) -> Result<
         source: format!("file://{}", tree.display()),
         registered_path: gitstore::RepoPath::root(),
         branch: None,
+        private: None,
     })?;
     let t = Instant::now();
     let head = store

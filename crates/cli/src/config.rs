@@ -32,6 +32,7 @@ pub struct FileConfig {
     pub max_searches: Option<usize>,
     pub shutdown_grace: Option<String>,
     pub log_format: Option<String>,
+    pub public_read: Option<bool>,
 }
 
 impl FileConfig {

@@ -41,6 +41,25 @@ pub(crate) fn client() -> Result<reqwest::Client> {
         .context("cannot create the HTTP client")
 }
 
+/// The error of a non-success answer: the server's message, and for a missing or refused
+/// token how the `csg` commands send one.
+pub(crate) fn refusal(status: reqwest::StatusCode, body: &Value) -> anyhow::Error {
+    let message = body["error"]["message"].as_str().map_or_else(
+        || format!("the server answered HTTP {status}"),
+        str::to_owned,
+    );
+    if status == reqwest::StatusCode::UNAUTHORIZED {
+        let given = if std::env::var_os("SOURCEGRAPH_API_TOKEN").is_some() {
+            "the token in SOURCEGRAPH_API_TOKEN was refused"
+        } else {
+            "set SOURCEGRAPH_API_TOKEN to a token (`csg token create USER`)"
+        };
+        anyhow::anyhow!("{message}\n{given}")
+    } else {
+        anyhow::anyhow!("{message}")
+    }
+}
+
 pub(crate) fn unreachable(server: &str) -> String {
     format!("cannot reach the server at {server}: is `csg serve` running there? pass --server URL")
 }
@@ -74,10 +93,7 @@ async fn rebuild_one(client: &reqwest::Client, server: &str, repo: &str) -> Resu
     if !response.status().is_success() {
         let status = response.status();
         let body: Value = response.json().await.unwrap_or(Value::Null);
-        match body["error"]["message"].as_str() {
-            Some(message) => bail!("{repo}: {message}"),
-            None => bail!("{repo}: the server answered HTTP {status}"),
-        }
+        bail!("{repo}: {}", refusal(status, &body));
     }
     let bar = ProgressBar::new(0).with_message(repo.to_string());
     bar.set_style(

@@ -6,6 +6,7 @@ mod config;
 mod index;
 mod plugins;
 mod repos;
+mod users;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -53,6 +54,14 @@ enum Command {
     /// Server plugins (operator Python files): check, reference, example, reload, status.
     #[command(subcommand)]
     Plugins(plugins::PluginsCommand),
+    /// Manage users and their `prepare` capability.
+    #[command(subcommand)]
+    User(users::UserCommand),
+    /// Manage personal API tokens: shown once at creation, stored hashed.
+    #[command(subcommand)]
+    Token(users::TokenCommand),
+    /// Grant a user read on a private repository, or take it back with --remove.
+    Grant(users::GrantArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -131,6 +140,10 @@ struct ServeArgs {
         value_delimiter = ','
     )]
     allowed_origins: Vec<String>,
+    /// Whether callers without a token may read public repositories (A-2; default true).
+    /// Private repositories always need a granted user's token.
+    #[arg(long, env = "CSG_PUBLIC_READ")]
+    public_read: Option<bool>,
     #[command(flatten)]
     read: ReadOptions,
 }
@@ -158,6 +171,17 @@ enum RepoCommand {
         /// Default branch (default: the source's HEAD).
         #[arg(long)]
         branch: Option<String>,
+        /// Readable only by users granted it (`csg grant USER NAME`), never anonymously.
+        #[arg(long)]
+        private: bool,
+    },
+    /// Make a repository `private` or `public`; every server sees it on its next call.
+    Visibility {
+        /// `owner/name`.
+        name: String,
+        /// `private` or `public`.
+        #[arg(value_parser = ["private", "public"])]
+        visibility: String,
     },
     /// List registered repositories and their sync state.
     List,
@@ -217,6 +241,9 @@ fn run(cli: Cli) -> Result<()> {
                 settings.apply_to(&store);
                 mcp(store, args, settings, signal.clone()).await
             }
+            Command::User(command) => users::user(&store()?, command),
+            Command::Token(command) => users::token(&store()?, command),
+            Command::Grant(args) => users::grant(&store()?, args),
             Command::Repo(command) => {
                 let store = store()?;
                 tokio::select! {
@@ -471,7 +498,9 @@ async fn serve(
     settings: RunSettings,
     signal: CancellationToken,
 ) -> Result<()> {
-    let service = plugins::service(store, settings.service, "http").await?;
+    let mut config = settings.service.clone();
+    config.public_read = args.public_read.or(file.public_read).unwrap_or(true);
+    let service = plugins::service(store, config, "http").await?;
     let listen = args
         .listen
         .clone()
@@ -516,12 +545,13 @@ async fn serve(
         mcpserver::McpConfig {
             allowed_hosts: hosts,
             allowed_origins: origins,
-            operator_check: Some(httpserver::operator_request),
         },
         signal.clone(),
     );
     let app = httpserver::router(service.clone(), readiness.clone())
         .nest_service("/sourcegraph/mcp", mcp);
+    // who calls, for the API and MCP alike.
+    let app = httpserver::with_access(app, service.clone());
 
     let (stop_maintenance, maintenance_signal) = tokio::sync::watch::channel(false);
     let mut maintenance =

@@ -143,10 +143,7 @@ async fn remote(server: &str, reload: bool) -> Result<()> {
         .await
         .context("the server's answer is not JSON")?;
     if !status.is_success() {
-        match body["error"]["message"].as_str() {
-            Some(message) => bail!("{message}"),
-            None => bail!("the server answered HTTP {status}"),
-        }
+        return Err(crate::index::refusal(status, &body));
     }
     println!(
         "{}",

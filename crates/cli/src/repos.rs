@@ -35,6 +35,7 @@ pub fn registration_from_spec(spec: &str) -> Result<Registration> {
         source,
         registered_path: RepoPath::root(),
         branch: None,
+        private: None,
     })
 }
 
@@ -168,6 +169,7 @@ fn run_blocking(store: &GitStore, command: RepoCommand) -> Result<()> {
             source,
             path,
             branch,
+            private,
         } => {
             let name = repo_name(&name)?;
             let source = if looks_like_url(&source) {
@@ -185,6 +187,7 @@ fn run_blocking(store: &GitStore, command: RepoCommand) -> Result<()> {
                 source,
                 registered_path,
                 branch,
+                private: private.then_some(true),
             })?;
             eprintln!("csg: registered {name}; syncing …");
             let outcome = store.sync(&name)?;
@@ -210,8 +213,9 @@ fn run_blocking(store: &GitStore, command: RepoCommand) -> Result<()> {
                     .map(|e| format!("sync error: {e}"))
                     .unwrap_or_else(|| "ok".into());
                 println!(
-                    "{}\t{}\t{}\t{}\t{}",
+                    "{}\t{}\t{}\t{}\t{}\t{}",
                     repo.name,
+                    if repo.private { "private" } else { "public" },
                     scope,
                     repo.default_branch.unwrap_or_else(|| "-".into()),
                     head,
@@ -234,7 +238,14 @@ fn run_blocking(store: &GitStore, command: RepoCommand) -> Result<()> {
         RepoCommand::Remove { name } => {
             let name = repo_name(&name)?;
             store.unregister(&name)?;
+            // A repository registered later under the name must not inherit the grants.
+            access::AccessStore::open(&store.metadata_path())?.forget_repo(name.as_str())?;
             println!("removed {name}");
+        }
+        RepoCommand::Visibility { name, visibility } => {
+            let name = repo_name(&name)?;
+            store.set_private(&name, visibility == "private")?;
+            println!("{name} is {visibility}");
         }
     }
     Ok(())

@@ -16,14 +16,36 @@ fn workspace() -> (SourceRepo, String) {
 }
 
 fn csg(tmp: &Path, args: &[&str]) -> Output {
-    Command::new(CSG)
+    csg_command(tmp, args).output().expect("csg runs")
+}
+
+fn csg_command(tmp: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(CSG);
+    command
         .arg("--data-dir")
         .arg(tmp.join("data"))
         .args(args)
         .env_remove("CSG_LISTEN")
         .env_remove("CSG_DATA_DIR")
+        .env_remove("SOURCEGRAPH_API_TOKEN");
+    command
+}
+
+/// `csg ARGS` with `SOURCEGRAPH_API_TOKEN` set, as an operator calls a running server.
+fn csg_with_token(tmp: &Path, token: &str, args: &[&str]) -> Output {
+    csg_command(tmp, args)
+        .env("SOURCEGRAPH_API_TOKEN", token)
         .output()
         .expect("csg runs")
+}
+
+/// a token of a new user `ops` who holds the prepare capability.
+fn prepare_token(tmp: &Path) -> String {
+    let added = csg(tmp, &["user", "add", "ops", "--prepare"]);
+    assert!(added.status.success(), "{added:?}");
+    let created = csg(tmp, &["token", "create", "ops"]);
+    assert!(created.status.success(), "{created:?}");
+    String::from_utf8_lossy(&created.stdout).trim().to_owned()
 }
 
 /// O-1: `repo add`, `list`, `sync`, `remove`.
@@ -215,11 +237,23 @@ fn o5_index_rebuild_through_the_server() {
     let source = tmp.path().to_path_buf();
     let (mut child, base) = serve_repo(tmp.tmp(), &source);
     let base = base.as_str();
+    // rebuilding an index needs the prepare capability, loopback or not.
+    let anonymous = csg(
+        tmp.tmp(),
+        &["index", "rebuild", "acme/docs", "--server", base],
+    );
+    assert!(!anonymous.status.success());
+    assert!(
+        String::from_utf8_lossy(&anonymous.stderr).contains("SOURCEGRAPH_API_TOKEN"),
+        "{}",
+        String::from_utf8_lossy(&anonymous.stderr)
+    );
+    let ops = prepare_token(tmp.tmp());
     for args in [
         vec!["index", "rebuild", "acme/docs", "--server", base],
         vec!["index", "rebuild", "--server", base],
     ] {
-        let rebuilt = csg(tmp.tmp(), &args);
+        let rebuilt = csg_with_token(tmp.tmp(), &ops, &args);
         assert!(
             rebuilt.status.success(),
             "{}",
@@ -233,8 +267,9 @@ fn o5_index_rebuild_through_the_server() {
             "{stdout}"
         );
     }
-    let unknown = csg(
+    let unknown = csg_with_token(
         tmp.tmp(),
+        &ops,
         &["index", "rebuild", "nobody/here", "--server", base],
     );
     assert!(!unknown.status.success());
@@ -697,7 +732,10 @@ fn p1_p12_serve_with_server_plugins() {
     assert_eq!(json["index"], "current");
 
     std::fs::write(dir.join("b.py"), "QUERY_ALIASES = {'k8s': 'kubernetes'}\n").unwrap();
-    let reload = csg(tmp.path(), &["plugins", "reload", "--server", &base]);
+    let refused = csg(tmp.path(), &["plugins", "reload", "--server", &base]);
+    assert!(!refused.status.success(), "A-3: reload needs prepare");
+    let ops = prepare_token(tmp.path());
+    let reload = csg_with_token(tmp.path(), &ops, &["plugins", "reload", "--server", &base]);
     let text = String::from_utf8_lossy(&reload.stdout);
     assert!(reload.status.success(), "{reload:?}");
     let json: serde_json::Value = serde_json::from_str(&text).unwrap();

@@ -1,7 +1,7 @@
 //! The SQLite metadata: registrations, sync state, heads seen by syncs, pins.
 
-use crate::changes::Changes;
 use crate::{CommitId, Error, Registration, RepoInfo, RepoName, RepoPath};
+use changecounter::Changes;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -19,7 +19,8 @@ CREATE TABLE IF NOT EXISTS repos (
     last_good_sync INTEGER,
     last_error TEXT,
     incarnation INTEGER NOT NULL DEFAULT 0,
-    state_gen INTEGER NOT NULL DEFAULT 0
+    state_gen INTEGER NOT NULL DEFAULT 0,
+    private INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS seen_heads (
     repo TEXT NOT NULL,
@@ -66,6 +67,7 @@ pub(crate) struct RepoRow {
     /// Bumped in the transaction of every change to the repository's retention roots or
     /// refs (sync, pin, unpin, sweep): another process reloads its view when it moves.
     pub state_gen: u64,
+    pub private: bool,
 }
 
 impl RepoRow {
@@ -79,6 +81,7 @@ impl RepoRow {
             last_sync: self.last_sync,
             last_good_sync: self.last_good_sync,
             last_error: self.last_error.clone(),
+            private: self.private,
         }
     }
 }
@@ -108,7 +111,7 @@ pub(crate) fn from_db_time(n: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_nanos(u64::try_from(n).unwrap_or(0))
 }
 
-const REPO_COLUMNS: &str = "name, source, registered_path, branch, default_branch, head, last_sync, last_good_sync, last_error, incarnation, state_gen";
+const REPO_COLUMNS: &str = "name, source, registered_path, branch, default_branch, head, last_sync, last_good_sync, last_error, incarnation, state_gen, private";
 
 type RawRow = (
     String,
@@ -122,6 +125,7 @@ type RawRow = (
     Option<String>,
     i64,
     i64,
+    bool,
 );
 
 fn raw_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
@@ -137,6 +141,7 @@ fn raw_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
         row.get(8)?,
         row.get(9)?,
         row.get(10)?,
+        row.get(11)?,
     ))
 }
 
@@ -153,6 +158,7 @@ fn parse_row(raw: RawRow) -> Result<RepoRow, Error> {
         last_error,
         incarnation,
         state_gen,
+        private,
     ) = raw;
     let corrupt = |what: &str| {
         tracing::warn!(repo = %name, "gitstore: corrupt metadata row ({what})");
@@ -173,6 +179,7 @@ fn parse_row(raw: RawRow) -> Result<RepoRow, Error> {
         last_error,
         incarnation: u64::try_from(incarnation).unwrap_or(0),
         state_gen: u64::try_from(state_gen).unwrap_or(0),
+        private,
     })
 }
 
@@ -199,7 +206,7 @@ fn migrate(conn: &mut Connection) -> Result<(), Error> {
             .collect::<Result<_, _>>()
             .map_err(storage("upgrading the metadata schema"))?
     };
-    for column in ["incarnation", "state_gen"] {
+    for column in ["incarnation", "state_gen", "private"] {
         if !columns.iter().any(|c| c == column) {
             tx.execute_batch(&format!(
                 "ALTER TABLE repos ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0"
@@ -273,7 +280,7 @@ impl Db {
         })
     }
 
-    /// The shared change counter (see [`crate::changes`]): `None` when it could not be
+    /// The shared change counter (see [`changecounter`]): `None` when it could not be
     /// mapped, and then only `data_version` tells.
     pub(crate) fn changes(&self) -> Option<u64> {
         self.changes.current()
@@ -331,19 +338,33 @@ impl Db {
             .map_err(storage("saving a registration"))?;
         let incarnation = bump_registry(&tx)?;
         tx.execute(
-            "INSERT INTO repos (name, source, registered_path, branch, default_branch, incarnation) VALUES (?1, ?2, ?3, ?4, ?4, ?5)",
+            "INSERT INTO repos (name, source, registered_path, branch, default_branch, incarnation, private) VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6)",
             params![
                 reg.name.as_str(),
                 reg.source,
                 reg.registered_path.as_str(),
                 reg.branch,
-                incarnation
+                incarnation,
+                reg.private.unwrap_or(false)
             ],
         )
         .map_err(storage("saving a registration"))?;
         tx.commit().map_err(storage("saving a registration"))?;
         self.changes.bump();
         Ok(u64::try_from(incarnation).unwrap_or(0))
+    }
+
+    /// Sets the visibility of `name`; whether it is registered.
+    pub(crate) fn set_private(&self, name: &RepoName, private: bool) -> Result<bool, Error> {
+        let changed = self
+            .conn()
+            .execute(
+                "UPDATE repos SET private = ?2 WHERE name = ?1",
+                params![name.as_str(), private],
+            )
+            .map_err(storage("saving the visibility"))?;
+        self.changes.bump();
+        Ok(changed > 0)
     }
 
     /// Removes the registration `name` if it still is `incarnation`; whether it was.

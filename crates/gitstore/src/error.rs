@@ -26,6 +26,13 @@ pub enum Error {
         "repository name `{0}` is already registered with another source or path; remove it first or pick another name"
     )]
     NameTaken(RepoName),
+    /// Registered again with the other visibility: changing it is an explicit act.
+    #[error(
+        "repository `{name}` is registered as {}; change that with `csg repo visibility {name} {}`",
+        if *.private { "private" } else { "public" },
+        if *.private { "public" } else { "private" }
+    )]
+    VisibilityDiffers { name: RepoName, private: bool },
     /// The repository was registered but never synced successfully.
     #[error("repository `{0}` has not been synced yet; try again once its first sync has finished")]
     NotSynced(RepoName),

@@ -14,7 +14,6 @@
 //! scope only decides what is visible.
 
 mod blobcache;
-mod changes;
 mod clock;
 mod db;
 mod error;
@@ -66,6 +65,10 @@ pub struct Registration {
     pub registered_path: RepoPath,
     /// The default branch; `None` takes the source's `HEAD`.
     pub branch: Option<String>,
+    /// Private (readable only by users granted it, A-2) or public. `None`: public for a new
+    /// registration, and whatever it is for an existing one (so `serve --repo` does not undo
+    /// `csg repo visibility`).
+    pub private: Option<bool>,
 }
 
 /// A registered repository and its sync state, as `discovery` shows it (S-5).
@@ -84,6 +87,8 @@ pub struct RepoInfo {
     pub last_good_sync: Option<SystemTime>,
     /// The error of the last sync attempt, if it failed (G-3). Never a host path.
     pub last_error: Option<String>,
+    /// Readable only by users granted it.
+    pub private: bool,
 }
 
 /// The result of one successful sync.
@@ -217,6 +222,10 @@ impl Drop for Lease {
     }
 }
 
+/// The metadata database's file name in the data directory. Other stores of the data
+/// directory (`access`) keep their tables in it too.
+pub const METADATA_FILE: &str = "csg.sqlite";
+
 /// The store of registered repositories. Cheap to clone; share one per process.
 #[derive(Clone)]
 pub struct GitStore {
@@ -234,6 +243,11 @@ impl GitStore {
     /// The storage root this store lives in (part of every cache key above this crate).
     pub fn storage_root(&self) -> &std::path::Path {
         self.inner.storage_root()
+    }
+
+    /// The metadata database (`<data>/csg.sqlite`).
+    pub fn metadata_path(&self) -> std::path::PathBuf {
+        self.inner.storage_root().join(METADATA_FILE)
     }
 
     /// Every tracked branch head as of the last good sync, sorted by branch name (W-31
@@ -267,6 +281,16 @@ impl GitStore {
     /// One registration.
     pub fn repo(&self, name: &RepoName) -> Result<RepoInfo, Error> {
         self.inner.repo(name)
+    }
+
+    /// Whether `name` is private: in memory, kept current with changes of any process.
+    pub fn is_private(&self, name: &RepoName) -> Result<bool, Error> {
+        self.inner.is_private(name)
+    }
+
+    /// Makes `name` private or public; every process sees it from its next call.
+    pub fn set_private(&self, name: &RepoName, private: bool) -> Result<(), Error> {
+        self.inner.set_private(name, private)
     }
 
     /// The registered path (scope) of `name` now: in memory, kept current with registry

@@ -21,7 +21,7 @@ use crate::{
 use gix::ObjectId;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::SystemTime;
 
@@ -78,6 +78,9 @@ pub(crate) struct RepoState {
     source: String,
     registered_path: RepoPath,
     branch: Option<String>,
+    /// Private; changed in place (`csg repo visibility`), so it is not part of the
+    /// registration's identity.
+    private: AtomicBool,
     mirror: PathBuf,
     /// The file lock for fetch, ref updates, gc and removal, across processes.
     mirror_lock: PathBuf,
@@ -112,16 +115,6 @@ impl RepoState {
 
 use crate::GcHook;
 
-/// The metadata state `repos` reflects.
-#[derive(Default)]
-struct Seen {
-    /// `PRAGMA data_version` at the last full check (`None`: never).
-    version: Option<i64>,
-    /// The shared change counter loaded just before it.
-    changes: Option<u64>,
-    checked: Option<std::time::Instant>,
-}
-
 /// A lease just taken: the key to release, and the registration and view it was decided
 /// under, which the lease's reads go on using (one look at the registry per call).
 pub(crate) struct Leased {
@@ -137,7 +130,7 @@ pub(crate) struct Inner {
     repos: RwLock<BTreeMap<RepoName, Arc<RepoState>>>,
     /// What `repos` was last reconciled against. Held across a reconcile and across this
     /// process's own registry changes.
-    registry: Mutex<Seen>,
+    registry: Mutex<changecounter::Seen>,
     /// Snapshot leases of this store: (incarnation, commit) → count (G-8). Every key has a
     /// lease record on disk (written when the key was added); a count of zero keeps its key
     /// and record until this store's next sweep, so the read path never touches a file.
@@ -157,7 +150,7 @@ impl Inner {
     pub(crate) fn open(config: StoreConfig, clock: Arc<dyn Clock>) -> Result<Self, Error> {
         std::fs::create_dir_all(config.data_dir.join("mirrors"))
             .map_err(storage("creating the data directory"))?;
-        let db = Db::open(&config.data_dir.join("csg.sqlite"))?;
+        let db = Db::open(&config.data_dir.join(crate::METADATA_FILE))?;
         let owner = shared::Owner::create(&config.data_dir.join("leases"))?;
         let mut data_dir_forms = vec![config.data_dir.to_string_lossy().into_owned()];
         if let Ok(canonical) = config.data_dir.canonicalize() {
@@ -168,7 +161,7 @@ impl Inner {
             clock,
             db,
             repos: RwLock::new(BTreeMap::new()),
-            registry: Mutex::new(Seen::default()),
+            registry: Mutex::new(changecounter::Seen::default()),
             leases: Mutex::new(HashMap::new()),
             owner,
             gc_hook: Mutex::new(None),
@@ -181,33 +174,17 @@ impl Inner {
     }
 
     /// Sees what other processes changed (13). Per call one load of the shared change
-    /// counter ([`crate::changes`]); when it moved (or a second passed), `PRAGMA
+    /// counter ([`changecounter`]); when it moved (or a second passed), `PRAGMA
     /// data_version`; when that moved, the registrations are re-read and diffed against
     /// `repos` (new, removed and re-registered names), and a repository whose `state_gen`
     /// moved (another process synced, pinned or swept it) gets its view reloaded from the
     /// shared mirror.
     pub(crate) fn refresh(&self) -> Result<(), Error> {
-        let mut seen = lock(&self.registry);
-        // Loaded before `data_version` is asked: a write that commits after this load
-        // bumps the counter after that, so the next call looks again.
-        let changes = self.db.changes();
-        let now = std::time::Instant::now();
-        if let (Some(changes), Some(checked)) = (changes, seen.checked)
-            && seen.changes == Some(changes)
-            && now.saturating_duration_since(checked) < crate::changes::FULL_CHECK_EVERY
-        {
-            return Ok(());
-        }
-        let version = self.db.data_version()?;
-        if seen.version != Some(version) {
-            self.reconcile()?;
-        }
-        *seen = Seen {
-            version: Some(version),
-            changes,
-            checked: Some(now),
-        };
-        Ok(())
+        lock(&self.registry).refresh(
+            self.db.changes(),
+            || self.db.data_version(),
+            || self.reconcile(),
+        )
     }
 
     /// Rebuilds `repos` from the metadata (called with `registry` held).
@@ -222,6 +199,7 @@ impl Inner {
         for row in rows {
             let state = match current.get(&row.name) {
                 Some(state) if state.id == row.incarnation => {
+                    state.private.store(row.private, Ordering::SeqCst);
                     if state.state_gen.load(Ordering::SeqCst) != row.state_gen {
                         self.load_into(state, &row);
                     }
@@ -234,6 +212,7 @@ impl Inner {
                         row.source.clone(),
                         row.registered_path.clone(),
                         row.branch.clone(),
+                        row.private,
                     ));
                     self.load_into(&state, &row);
                     state
@@ -300,6 +279,7 @@ impl Inner {
         source: String,
         registered_path: RepoPath,
         branch: Option<String>,
+        private: bool,
     ) -> RepoState {
         let (owner, repo) = name
             .as_str()
@@ -315,6 +295,7 @@ impl Inner {
             source,
             registered_path,
             branch,
+            private: AtomicBool::new(private),
             maintenance: Mutex::new(()),
             view: RwLock::new(None),
             state_gen: AtomicU64::new(0),
@@ -361,24 +342,14 @@ impl Inner {
         let _registry = lock(&self.registry);
         let mut repos = self.repos.write().unwrap_or_else(PoisonError::into_inner);
         if let Some(row) = self.db.repo(&reg.name)? {
-            return if row.source == reg.source && row.registered_path == reg.registered_path {
-                Ok(row.info())
-            } else {
-                Err(Error::NameTaken(reg.name))
-            };
+            return same_registration(&row, &reg);
         }
         let incarnation = match self.db.insert_repo(&reg) {
             Ok(incarnation) => incarnation,
             // Another process registered the name between our check and our insert.
             Err(e) => {
                 return match self.db.repo(&reg.name)? {
-                    Some(row)
-                        if row.source == reg.source
-                            && row.registered_path == reg.registered_path =>
-                    {
-                        Ok(row.info())
-                    }
-                    Some(_) => Err(Error::NameTaken(reg.name)),
+                    Some(row) => same_registration(&row, &reg),
                     None => Err(e),
                 };
             }
@@ -389,6 +360,7 @@ impl Inner {
             reg.source.clone(),
             reg.registered_path.clone(),
             reg.branch.clone(),
+            reg.private.unwrap_or(false),
         );
         repos.insert(reg.name.clone(), Arc::new(state));
         drop(repos);
@@ -473,6 +445,19 @@ impl Inner {
 
     /// The registered path of `name` as this store knows it now (after the per-call
     /// registry check), without a metadata query.
+    pub(crate) fn is_private(&self, name: &RepoName) -> Result<bool, Error> {
+        Ok(self.state(name)?.private.load(Ordering::SeqCst))
+    }
+
+    pub(crate) fn set_private(&self, name: &RepoName, private: bool) -> Result<(), Error> {
+        let state = self.state(name)?;
+        if !self.db.set_private(name, private)? {
+            return Err(Error::UnknownRepo(name.clone()));
+        }
+        state.private.store(private, Ordering::SeqCst);
+        Ok(())
+    }
+
     pub(crate) fn registered_path(&self, name: &RepoName) -> Result<RepoPath, Error> {
         Ok(self.state(name)?.registered_path.clone())
     }
@@ -1085,5 +1070,20 @@ pub(crate) fn resolve_prefix(
             prefix: hex.to_string(),
             candidates: many.iter().map(to_commit_id).collect::<Result<_, _>>()?,
         }),
+    }
+}
+
+/// Registering a name that is registered already: the same source and path is the existing
+/// registration (unless the visibility asked for differs), anything else is taken.
+fn same_registration(row: &crate::db::RepoRow, reg: &Registration) -> Result<RepoInfo, Error> {
+    if row.source != reg.source || row.registered_path != reg.registered_path {
+        return Err(Error::NameTaken(reg.name.clone()));
+    }
+    match reg.private {
+        Some(private) if private != row.private => Err(Error::VisibilityDiffers {
+            name: reg.name.clone(),
+            private: row.private,
+        }),
+        _ => Ok(row.info()),
     }
 }

@@ -178,6 +178,7 @@ fn g1_configured_branch() {
         source: f.src.to_string_lossy().into_owned(),
         registered_path: RepoPath::root(),
         branch: Some("nope".to_string()),
+        private: None,
     };
     f.store.register(reg).unwrap();
     let err = f.store.sync(&other).unwrap_err();
@@ -1055,6 +1056,7 @@ fn g1_file_url_source() {
             source: format!("file://{}", f.src.display()),
             registered_path: RepoPath::root(),
             branch: None,
+            private: None,
         })
         .unwrap();
     assert_eq!(f.store.sync(&name).unwrap().head, Some(cid(&tip)));
@@ -1066,6 +1068,7 @@ fn g1_file_url_source() {
             source: format!("file://{}/nope", f.source.tmp().display()),
             registered_path: RepoPath::root(),
             branch: None,
+            private: None,
         })
         .unwrap();
     let err = f.store.sync(&bad).unwrap_err();
@@ -1230,6 +1233,7 @@ fn g5_sweep_skips_a_repository_busy_with_a_hung_fetch() {
             source: stuck_source.source(),
             registered_path: RepoPath::root(),
             branch: None,
+            private: None,
         })
         .unwrap();
     f.store.sync(&stuck).unwrap();

@@ -2,7 +2,8 @@
 
 use crate::Readiness;
 use crate::json::{ApiError, ItemJson};
-use axum::extract::{ConnectInfo, FromRequest, Query, Request, State};
+use axum::extract::{FromRequest, FromRequestParts, Query, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -13,7 +14,6 @@ use service::{
     AvailabilityRequest, CallContext, FileRange, ListRequest, ReadManyRequest, ReadRequest, Service,
 };
 use std::fmt::Write as _;
-use std::net::SocketAddr;
 use tokio_stream::StreamExt as _;
 
 #[derive(Clone)]
@@ -42,10 +42,17 @@ pub(crate) fn router(service: Service, readiness: Readiness) -> Router {
         .with_state(AppState { service, readiness })
 }
 
-/// The JSON API never runs plugins (R-6): every call gets the default context, whose
-/// connection parameter is irrelevant because the API does not enrich.
-fn context() -> CallContext {
-    CallContext::default()
+/// The call context of an API request: the caller the access layer established
+/// (`crate::auth`), anonymous when it did not run. The connection parameter `plugins` is
+/// irrelevant: the API does not enrich (R-6).
+struct Ctx(CallContext);
+
+impl<S: Send + Sync> FromRequestParts<S> for Ctx {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Ctx(crate::auth::context(parts)))
+    }
 }
 
 /// Arguments from the query string (GET) or a JSON body (POST). Unknown arguments are
@@ -84,6 +91,7 @@ struct ReadArgs {
 
 async fn read(
     State(state): State<AppState>,
+    Ctx(ctx): Ctx,
     Args(args): Args<ReadArgs>,
 ) -> Result<Json<ItemJson>, ApiError> {
     let request = ReadRequest {
@@ -94,7 +102,7 @@ async fn read(
         end_line: args.end_line,
         plugins: None,
     };
-    Ok(Json(state.service.read(&context(), request).await?.into()))
+    Ok(Json(state.service.read(&ctx, request).await?.into()))
 }
 
 #[derive(Deserialize)]
@@ -122,6 +130,7 @@ struct ReadManyJson {
 
 async fn read_many(
     State(state): State<AppState>,
+    Ctx(ctx): Ctx,
     Args(args): Args<ReadManyArgs>,
 ) -> Result<Json<ReadManyJson>, ApiError> {
     let request = ReadManyRequest {
@@ -138,7 +147,7 @@ async fn read_many(
             .collect(),
         plugins: None,
     };
-    let answer = state.service.read_many(&context(), request).await?;
+    let answer = state.service.read_many(&ctx, request).await?;
     Ok(Json(ReadManyJson {
         repo: answer.repo,
         commit: answer.commit,
@@ -160,7 +169,11 @@ struct SearchArgs {
 }
 
 /// `search` (S-1): the hits with full SHAs, `next_cursor`, and query statistics.
-async fn search(State(state): State<AppState>, Args(a): Args<SearchArgs>) -> Response {
+async fn search(
+    State(state): State<AppState>,
+    Ctx(ctx): Ctx,
+    Args(a): Args<SearchArgs>,
+) -> Response {
     let request = service::SearchRequest {
         query: a.query,
         repo: a.repo,
@@ -171,7 +184,7 @@ async fn search(State(state): State<AppState>, Args(a): Args<SearchArgs>) -> Res
         limit: a.limit,
         cursor: a.cursor,
     };
-    answer(state.service.search(&context(), request).await)
+    answer(state.service.search(&ctx, request).await)
 }
 
 #[derive(Deserialize)]
@@ -194,8 +207,12 @@ impl From<ListArgs> for ListRequest {
     }
 }
 
-async fn list(State(state): State<AppState>, Args(args): Args<ListArgs>) -> Response {
-    answer(state.service.list(&context(), args.into()).await)
+async fn list(
+    State(state): State<AppState>,
+    Ctx(ctx): Ctx,
+    Args(args): Args<ListArgs>,
+) -> Response {
+    answer(state.service.list(&ctx, args.into()).await)
 }
 
 #[derive(Deserialize)]
@@ -205,16 +222,15 @@ struct ResolveArgs {
     revision: String,
 }
 
-async fn resolve(State(state): State<AppState>, Args(args): Args<ResolveArgs>) -> Response {
-    answer(
-        state
-            .service
-            .resolve(&context(), args.repo, args.revision)
-            .await,
-    )
+async fn resolve(
+    State(state): State<AppState>,
+    Ctx(ctx): Ctx,
+    Args(args): Args<ResolveArgs>,
+) -> Response {
+    answer(state.service.resolve(&ctx, args.repo, args.revision).await)
 }
 
-async fn discovery(State(state): State<AppState>) -> Response {
+async fn discovery(State(state): State<AppState>, Ctx(ctx): Ctx) -> Response {
     #[derive(serde::Serialize)]
     struct Repos {
         repositories: Vec<service::RepoSummary>,
@@ -222,7 +238,7 @@ async fn discovery(State(state): State<AppState>) -> Response {
     answer(
         state
             .service
-            .discovery(&context())
+            .discovery(&ctx)
             .await
             .map(|repositories| Repos { repositories }),
     )
@@ -249,9 +265,10 @@ impl From<AvailabilityArgs> for AvailabilityRequest {
 
 async fn availability(
     State(state): State<AppState>,
+    Ctx(ctx): Ctx,
     Args(args): Args<AvailabilityArgs>,
 ) -> Response {
-    answer(state.service.availability(&context(), args.into()).await)
+    answer(state.service.availability(&ctx, args.into()).await)
 }
 
 fn answer<T: serde::Serialize>(result: Result<T, service::ServiceError>) -> Response {
@@ -273,23 +290,13 @@ struct PrepareArgs {
 /// total}}` while an index builds, then `{"result": …}` or `{"error": …}` (O-5).
 const NDJSON: &str = "application/x-ndjson";
 
-/// `prepare {repo, action, revision?}` (A-3). Until API tokens exist (A-1), the `prepare`
-/// capability belongs to callers on this machine only: a remote peer gets 403, and so does a
-/// request that came through a reverse proxy (which connects from loopback but forwards
-/// anyone).
+/// `prepare {repo, action, revision?}` (A-3): the service checks the `prepare` capability.
 async fn prepare(
     State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Ctx(ctx): Ctx,
     headers: HeaderMap,
     Args(a): Args<PrepareArgs>,
 ) -> Response {
-    if !local_operator(peer, &headers) {
-        return ApiError::forbidden(
-            "prepare is only accepted directly from the server's own machine until API tokens \
-             are configured; run `csg index rebuild` or `csg repo sync` on the server host",
-        )
-        .into_response();
-    }
     let action = match service::PrepareAction::parse(&a.action) {
         Ok(action) => action,
         Err(error) => return ApiError::from(error).into_response(),
@@ -304,28 +311,13 @@ async fn prepare(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|accept| accept.contains(NDJSON));
     if streamed {
-        prepare_streamed(state.service, request)
+        if let Err(error) = state.service.check_prepare(&ctx) {
+            return ApiError::from(error).into_response();
+        }
+        prepare_streamed(state.service, ctx, request)
     } else {
-        answer(state.service.prepare(&context(), request, |_| {}).await)
+        answer(state.service.prepare(&ctx, request, |_| {}).await)
     }
-}
-
-/// Whether a request may use operator capabilities before API tokens exist: it comes directly
-/// from this machine (not through a proxy, which connects from loopback but forwards anyone).
-fn local_operator(peer: SocketAddr, headers: &HeaderMap) -> bool {
-    let proxied = ["forwarded", "x-forwarded-for", "x-real-ip"]
-        .iter()
-        .any(|name| headers.contains_key(*name));
-    is_local(peer) && !proxied
-}
-
-/// [`local_operator`] for a request's head, as the MCP endpoint sees it (its
-/// `reload_plugins` tool): false when the peer address is unknown.
-pub fn operator_request(parts: &axum::http::request::Parts) -> bool {
-    parts
-        .extensions
-        .get::<ConnectInfo<SocketAddr>>()
-        .is_some_and(|ConnectInfo(peer)| local_operator(*peer, &parts.headers))
 }
 
 /// `GET /sourcegraph/api/plugins/status` (P-12): the server plugins' status.
@@ -334,35 +326,17 @@ async fn plugins_status(State(state): State<AppState>) -> Response {
 }
 
 /// `POST /sourcegraph/api/plugins/reload` (P-12): an operator action, like `prepare`.
-async fn plugins_reload(
-    State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-) -> Response {
-    if !local_operator(peer, &headers) {
-        return ApiError::forbidden(
-            "reloading server plugins is only accepted directly from the server's own machine \
-             until API tokens are configured; run `csg plugins reload` on the server host",
-        )
-        .into_response();
-    }
-    answer(state.service.reload_server_plugins().await)
-}
-
-/// Whether `peer` is on this machine: a loopback address, also in its IPv4-mapped IPv6 form
-/// (`::ffff:127.0.0.1`), which is how a local IPv4 client appears to a server bound to `[::]`.
-fn is_local(peer: SocketAddr) -> bool {
-    match peer.ip() {
-        std::net::IpAddr::V6(v6) => v6
-            .to_ipv4_mapped()
-            .map_or(v6.is_loopback(), |v4| v4.is_loopback()),
-        ip => ip.is_loopback(),
-    }
+async fn plugins_reload(State(state): State<AppState>, Ctx(ctx): Ctx) -> Response {
+    answer(state.service.reload_server_plugins(&ctx).await)
 }
 
 /// Runs `prepare` in a task and streams its index-build progress (one line per percent) and
 /// then its result as NDJSON (O-5). A client that hangs up does not stop the work.
-fn prepare_streamed(service: Service, request: service::PrepareRequest) -> Response {
+fn prepare_streamed(
+    service: Service,
+    ctx: CallContext,
+    request: service::PrepareRequest,
+) -> Response {
     let (lines, receiver) = tokio::sync::mpsc::unbounded_channel::<String>();
     let progress_lines = lines.clone();
     let mut last_percent = None;
@@ -375,7 +349,7 @@ fn prepare_streamed(service: Service, request: service::PrepareRequest) -> Respo
         }
     };
     tokio::spawn(async move {
-        let last = match service.prepare(&context(), request, progress).await {
+        let last = match service.prepare(&ctx, request, progress).await {
             Ok(answer) => serde_json::json!({ "result": answer }),
             Err(error) => serde_json::json!(ApiError::from(error).1),
         };
@@ -501,6 +475,34 @@ async fn metrics(State(state): State<AppState>) -> Response {
         ];
         counter_lines(&mut out, &counters);
     }
+    let auth = &crate::auth::COUNTERS;
+    let load =
+        |counter: &std::sync::atomic::AtomicU64| counter.load(std::sync::atomic::Ordering::Relaxed);
+    counter_lines(
+        &mut out,
+        &[
+            (
+                "csg_auth_authenticated_total",
+                "Calls with a valid API token.",
+                load(&auth.authenticated),
+            ),
+            (
+                "csg_auth_refused_total",
+                "Calls refused for a wrong, revoked or malformed API token.",
+                load(&auth.refused),
+            ),
+            (
+                "csg_auth_rate_limited_total",
+                "Calls refused because their address presented too many wrong tokens.",
+                load(&auth.rate_limited),
+            ),
+            (
+                "csg_auth_token_in_url_total",
+                "Calls refused because they carried a token in the URL.",
+                load(&auth.token_in_url),
+            ),
+        ],
+    );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
 }
 
@@ -510,33 +512,5 @@ fn counter_lines(out: &mut String, counters: &[(&str, &str, u64)]) {
             out,
             "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
         );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A-3: `prepare`'s loopback check knows the IPv4-mapped form a dual-stack `[::]` listener
-    /// reports for a local IPv4 client, and still refuses remote peers in either form.
-    #[test]
-    fn a3_prepare_accepts_ipv4_mapped_loopback() {
-        let local = [
-            "127.0.0.1:5",
-            "[::1]:5",
-            "[::ffff:127.0.0.1]:5",
-            "[::ffff:127.8.9.1]:5",
-        ];
-        for peer in local {
-            assert!(is_local(peer.parse().unwrap()), "{peer}");
-        }
-        for peer in [
-            "10.0.0.1:5",
-            "[::ffff:10.0.0.1]:5",
-            "[2001:db8::1]:5",
-            "[::]:5",
-        ] {
-            assert!(!is_local(peer.parse().unwrap()), "{peer}");
-        }
     }
 }

@@ -85,30 +85,20 @@ pub struct ErrorDetail {
 pub(crate) struct ApiError(pub(crate) StatusCode, pub(crate) ErrorBody);
 
 impl ApiError {
-    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
+    pub(crate) fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
         Self(
-            StatusCode::BAD_REQUEST,
+            status,
             ErrorBody {
                 error: ErrorDetail {
-                    kind: "invalid_argument",
+                    kind,
                     message: message.into(),
                 },
             },
         )
     }
-}
 
-impl ApiError {
-    pub(crate) fn forbidden(message: impl Into<String>) -> Self {
-        Self(
-            StatusCode::FORBIDDEN,
-            ErrorBody {
-                error: ErrorDetail {
-                    kind: "forbidden",
-                    message: message.into(),
-                },
-            },
-        )
+    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid_argument", message)
     }
 }
 
@@ -121,6 +111,8 @@ impl From<ServiceError> for ApiError {
             ErrorKind::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             ErrorKind::Busy => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
             ErrorKind::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            ErrorKind::Unauthenticated => (StatusCode::UNAUTHORIZED, UNAUTHENTICATED),
+            ErrorKind::Forbidden => (StatusCode::FORBIDDEN, "forbidden"),
         };
         Self(
             status,
@@ -134,11 +126,33 @@ impl From<ServiceError> for ApiError {
     }
 }
 
+/// The error kind of a call that needs a token (401).
+pub(crate) const UNAUTHENTICATED: &str = "unauthenticated";
+/// The error kind of a presented token that is refused (401, RFC 6750 `invalid_token`).
+pub(crate) const INVALID_TOKEN: &str = "invalid_token";
+
+/// The challenge of a 401 (RFC 6750): which scheme, and whether the token was the problem.
+fn challenge(kind: &str) -> Option<&'static str> {
+    match kind {
+        UNAUTHENTICATED => Some("Bearer realm=\"context-sourcegraph\""),
+        INVALID_TOKEN => Some("Bearer realm=\"context-sourcegraph\", error=\"invalid_token\""),
+        _ => None,
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         if self.1.error.kind == "busy" {
             // The same call may succeed in a moment: say when to try again.
             return (self.0, [(header::RETRY_AFTER, "1")], Json(self.1)).into_response();
+        }
+        if let Some(challenge) = challenge(self.1.error.kind) {
+            return (
+                self.0,
+                [(header::WWW_AUTHENTICATE, challenge)],
+                Json(self.1),
+            )
+                .into_response();
         }
         (self.0, Json(self.1)).into_response()
     }

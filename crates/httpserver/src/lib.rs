@@ -7,6 +7,7 @@
 //! builds; this crate does not know MCP.
 
 mod api;
+mod auth;
 mod json;
 
 use axum::Router;
@@ -14,7 +15,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-pub use api::operator_request;
+pub use auth::with_access;
 pub use json::{ErrorBody, ItemJson};
 
 /// Whether the server is ready to answer (`/readyz`): set once start-up work is done.

@@ -22,7 +22,7 @@ mod server;
 mod serverplugins;
 
 pub use render::render_read_block;
-pub use server::{McpServer, OperatorCheck};
+pub use server::McpServer;
 
 use rmcp::ServiceExt;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -45,9 +45,6 @@ pub struct McpConfig {
     /// list refuses every present `Origin`. Deriving the list from the listen address is the
     /// caller's job. Default: empty.
     pub allowed_origins: Vec<String>,
-    /// Who may run operator tools (`reload_plugins`) over HTTP; `None`: nobody (stdio always
-    /// may: it is the local user).
-    pub operator_check: Option<OperatorCheck>,
 }
 
 impl Default for McpConfig {
@@ -55,7 +52,6 @@ impl Default for McpConfig {
         Self {
             allowed_hosts: StreamableHttpServerConfig::default().allowed_hosts,
             allowed_origins: Vec::new(),
-            operator_check: None,
         }
     }
 }
@@ -66,6 +62,9 @@ pub type HttpService = StreamableHttpService<McpServer, NeverSessionManager>;
 
 /// The Streamable HTTP MCP endpoint, to mount with
 /// `axum::Router::nest_service("/sourcegraph/mcp", svc)`.
+///
+/// Who calls is a `service::Caller` in the request's extensions, put there by the HTTP
+/// access layer in front; a request without one is anonymous.
 ///
 /// Stateless for every protocol revision (no `Mcp-Session-Id`; `GET` and `DELETE` answer 405),
 /// plain JSON replies where the answer is a single message, `Host` and `Origin` validated per
@@ -78,7 +77,6 @@ pub fn http_service(
     let McpConfig {
         allowed_hosts,
         allowed_origins,
-        operator_check,
     } = config;
     let http_config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
@@ -96,7 +94,6 @@ pub fn http_service(
                 service.clone(),
                 PluginsSource::RequestUrl,
                 catalogue.clone(),
-                operator_check,
             ))
         },
         Arc::new(NeverSessionManager::default()),
@@ -125,7 +122,7 @@ pub async fn serve_stdio(
     plugins: service::ConnectionPlugins,
 ) -> Result<(), McpError> {
     let catalogue = Arc::new(Catalogue::new(&Limits::new(service.config())));
-    let server = McpServer::new(service, PluginsSource::Fixed(plugins), catalogue, None);
+    let server = McpServer::new(service, PluginsSource::Fixed(plugins), catalogue);
     let running = server
         .serve(rmcp::transport::stdio_pipes())
         .await
@@ -160,7 +157,6 @@ mod tests {
             service,
             PluginsSource::Fixed(service::ConnectionPlugins::Off),
             catalogue,
-            None,
         );
         let served = tokio::spawn(async move {
             let running = server

@@ -19,7 +19,7 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
-use service::{ArgumentRewrite, CallContext, ConnectionPlugins, ServiceError};
+use service::{ArgumentRewrite, CallContext, Caller, ConnectionPlugins, ServiceError};
 use std::sync::Arc;
 
 /// The MCP server key and implementation name (seed 000).
@@ -129,24 +129,18 @@ pub struct McpServer {
     service: service::Service,
     plugins: PluginsSource,
     catalogue: Arc<Catalogue>,
-    operator_check: Option<OperatorCheck>,
 }
-
-/// Decides from an HTTP request whether its caller may run operator tools (`reload_plugins`).
-pub type OperatorCheck = fn(&http::request::Parts) -> bool;
 
 impl McpServer {
     pub(crate) fn new(
         service: service::Service,
         plugins: PluginsSource,
         catalogue: Arc<Catalogue>,
-        operator_check: Option<OperatorCheck>,
     ) -> Self {
         Self {
             service,
             plugins,
             catalogue,
-            operator_check,
         }
     }
 
@@ -359,20 +353,13 @@ impl McpServer {
         &self,
         name: &str,
         arguments: Option<rmcp::model::JsonObject>,
-        operator: bool,
+        ctx: &CallContext,
     ) -> Result<CallToolResult, ErrorData> {
         let _: DiscoveryArgs = args::parse(name, arguments)?;
         let answer = if name == "plugin_status" {
             Ok(self.service.server_plugins_status())
-        } else if !operator {
-            Err(ServiceError {
-                kind: service::ErrorKind::InvalidArgument,
-                message: "reload_plugins is an operator action: call it from the server's own \
-                          machine (csg plugins reload, or MCP over stdio or loopback)"
-                    .into(),
-            })
         } else {
-            self.service.reload_server_plugins().await
+            self.service.reload_server_plugins(ctx).await
         };
         Ok(match answer {
             Ok(status) => CallToolResult::success(vec![ContentBlock::text(
@@ -410,16 +397,17 @@ impl McpServer {
         tools
     }
 
-    /// Whether this request may run operator tools: stdio is the local user; over HTTP the
-    /// transport's check decides (a loopback peer), and without one nobody may.
-    fn operator(&self, context: &RequestContext<RoleServer>) -> bool {
-        match (&self.plugins, self.operator_check) {
-            (PluginsSource::Fixed(_), _) => true,
-            (PluginsSource::RequestUrl, Some(check)) => context
+    /// Who calls: stdio is the local user who started the process; over HTTP the access
+    /// layer in front put the caller into the request, and without it the caller is anonymous.
+    fn caller(&self, context: &RequestContext<RoleServer>) -> Caller {
+        match &self.plugins {
+            PluginsSource::Fixed(_) => Caller::Local,
+            PluginsSource::RequestUrl => context
                 .extensions
                 .get::<http::request::Parts>()
-                .is_some_and(check),
-            (PluginsSource::RequestUrl, None) => false,
+                .and_then(|parts| parts.extensions.get::<Caller>())
+                .cloned()
+                .unwrap_or(Caller::Anonymous),
         }
     }
 }
@@ -644,12 +632,14 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let plugins = self.connection_plugins(&context)?;
-        let ctx = CallContext { plugins };
+        let ctx = CallContext {
+            plugins,
+            caller: self.caller(&context),
+        };
         let name = request.name.to_string();
         if name == "reload_plugins" || name == "plugin_status" {
-            let operator = self.operator(&context);
             return self
-                .plugin_tool(&name, request.arguments, operator)
+                .plugin_tool(&name, request.arguments, &ctx)
                 .await
                 .map(Into::into);
         }

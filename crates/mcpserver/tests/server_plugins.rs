@@ -9,6 +9,7 @@ use rmcp::service::{RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
+use service::{Caller, Principal};
 use testgit::SourceRepo;
 use tokio_util::sync::CancellationToken;
 
@@ -29,7 +30,18 @@ impl Drop for Fixture {
     }
 }
 
-async fn start(files: &[(&str, &str)], config: McpConfig, enabled: bool) -> Fixture {
+/// A token's user with the prepare capability.
+fn operator() -> Caller {
+    Caller::User(Principal {
+        user: "ops".into(),
+        prepare: true,
+        token_id: 1,
+    })
+}
+
+/// A server whose requests all come from `caller` (what the HTTP access layer would have put
+/// into them; without it a request is anonymous).
+async fn start(files: &[(&str, &str)], caller: Option<Caller>, enabled: bool) -> Fixture {
     let plugins = tempfile::tempdir().unwrap();
     for (name, source) in files {
         std::fs::write(plugins.path().join(name), source).unwrap();
@@ -54,10 +66,18 @@ async fn start(files: &[(&str, &str)], config: McpConfig, enabled: bool) -> Fixt
     );
     service.index(REPO.into(), |_| {}).await.expect("index");
     let shutdown = CancellationToken::new();
-    let router = axum::Router::new().nest_service(
+    let mut router = axum::Router::new().nest_service(
         "/sourcegraph/mcp",
-        http_service(service, config, shutdown.clone()),
+        http_service(service, McpConfig::default(), shutdown.clone()),
     );
+    if let Some(caller) = caller {
+        router = router.layer(axum::middleware::from_fn(
+            move |mut request: axum::extract::Request, next: axum::middleware::Next| {
+                request.extensions_mut().insert(caller.clone());
+                next.run(request)
+            },
+        ));
+    }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let stop = shutdown.clone();
@@ -113,7 +133,7 @@ async fn p10_an_argument_rewrite_is_disclosed_with_both_sides_and_the_file() {
             "10_redirect.py",
             "def on_tool_call(call):\n    a = call[\"arguments\"]\n    if call[\"tool\"] == \"read\" and a.get(\"path\") == \"old/guide.md\":\n        return {\"arguments\": dict(a, path=\"docs/guide.md\")}\n",
         )],
-        McpConfig::default(),
+        None,
         true,
     )
     .await;
@@ -144,7 +164,7 @@ async fn p10_a_rewrite_the_tool_cannot_parse_is_discarded() {
             "bad.py",
             "def on_tool_call(call):\n    return {\"arguments\": {\"bogus\": 1}}\n",
         )],
-        McpConfig::default(),
+        None,
         true,
     )
     .await;
@@ -161,7 +181,7 @@ async fn p10_a_rewrite_the_tool_cannot_parse_is_discarded() {
 async fn p22_query_aliases_rewrite_a_search_and_say_so() {
     let f = start(
         &[("aliases.py", "QUERY_ALIASES = {\"k8s\": \"kubernetes\"}\n")],
-        McpConfig::default(),
+        None,
         true,
     )
     .await;
@@ -193,7 +213,7 @@ async fn p20_search_results_may_be_reordered_dropped_and_noted() {
             "rank.py",
             "def on_search_results(result):\n    hits = [h for h in result[\"hits\"] if h[\"path\"].startswith(\"docs/\")]\n    hits.sort(key=lambda h: h[\"path\"] != \"docs/ops.md\")\n    hits[0][\"note\"] = \"the runbook\"\n    return {\"hits\": hits}\n",
         )],
-        McpConfig::default(),
+        None,
         true,
     )
     .await;
@@ -220,7 +240,7 @@ async fn p20_read_notes_come_as_their_own_block_and_never_replace_the_body() {
             "notes.py",
             "def on_read_result(result):\n    item = result[\"items\"][0]\n    item[\"text\"] = \"tampered\"\n    return {\"notes\": result[\"notes\"] + [\"Owner: docs team (\" + result[\"commit\"][:7] + \")\"]}\n",
         )],
-        McpConfig::default(),
+        None,
         true,
     )
     .await;
@@ -242,7 +262,7 @@ async fn p22_aliases_name_repositories_and_presets_become_tools() {
                  TOOL_PRESETS = {{\"search_docs\": {{\"tool\": \"search\", \"description\": \"Search the handbook only.\", \"arguments\": {{\"repo\": \"kb\", \"path\": \"docs/**\"}}}}}}\n"
             ),
         )],
-        McpConfig::default(),
+        None,
         true,
     )
     .await;
@@ -303,7 +323,7 @@ async fn p22_aliases_name_repositories_and_presets_become_tools() {
 #[tokio::test]
 async fn p12_status_and_reload_over_mcp_for_operators_only() {
     let files = [("a.py", "def on_read_result(result):\n    return None\n")];
-    let remote = start(&files, McpConfig::default(), true).await;
+    let remote = start(&files, None, true).await;
     let status = remote
         .client
         .call_tool(call("plugin_status", json!({})))
@@ -330,16 +350,12 @@ async fn p12_status_and_reload_over_mcp_for_operators_only() {
         .unwrap();
     assert_eq!(refused.is_error, Some(true));
     assert!(
-        texts(&refused)[0].contains("operator action"),
+        texts(&refused)[0].contains("needs the prepare capability"),
         "{:?}",
         texts(&refused)
     );
 
-    let operator = McpConfig {
-        operator_check: Some(|_| true),
-        ..McpConfig::default()
-    };
-    let local = start(&files, operator, true).await;
+    let local = start(&files, Some(operator()), true).await;
     std::fs::write(local.plugins.path().join("b.py"), "QUERY_ALIAS = {}\n").unwrap();
     let reloaded = local
         .client
@@ -356,11 +372,12 @@ async fn p12_status_and_reload_over_mcp_for_operators_only() {
 
 #[tokio::test]
 async fn p1_disabled_server_plugins_say_so() {
-    let operator = McpConfig {
-        operator_check: Some(|_| true),
-        ..McpConfig::default()
-    };
-    let f = start(&[("a.py", "raise SystemExit(1)\n")], operator, false).await;
+    let f = start(
+        &[("a.py", "raise SystemExit(1)\n")],
+        Some(operator()),
+        false,
+    )
+    .await;
     let reload = f
         .client
         .call_tool(call("reload_plugins", json!({})))

@@ -19,6 +19,10 @@ pub enum ErrorKind {
     Busy,
     /// Something broke inside; the message is generic and the detail is in the log.
     Internal,
+    /// The call needs a token and came without one (HTTP 401 with `WWW-Authenticate`).
+    Unauthenticated,
+    /// The caller's user lacks the capability the call needs (HTTP 403).
+    Forbidden,
 }
 
 /// An operation's failure.
@@ -46,6 +50,20 @@ impl ServiceError {
     pub(crate) fn busy(message: impl Into<String>) -> Self {
         Self {
             kind: ErrorKind::Busy,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn unauthenticated(message: impl Into<String>) -> Self {
+        Self {
+            kind: ErrorKind::Unauthenticated,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn forbidden(message: impl Into<String>) -> Self {
+        Self {
+            kind: ErrorKind::Forbidden,
             message: message.into(),
         }
     }
@@ -86,8 +104,22 @@ impl From<gitstore::Error> for ServiceError {
             | E::NotUtf8 { .. }
             | E::TooLarge { .. } => ErrorKind::InvalidArgument,
             E::NotSynced(_) | E::Sync { .. } => ErrorKind::Unavailable,
-            E::NameTaken(_) => ErrorKind::InvalidArgument,
+            E::NameTaken(_) | E::VisibilityDiffers { .. } => ErrorKind::InvalidArgument,
             E::Storage(_) => ErrorKind::Internal,
+        };
+        Self {
+            kind,
+            message: error.to_string(),
+        }
+    }
+}
+
+impl From<access::Error> for ServiceError {
+    fn from(error: access::Error) -> Self {
+        let kind = match &error {
+            access::Error::Storage(_) => ErrorKind::Internal,
+            access::Error::Malformed | access::Error::InvalidToken => ErrorKind::Unauthenticated,
+            _ => ErrorKind::InvalidArgument,
         };
         Self {
             kind,

@@ -269,13 +269,14 @@ impl Service {
             req.query = query;
         }
         let hook = self.search_hook(ctx);
-        let mut answer = self.search_base(req, hook).await?;
+        let mut answer = self.search_base(ctx.caller.clone(), req, hook).await?;
         answer.query_rewrite = rewrite;
         Ok(answer)
     }
 
     async fn search_base(
         &self,
+        caller: crate::Caller,
         req: SearchRequest,
         hook: Option<crate::serverplugins::SearchHook>,
     ) -> Result<SearchAnswer, ServiceError> {
@@ -288,15 +289,21 @@ impl Service {
             let repos = match &req.repo {
                 Some(repo) => {
                     let name = RepoName::parse(repo)?;
-                    inner.store.repo(&name)?;
+                    inner.check_read(&caller, &name)?;
                     vec![name.to_string()]
                 }
-                None => inner
-                    .store
-                    .repos()?
-                    .into_iter()
-                    .map(|info| info.name.to_string())
-                    .collect(),
+                None => {
+                    if caller == crate::Caller::Anonymous && !inner.config.public_read {
+                        return Err(ServiceError::unauthenticated(crate::TOKEN_NEEDED));
+                    }
+                    inner
+                        .store
+                        .repos()?
+                        .into_iter()
+                        .filter(|info| inner.may_read(&caller, &info.name))
+                        .map(|info| info.name.to_string())
+                        .collect()
+                }
             };
             // S-1: every hit must be readable at the SHA it names. Lease each indexed commit
             // for the search; one that left retention (its repository not re-indexed since)
@@ -445,7 +452,7 @@ impl Inner {
         let indexes = self.indexes()?;
         let started = Instant::now();
         let (name, commit, _lease, source) = self.locked(|| -> Result<_, ServiceError> {
-            let (name, commit) = self.resolve(repo, None)?;
+            let (name, commit) = self.resolve(&crate::Caller::Local, repo, None)?;
             let lease = self.store.lease(&name, &commit)?;
             let entries = self
                 .store

@@ -13,10 +13,12 @@ mod error;
 mod index;
 mod lines;
 mod model;
+mod permissions;
 mod prepare;
 mod serverplugins;
 mod stats;
 
+pub use access::TOKEN_PREFIX;
 pub use background::{Shutdown, spawn_maintenance};
 pub use enrich::CATALOG_IDLE;
 pub use error::{ErrorKind, ServiceError};
@@ -26,6 +28,7 @@ pub use index::{
     SearchStatsAnswer,
 };
 pub use model::*;
+pub use permissions::{AuthFailure, Caller, Principal, TOKEN_NEEDED};
 pub use prepare::{IndexReport, PrepareAction, PrepareAnswer, PrepareRequest};
 pub use pyplugin::HostConfig;
 pub use pyplugin::{State as HostState, summary as failure_summary};
@@ -45,6 +48,8 @@ pub const PREPARED_BRANCHES: usize = 16;
 pub struct CallContext {
     /// The connection's `plugins` parameter (M-2).
     pub plugins: ConnectionPlugins,
+    /// Who is calling.
+    pub caller: Caller,
 }
 
 /// Limits of the read operations. Defaults are the SPEC's.
@@ -73,6 +78,9 @@ pub struct ServiceConfig {
     pub max_concurrent_searches: usize,
     /// How long a search waits for a free slot (1 s).
     pub search_queue_wait: std::time::Duration,
+    /// Anonymous HTTP callers may read public repositories (A-2; on by default, as the
+    /// embedded default of O-2 serves its repository to the loopback).
+    pub public_read: bool,
 }
 
 impl Default for ServiceConfig {
@@ -89,6 +97,7 @@ impl Default for ServiceConfig {
             index: IndexConfig::default(),
             max_concurrent_searches: index::default_concurrent_searches(),
             search_queue_wait: std::time::Duration::from_secs(1),
+            public_read: true,
         }
     }
 }
@@ -118,6 +127,9 @@ struct Inner {
     /// Epochs whose `on_source_file` shaped a published index generation, by derived
     /// fingerprint: incremental builds keep using them until a rebuild (P-7).
     derived_epochs: std::sync::Mutex<std::collections::HashMap<String, pyplugin::Epoch>>,
+    /// Users, tokens and grants, or why they could not open (then only the local
+    /// caller and anonymous reads of public repositories work).
+    access: Result<access::AccessStore, String>,
 }
 
 impl Service {
@@ -132,8 +144,10 @@ impl Service {
         config: ServiceConfig,
         server_plugins: PluginHost,
     ) -> Self {
+        let access = access::AccessStore::open(&store.metadata_path()).map_err(|e| e.to_string());
         Self {
             inner: Arc::new(Inner {
+                access,
                 indexes: index::open(&store, config.index.clone()),
                 store,
                 query_lock: RwLock::new(()),
@@ -160,6 +174,7 @@ impl Service {
                 source: req.source,
                 registered_path: RepoPath::parse(&req.registered_path)?,
                 branch: req.branch,
+                private: None,
             })?;
             Ok(())
         })
@@ -169,8 +184,14 @@ impl Service {
     /// Removes a registration, its metadata and its mirror; its index goes with the next
     /// maintenance round ([`Service::prune_indexes`]).
     pub async fn unregister(&self, repo: String) -> Result<(), ServiceError> {
-        self.registry_change(move |store| Ok(store.unregister(&RepoName::parse(&repo)?)?))
-            .await
+        let name = RepoName::parse(&repo)?;
+        let forget = name.clone();
+        self.registry_change(move |store| Ok(store.unregister(&name)?))
+            .await?;
+        // A later registration under the name must not inherit the grants (after the
+        // registration is gone: a failure here leaves grants on a name nobody can read).
+        self.inner.access()?.forget_repo(forget.as_str())?;
+        Ok(())
     }
 
     /// Runs a registry change on the blocking pool under the write side of the query lock: a
@@ -231,7 +252,7 @@ impl Service {
     /// how many modules are ready (summed over the heads).
     pub async fn prepare_plugins(&self, repo: String) -> Result<usize, ServiceError> {
         self.unlocked(move |inner| {
-            let (name, head) = inner.locked(|| inner.resolve(&repo, None))?;
+            let (name, head) = inner.locked(|| inner.resolve(&Caller::Local, &repo, None))?;
             if inner.plugins.config.disabled {
                 return Ok(0);
             }
@@ -378,6 +399,7 @@ impl Service {
             revision: req.revision.clone(),
             plugins: req.plugins.clone(),
             enrich,
+            caller: ctx.caller.clone(),
         };
         let file = FileRange {
             path: req.path,
@@ -460,6 +482,7 @@ impl Service {
             revision: req.revision,
             plugins: req.plugins,
             enrich,
+            caller: ctx.caller.clone(),
         };
         let files = req.files;
         let base = move |inner: &Inner, lease: &gitstore::Lease, allowance: &mut Allowance| {
@@ -494,13 +517,14 @@ impl Service {
     /// `list` (S-7): the tree below a directory, inside the registered scope.
     pub async fn list(
         &self,
-        _ctx: &CallContext,
+        ctx: &CallContext,
         req: ListRequest,
     ) -> Result<ListAnswer, ServiceError> {
         let started = Instant::now();
+        let caller = ctx.caller.clone();
         let result = self
             .blocking(move |inner| {
-                let (name, commit) = inner.resolve(&req.repo, req.revision.as_deref())?;
+                let (name, commit) = inner.resolve(&caller, &req.repo, req.revision.as_deref())?;
                 let _lease = inner.store.lease(&name, &commit)?;
                 let path = RepoPath::parse(req.path.as_deref().unwrap_or(""))?;
                 let max_depth = inner.config.max_list_depth;
@@ -541,14 +565,15 @@ impl Service {
     /// `resolve` (S-6): a revision to the full SHA, or why not.
     pub async fn resolve(
         &self,
-        _ctx: &CallContext,
+        ctx: &CallContext,
         repo: String,
         revision: String,
     ) -> Result<ResolveAnswer, ServiceError> {
         let started = Instant::now();
+        let caller = ctx.caller.clone();
         let result = self
             .blocking(move |inner| {
-                let (name, commit) = inner.resolve(&repo, Some(&revision))?;
+                let (name, commit) = inner.resolve(&caller, &repo, Some(&revision))?;
                 Ok(ResolveAnswer {
                     repo: name.to_string(),
                     revision,
@@ -561,12 +586,17 @@ impl Service {
     }
 
     /// `discovery` (S-5): the repositories the caller may read.
-    pub async fn discovery(&self, _ctx: &CallContext) -> Result<Vec<RepoSummary>, ServiceError> {
-        self.blocking(|inner| {
+    pub async fn discovery(&self, ctx: &CallContext) -> Result<Vec<RepoSummary>, ServiceError> {
+        let caller = ctx.caller.clone();
+        self.blocking(move |inner| {
+            if caller == Caller::Anonymous && !inner.config.public_read {
+                return Err(ServiceError::unauthenticated(permissions::TOKEN_NEEDED));
+            }
             Ok(inner
                 .store
                 .repos()?
                 .into_iter()
+                .filter(|info| inner.may_read(&caller, &info.name))
                 .map(|info| RepoSummary {
                     name: info.name.to_string(),
                     registered_path: info.registered_path.to_string(),
@@ -586,15 +616,17 @@ impl Service {
     /// host.
     pub async fn availability(
         &self,
-        _ctx: &CallContext,
+        ctx: &CallContext,
         req: AvailabilityRequest,
     ) -> Result<AvailabilityAnswer, ServiceError> {
+        let caller = ctx.caller.clone();
         self.blocking(move |inner| {
             let name = RepoName::parse(&req.repo)?;
-            let visible = match inner.store.repo(&name) {
-                Ok(_) => true,
-                Err(gitstore::Error::UnknownRepo(_)) => false,
-                Err(other) => return Err(other.into()),
+            // a repository the caller may not read is answered as an unknown one.
+            let visible = match inner.check_read(&caller, &name) {
+                Ok(()) => true,
+                Err(e) if e.kind == ErrorKind::NotFound => false,
+                Err(other) => return Err(other),
             };
             let mut answer = AvailabilityAnswer {
                 repo: name.to_string(),
@@ -691,6 +723,7 @@ impl Inner {
         };
         let mut read = || -> Result<Option<(A, gitstore::Lease)>, ServiceError> {
             let name = RepoName::parse(&frame.repo)?;
+            self.check_read(&frame.caller, &name)?;
             let lease = self
                 .store
                 .lease_revision(&name, frame.revision.as_deref())?;
@@ -710,10 +743,12 @@ impl Inner {
 
     fn resolve(
         &self,
+        caller: &Caller,
         repo: &str,
         revision: Option<&str>,
     ) -> Result<(RepoName, CommitId), ServiceError> {
         let name = RepoName::parse(repo)?;
+        self.check_read(caller, &name)?;
         let commit = self.store.resolve(&name, revision)?;
         Ok((name, commit))
     }
@@ -779,7 +814,7 @@ impl Inner {
 }
 
 /// Formats a time as RFC 3339 UTC (`2026-12-02T11:56:03Z`), without a date crate.
-fn rfc3339(time: SystemTime) -> String {
+pub fn rfc3339(time: SystemTime) -> String {
     let secs = time
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -811,6 +846,8 @@ struct Frame {
     revision: Option<String>,
     plugins: Option<Vec<PluginSelection>>,
     enrich: bool,
+    /// Checked before the lease is taken.
+    caller: Caller,
 }
 
 impl Frame {

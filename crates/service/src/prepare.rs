@@ -3,7 +3,7 @@
 //! apart from the read operations because it needs the `prepare` capability, which plugins
 //! never grant.
 
-use crate::{BuildProgress, CallContext, Service, ServiceError};
+use crate::{BuildProgress, CallContext, Caller, Service, ServiceError};
 use gitstore::RepoName;
 use serde::Serialize;
 
@@ -93,10 +93,12 @@ impl Service {
     /// Runs one `prepare` action; `progress` sees index-build progress (O-5).
     pub async fn prepare(
         &self,
-        _ctx: &CallContext,
+        ctx: &CallContext,
         req: PrepareRequest,
         mut progress: impl FnMut(BuildProgress) + Send + 'static,
     ) -> Result<PrepareAnswer, ServiceError> {
+        // an operator capability over every repository; it does not grant read.
+        self.inner.check_prepare(&ctx.caller, "prepare")?;
         let name = RepoName::parse(&req.repo)?;
         let answer = |commit: Option<String>, index: Option<IndexReport>| PrepareAnswer {
             repo: name.to_string(),
@@ -135,7 +137,8 @@ impl Service {
                 let repo = name.to_string();
                 let commit = self
                     .blocking(move |inner| {
-                        let (name, commit) = inner.resolve(&repo, Some(&revision))?;
+                        let (name, commit) =
+                            inner.resolve(&Caller::Local, &repo, Some(&revision))?;
                         if pin {
                             inner.store.pin(&name, &commit)?;
                         } else {

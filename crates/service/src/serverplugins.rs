@@ -37,9 +37,9 @@ pub struct ServerPluginsStatus {
     pub index_stale_repos: Vec<String>,
 }
 
-fn caller(_ctx: &CallContext) -> Value {
-    // P-11: the caller appears only as whether it is authenticated; there are no tokens yet.
-    json!({"authenticated": false})
+fn caller(ctx: &CallContext) -> Value {
+    // P-11: the caller appears only as whether it is authenticated.
+    json!({"authenticated": ctx.caller.authenticated()})
 }
 
 impl Service {
@@ -70,7 +70,13 @@ impl Service {
     }
 
     /// `reload_plugins` (P-12): a new epoch from the directory; calls in flight keep theirs.
-    pub async fn reload_server_plugins(&self) -> Result<ServerPluginsStatus, ServiceError> {
+    /// An operator action: needs the prepare capability.
+    pub async fn reload_server_plugins(
+        &self,
+        ctx: &CallContext,
+    ) -> Result<ServerPluginsStatus, ServiceError> {
+        self.inner
+            .check_prepare(&ctx.caller, "reloading server plugins")?;
         let host = self.inner.server_plugins.clone();
         let reloaded = tokio::task::spawn_blocking(move || host.reload())
             .await

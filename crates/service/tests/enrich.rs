@@ -155,6 +155,7 @@ async fn w10_call_and_connection_selection() {
     let service = service(&source, "");
     let off = CallContext {
         plugins: ConnectionPlugins::Off,
+        ..CallContext::default()
     };
     let named = ReadRequest {
         plugins: Some(vec![selection("echo", json!({"whole": "W"}))]),
@@ -193,6 +194,7 @@ async fn w10_call_and_connection_selection() {
     );
     let connection_list = CallContext {
         plugins: ConnectionPlugins::Named(vec!["other".into()]),
+        ..CallContext::default()
     };
     let (_, listed) = service
         .read_enriched(&connection_list, read("a.md"))

@@ -22,6 +22,7 @@ async fn g3_hung_fetch_does_not_stall_other_repositories() {
             source: live_source.source(),
             registered_path: RepoPath::root(),
             branch: None,
+            private: None,
         })
         .unwrap();
     store.sync(&live).unwrap();

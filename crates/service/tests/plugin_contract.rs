@@ -78,7 +78,10 @@ fn named(name: &str) -> Option<Vec<PluginSelection>> {
 }
 
 fn ctx(plugins: ConnectionPlugins) -> CallContext {
-    CallContext { plugins }
+    CallContext {
+        plugins,
+        ..CallContext::default()
+    }
 }
 
 fn codes(enrichment: &Enrichment) -> Vec<&str> {

@@ -87,7 +87,10 @@ async fn p7_p21_derived_state_edit_marks_stale_and_rebuild_publishes() {
     assert_eq!(read.outcome.unwrap().content, "one alpha line\n");
 
     std::fs::write(plugins.path().join("shape.py"), hook("zeta")).unwrap();
-    service.reload_server_plugins().await.unwrap();
+    service
+        .reload_server_plugins(&service::CallContext::default())
+        .await
+        .unwrap();
     let status = service.server_plugins_status();
     assert_eq!(status.index, "index stale: rebuild pending");
     assert_eq!(status.index_stale_repos, [REPO]);

@@ -197,6 +197,7 @@ impl SourceRepo {
             source: self.source(),
             registered_path: gitstore::RepoPath::parse(scope).expect("registered path"),
             branch: None,
+            private: None,
         };
         store.register(registration).expect("register");
         store.sync(&name).expect("sync");

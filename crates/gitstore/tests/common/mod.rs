@@ -69,6 +69,7 @@ impl Fixture {
             source: self.src.to_string_lossy().into_owned(),
             registered_path: path(registered_path),
             branch: None,
+            private: None,
         }
     }
 

@@ -1,5 +1,7 @@
-//! A change counter shared by every process on one data directory: an 8-byte file each
-//! process maps, which every metadata write bumps after its commit.
+//! `changecounter`: a change counter shared by every process on one data directory, an
+//! 8-byte file each process maps, which every metadata write bumps after its commit. The
+//! repository registry (`gitstore`) and the access store (`access`) both keep an in-memory
+//! view of SQLite tables fresh with it.
 //!
 //! Seeing other processes' changes used to cost a `PRAGMA data_version` per call, that is a
 //! SQLite read transaction with its file locks (four `fcntl` calls) under the registry mutex:
@@ -11,21 +13,21 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How stale a store's view of writers that do not bump the counter may get.
-pub(crate) const FULL_CHECK_EVERY: Duration = Duration::from_secs(1);
+pub const FULL_CHECK_EVERY: Duration = Duration::from_secs(1);
 
 /// The mapped counter, or nothing when the file cannot be mapped (then every call makes
 /// the full check, as before the counter existed).
-pub(crate) struct Changes {
+pub struct Changes {
     #[cfg(unix)]
     map: Option<unix::Mapping>,
 }
 
 impl Changes {
     /// Maps the counter file at `path`, creating it.
-    pub(crate) fn open(path: &Path) -> Self {
+    pub fn open(path: &Path) -> Self {
         #[cfg(unix)]
         {
             let map = unix::Mapping::open(path)
@@ -33,7 +35,7 @@ impl Changes {
                     tracing::warn!(
                         path = %path.display(),
                         error = %e,
-                        "gitstore: no shared change counter; every read asks the metadata"
+                        "no shared change counter; every call asks the metadata database"
                     )
                 })
                 .ok();
@@ -47,12 +49,12 @@ impl Changes {
     }
 
     /// The counter now; `None` without a mapping.
-    pub(crate) fn current(&self) -> Option<u64> {
+    pub fn current(&self) -> Option<u64> {
         self.counter().map(|c| c.load(Ordering::SeqCst))
     }
 
     /// Tells every process that the metadata changed (after the commit).
-    pub(crate) fn bump(&self) {
+    pub fn bump(&self) {
         if let Some(counter) = self.counter() {
             counter.fetch_add(1, Ordering::SeqCst);
         }
@@ -67,6 +69,50 @@ impl Changes {
         {
             None
         }
+    }
+}
+
+/// What a process last saw of a metadata database: the shared counter, SQLite's
+/// `data_version` and when it last asked SQLite.
+#[derive(Debug, Default)]
+pub struct Seen {
+    /// `PRAGMA data_version` at the last full check (`None`: never).
+    version: Option<i64>,
+    /// The shared change counter loaded just before it.
+    changes: Option<u64>,
+    checked: Option<Instant>,
+}
+
+impl Seen {
+    /// Runs `reload` when the tables may have changed since the last look. `changes` is
+    /// [`Changes::current`] loaded *before* `data_version` is asked: a write committing after
+    /// that load bumps the counter after it, so the next call looks again. Without a counter,
+    /// or [`FULL_CHECK_EVERY`] after the last full check, `data_version` decides (one small
+    /// query); `reload` runs only when it moved. Hold the lock around `self` for the whole
+    /// call, so two threads do not reload at once.
+    pub fn refresh<E>(
+        &mut self,
+        changes: Option<u64>,
+        data_version: impl FnOnce() -> Result<i64, E>,
+        reload: impl FnOnce() -> Result<(), E>,
+    ) -> Result<(), E> {
+        let now = Instant::now();
+        if let (Some(changes), Some(checked)) = (changes, self.checked)
+            && self.changes == Some(changes)
+            && now.saturating_duration_since(checked) < FULL_CHECK_EVERY
+        {
+            return Ok(());
+        }
+        let version = data_version()?;
+        if self.version != Some(version) {
+            reload()?;
+        }
+        *self = Seen {
+            version: Some(version),
+            changes,
+            checked: Some(now),
+        };
+        Ok(())
     }
 }
 
@@ -157,6 +203,33 @@ mod tests {
         assert_eq!((a.current(), b.current()), (Some(2), Some(2)));
         drop((a, b));
         assert_eq!(Changes::open(&path).current(), Some(2));
+    }
+
+    /// `data_version` is asked only when the counter moved (or without a counter), and
+    /// `reload` runs only when it moved.
+    #[test]
+    fn seen_asks_sqlite_only_when_the_counter_moved() {
+        let mut seen = Seen::default();
+        let (mut asked, mut reloaded) = (0, 0);
+        let mut look = |seen: &mut Seen, changes: Option<u64>, version: i64| {
+            seen.refresh::<()>(
+                changes,
+                || {
+                    asked += 1;
+                    Ok(version)
+                },
+                || {
+                    reloaded += 1;
+                    Ok(())
+                },
+            )
+        };
+        look(&mut seen, Some(1), 7).expect("first");
+        look(&mut seen, Some(1), 7).expect("same counter");
+        look(&mut seen, Some(2), 7).expect("counter moved, version did not");
+        look(&mut seen, Some(3), 8).expect("both moved");
+        look(&mut seen, None, 8).expect("no counter");
+        assert_eq!((asked, reloaded), (4, 2));
     }
 
     #[test]

@@ -1,0 +1,100 @@
+//! `access` owns who may do what (SPEC A-1..A-4): users, their personal API tokens, the
+//! `prepare` capability and read grants on private repositories. It lives in tables of the
+//! metadata database (`<data>/csg.sqlite`) beside the registry, written by the `csg user`,
+//! `csg token` and `csg grant` commands of any process and read by every server.
+//!
+//! A token is shown once, when it is created, and stored only as its SHA-256: a presented
+//! token is hashed and looked up by hash, never compared as plaintext. The decisions
+//! ([`AccessStore::authenticate`], [`AccessStore::granted`]) answer from an in-memory view
+//! that is checked against the shared change counter (`changecounter`) on every call and
+//! reloaded when another process changed the tables: a revoked token or grant is refused on
+//! the very next call (W-34), without a database query per call.
+//!
+//! Repository visibility (public or private) is a property of the registration and lives in
+//! `gitstore`; this crate knows repositories only by name.
+
+mod names;
+mod store;
+mod token;
+
+pub use names::valid_user_name;
+pub use store::{AccessStore, GrantInfo, TokenInfo, UserInfo};
+pub use token::{TOKEN_PREFIX, looks_like_token};
+
+use std::fmt;
+
+/// An authenticated caller: the user a valid token belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// The user's name.
+    pub user: String,
+    /// Whether the user holds the `prepare` capability (A-3).
+    pub prepare: bool,
+    /// The id of the token used (`csg token list` shows it).
+    pub token_id: i64,
+}
+
+/// A token that was just created: the only time its secret is known.
+#[derive(Clone, PartialEq, Eq)]
+pub struct NewToken {
+    /// What `csg token list` will show about it.
+    pub info: TokenInfo,
+    /// The token itself, to hand to the user once.
+    pub secret: String,
+}
+
+impl fmt::Debug for NewToken {
+    // Never print the secret by accident (logs, test failures).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NewToken")
+            .field("info", &self.info)
+            .field("secret", &"<redacted>")
+            .finish()
+    }
+}
+
+/// Why an access-store operation failed. Messages are fit for the caller: no host paths,
+/// no SQLite detail (that goes to the log).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The presented bearer value is not shaped like an API token of this server.
+    #[error(
+        "the bearer token is not an API token of this server (they start with `{TOKEN_PREFIX}`); \
+         create one with `csg token create USER`"
+    )]
+    Malformed,
+    /// No active token has this hash: unknown, or revoked.
+    #[error(
+        "the API token is unknown or was revoked; create a new one with `csg token create USER`"
+    )]
+    InvalidToken,
+    /// A user name that breaks the naming rule.
+    #[error(
+        "invalid user name {0:?}: use 1 to 64 letters, digits, `.`, `_` or `-`, starting with a \
+         letter or digit"
+    )]
+    InvalidUserName(String),
+    /// A token name that breaks the naming rule.
+    #[error("invalid token name {0:?}: use 1 to 64 printable characters without control codes")]
+    InvalidTokenName(String),
+    /// No such user.
+    #[error("unknown user {0:?}; `csg user list` shows the users")]
+    UnknownUser(String),
+    /// The user exists already.
+    #[error("the user {0:?} exists already")]
+    UserExists(String),
+    /// No token with this id.
+    #[error("no token with id {0}; `csg token list` shows the tokens")]
+    UnknownToken(i64),
+    /// The user has an active token of this name.
+    #[error("{user:?} already has an active token named {name:?}; pick another --name")]
+    TokenNameTaken {
+        /// The user.
+        user: String,
+        /// The name.
+        name: String,
+    },
+    /// The metadata database failed; the detail is in the log.
+    #[error("the access store failed ({0}); see the server log")]
+    Storage(String),
+}

@@ -1,0 +1,68 @@
+//! The token format: `csg_` and 64 lower-case hex digits (256 random bits). The prefix lets
+//! secret scanners and the URL check recognise a token; the hash is SHA-256 of the whole text.
+
+use sha2::{Digest, Sha256};
+
+/// What every API token of this server starts with.
+pub const TOKEN_PREFIX: &str = "csg_";
+
+/// Random bytes in a token.
+const SECRET_BYTES: usize = 32;
+
+/// The SHA-256 of a token's text, the only form in which it is stored.
+pub(crate) type TokenHash = [u8; 32];
+
+/// A new token from the operating system's random source.
+pub(crate) fn generate() -> Result<String, getrandom::Error> {
+    let mut bytes = [0u8; SECRET_BYTES];
+    getrandom::fill(&mut bytes)?;
+    let mut text = String::with_capacity(TOKEN_PREFIX.len() + 2 * SECRET_BYTES);
+    text.push_str(TOKEN_PREFIX);
+    for byte in bytes {
+        text.push(hex_digit(byte >> 4));
+        text.push(hex_digit(byte & 0xf));
+    }
+    Ok(text)
+}
+
+fn hex_digit(nibble: u8) -> char {
+    char::from_digit(u32::from(nibble), 16).unwrap_or('0')
+}
+
+/// Whether `text` has the shape of a token (prefix, then exactly 64 lower-case hex digits).
+pub fn looks_like_token(text: &str) -> bool {
+    text.strip_prefix(TOKEN_PREFIX).is_some_and(|rest| {
+        rest.len() == 2 * SECRET_BYTES
+            && rest
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
+/// The stored form of a token.
+pub(crate) fn hash(text: &str) -> TokenHash {
+    Sha256::digest(text.as_bytes()).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a1_tokens_are_random_and_well_formed() {
+        let (a, b) = (generate().expect("random"), generate().expect("random"));
+        assert_ne!(a, b);
+        assert!(looks_like_token(&a), "{a}");
+        assert_eq!(a.len(), 4 + 64);
+        assert!(!looks_like_token(&a.to_uppercase()));
+        assert!(!looks_like_token(&a[..a.len() - 1]));
+        assert!(!looks_like_token("Bearer x"));
+        assert_ne!(hash(&a), hash(&b));
+        // The known SHA-256 of the empty string: the hash is the standard one.
+        assert_eq!(
+            hash("")[..4],
+            [0xe3, 0xb0, 0xc4, 0x42],
+            "SHA-256 of the empty text"
+        );
+    }
+}

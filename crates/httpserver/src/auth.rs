@@ -1,0 +1,312 @@
+//! The access layer in front of everything under `/sourcegraph/` (the JSON API and the MCP
+//! endpoint mounted beside it): who is calling (A-1, A-2). It refuses a token in the URL,
+//! checks `Authorization: Bearer <token>` through the service (hashed lookup, never a
+//! plaintext compare), rate-limits wrong tokens per client address, and answers 401 with a
+//! `WWW-Authenticate: Bearer` challenge when a token is needed. The caller it established
+//! rides in the request's extensions as a `service::Caller`; what the caller may read is the
+//! service's decision, made on every call.
+//!
+//! `/healthz`, `/readyz` and `/metrics` stay open: probes and scrapers carry no tokens, and
+//! none of them names a repository.
+
+use crate::json::{ApiError, INVALID_TOKEN, UNAUTHENTICATED};
+use axum::Router;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use service::{AuthFailure, CallContext, Caller, Service};
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+/// Wrong tokens one client address may present at once before it is slowed down.
+const BURST: f64 = 10.0;
+/// Wrong tokens per second a client address is allowed after the burst.
+const REFILL_PER_SECOND: f64 = 1.0;
+/// Client addresses the limiter remembers at most; quiet ones are forgotten first.
+const MAX_CLIENTS: usize = 10_000;
+
+/// What a client is told when a token sits in the URL.
+const TOKEN_IN_URL: &str = "an API token was found in the URL query string, where it ends up \
+     in logs and browser history; send it in the `Authorization: Bearer <token>` header \
+     instead, and consider revoking this one (`csg token revoke ID`)";
+
+/// Query parameter names that carry a credential by convention.
+const CREDENTIAL_PARAMETERS: [&str; 8] = [
+    "token",
+    "access_token",
+    "api_token",
+    "api_key",
+    "apikey",
+    "auth",
+    "authorization",
+    "bearer",
+];
+
+/// Counters of the access layer, process-wide (the `/metrics` of every router shows them).
+pub(crate) struct AuthCounters {
+    /// Calls with a valid token.
+    pub(crate) authenticated: AtomicU64,
+    /// Calls refused for a wrong, revoked or malformed token.
+    pub(crate) refused: AtomicU64,
+    /// Calls refused because their address presented too many wrong tokens.
+    pub(crate) rate_limited: AtomicU64,
+    /// Calls refused because they carried a token in the URL.
+    pub(crate) token_in_url: AtomicU64,
+}
+
+pub(crate) static COUNTERS: AuthCounters = AuthCounters {
+    authenticated: AtomicU64::new(0),
+    refused: AtomicU64::new(0),
+    rate_limited: AtomicU64::new(0),
+    token_in_url: AtomicU64::new(0),
+};
+
+/// The call context of a request the access layer let through.
+pub(crate) fn context(parts: &Parts) -> CallContext {
+    CallContext {
+        caller: parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .unwrap_or(Caller::Anonymous),
+        ..CallContext::default()
+    }
+}
+
+/// `app` behind the access layer.
+pub fn with_access(app: Router, service: Service) -> Router {
+    let state = Arc::new(Access {
+        service,
+        limiter: Limiter::default(),
+    });
+    app.layer(axum::middleware::from_fn_with_state(state, check))
+}
+
+struct Access {
+    service: Service,
+    limiter: Limiter,
+}
+
+/// A leaky bucket of wrong tokens per client address.
+#[derive(Default)]
+struct Limiter {
+    clients: Mutex<HashMap<IpAddr, (f64, Instant)>>,
+}
+
+impl Limiter {
+    /// The level of `client`'s bucket now.
+    fn level(entry: (f64, Instant), now: Instant) -> f64 {
+        let (level, at) = entry;
+        (level - now.saturating_duration_since(at).as_secs_f64() * REFILL_PER_SECOND).max(0.0)
+    }
+
+    /// Seconds until `client` may present a token again, if it must wait.
+    fn wait(&self, client: IpAddr) -> Option<u64> {
+        let clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
+        let level = Self::level(*clients.get(&client)?, Instant::now());
+        (level + 1.0 > BURST).then(|| ((level + 1.0 - BURST) / REFILL_PER_SECOND).ceil() as u64)
+    }
+
+    /// Counts a wrong token of `client`.
+    fn failed(&self, client: IpAddr) {
+        let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        if clients.len() >= MAX_CLIENTS && !clients.contains_key(&client) {
+            clients.retain(|_, entry| Self::level(*entry, now) > 0.0);
+            if clients.len() >= MAX_CLIENTS {
+                // Under a flood of addresses: forget an arbitrary one rather than grow.
+                if let Some(any) = clients.keys().next().copied() {
+                    clients.remove(&any);
+                }
+            }
+        }
+        let level = clients
+            .get(&client)
+            .map_or(0.0, |entry| Self::level(*entry, now));
+        clients.insert(client, (level + 1.0, now));
+    }
+}
+
+/// The limiter's key of a peer address: an IPv4 address as itself, also when a dual-stack
+/// listener reports it IPv4-mapped; an IPv6 address by its /64, the block one subscriber
+/// gets, so hopping through addresses of one network does not reset the bucket.
+fn client_key(peer: IpAddr) -> IpAddr {
+    match peer.to_canonical() {
+        IpAddr::V6(v6) => {
+            let network = u128::from(v6) & !((1u128 << 64) - 1);
+            IpAddr::V6(network.into())
+        }
+        v4 => v4,
+    }
+}
+
+/// Whether a query string carries a credential: a conventional parameter name, or a value
+/// shaped like one of our tokens.
+fn token_in_query(query: &str) -> bool {
+    query.split('&').any(|pair| {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        CREDENTIAL_PARAMETERS
+            .iter()
+            .any(|p| name.eq_ignore_ascii_case(p))
+            || value.contains(service::TOKEN_PREFIX)
+    })
+}
+
+/// The bearer token of a request: `Ok(None)` without an `Authorization` header.
+fn bearer(headers: &HeaderMap) -> Result<Option<&str>, &'static str> {
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
+        return Ok(None);
+    };
+    let value = value.to_str().map_err(
+        |_| "the Authorization header is not text; send `Authorization: Bearer <token>`",
+    )?;
+    let (scheme, token) = value.split_once(' ').unwrap_or((value, ""));
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err("only bearer tokens are accepted: send `Authorization: Bearer <token>`");
+    }
+    let token = token.trim();
+    if token.is_empty() {
+        return Err("the Authorization header has no token: send `Authorization: Bearer <token>`");
+    }
+    Ok(Some(token))
+}
+
+async fn check(State(access): State<Arc<Access>>, mut request: Request, next: Next) -> Response {
+    if !request.uri().path().starts_with("/sourcegraph") {
+        return next.run(request).await;
+    }
+    if request.uri().query().is_some_and(token_in_query) {
+        COUNTERS.token_in_url.fetch_add(1, Ordering::Relaxed);
+        return ApiError::bad_request(TOKEN_IN_URL).into_response();
+    }
+    let client = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(peer)| client_key(peer.ip()));
+    let caller = match bearer(request.headers()) {
+        Err(message) => {
+            return ApiError::new(StatusCode::UNAUTHORIZED, UNAUTHENTICATED, message)
+                .into_response();
+        }
+        Ok(None) if access.service.public_read() => Caller::Anonymous,
+        Ok(None) => {
+            return ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                UNAUTHENTICATED,
+                service::TOKEN_NEEDED,
+            )
+            .into_response();
+        }
+        Ok(Some(token)) => {
+            if let Some(wait) = client.and_then(|c| access.limiter.wait(c)) {
+                COUNTERS.rate_limited.fetch_add(1, Ordering::Relaxed);
+                let mut response = ApiError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "rate_limited",
+                    format!(
+                        "too many wrong API tokens from this address; wait {wait} s before \
+                         trying again"
+                    ),
+                )
+                .into_response();
+                if let Ok(value) = wait.to_string().parse() {
+                    response.headers_mut().insert(header::RETRY_AFTER, value);
+                }
+                return response;
+            }
+            match access.service.authenticate(token) {
+                Ok(principal) => {
+                    COUNTERS.authenticated.fetch_add(1, Ordering::Relaxed);
+                    Caller::User(principal)
+                }
+                Err(AuthFailure::Invalid(message)) => {
+                    COUNTERS.refused.fetch_add(1, Ordering::Relaxed);
+                    if let Some(client) = client {
+                        access.limiter.failed(client);
+                    }
+                    return ApiError::new(StatusCode::UNAUTHORIZED, INVALID_TOKEN, message)
+                        .into_response();
+                }
+                Err(AuthFailure::Unavailable(message)) => {
+                    return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+                        .into_response();
+                }
+            }
+        }
+    };
+    request.extensions_mut().insert(caller);
+    next.run(request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A-1: credentials in a query string are recognised by name and by shape; ordinary
+    /// arguments are not.
+    #[test]
+    fn a1_token_in_query_is_recognised() {
+        for query in [
+            "token=abc",
+            "repo=a/b&access_token=x",
+            "API_KEY=1",
+            "plugins=auto&x=csg_0123",
+        ] {
+            assert!(token_in_query(query), "{query}");
+        }
+        for query in ["plugins=auto", "repo=a/b&path=token.md", "query=tokens"] {
+            assert!(!token_in_query(query), "{query}");
+        }
+    }
+
+    /// A-1: the limiter lets a burst of wrong tokens through, then makes the address wait,
+    /// and forgets quiet addresses when it is full.
+    #[test]
+    fn a1_wrong_tokens_are_rate_limited_per_address() {
+        let limiter = Limiter::default();
+        let (a, b): (IpAddr, IpAddr) = ("127.0.0.1".parse().unwrap(), "::1".parse().unwrap());
+        for _ in 0..BURST as usize - 1 {
+            limiter.failed(a);
+            assert_eq!(limiter.wait(a), None);
+        }
+        limiter.failed(a);
+        assert!(limiter.wait(a).is_some_and(|s| s >= 1));
+        assert_eq!(limiter.wait(b), None, "per address");
+    }
+
+    /// A-1: one client is one bucket, whichever of its addresses it comes from.
+    #[test]
+    fn a1_limiter_key_of_mapped_and_ipv6_addresses() {
+        let v4: IpAddr = "127.0.0.1".parse().unwrap();
+        assert_eq!(client_key("::ffff:127.0.0.1".parse().unwrap()), v4);
+        assert_eq!(client_key(v4), v4);
+        let a = client_key("2001:db8:1:2::1".parse().unwrap());
+        let b = client_key("2001:db8:1:2:ffff::9".parse().unwrap());
+        let other = client_key("2001:db8:1:3::1".parse().unwrap());
+        assert_eq!(a, b);
+        assert_ne!(a, other);
+        assert_eq!(
+            client_key("::1".parse().unwrap()),
+            "::".parse::<IpAddr>().unwrap()
+        );
+    }
+
+    #[test]
+    fn bearer_header_forms() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(bearer(&headers), Ok(None));
+        headers.insert(header::AUTHORIZATION, "Bearer csg_x".parse().unwrap());
+        assert_eq!(bearer(&headers), Ok(Some("csg_x")));
+        headers.insert(header::AUTHORIZATION, "bearer  csg_y ".parse().unwrap());
+        assert_eq!(bearer(&headers), Ok(Some("csg_y")));
+        headers.insert(header::AUTHORIZATION, "Basic dXNlcg==".parse().unwrap());
+        assert!(bearer(&headers).is_err());
+        headers.insert(header::AUTHORIZATION, "Bearer".parse().unwrap());
+        assert!(bearer(&headers).is_err());
+    }
+}

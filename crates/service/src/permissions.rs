@@ -1,0 +1,127 @@
+//! Who may read which repository, and who may prepare (A-2..A-4, W-28, W-34).
+//!
+//! The transport says who the caller is ([`Caller`]); every operation that names a
+//! repository asks [`Inner::check_read`] before anything else, on every call: no cache
+//! (catalogs, compiled modules, instances, search results) answers before it, so revoking a
+//! token or a grant takes effect on the next call. A repository the caller may not read is
+//! answered exactly like an unknown one (A-4). Plugins never take part in these decisions
+//! (W-28).
+
+use crate::{Inner, Service, ServiceError};
+use gitstore::RepoName;
+
+pub use access::Principal;
+
+/// Who is calling, as the transport established it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Caller {
+    /// The user who started this process: `csg mcp` over stdio, the `csg` commands. Reads
+    /// every repository and holds `prepare`. The default, for in-process callers; the HTTP
+    /// transports never use it.
+    #[default]
+    Local,
+    /// An HTTP caller without a token.
+    Anonymous,
+    /// An HTTP caller with a valid token.
+    User(Principal),
+}
+
+impl Caller {
+    /// Whether the caller presented a valid token (what server plugins learn of it, P-11).
+    pub fn authenticated(&self) -> bool {
+        matches!(self, Caller::User(_))
+    }
+}
+
+/// What an HTTP caller without a token is told when the server needs one.
+pub const TOKEN_NEEDED: &str = "this server needs an API token: send `Authorization: Bearer \
+     <token>` (an operator creates one with `csg token create USER`)";
+
+impl Inner {
+    /// A-2, A-4: the caller may read `name`, or the same error as for an unknown repository.
+    pub(crate) fn check_read(&self, caller: &Caller, name: &RepoName) -> Result<(), ServiceError> {
+        if *caller == Caller::Anonymous && !self.config.public_read {
+            // Before the lookup: without a token nothing is learnt, not even existence.
+            return Err(ServiceError::unauthenticated(TOKEN_NEEDED));
+        }
+        // An unknown repository is refused here for every caller, the local one too.
+        if !self.store.is_private(name)? {
+            return Ok(());
+        }
+        let user = match caller {
+            Caller::Local => return Ok(()),
+            Caller::Anonymous => None,
+            Caller::User(principal) => Some(principal),
+        };
+        if let Some(user) = user
+            && self.access()?.granted(&user.user, name.as_str())?
+        {
+            return Ok(());
+        }
+        Err(gitstore::Error::UnknownRepo(name.clone()).into())
+    }
+
+    /// Whether the caller may read `name` (for filtering lists; errors count as no).
+    pub(crate) fn may_read(&self, caller: &Caller, name: &RepoName) -> bool {
+        self.check_read(caller, name).is_ok()
+    }
+
+    /// A-3: the caller holds the `prepare` capability for `what` (an action's name).
+    pub(crate) fn check_prepare(&self, caller: &Caller, what: &str) -> Result<(), ServiceError> {
+        match caller {
+            Caller::Local => Ok(()),
+            Caller::User(principal) if principal.prepare => Ok(()),
+            Caller::Anonymous => Err(ServiceError::unauthenticated(format!(
+                "{what} needs the prepare capability: send `Authorization: Bearer <token>` with \
+                 a token of a user who has it (`csg user add NAME --prepare`)"
+            ))),
+            Caller::User(principal) => Err(ServiceError::forbidden(format!(
+                "{what} needs the prepare capability, which user {:?} does not have; an \
+                 operator can give it with `csg user prepare {} on`",
+                principal.user, principal.user
+            ))),
+        }
+    }
+
+    pub(crate) fn access(&self) -> Result<&access::AccessStore, ServiceError> {
+        self.access.as_ref().map_err(|why| {
+            tracing::warn!(error = %why, "the access store is unavailable");
+            ServiceError::internal("the access store is unavailable; see the server log")
+        })
+    }
+}
+
+/// Why a presented token was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthFailure {
+    /// Not a token, unknown or revoked: the client should not retry with it.
+    Invalid(String),
+    /// The store failed: nothing is known about the token.
+    Unavailable(String),
+}
+
+impl Service {
+    /// The user of a presented bearer token (A-1): hashed and looked up, never compared as
+    /// plaintext. Cheap: an in-memory lookup, reloaded only when the access tables changed.
+    pub fn authenticate(&self, token: &str) -> Result<Principal, AuthFailure> {
+        let store = self
+            .inner
+            .access()
+            .map_err(|e| AuthFailure::Unavailable(e.message))?;
+        store.authenticate(token).map_err(|error| match error {
+            access::Error::Storage(_) => AuthFailure::Unavailable(error.to_string()),
+            other => AuthFailure::Invalid(other.to_string()),
+        })
+    }
+
+    /// A-3: the caller holds the `prepare` capability. [`Service::prepare`] checks it too; a
+    /// transport that answers in a stream asks first, so a refusal keeps its own status.
+    pub fn check_prepare(&self, ctx: &crate::CallContext) -> Result<(), ServiceError> {
+        self.inner.check_prepare(&ctx.caller, "prepare")
+    }
+
+    /// Whether anonymous callers may read public repositories (A-2).
+    pub fn public_read(&self) -> bool {
+        self.inner.config.public_read
+    }
+}
