@@ -155,10 +155,43 @@ def server_plugins_server(git_repo: GitRepo, tmp_path_factory: pytest.TempPathFa
     yield from _serve(git_repo, REPO_NAME, tmp_path_factory, env)
 
 
+@dataclass(frozen=True)
+class TokenServer:
+    server: Server
+    reader: str
+    """A token of a user without the prepare capability."""
+    operator: str
+    """A token of a user with it."""
+
+
+@pytest.fixture(scope="session")
+def token_server(git_repo: GitRepo, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TokenServer]:
+    """`csg serve --public-read false`, with users and tokens made by `csg user|token` first."""
+    data_dir = tmp_path_factory.mktemp("token-data")
+
+    def csg(*args: str) -> str:
+        done = subprocess.run(
+            [str(csg_bin()), "--data-dir", str(data_dir), *args], capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    csg("user", "add", "reader")
+    csg("user", "add", "ops", "--prepare")
+    reader, operator = csg("token", "create", "reader"), csg("token", "create", "ops")
+    for running in _serve(git_repo, REPO_NAME, tmp_path_factory, extra=["--public-read", "false"], data_dir=data_dir):
+        yield TokenServer(server=running, reader=reader, operator=operator)
+
+
 def _serve(
-    repo: GitRepo, name: str, tmp_path_factory: pytest.TempPathFactory, env: dict[str, str] | None = None
+    repo: GitRepo,
+    name: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    env: dict[str, str] | None = None,
+    extra: list[str] | None = None,
+    data_dir: Path | None = None,
 ) -> Iterator[Server]:
-    data_dir = tmp_path_factory.mktemp("data")
+    data_dir = data_dir or tmp_path_factory.mktemp("data")
     log_path = tmp_path_factory.mktemp("log") / "csg.stderr"
     command = [
         str(csg_bin()),
@@ -169,6 +202,7 @@ def _serve(
         "127.0.0.1:0",
         "--repo",
         f"{name}={repo.path}",
+        *(extra or []),
     ]
     with log_path.open("w") as log:
         process = subprocess.Popen(

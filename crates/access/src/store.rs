@@ -362,20 +362,32 @@ impl AccessStore {
 
     /// Every user, by name.
     pub fn users(&self) -> Result<Vec<UserInfo>, Error> {
-        let conn = lock(&self.conn);
-        let fail = || storage("listing users");
-        let mut stmt = conn
-            .prepare("SELECT name, prepare, created FROM users ORDER BY name")
-            .map_err(fail())?;
-        let rows = stmt
-            .query_map([], |row| {
+        self.list(
+            "listing users",
+            "SELECT name, prepare, created FROM users ORDER BY name",
+            [],
+            |row| {
                 Ok(UserInfo {
                     name: row.get(0)?,
                     prepare: row.get(1)?,
                     created: from_secs(row.get(2)?),
                 })
-            })
-            .map_err(fail())?;
+            },
+        )
+    }
+
+    /// The rows of one listing query, each mapped by `row`.
+    fn list<T>(
+        &self,
+        what: &'static str,
+        sql: &str,
+        params: impl rusqlite::Params,
+        row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Vec<T>, Error> {
+        let conn = lock(&self.conn);
+        let fail = || storage(what);
+        let mut stmt = conn.prepare(sql).map_err(fail())?;
+        let rows = stmt.query_map(params, row).map_err(fail())?;
         rows.collect::<Result<_, _>>().map_err(fail())
     }
 
@@ -440,16 +452,12 @@ impl AccessStore {
 
     /// Every token (of `user`, when given), oldest first, revoked ones included.
     pub fn tokens(&self, user: Option<&str>) -> Result<Vec<TokenInfo>, Error> {
-        let conn = lock(&self.conn);
-        let fail = || storage("listing tokens");
-        let mut stmt = conn
-            .prepare(
-                "SELECT id, user, name, created, last_used, revoked FROM tokens
-                 WHERE ?1 IS NULL OR user = ?1 ORDER BY id",
-            )
-            .map_err(fail())?;
-        let rows = stmt
-            .query_map([user], |row| {
+        self.list(
+            "listing tokens",
+            "SELECT id, user, name, created, last_used, revoked FROM tokens
+             WHERE ?1 IS NULL OR user = ?1 ORDER BY id",
+            [user],
+            |row| {
                 Ok(TokenInfo {
                     id: row.get(0)?,
                     user: row.get(1)?,
@@ -458,9 +466,8 @@ impl AccessStore {
                     last_used: row.get::<_, Option<i64>>(4)?.map(from_secs),
                     revoked: row.get::<_, Option<i64>>(5)?.map(from_secs),
                 })
-            })
-            .map_err(fail())?;
-        rows.collect::<Result<_, _>>().map_err(fail())
+            },
+        )
     }
 
     /// Revokes token `id`: it is refused from the next call on, in every process. Revoking a
@@ -532,20 +539,17 @@ impl AccessStore {
 
     /// Every grant, by user then repository.
     pub fn grants(&self) -> Result<Vec<GrantInfo>, Error> {
-        let conn = lock(&self.conn);
-        let fail = || storage("listing grants");
-        let mut stmt = conn
-            .prepare("SELECT user, repo FROM grants ORDER BY user, repo")
-            .map_err(fail())?;
-        let rows = stmt
-            .query_map([], |row| {
+        self.list(
+            "listing grants",
+            "SELECT user, repo FROM grants ORDER BY user, repo",
+            [],
+            |row| {
                 Ok(GrantInfo {
                     user: row.get(0)?,
                     repo: row.get(1)?,
                 })
-            })
-            .map_err(fail())?;
-        rows.collect::<Result<_, _>>().map_err(fail())
+            },
+        )
     }
 }
 

@@ -370,39 +370,73 @@ async fn readyz(State(state): State<AppState>) -> Response {
     }
 }
 
-/// Prometheus text exposition of the base-query statistics (R-7, O-4).
+/// Prometheus text exposition (O-4): base queries, enrichment apart from them (W-38),
+/// maintenance, caches (hits beside lookups, so a dashboard divides) and the access layer.
 async fn metrics(State(state): State<AppState>) -> Response {
     let stats = state.service.stats();
     let mut out = String::new();
-    let families = [
-        (
-            "csg_queries_total",
-            "Base queries answered, by operation.",
-            "counter",
-        ),
-        (
-            "csg_query_errors_total",
-            "Base queries that failed, by operation.",
-            "counter",
-        ),
-        (
-            "csg_query_duration_microseconds_sum",
-            "Sum of base query latencies.",
-            "counter",
-        ),
-        (
-            "csg_query_duration_microseconds_max",
-            "Slowest base query since start.",
-            "gauge",
-        ),
-    ];
-    for (index, (name, help, kind)) in families.iter().enumerate() {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        for (operation, op) in stats.by_operation() {
-            let value = [op.calls, op.errors, op.total_micros, op.max_micros][index];
-            let _ = writeln!(out, "{name}{{operation=\"{operation}\"}} {value}");
-        }
-    }
+    let base = stats.by_operation();
+    labelled_counter(
+        &mut out,
+        "csg_queries_total",
+        "Base queries answered, by operation.",
+        base.map(|(operation, op)| (operation, op.calls)),
+    );
+    labelled_counter(
+        &mut out,
+        "csg_query_errors_total",
+        "Base queries that failed, by operation.",
+        base.map(|(operation, op)| (operation, op.errors)),
+    );
+    histogram(
+        &mut out,
+        "csg_query_duration_seconds",
+        "Latency of base queries, without plugin enrichment (R-7).",
+        &base,
+    );
+    histogram(
+        &mut out,
+        "csg_enrichment_duration_seconds",
+        "Latency of repository-plugin enrichment of reads (W-38).",
+        &[("", stats.enrichment)],
+    );
+    histogram(
+        &mut out,
+        "csg_sync_duration_seconds",
+        "Duration of repository fetches.",
+        &[("", stats.sync)],
+    );
+    histogram(
+        &mut out,
+        "csg_index_build_duration_seconds",
+        "Duration of index builds that did work.",
+        &[("", stats.index_build)],
+    );
+    counter_lines(
+        &mut out,
+        &[
+            (
+                "csg_enrichments_with_diagnostics_total",
+                "Enrichments that reported a diagnostic (the read itself succeeded).",
+                stats.enrichment.errors,
+            ),
+            (
+                "csg_sync_failures_total",
+                "Repository fetches that failed; the last good state kept serving.",
+                stats.sync.errors,
+            ),
+            (
+                "csg_plugin_catalog_hits_total",
+                "Plugin catalog lookups answered from the cache.",
+                state.service.plugin_catalog_hits(),
+            ),
+            (
+                "csg_plugin_discoveries_total",
+                "Plugin catalogs discovered (catalog cache misses).",
+                state.service.plugin_discoveries(),
+            ),
+        ],
+    );
     // Enrichment has its own figures (W-38), never mixed into the base-query ones above.
     if let Some(plugins) = state.service.plugin_stats() {
         let counters = [
@@ -441,6 +475,11 @@ async fn metrics(State(state): State<AppState>) -> Response {
                 "Plugin executions and compiles that ended in a diagnostic.",
                 plugins.faults.total(),
             ),
+            (
+                "csg_plugin_busy_total",
+                "Plugin executions refused with PLUGIN_BUSY (every slot taken).",
+                plugins.faults.busy,
+            ),
         ];
         counter_lines(&mut out, &counters);
     }
@@ -472,8 +511,35 @@ async fn metrics(State(state): State<AppState>) -> Response {
                 "Documents read from Git while indexing.",
                 index.documents_read,
             ),
+            (
+                "csg_search_result_cache_hits_total",
+                "Searches answered from the result cache (of csg_searches_total).",
+                index.result_cache_hits,
+            ),
         ];
         counter_lines(&mut out, &counters);
+        for (name, help, value) in [
+            (
+                "csg_search_result_cache_entries",
+                "Ranked hit lists held by the search result cache.",
+                index.result_cache_entries,
+            ),
+            (
+                "csg_search_result_cache_bytes",
+                "Estimated bytes held by the search result cache.",
+                index.result_cache_bytes,
+            ),
+            (
+                "csg_repos_indexed",
+                "Repositories with a current index generation.",
+                index.repos_indexed,
+            ),
+        ] {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
+            );
+        }
     }
     let auth = &crate::auth::COUNTERS;
     let load =
@@ -504,6 +570,44 @@ async fn metrics(State(state): State<AppState>) -> Response {
         ],
     );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+}
+
+/// One counter family with an `operation` label.
+fn labelled_counter<const N: usize>(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    values: [(&str, u64); N],
+) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+    for (operation, value) in values {
+        let _ = writeln!(out, "{name}{{operation=\"{operation}\"}} {value}");
+    }
+}
+
+/// One histogram family in seconds; an empty label value means an unlabelled series.
+fn histogram(out: &mut String, name: &str, help: &str, series: &[(&str, service::OpSnapshot)]) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+    for (operation, op) in series {
+        let label = if operation.is_empty() {
+            String::new()
+        } else {
+            format!("operation=\"{operation}\",")
+        };
+        for (bound, count) in service::LATENCY_BUCKETS_MICROS.iter().zip(op.buckets) {
+            let le = *bound as f64 / 1e6;
+            let _ = writeln!(out, "{name}_bucket{{{label}le=\"{le}\"}} {count}");
+        }
+        let _ = writeln!(out, "{name}_bucket{{{label}le=\"+Inf\"}} {}", op.calls);
+        let braces = if label.is_empty() {
+            String::new()
+        } else {
+            format!("{{{}}}", label.trim_end_matches(','))
+        };
+        let sum = op.total_micros as f64 / 1e6;
+        let _ = writeln!(out, "{name}_sum{braces} {sum}");
+        let _ = writeln!(out, "{name}_count{braces} {}", op.calls);
+    }
 }
 
 fn counter_lines(out: &mut String, counters: &[(&str, &str, u64)]) {

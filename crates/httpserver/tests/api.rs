@@ -235,7 +235,41 @@ async fn w6_availability_plugins_plain_json() {
     assert_eq!(body["readable"], true);
 }
 
-/// O-4: health, readiness and metrics.
+/// The samples of a Prometheus text exposition, by series (`name{labels}`). Checks the
+/// format on the way: every sample is a number under a `# TYPE` of its family.
+fn samples(text: &str) -> std::collections::BTreeMap<String, f64> {
+    let mut typed = std::collections::HashSet::new();
+    let mut samples = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (family, kind) = rest.split_once(' ').expect("TYPE names a kind");
+            assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
+            assert!(
+                typed.insert(family.to_owned()),
+                "family typed twice: {line}"
+            );
+            continue;
+        }
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').expect("a sample has a value");
+        let name = series.split('{').next().unwrap_or(series);
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|suffix| name.strip_suffix(suffix).filter(|f| typed.contains(*f)))
+            .unwrap_or(name);
+        assert!(typed.contains(family), "sample before its TYPE: {line}");
+        let value: f64 = value
+            .parse()
+            .unwrap_or_else(|_| panic!("not a number: {line}"));
+        samples.insert(series.to_owned(), value);
+    }
+    samples
+}
+
+/// O-4, R-7, W-38: health, readiness and metrics. Base queries, enrichment, sync and index
+/// builds each have a histogram that moves with the calls; cache hits sit beside lookups.
 #[tokio::test]
 async fn o4_probes_and_metrics() {
     let s = server().await;
@@ -247,12 +281,69 @@ async fn o4_probes_and_metrics() {
     );
     s.readiness.set_ready();
     assert_eq!(s.raw("/readyz").await.0, 200);
-    s.get("/sourcegraph/api/read?repo=test/api&path=a.md").await;
-    let (_, metrics) = s.raw("/metrics").await;
-    assert!(
-        metrics.contains("csg_queries_total{operation=\"read\"} 1"),
-        "{metrics}"
+    let before = samples(&s.raw("/metrics").await.1);
+    assert_eq!(
+        before["csg_index_build_duration_seconds_count"], 1.0,
+        "{before:?}"
     );
+    assert_eq!(before["csg_sync_duration_seconds_count"], 0.0);
+
+    s.get("/sourcegraph/api/read?repo=test/api&path=a.md").await;
+    for _ in 0..2 {
+        s.get("/sourcegraph/api/search?query=second&repo=test/api")
+            .await;
+    }
+    let (status, body) = s
+        .post_as(
+            Some(&s.ops),
+            "/sourcegraph/api/prepare",
+            json!({"repo": "test/api", "action": "sync"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let (_, text) = s.raw("/metrics").await;
+    let after = samples(&text);
+    assert_eq!(
+        after["csg_queries_total{operation=\"read\"}"], 1.0,
+        "{text}"
+    );
+    assert_eq!(
+        after["csg_query_duration_seconds_count{operation=\"read\"}"],
+        1.0
+    );
+    assert_eq!(
+        after["csg_query_duration_seconds_count{operation=\"search\"}"],
+        2.0
+    );
+    assert_eq!(
+        after["csg_query_duration_seconds_bucket{operation=\"search\",le=\"+Inf\"}"],
+        2.0
+    );
+    // Cumulative buckets: never falling, ending at the count.
+    let read_buckets: Vec<f64> = after
+        .iter()
+        .filter(|(k, _)| k.starts_with("csg_query_duration_seconds_bucket{operation=\"read\""))
+        .map(|(_, v)| *v)
+        .collect();
+    assert_eq!(
+        read_buckets.len(),
+        service::LATENCY_BUCKETS_MICROS.len() + 1
+    );
+    assert!(read_buckets.iter().all(|&v| v <= 1.0) && read_buckets.contains(&1.0));
+    assert!(after["csg_query_duration_seconds_sum{operation=\"read\"}"] > 0.0);
+    assert_eq!(
+        after["csg_enrichment_duration_seconds_count"], 0.0,
+        "W-38: the JSON API reads base only, and nothing else counts as enrichment"
+    );
+    assert_eq!(after["csg_sync_duration_seconds_count"], 1.0);
+    assert_eq!(after["csg_sync_failures_total"], 0.0);
+    assert_eq!(
+        after["csg_search_result_cache_hits_total"], 1.0,
+        "the repeat"
+    );
+    assert_eq!(after["csg_searches_total"], 2.0);
+    assert!(after.contains_key("csg_plugin_catalog_hits_total"));
+    assert!(after.contains_key("csg_auth_authenticated_total"));
 }
 
 /// S-1: `POST /sourcegraph/api/search` answers the hits with the full SHA, the cursor and the

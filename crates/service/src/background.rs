@@ -6,12 +6,58 @@
 //! task of its own, a few at once, so one hung fetch (a peer that never answers, up to the
 //! fetch timeout) holds up only its own repository. A repository whose work from an earlier
 //! round is still running is skipped, not queued twice.
+//!
+//! A repository whose fetch fails is retried with exponential backoff (two rounds later,
+//! then four, … at most [`MAX_SYNC_BACKOFF`] apart): an unreachable remote is not hammered
+//! every minute, while its last good state keeps serving and `discovery` shows the error.
 
 use crate::Service;
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
+
+/// The longest wait between fetch attempts of a repository that keeps failing.
+pub(crate) const MAX_SYNC_BACKOFF: Duration = Duration::from_secs(3600);
+
+/// How long after its `failures`-th failure in a row a repository is fetched again:
+/// `interval` × 2^failures, at most [`MAX_SYNC_BACKOFF`] (and never less than `interval`).
+pub(crate) fn sync_backoff(interval: Duration, failures: u32) -> Duration {
+    let factor = 1u32 << failures.min(16);
+    interval
+        .saturating_mul(factor)
+        .min(MAX_SYNC_BACKOFF.max(interval))
+}
+
+/// Failing repositories: consecutive failures and when the next attempt is due.
+#[derive(Default)]
+struct Backoffs(Mutex<HashMap<String, (u32, Instant)>>);
+
+impl Backoffs {
+    fn due(&self, repo: &str, now: Instant) -> bool {
+        let map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        map.get(repo).is_none_or(|&(_, next)| now >= next)
+    }
+
+    /// Records the outcome of a fetch; answers the wait before the next one after a failure.
+    fn record(&self, repo: &str, ok: bool, interval: Duration) -> Option<Duration> {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if ok {
+            map.remove(repo);
+            return None;
+        }
+        let failures = map.get(repo).map_or(0, |&(n, _)| n) + 1;
+        let wait = sync_backoff(interval, failures);
+        map.insert(repo.to_owned(), (failures, Instant::now() + wait));
+        Some(wait)
+    }
+
+    /// Forgets repositories no longer registered.
+    fn retain(&self, registered: &std::collections::HashSet<&str>) {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        map.retain(|repo, _| registered.contains(repo.as_str()));
+    }
+}
 
 /// A shutdown signal: loops end when it turns true or its sender is dropped.
 pub type Shutdown = tokio::sync::watch::Receiver<bool>;
@@ -35,6 +81,7 @@ pub fn spawn_maintenance(
         let slots = Arc::new(tokio::sync::Semaphore::new(MAINTENANCE_PARALLEL));
         let mut running: HashMap<String, JoinHandle<()>> = HashMap::new();
         let mut housekeeping: Option<JoinHandle<()>> = None;
+        let backoffs = Arc::new(Backoffs::default());
         // The first tick fires at once: the caller synced at start-up, so this round only
         // indexes and prepares plugins (W-31), and readiness never waits for it.
         ticker.tick().await;
@@ -61,18 +108,25 @@ pub fn spawn_maintenance(
                 }
             };
             running.retain(|_, task| !task.is_finished());
+            backoffs.retain(&repos.iter().map(|r| r.name.as_str()).collect());
+            let now = Instant::now();
             for repo in repos {
                 if running.contains_key(&repo.name) {
                     tracing::debug!(repo = %repo.name, "maintenance: still busy since an earlier round; skipped");
                     continue;
                 }
+                let sync = sync && backoffs.due(&repo.name, now);
                 let (service, slots, name) = (service.clone(), slots.clone(), repo.name.clone());
+                let backoffs = backoffs.clone();
                 let task = tokio::spawn(async move {
                     let Ok(_slot) = slots.acquire_owned().await else {
                         return;
                     };
                     if sync {
-                        sync_one(&service, &name).await;
+                        let ok = sync_one(&service, &name).await;
+                        if let Some(wait) = backoffs.record(&name, ok, interval) {
+                            tracing::info!(repo = %name, retry_in_s = wait.as_secs(), "sync backs off");
+                        }
                     }
                     index_then_prepare(&service, &name).await;
                 });
@@ -89,13 +143,16 @@ pub fn spawn_maintenance(
     })
 }
 
-async fn sync_one(service: &Service, repo: &str) {
+/// One fetch; answers whether it succeeded.
+async fn sync_one(service: &Service, repo: &str) -> bool {
     match service.sync(repo.to_string()).await {
         Ok(outcome) => {
-            tracing::debug!(repo, changed = outcome.changed.len(), "synced")
+            tracing::debug!(repo, changed = outcome.changed.len(), "synced");
+            true
         }
         Err(error) => {
-            tracing::warn!(repo, %error, "sync failed; serving the last good state")
+            tracing::warn!(repo, %error, "sync failed; serving the last good state");
+            false
         }
     }
 }
@@ -137,5 +194,34 @@ async fn index_then_prepare(service: &Service, repo: &str) {
     }
     if let Err(error) = service.prepare_plugins(repo.to_string()).await {
         tracing::debug!(repo, %error, "plugin preparation skipped");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// G-3: the wait doubles with each failure in a row, from twice the interval up to the
+    /// cap; a success clears it.
+    #[test]
+    fn g3_sync_backoff_doubles_up_to_the_cap() {
+        let minute = Duration::from_secs(60);
+        assert_eq!(sync_backoff(minute, 1), 2 * minute);
+        assert_eq!(sync_backoff(minute, 2), 4 * minute);
+        assert_eq!(sync_backoff(minute, 5), 32 * minute);
+        assert_eq!(sync_backoff(minute, 6), MAX_SYNC_BACKOFF);
+        assert_eq!(sync_backoff(minute, u32::MAX), MAX_SYNC_BACKOFF);
+        let long = Duration::from_secs(7200);
+        assert_eq!(sync_backoff(long, 3), long, "never below the interval");
+
+        let backoffs = Backoffs::default();
+        let now = Instant::now();
+        assert!(backoffs.due("a/b", now));
+        assert_eq!(backoffs.record("a/b", false, minute), Some(2 * minute));
+        assert!(!backoffs.due("a/b", Instant::now()));
+        assert!(backoffs.due("a/b", Instant::now() + 2 * minute));
+        assert_eq!(backoffs.record("a/b", false, minute), Some(4 * minute));
+        assert_eq!(backoffs.record("a/b", true, minute), None);
+        assert!(backoffs.due("a/b", Instant::now()));
     }
 }

@@ -112,6 +112,8 @@ struct CatalogCache {
     entries: HashMap<CatalogKey, Cached>,
     order: VecDeque<CatalogKey>,
     bytes: usize,
+    /// Lookups answered from the cache, for the hit ratio beside `discoveries`.
+    hits: u64,
 }
 
 /// A cached catalog and when it was last used (for the idle sweep).
@@ -212,6 +214,11 @@ impl Plugins {
     pub(crate) fn cached_catalogs(&self) -> usize {
         self.cache().entries.len()
     }
+
+    /// Catalog lookups answered from the cache so far.
+    pub(crate) fn catalog_hits(&self) -> u64 {
+        self.cache().hits
+    }
 }
 
 impl Inner {
@@ -304,15 +311,30 @@ impl Inner {
     /// diagnostic, a panic inside enrichment included (W-25: plan, absorb and host glue are
     /// caught here, so a successful base read never becomes an error).
     pub(crate) fn enrich(&self, req: EnrichRequest<'_>) -> Enrichment {
-        contain_panics(|| self.enrich_unguarded(req, false).unwrap_or_default())
+        let started = Instant::now();
+        let enrichment = contain_panics(|| self.enrich_unguarded(req, false).unwrap_or_default());
+        self.record_enrichment(started, &enrichment);
+        enrichment
+    }
+
+    /// W-38: enrichment's own figures; an enrichment with a fault diagnostic counts as an
+    /// error (the base read it belongs to still succeeded).
+    fn record_enrichment(&self, started: Instant, enrichment: &Enrichment) {
+        self.stats
+            .enrichment
+            .record(started, enrichment.diagnostics.is_empty());
     }
 
     /// [`Inner::enrich`] when it is cheap enough for an async thread: nothing to run and the
     /// catalog (if one is needed) already cached. `None` when a discovery or a plugin would
     /// have to run (or anything panicked): then call [`Inner::enrich`] on a blocking thread.
     pub(crate) fn enrich_in_place(&self, req: EnrichRequest<'_>) -> Option<Enrichment> {
-        std::panic::catch_unwind(AssertUnwindSafe(|| self.enrich_unguarded(req, true)))
-            .unwrap_or(None)
+        let started = Instant::now();
+        let enrichment =
+            std::panic::catch_unwind(AssertUnwindSafe(|| self.enrich_unguarded(req, true)))
+                .unwrap_or(None)?;
+        self.record_enrichment(started, &enrichment);
+        Some(enrichment)
     }
 
     /// The enrichment; with `in_place`, `None` as soon as it would discover or execute.
@@ -356,8 +378,12 @@ impl Inner {
             attachments.diagnostics.push(truncated.clone());
         }
         let plan = wasmplugin::plan(&catalog, &ctx.plugins, call, operation, disabled, &refs);
-        if in_place && !plan.executions.is_empty() {
-            return None;
+        if in_place {
+            if !plan.executions.is_empty() {
+                return None;
+            }
+            // Counted only now: a probe that hands over to the blocking thread looks again.
+            self.plugins.cache().hits += 1;
         }
         attachments.diagnostics.extend(plan.diagnostics);
         let Some(runtime) = self.plugins.runtime() else {
@@ -503,7 +529,12 @@ impl Inner {
     ) -> Result<Arc<Catalog>, Diagnostic> {
         let mut discovered = Some(discovered);
         let key = self.catalog_key(repo, commit)?;
-        let cached = || self.plugins.cache().get(&key);
+        let cached = || {
+            let mut cache = self.plugins.cache();
+            let found = cache.get(&key);
+            cache.hits += u64::from(found.is_some());
+            found
+        };
         loop {
             if let Some(found) = cached() {
                 return Ok(found);

@@ -269,7 +269,10 @@ impl Service {
             req.query = query;
         }
         let hook = self.search_hook(ctx);
-        let mut answer = self.search_base(ctx.caller.clone(), req, hook).await?;
+        let started = Instant::now();
+        let answer = self.search_base(ctx.caller.clone(), req, hook).await;
+        self.inner.stats.search.record(started, answer.is_ok());
+        let mut answer = answer?;
         answer.query_rewrite = rewrite;
         Ok(answer)
     }
@@ -444,6 +447,21 @@ impl Inner {
     /// Indexes `repo`'s head: incrementally (a no-op when current), or with `fresh` from
     /// scratch into a new generation.
     pub(crate) fn index(
+        &self,
+        repo: &str,
+        fresh: bool,
+        progress: &mut dyn FnMut(BuildProgress),
+    ) -> Result<BuildStats, ServiceError> {
+        let started = Instant::now();
+        let built = self.index_untimed(repo, fresh, progress);
+        // A build that found the index current did no work worth a duration (O-4).
+        if !matches!(&built, Ok(stats) if stats.skipped_same) {
+            self.stats.index_build.record(started, built.is_ok());
+        }
+        built
+    }
+
+    fn index_untimed(
         &self,
         repo: &str,
         fresh: bool,

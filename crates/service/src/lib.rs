@@ -33,7 +33,7 @@ pub use prepare::{IndexReport, PrepareAction, PrepareAnswer, PrepareRequest};
 pub use pyplugin::HostConfig;
 pub use pyplugin::{State as HostState, summary as failure_summary};
 pub use serverplugins::{ArgumentRewrite, HostStatus, PluginHost, ServerPluginsStatus, ToolPreset};
-pub use stats::{OpSnapshot, OpStats, QueryStats, StatsSnapshot};
+pub use stats::{LATENCY_BUCKETS_MICROS, OpSnapshot, OpStats, QueryStats, StatsSnapshot};
 pub use wasmplugin::{ConnectionPlugins, InvalidConnectionPlugins, PluginConfig};
 
 use gitstore::{CommitId, GitStore, RepoName, RepoPath};
@@ -243,6 +243,12 @@ impl Service {
     /// Plugin catalogs cached now (W-29).
     pub fn plugin_catalogs(&self) -> usize {
         self.inner.plugins.cached_catalogs()
+    }
+
+    /// Plugin catalog lookups answered from the cache (W-29; with
+    /// [`Service::plugin_discoveries`], the hit ratio).
+    pub fn plugin_catalog_hits(&self) -> u64 {
+        self.inner.plugins.catalog_hits()
     }
 
     /// Prepares the repository plugins of `repo`'s branch heads in the background sense of
@@ -669,19 +675,12 @@ impl Service {
     /// Fetches one repository now (G-3). Reads keep answering from the last good state while
     /// it runs and if it fails.
     pub async fn sync(&self, repo: String) -> Result<SyncAnswer, ServiceError> {
-        let store = self.inner.store.clone();
+        let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || {
-            let name = RepoName::parse(&repo)?;
-            let outcome = store.sync(&name)?;
-            Ok(SyncAnswer {
-                repo: name.to_string(),
-                head: outcome.head.map(|c| c.to_string()),
-                changed: outcome
-                    .changed
-                    .into_iter()
-                    .map(|(branch, commit)| (branch, commit.to_string()))
-                    .collect(),
-            })
+            let started = Instant::now();
+            let synced = inner.sync(&repo);
+            inner.stats.sync.record(started, synced.is_ok());
+            synced
         })
         .await
         .map_err(|_| ServiceError::internal("sync was interrupted; see the server log"))?
@@ -700,6 +699,21 @@ impl Service {
 }
 
 impl Inner {
+    /// [`Service::sync`] on the calling (blocking) thread.
+    fn sync(&self, repo: &str) -> Result<SyncAnswer, ServiceError> {
+        let name = RepoName::parse(repo)?;
+        let outcome = self.store.sync(&name)?;
+        Ok(SyncAnswer {
+            repo: name.to_string(),
+            head: outcome.head.map(|c| c.to_string()),
+            changed: outcome
+                .changed
+                .into_iter()
+                .map(|(branch, commit)| (branch, commit.to_string()))
+                .collect(),
+        })
+    }
+
     /// The base read of a frame: resolve and lease on one look at the registry, under the
     /// read side of the query lock, then `base`. In place (`allowance` set), `None` when the
     /// query lock is held by a registry change or `base` ran out of allowance: redo it on the

@@ -577,6 +577,29 @@ async fn w29_concurrent_cold_reads_discover_once() {
     assert_eq!(service.plugin_discoveries(), 1);
 }
 
+/// W-38, R-7: enrichment has its own figures; the base read's are the same with plugins
+/// as without them.
+#[tokio::test]
+async fn w38_enrichment_is_timed_apart_from_the_base_read() {
+    let source = SourceRepo::with_files(&[
+        ("echo.sourcegraph.wasm", &artifact("echo")),
+        ("a.md", b"a\n"),
+    ]);
+    let service = service(&source, "");
+    service.read(&auto(), read("a.md")).await.unwrap();
+    let (_, e) = service.read_enriched(&auto(), read("a.md")).await.unwrap();
+    assert_eq!(texts(&e, 0).len(), 1);
+    let stats = service.stats();
+    assert_eq!(stats.read.calls, 2, "both reads are base reads");
+    assert_eq!(stats.enrichment.calls, 1, "one enrichment");
+    assert_eq!(stats.enrichment.errors, 0);
+    assert_eq!(stats.enrichment.buckets.last().copied(), Some(1));
+    assert_eq!(service.plugin_catalog_hits(), 0, "discovered, not a hit");
+    service.read_enriched(&auto(), read("a.md")).await.unwrap();
+    assert_eq!(service.plugin_catalog_hits(), 1);
+    assert_eq!(service.stats().enrichment.calls, 2);
+}
+
 /// W-31: preparation discovers and compiles default-enabled modules without running them;
 /// the first read then compiles nothing.
 #[tokio::test]

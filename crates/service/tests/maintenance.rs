@@ -59,11 +59,58 @@ async fn g3_hung_fetch_does_not_stall_other_repositories() {
         .unwrap();
     assert_eq!(found.repos.len(), 1, "{found:?}");
     assert_eq!(found.repos[0].commit, new_head);
-    let a = service
+    assert_eq!(read_a(&service, "acme/a-hung").await, "alpha\n");
+
+    // The hung fetch would otherwise hold its blocking thread (and this test) for the
+    // fetch timeout: stop it the way a shutdown does.
+    let _ = stop.send(true);
+    gitstore::stop_git();
+    maintenance.await.unwrap();
+    drop(hung);
+}
+
+/// G-3: a repository whose remote has gone is fetched with backoff, not every round: over
+/// 30 rounds of 50 ms it is tried a handful of times. Its last good state keeps serving and
+/// `discovery` shows the error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g3_failing_sync_backs_off() {
+    let source = SourceRepo::with_files(&[("a.md", b"alpha\n")]);
+    let service = Service::new(source.store("acme/gone", ""), ServiceConfig::default());
+    let moved = source.path().with_extension("moved");
+    std::fs::rename(source.path(), &moved).unwrap();
+    let (stop, signal) = tokio::sync::watch::channel(false);
+    let maintenance =
+        service::spawn_maintenance(service.clone(), Duration::from_millis(50), signal);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let _ = stop.send(true);
+    maintenance.await.unwrap();
+    std::fs::rename(&moved, source.path()).unwrap();
+
+    let sync = service.stats().sync;
+    assert_eq!(sync.calls, sync.errors, "every attempt failed");
+    // Without backoff: ~29 attempts (every round but the first). With it: rounds 1, 3, 7,
+    // 15 and maybe 31 (about 50, 150, 350, 750 and 1550 ms in).
+    assert!(
+        (2..=8).contains(&sync.errors),
+        "{} attempts in 30 rounds",
+        sync.errors
+    );
+    let repos = service.discovery(&CallContext::default()).await.unwrap();
+    assert!(repos[0].last_sync_error.is_some(), "{repos:?}");
+    assert_eq!(
+        read_a(&service, "acme/gone").await,
+        "alpha\n",
+        "the last good state"
+    );
+}
+
+/// The text of `a.md` in `repo`, as the local caller reads it.
+async fn read_a(service: &Service, repo: &str) -> String {
+    let read = service
         .read(
             &CallContext::default(),
             service::ReadRequest {
-                repo: "acme/a-hung".into(),
+                repo: repo.into(),
                 revision: None,
                 path: "a.md".into(),
                 start_line: None,
@@ -73,12 +120,5 @@ async fn g3_hung_fetch_does_not_stall_other_repositories() {
         )
         .await
         .unwrap();
-    assert_eq!(a.outcome.unwrap().content, "alpha\n");
-
-    // The hung fetch would otherwise hold its blocking thread (and this test) for the
-    // fetch timeout: stop it the way a shutdown does.
-    let _ = stop.send(true);
-    gitstore::stop_git();
-    maintenance.await.unwrap();
-    drop(hung);
+    read.outcome.unwrap().content
 }
