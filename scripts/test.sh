@@ -27,5 +27,13 @@ fi
 echo "== cargo test"
 cargo test --locked --workspace
 
+# The server-plugin host without its `python` feature: it must build, lint clean and report
+# itself unavailable (P-1); the binary without it must build. Only the crates above the host
+# are checked again.
+echo "== pyplugin without Python"
+cargo clippy --locked -p pyplugin --no-default-features --all-targets -- -D warnings
+cargo clippy --locked -p csg --no-default-features -- -D warnings
+cargo test --locked -p pyplugin --no-default-features
+
 echo "== end-to-end (Python MCP SDK against target/debug/csg)"
 CSG_BIN="$PWD/target/debug/csg" .venv/bin/python -m pytest -q tests/e2e

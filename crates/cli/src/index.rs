@@ -1,10 +1,10 @@
 //! `csg index rebuild [REPO] [--server URL]` (O-1, O-5, SPEC §9): asks a running server to
 //! rebuild search indexes through its JSON API (`prepare {action: "reindex"}`), so the index
 //! the server answers from is the one rebuilt. Progress streams back as NDJSON and shows as a
-//! bar on a terminal; the server logs it too.
+//! bar on a terminal, as log lines otherwise; the server logs it too.
 
+use crate::progress::Progress;
 use anyhow::{Context, Result, bail};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
 /// Where `--server` points by default: the default listen address.
@@ -95,12 +95,7 @@ async fn rebuild_one(client: &reqwest::Client, server: &str, repo: &str) -> Resu
         let body: Value = response.json().await.unwrap_or(Value::Null);
         bail!("{repo}: {}", refusal(status, &body));
     }
-    let bar = ProgressBar::new(0).with_message(repo.to_string());
-    bar.set_style(
-        ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} files ({elapsed})")
-            .context("progress bar template")?
-            .progress_chars("=> "),
-    );
+    let mut progress = Progress::new(repo);
     let mut pending = Vec::new();
     let mut outcome = None;
     while let Some(chunk) = response
@@ -113,15 +108,15 @@ async fn rebuild_one(client: &reqwest::Client, server: &str, repo: &str) -> Resu
             let line: Vec<u8> = pending.drain(..=end).collect();
             let event: Value = serde_json::from_slice(&line)
                 .with_context(|| format!("{repo}: the server sent a line that is not JSON"))?;
-            if let Some(progress) = event.get("progress") {
-                bar.set_length(progress["total"].as_u64().unwrap_or(0));
-                bar.set_position(progress["done"].as_u64().unwrap_or(0));
+            if let Some(files) = event.get("progress") {
+                let done = files["done"].as_u64().unwrap_or(0);
+                progress.update("indexing files", done, files["total"].as_u64());
             } else {
                 outcome = Some(event);
             }
         }
     }
-    bar.finish_and_clear();
+    drop(progress);
     let Some(event) = outcome else {
         bail!("{repo}: the server ended the answer without a result; see its log");
     };

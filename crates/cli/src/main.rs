@@ -5,6 +5,7 @@
 mod config;
 mod index;
 mod plugins;
+mod progress;
 mod repos;
 mod users;
 
@@ -13,6 +14,7 @@ use clap::{Parser, Subcommand};
 use config::{DEFAULT_LISTEN, FileConfig, Setting};
 use gitstore::{GitStore, RepoName, StoreConfig, SystemClock};
 use service::{ConnectionPlugins, Service, ServiceConfig};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -286,6 +288,8 @@ fn init_tracing(format: Option<&str>) -> Result<()> {
     // Logs go to stderr: stdout carries the MCP protocol under `csg mcp`.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        // Colour codes only for a person at a terminal, never into a log file or collector.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match format.unwrap_or("text") {
         "text" => builder.init(),

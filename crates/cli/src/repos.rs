@@ -1,8 +1,9 @@
 //! Repository commands (`csg repo …`), `--repo` specs, and what `serve` prints on start.
 
+use crate::progress::Progress;
 use crate::{RepoCommand, repo_name};
 use anyhow::{Context, Result, bail};
-use gitstore::{GitStore, Registration, RepoName, RepoPath};
+use gitstore::{GitStore, Registration, RepoName, RepoPath, SyncOutcome};
 use std::net::SocketAddr;
 use std::path::Path;
 
@@ -156,6 +157,14 @@ url = "{url}"
 }
 
 /// Runs a `csg repo …` command.
+/// Syncs `name`, showing the transfer's progress (O-5).
+fn sync(store: &GitStore, name: &RepoName) -> Result<SyncOutcome> {
+    let mut progress = Progress::new(name.as_str());
+    Ok(store.sync_with_progress(name, &mut |p| {
+        progress.update(&p.phase, p.done, p.total);
+    })?)
+}
+
 pub async fn run(store: GitStore, command: RepoCommand) -> Result<()> {
     tokio::task::spawn_blocking(move || run_blocking(&store, command))
         .await
@@ -190,7 +199,7 @@ fn run_blocking(store: &GitStore, command: RepoCommand) -> Result<()> {
                 private: private.then_some(true),
             })?;
             eprintln!("csg: registered {name}; syncing …");
-            let outcome = store.sync(&name)?;
+            let outcome = sync(store, &name)?;
             let head = outcome
                 .head
                 .map(|c| c.to_string())
@@ -225,7 +234,7 @@ fn run_blocking(store: &GitStore, command: RepoCommand) -> Result<()> {
         }
         RepoCommand::Sync { name } => {
             let name = repo_name(&name)?;
-            let outcome = store.sync(&name)?;
+            let outcome = sync(store, &name)?;
             let head = outcome
                 .head
                 .map(|c| c.to_string())

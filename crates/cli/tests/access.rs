@@ -42,8 +42,10 @@ impl Drop for Server {
     }
 }
 
-/// `csg serve` on a free loopback port; answers once it printed its endpoint.
+/// `csg serve` on a free loopback port, logging to `{data}.log`; answers once it printed its
+/// endpoint.
 fn serve(data: &Path, extra: &[&str]) -> Server {
+    let log = std::fs::File::create(data.with_extension("log")).expect("log file");
     let mut child = Command::new(CSG)
         .arg("--data-dir")
         .arg(data)
@@ -51,8 +53,9 @@ fn serve(data: &Path, extra: &[&str]) -> Server {
         .args(extra)
         .env_remove("CSG_LISTEN")
         .env_remove("CSG_PUBLIC_READ")
+        .env_remove("CSG_LOG")
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(log)
         .spawn()
         .expect("csg starts");
     let stdout = child.stdout.take().expect("stdout");
@@ -355,11 +358,12 @@ fn a1_a4_access_matrix() {
 /// O-4: without public read, the MCP endpoint and the API answer 401 with a
 /// `WWW-Authenticate: Bearer` challenge; a brute force of 1,000 wrong tokens from one
 /// address is slowed to a trickle (429 with `Retry-After`); `/metrics` counts all of it.
+/// The server's log holds none of the tokens, right or wrong, and no file body (O-4).
 #[test]
 fn a1_tokens_needed_and_brute_force_is_rate_limited() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let data = tmp.path().join("data");
-    let source = SourceRepo::with_files(&[("a.md", b"# A\n")]);
+    let source = SourceRepo::with_files(&[("a.md", b"# A body-marker-91c2\n")]);
     csg(
         &data,
         &["repo", "add", "acme/docs", source.path().to_str().unwrap()],
@@ -388,7 +392,19 @@ fn a1_tokens_needed_and_brute_force_is_rate_limited() {
     );
     assert_eq!(status, 200, "{body}");
     assert_eq!(call(base, Op::Read, "acme/docs", None).0, 401);
-    assert_eq!(call(base, Op::Read, "acme/docs", Some(&alice)).0, 200);
+    let (status, _, body) = call(base, Op::Read, "acme/docs", Some(&alice));
+    assert_eq!(status, 200);
+    assert!(body.contains("body-marker-91c2"), "{body}");
+    // a token in the query string is refused, and must not reach the log either.
+    let (status, _, body) = request(
+        base,
+        "GET",
+        &format!("/sourcegraph/api/read?repo=acme/docs&path=a.md&access_token={alice}"),
+        None,
+        None,
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("Authorization"), "{body}");
     // Probes and metrics stay open.
     assert_eq!(request(base, "GET", "/healthz", None, None).0, 200);
 
@@ -433,4 +449,15 @@ fn a1_tokens_needed_and_brute_force_is_rate_limited() {
     assert_eq!(after.0 - before.0, u64::from(refused));
     assert_eq!(after.1 - before.1, u64::from(limited) + 1);
     assert!(metric("csg_queries_total{operation=\"read\"}") >= 1);
+
+    drop(server);
+    let log = std::fs::read_to_string(data.with_extension("log")).expect("server log");
+    assert!(
+        log.contains("index built"),
+        "the log is the server's: {log}"
+    );
+    let secret = alice.trim_start_matches("csg_");
+    for leak in [secret, "body-marker-91c2", &format!("{:064x}", 7919 + 1)] {
+        assert!(!log.contains(leak), "`{leak}` in the server log:\n{log}");
+    }
 }

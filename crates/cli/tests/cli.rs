@@ -86,6 +86,38 @@ fn o1_repo_commands() {
     assert!(!String::from_utf8_lossy(&listed.stdout).contains("acme/docs"));
 }
 
+/// O-5: off a terminal, a clone says how far it is in the log, a tenth of a phase at a time.
+#[test]
+fn o5_clone_progress_is_logged_off_a_terminal() {
+    // Over git's unpack limit (100 objects), so the pack is received with progress.
+    let contents: Vec<(String, Vec<u8>)> = (0..150)
+        .map(|i| (format!("f{i}.txt"), format!("file {i}\n").into_bytes()))
+        .collect();
+    let files: Vec<(&str, &[u8])> = contents
+        .iter()
+        .map(|(path, text)| (path.as_str(), text.as_slice()))
+        .collect();
+    let source = SourceRepo::with_files(&files);
+    let added = csg(
+        source.tmp(),
+        &["repo", "add", "acme/big", source.path().to_str().unwrap()],
+    );
+    let stderr = String::from_utf8_lossy(&added.stderr);
+    assert!(added.status.success(), "{stderr}");
+    let receiving: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("progress") && l.contains("Receiving objects"))
+        .collect();
+    assert!(
+        (1..=10).contains(&receiving.len()),
+        "one line per tenth at most: {stderr}"
+    );
+    assert!(
+        receiving.last().unwrap().contains("done=152 total=152"),
+        "{stderr}"
+    );
+}
+
 /// Starts `csg serve` and waits for the banner; answers the child and the endpoint line.
 fn serve(tmp: &Path, extra: &[&str], env: &[(&str, &str)]) -> Result<(Child, String), String> {
     let mut command = Command::new(CSG);

@@ -138,6 +138,32 @@ pub(crate) fn run(
     stdin: Option<Vec<u8>>,
     timeout: Duration,
 ) -> Result<Vec<u8>, GitFailure> {
+    run_observed(command, stdin, timeout, None)
+}
+
+/// One progress report of a running transfer, as git prints it on stderr with `--progress`
+/// (`Receiving objects:  45% (450/1000)`; `remote: Enumerating objects: 202, done.`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransferProgress {
+    /// What git is doing: `Counting objects`, `Receiving objects`, `Resolving deltas`, …
+    pub phase: String,
+    /// Units done so far.
+    pub done: u64,
+    /// Units in the phase, when git knows them.
+    pub total: Option<u64>,
+}
+
+/// Receives [`TransferProgress`] reports on the thread that runs the command.
+pub type ProgressObserver<'a> = &'a mut dyn FnMut(&TransferProgress);
+
+/// [`run`] that hands git's progress lines to `observer` as they come (the rest of stderr is
+/// kept for the failure text). The command must be told `--progress`.
+pub(crate) fn run_observed(
+    command: GitCommand,
+    stdin: Option<Vec<u8>>,
+    timeout: Duration,
+    mut observer: Option<ProgressObserver<'_>>,
+) -> Result<Vec<u8>, GitFailure> {
     let GitCommand { mut cmd, git_dir } = command;
     if stopping() {
         return Err(GitFailure::Stopped);
@@ -158,7 +184,12 @@ pub(crate) fn run(
         });
     }
     let stdout = child.stdout.take().map(spawn_reader);
-    let stderr = child.stderr.take().map(spawn_reader);
+    let stderr = child.stderr.take().map(spawn_segment_reader);
+    let mut err = Vec::new();
+    let mut absorb = |segment: Vec<u8>| match (observer.as_mut(), parse_progress(&segment)) {
+        (Some(observer), Some(progress)) => observer(&progress),
+        _ => err.extend_from_slice(&segment),
+    };
 
     let started = Instant::now();
     let mut pause = Duration::from_millis(1);
@@ -166,6 +197,9 @@ pub(crate) fn run(
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) => {
+                if let Some(rx) = &stderr {
+                    rx.try_iter().for_each(&mut absorb);
+                }
                 let failure = if stopping() {
                     GitFailure::Stopped
                 } else if started.elapsed() > timeout {
@@ -184,12 +218,16 @@ pub(crate) fn run(
             Err(e) => return Err(GitFailure::Spawn(e)),
         }
     };
-    let collect = |rx: Option<mpsc::Receiver<Vec<u8>>>| {
-        rx.and_then(|rx| rx.recv_timeout(PIPE_GRACE).ok())
-            .unwrap_or_default()
-    };
-    let out = collect(stdout);
-    let err = collect(stderr);
+    let out = stdout
+        .and_then(|rx| rx.recv_timeout(PIPE_GRACE).ok())
+        .unwrap_or_default();
+    if let Some(rx) = stderr {
+        let deadline = Instant::now() + PIPE_GRACE;
+        while let Ok(segment) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        {
+            absorb(segment);
+        }
+    }
     if status.success() {
         Ok(out)
     } else {
@@ -260,6 +298,64 @@ fn spawn_reader<R: Read + Send + 'static>(mut pipe: R) -> mpsc::Receiver<Vec<u8>
         let _ = tx.send(buf);
     });
     rx
+}
+
+/// Reads `pipe` to its end in segments that each end at a `\r` or `\n` (git redraws a
+/// progress line with `\r`), sent as they complete; the channel closes at the end.
+fn spawn_segment_reader<R: Read + Send + 'static>(mut pipe: R) -> mpsc::Receiver<Vec<u8>> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let mut pending = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = pipe.read(&mut buf) {
+            pending.extend_from_slice(&buf[..n]);
+            while let Some(end) = pending.iter().position(|&b| b == b'\r' || b == b'\n') {
+                if tx.send(pending.drain(..=end).collect()).is_err() {
+                    return;
+                }
+            }
+        }
+        if !pending.is_empty() {
+            let _ = tx.send(pending);
+        }
+    });
+    rx
+}
+
+/// The progress report in one stderr segment, or `None` for anything else. Strict on
+/// purpose: the `remote:` lines come from the source, and a failure message must never be
+/// taken for progress and lost.
+fn parse_progress(segment: &[u8]) -> Option<TransferProgress> {
+    let text = std::str::from_utf8(segment).ok()?.trim();
+    let text = text.strip_prefix("remote:").map_or(text, str::trim_start);
+    let (phase, rest) = text.split_once(':')?;
+    let phase = phase.trim();
+    let plain = |s: &str| s.bytes().all(|b| b.is_ascii_alphabetic() || b == b' ');
+    if phase.is_empty() || phase.len() > 40 || !plain(phase) {
+        return None;
+    }
+    let number = |s: &str| -> Option<u64> {
+        (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse().ok())
+            .flatten()
+    };
+    let rest = rest.trim();
+    let (done, total) = match rest.split_once('%') {
+        // `45% (450/1000)`, then perhaps `, 1.00 MiB | 2.00 MiB/s` or `, done.`
+        Some((percent, counts)) => {
+            number(percent.trim())?;
+            let counts = counts.trim_start().strip_prefix('(')?;
+            let (done, total) = counts.split_once(')')?.0.split_once('/')?;
+            (number(done)?, Some(number(total)?))
+        }
+        // `202` or `202, done.`
+        None => (number(rest.strip_suffix(", done.").unwrap_or(rest))?, None),
+    };
+    Some(TransferProgress {
+        phase: phase.to_string(),
+        done,
+        total,
+    })
 }
 
 /// A one-line, path-free description of a failure, fit for `last_error` (G-3).
@@ -364,6 +460,108 @@ mod tests {
             stderr: String::new(),
         };
         assert_eq!(describe(&empty, &[]), "git exited with status 1");
+    }
+
+    /// O-5: git's progress lines are recognised, everything else (a failure above all) is not.
+    #[test]
+    fn o5_progress_lines_are_parsed_strictly() {
+        let parse = |s: &str| parse_progress(s.as_bytes());
+        assert_eq!(
+            parse("Receiving objects:  45% (450/1000), 1.00 MiB | 2.00 MiB/s\r"),
+            Some(TransferProgress {
+                phase: "Receiving objects".into(),
+                done: 450,
+                total: Some(1000),
+            })
+        );
+        assert_eq!(
+            parse("remote: Enumerating objects: 202, done.\n"),
+            Some(TransferProgress {
+                phase: "Enumerating objects".into(),
+                done: 202,
+                total: None,
+            })
+        );
+        assert_eq!(
+            parse("Resolving deltas: 100% (3/3), done.\n").map(|p| p.total),
+            Some(Some(3))
+        );
+        for other in [
+            "fatal: '/x' does not appear to be a git repository\n",
+            "error: 1 object missing\n",
+            "remote: fatal: 2 (a/b)\n",
+            "warning: redirecting to https://x/: 5\n",
+            "remote: Counting objects: many\n",
+            "",
+        ] {
+            assert_eq!(parse(other), None, "{other:?}");
+        }
+    }
+
+    /// O-5: a fetch told `--progress` reports its phases to the observer while its failure
+    /// text stays clean of them.
+    #[test]
+    fn o5_observed_fetch_reports_progress() {
+        let tmp = tempfile::tempdir().unwrap();
+        let source = tmp.path().join("source");
+        let mirror = tmp.path().join("mirror");
+        let mut init = git(None);
+        init.args(["init", "--quiet"]).arg(&source);
+        run(init, None, LOCAL_TIMEOUT).unwrap();
+        // Over git's unpack limit (100 objects): a pack that is received with progress.
+        for i in 0..150 {
+            std::fs::write(source.join(format!("f{i}.txt")), format!("file {i}\n")).unwrap();
+        }
+        let mut add = git(None);
+        add.arg("-C").arg(&source).args(["add", "."]);
+        run(add, None, LOCAL_TIMEOUT).unwrap();
+        let mut commit = git(None);
+        commit.arg("-C").arg(&source).args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "--quiet",
+            "-m",
+            "x",
+        ]);
+        run(commit, None, LOCAL_TIMEOUT).unwrap();
+        let mut init = git(None);
+        init.args(["init", "--bare", "--quiet"]).arg(&mirror);
+        run(init, None, LOCAL_TIMEOUT).unwrap();
+
+        let mut seen = Vec::new();
+        let mut fetch = git(Some(&mirror));
+        fetch
+            .args(["fetch", "--progress", "--"])
+            .arg(&source)
+            .arg("+refs/heads/*:refs/heads/*");
+        run_observed(
+            fetch,
+            None,
+            LOCAL_TIMEOUT,
+            Some(&mut |p| seen.push(p.clone())),
+        )
+        .unwrap();
+        // A small pack is unpacked into loose objects, a large one kept as it came.
+        let receiving: Vec<_> = seen
+            .iter()
+            .filter(|p| ["Receiving objects", "Unpacking objects"].contains(&p.phase.as_str()))
+            .collect();
+        assert!(!receiving.is_empty(), "{seen:?}");
+        let last = receiving.last().unwrap();
+        assert_eq!(Some(last.done), last.total, "{seen:?}");
+
+        let mut broken = git(Some(&mirror));
+        broken
+            .args(["fetch", "--progress", "--"])
+            .arg(tmp.path().join("missing"));
+        let failure = run_observed(broken, None, LOCAL_TIMEOUT, Some(&mut |_| {})).unwrap_err();
+        assert!(
+            describe(&failure, &[]).contains("does not appear to be a git repository"),
+            "{failure}"
+        );
     }
 
     #[test]

@@ -29,7 +29,7 @@ mod text;
 pub use blobcache::DEFAULT_BLOB_CACHE_BYTES;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::Error;
-pub use gitcli::stop_all as stop_git;
+pub use gitcli::{ProgressObserver, TransferProgress, stop_all as stop_git};
 pub use names::{CommitId, RepoName, RepoPath};
 pub use text::Text;
 
@@ -303,7 +303,17 @@ impl GitStore {
     /// now (for retention) and the sync state. A failure is recorded in the metadata
     /// (`last_error`) and returned; the mirror keeps its last good state (G-3).
     pub fn sync(&self, name: &RepoName) -> Result<SyncOutcome, Error> {
-        self.inner.sync(name)
+        self.inner.sync(name, None)
+    }
+
+    /// [`GitStore::sync`] that reports the transfer's progress to `observer` as it goes, on
+    /// this thread (O-5: a bar on a terminal, periodic lines in a log).
+    pub fn sync_with_progress(
+        &self,
+        name: &RepoName,
+        observer: ProgressObserver<'_>,
+    ) -> Result<SyncOutcome, Error> {
+        self.inner.sync(name, Some(observer))
     }
 
     /// Resolves `revision` (full SHA, branch, tag, unique short SHA of ≥ 7 hex; `None` = head

@@ -207,8 +207,9 @@ def on_source_file(file):
 
     Applied: return None (index the file as it is), {"skip": True} (leave the file out of the
     index; later files' on_source_file do not see it), or {"text": "...", "language": "..."}
-    (index this text instead; "language" is optional). This changes what search finds, never
-    what `read` returns. Editing a file that defines this hook marks the index stale and costs
+    with either key or both (index this text instead; index under this language, which the
+    search `lang` filter matches: a name or alias of its table, or None for none). This
+    changes what search finds, never what `read` returns. Editing a file that defines this hook marks the index stale and costs
     a rebuild (see "Hook classes" above).
 
     Example:

@@ -321,7 +321,12 @@ fn changes(hook: Hook, input: &Value, output: &Value) -> Result<Change, String> 
                     sets.push(("text", Value::String(text.clone())));
                 }
                 Some(other) => return Err(format!("\"text\" must be a str, not {}", kind(other))),
-                None => return Err("must return {\"skip\": True} or {\"text\": ...}".into()),
+                None if !out.contains_key("language") => {
+                    return Err(
+                        "must return {\"skip\": True}, or \"text\" and/or \"language\"".into(),
+                    );
+                }
+                None => {}
             }
             match out.get("language") {
                 None => {}
@@ -525,6 +530,18 @@ mod tests {
             (next["text"].as_str(), next["language"].as_str()),
             (Some("t"), Some("rust"))
         );
+        // The language alone: the text stays the file's.
+        let Step::Continue(next) =
+            apply(Hook::SourceFile, &input, &json!({"language": null})).unwrap()
+        else {
+            panic!("a language change continues the pipeline")
+        };
+        assert_eq!(
+            (&next["text"], &next["language"]),
+            (&input["text"], &Value::Null)
+        );
+        assert!(apply(Hook::SourceFile, &input, &json!({})).is_err());
+        assert!(apply(Hook::SourceFile, &input, &json!({"language": ""})).is_err());
         assert!(apply(Hook::SourceFile, &input, &json!({"text": 3})).is_err());
         assert!(apply(Hook::SourceFile, &input, &json!({"skip": "yes"})).is_err());
     }

@@ -1,5 +1,6 @@
 //! The host contract of seed 002 (SPEC P-2..P-13) against real plugin files run by the real
 //! embedded CPython.
+#![cfg(feature = "python")]
 
 mod common;
 

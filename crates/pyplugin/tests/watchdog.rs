@@ -1,5 +1,6 @@
 //! P-23: hooks that overrun their time limit. A test binary of its own, because a wedged
 //! host leaves a Python thread busy for a while.
+#![cfg(feature = "python")]
 
 mod common;
 

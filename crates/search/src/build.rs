@@ -10,6 +10,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 
+use crate::lang::DocLang;
 use crate::store::{Doc, DocKind, Generation, PostingBuf};
 use crate::trigram::{Trigram, TrigramScratch, doc_trigrams};
 use crate::{BuildProgress, SearchError, Source, SourceEntry, Transform};
@@ -62,6 +63,8 @@ struct Prepared<'a> {
     reused: bool,
     /// What the source's transform did (P-21).
     transform: Transformed,
+    /// The language the `lang` filter sees (a transform may set it).
+    lang: DocLang,
 }
 
 /// What a transform did to one document.
@@ -112,13 +115,17 @@ fn prepare<'a>(
             trigrams: Vec::new(),
             reused: false,
             transform: Transformed::Untouched,
+            lang: DocLang::FromPath,
         });
     }
     let mut transform = Transformed::Untouched;
+    let mut lang = DocLang::FromPath;
     let (kind, text, reused) = match previous {
         // Same blob id = same bytes: reuse the stored text, or the path-only verdict when
         // it did not depend on the size limit.
+        // The fingerprint holds the transform, so a reused text is one it shaped already.
         Some((generation, doc)) if doc.kind == DocKind::Text && doc.len <= max => {
+            lang = doc.lang.clone();
             (DocKind::Text, Cow::Borrowed(generation.text(doc)), true)
         }
         Some((_, doc)) if matches!(doc.kind, DocKind::Binary | DocKind::NotUtf8) => {
@@ -139,9 +146,14 @@ fn prepare<'a>(
                             transform = Transformed::Skipped;
                             (DocKind::Text, Cow::Borrowed(&[][..]), false)
                         }
-                        Ok(Transform::Replace(text)) => {
+                        Ok(Transform::Replace {
+                            text: replaced,
+                            lang: set,
+                        }) => {
                             transform = Transformed::Replaced;
-                            (DocKind::Text, Cow::Owned(text.into_bytes()), false)
+                            lang = set;
+                            let text = replaced.map_or(bytes, String::into_bytes);
+                            (DocKind::Text, Cow::Owned(text), false)
                         }
                         Err(message) if input.strict_transforms => {
                             return Err(SearchError::Source {
@@ -171,6 +183,7 @@ fn prepare<'a>(
         trigrams,
         reused,
         transform,
+        lang,
     })
 }
 
@@ -306,6 +319,7 @@ pub(crate) fn write_generation(
                         kind: doc.kind,
                         offset,
                         len,
+                        lang: doc.lang.clone(),
                     });
                     offset += len;
                 }

@@ -83,8 +83,39 @@ const LANGS: &[LangRow] = &[
 /// A resolved `lang` filter.
 #[derive(Debug, Clone)]
 pub(crate) struct LangFilter {
+    name: &'static str,
     extensions: &'static [&'static str],
     names: &'static [&'static str],
+}
+
+/// The language a document is filtered by: its path's, or one a derived-state transform set
+/// (P-21).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum DocLang {
+    /// As [`lang_of`] maps the path.
+    #[default]
+    FromPath,
+    /// No language: no `lang` filter matches the document.
+    Unknown,
+    /// This language; a known name or alias is stored as its canonical name, any other
+    /// lower-cased (so no `lang` filter matches it).
+    Named(String),
+}
+
+/// Longest language name a document keeps (longer ones are cut).
+pub const MAX_LANG_BYTES: usize = 64;
+
+impl DocLang {
+    /// The language `name` (a name or alias of the `lang` table, or any other word).
+    pub fn named(name: &str) -> DocLang {
+        match LangFilter::parse(name) {
+            Ok(filter) => DocLang::Named(filter.name.to_owned()),
+            Err(_) => {
+                let name = name.trim().to_lowercase();
+                DocLang::Named(name[..name.floor_char_boundary(MAX_LANG_BYTES)].to_owned())
+            }
+        }
+    }
 }
 
 impl LangFilter {
@@ -94,11 +125,24 @@ impl LangFilter {
         LANGS
             .iter()
             .find(|(name, aliases, _, _)| *name == wanted || aliases.contains(&wanted.as_str()))
-            .map(|(_, _, extensions, names)| LangFilter { extensions, names })
+            .map(|(name, _, extensions, names)| LangFilter {
+                name,
+                extensions,
+                names,
+            })
             .ok_or_else(|| SearchError::UnknownLang {
                 lang: lang.to_owned(),
                 known: known_langs().join(", "),
             })
+    }
+
+    /// Whether a document at `path` with language `lang` is of this language.
+    pub(crate) fn matches_doc(&self, path: &str, lang: &DocLang) -> bool {
+        match lang {
+            DocLang::FromPath => self.matches(path),
+            DocLang::Unknown => false,
+            DocLang::Named(name) => name == self.name,
+        }
     }
 
     /// Whether a repository-relative path is a file of this language.
@@ -121,7 +165,11 @@ impl LangFilter {
 /// the table that matches: `.h` is `c`).
 pub fn lang_of(path: &str) -> Option<&'static str> {
     LANGS.iter().find_map(|(name, _, extensions, names)| {
-        let filter = LangFilter { extensions, names };
+        let filter = LangFilter {
+            name,
+            extensions,
+            names,
+        };
         filter.matches(path).then_some(*name)
     })
 }

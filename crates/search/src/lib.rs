@@ -44,7 +44,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
 pub use error::SearchError;
-pub use lang::{known_langs, lang_of};
+pub use lang::{DocLang, MAX_LANG_BYTES, known_langs, lang_of};
 pub use query::{
     MAX_HITS, MAX_LIMIT, MAX_QUERY_BYTES, REGEX_SIZE_LIMIT, SEARCH_BUDGET, SNIPPET_CHARS,
 };
@@ -113,8 +113,15 @@ pub enum Transform {
     Keep,
     /// Leave the file out of the generation: no content hit, no file-name hit.
     Skip,
-    /// Index this text instead of the file's (snippets and line numbers refer to it).
-    Replace(String),
+    /// Index the file with a text instead of its own (snippets and line numbers refer to
+    /// it; `None` keeps the file's), under a language of its own for the `lang` filter
+    /// ([`DocLang::FromPath`] keeps the path's).
+    Replace {
+        /// The text indexed instead of the file's.
+        text: Option<String>,
+        /// The language the `lang` filter sees.
+        lang: DocLang,
+    },
 }
 
 /// Where the indexer gets files; the service implements it over its git store.

@@ -9,7 +9,7 @@ use regex::bytes::{Regex, RegexBuilder};
 use serde::{Deserialize, Serialize};
 
 use crate::lang::LangFilter;
-use crate::store::{DocKind, Generation};
+use crate::store::{Doc, DocKind, Generation};
 use crate::trigram::{TrigramQuery, plan};
 use crate::{Hit, PathOnly, SearchError, SearchRequest};
 
@@ -106,9 +106,12 @@ pub(crate) fn compile(request: &SearchRequest) -> Result<Compiled, SearchError> 
 }
 
 impl Compiled {
-    fn path_allowed(&self, path: &str) -> bool {
-        self.glob.as_ref().is_none_or(|g| g.is_match(path))
-            && self.lang.as_ref().is_none_or(|l| l.matches(path))
+    fn doc_allowed(&self, doc: &Doc) -> bool {
+        self.glob.as_ref().is_none_or(|g| g.is_match(&doc.path))
+            && self
+                .lang
+                .as_ref()
+                .is_none_or(|l| l.matches_doc(&doc.path, &doc.lang))
     }
 }
 
@@ -346,9 +349,7 @@ pub(crate) fn file_names(generation: &Generation, compiled: &Compiled) -> Vec<u3
         .docs
         .iter()
         .enumerate()
-        .filter(|(_, d)| {
-            compiled.path_allowed(&d.path) && compiled.regex.is_match(d.path.as_bytes())
-        })
+        .filter(|(_, d)| compiled.doc_allowed(d) && compiled.regex.is_match(d.path.as_bytes()))
         .map(|(i, _)| i as u32)
         .collect()
 }
@@ -384,7 +385,7 @@ pub(crate) fn lines(
     .into_iter()
     .filter(|&i| {
         docs.get(i as usize)
-            .is_some_and(|d| d.kind == DocKind::Text && compiled.path_allowed(&d.path))
+            .is_some_and(|d| d.kind == DocKind::Text && compiled.doc_allowed(d))
     })
     .collect();
 

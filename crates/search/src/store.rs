@@ -19,10 +19,11 @@ use memmap2::Mmap;
 use serde::{Deserialize, Serialize};
 
 use crate::SearchError;
+use crate::lang::DocLang;
 use crate::trigram::Trigram;
 
 /// Version of the on-disk format; part of the index fingerprint, so a change rebuilds.
-pub(crate) const FORMAT_VERSION: u32 = 1;
+pub(crate) const FORMAT_VERSION: u32 = 2;
 
 const DOCS_MAGIC: &[u8; 4] = b"CSGD";
 const POSTINGS_MAGIC: &[u8; 4] = b"CSGP";
@@ -63,6 +64,8 @@ pub(crate) struct Doc {
     pub kind: DocKind,
     pub offset: u64,
     pub len: u64,
+    /// The language the `lang` filter sees (P-21).
+    pub lang: DocLang,
 }
 
 /// `meta.json` of a generation.
@@ -180,6 +183,15 @@ fn parse_docs(bytes: &[u8]) -> Option<Vec<Doc>> {
         let path = r.string(path_len)?;
         let blob_len = usize::from(r.u16()?);
         let blob_id = r.string(blob_len)?;
+        let lang = match r.u8()? {
+            0 => DocLang::FromPath,
+            1 => DocLang::Unknown,
+            2 => {
+                let lang_len = usize::from(r.u8()?);
+                DocLang::Named(r.string(lang_len)?)
+            }
+            _ => return None,
+        };
         docs.push(Doc {
             path,
             blob_id,
@@ -187,6 +199,7 @@ fn parse_docs(bytes: &[u8]) -> Option<Vec<Doc>> {
             kind,
             offset,
             len,
+            lang,
         });
     }
     Some(docs)
@@ -410,6 +423,15 @@ pub(crate) fn write_docs(path: &Path, docs: &[Doc]) -> Result<(), SearchError> {
         out.write_all(&(blob.len() as u16).to_le_bytes())
             .map_err(io_write)?;
         out.write_all(blob).map_err(io_write)?;
+        match &doc.lang {
+            DocLang::FromPath => out.write_all(&[0]).map_err(io_write)?,
+            DocLang::Unknown => out.write_all(&[1]).map_err(io_write)?,
+            DocLang::Named(name) => {
+                let name = &name.as_bytes()[..name.floor_char_boundary(u8::MAX as usize)];
+                out.write_all(&[2, name.len() as u8]).map_err(io_write)?;
+                out.write_all(name).map_err(io_write)?;
+            }
+        }
     }
     let file = out.into_inner().map_err(|e| io_write(e.into_error()))?;
     file.sync_all().map_err(io_write)?;

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{GitSource, index_dir, line_hits, request};
-use search::{IndexConfig, Indexes, Source, SourceEntry, Transform};
+use search::{DocLang, IndexConfig, Indexes, Source, SourceEntry, Transform};
 use std::collections::BTreeSet;
 
 /// A source over a commit whose transform is a small rule table, with a fingerprint.
@@ -43,7 +43,10 @@ fn repo() -> (testgit::SourceRepo, String) {
 fn rules(path: &str, _text: &str) -> Result<Transform, String> {
     match path {
         "app.min.js" => Ok(Transform::Skip),
-        "docs/a.md" => Ok(Transform::Replace("# Title\nreplacedword here\n".into())),
+        "docs/a.md" => Ok(Transform::Replace {
+            text: Some("# Title\nreplacedword here\n".into()),
+            lang: DocLang::FromPath,
+        }),
         "docs/b.md" => Err("on_source_file raised ValueError".into()),
         _ => Ok(Transform::Keep),
     }
@@ -128,6 +131,55 @@ fn p21_skip_replace_and_a_failing_transform() {
     assert_eq!(
         hits(&indexes, "generatedneedle"),
         BTreeSet::from([("app.min.js".into(), 1)])
+    );
+}
+
+fn languages(path: &str, _text: &str) -> Result<Transform, String> {
+    let lang = match path {
+        "docs/a.md" => DocLang::named("RS"),
+        "docs/b.md" => DocLang::Unknown,
+        _ => return Ok(Transform::Keep),
+    };
+    Ok(Transform::Replace { text: None, lang })
+}
+
+fn in_lang(indexes: &Indexes, query: &str, lang: &str) -> BTreeSet<(String, u64)> {
+    let mut request = request("o/r", query, false, false);
+    request.lang = Some(lang.to_owned());
+    line_hits(indexes, &request)
+}
+
+/// P-21: a transform may set the language the `lang` filter sees (a known alias stands for
+/// its name; `Unknown` matches no filter) while the text stays the file's; the choice is
+/// stored with the generation and holds after a reopen.
+#[test]
+fn p21_a_transform_sets_the_indexed_language() {
+    let (repo, head) = repo();
+    let (_tmp, dir) = index_dir();
+    let source = Transforming {
+        inner: GitSource::new(repo.path(), &head),
+        fingerprint: "langs",
+        rule: languages,
+    };
+    {
+        let indexes = Indexes::open(dir.clone(), IndexConfig::default()).unwrap();
+        let stats = indexes.build("o/r", &head, &source, &mut |_| {}).unwrap();
+        assert_eq!((stats.transformed, stats.documents), (2, 3));
+    }
+    let indexes = Indexes::open(dir, IndexConfig::default()).unwrap();
+    let a = BTreeSet::from([("docs/a.md".into(), 2)]);
+    assert_eq!(in_lang(&indexes, "originalword", "rust"), a);
+    assert!(in_lang(&indexes, "originalword", "markdown").is_empty());
+    assert_eq!(hits(&indexes, "originalword"), a, "the text is the file's");
+    assert!(in_lang(&indexes, "plain", "markdown").is_empty());
+    assert_eq!(
+        hits(&indexes, "plain"),
+        BTreeSet::from([("docs/b.md".into(), 1)])
+    );
+    assert_eq!(
+        in_lang(&indexes, "generatedneedle", "js"),
+        BTreeSet::from([("app.min.js".into(), 1)]),
+        "untouched files keep their path's language"
     );
 }
 

@@ -2,7 +2,7 @@
 //! answering `search` from the current index generations. The query never reaches repository
 //! plugins (S-2).
 
-use crate::{CallContext, Inner, Service, ServiceError};
+use crate::{CallContext, Inner, Service, ServiceError, TenthLog};
 use gitstore::{BlobReader, CommitId, EntryKind, RepoName};
 use serde::Serialize;
 use std::time::Instant;
@@ -197,11 +197,12 @@ impl search::Source for StoreSource {
         else {
             return Ok(search::Transform::Keep);
         };
+        let language = search::lang_of(&entry.path);
         let payload = serde_json::json!({
             "repo": self.repo,
             "commit": self.commit,
             "path": entry.path,
-            "language": search::lang_of(&entry.path),
+            "language": language,
             "text": text,
         });
         let outcome = epoch.run_blocking(pyplugin::Hook::SourceFile, payload);
@@ -217,16 +218,25 @@ impl search::Source for StoreSource {
         if outcome.stopped {
             return Ok(search::Transform::Skip);
         }
-        Ok(
-            match outcome
-                .changed()
-                .and_then(|v| v.get("text"))
-                .and_then(|t| t.as_str())
-            {
-                Some(text) => search::Transform::Replace(text.to_owned()),
-                None => search::Transform::Keep,
-            },
-        )
+        let Some(changed) = outcome.changed() else {
+            return Ok(search::Transform::Keep);
+        };
+        // The host validated the result: `text` a str, `language` a short str or null.
+        let new_text = changed["text"].as_str().filter(|t| *t != text);
+        let new_lang = match &changed["language"] {
+            serde_json::Value::String(lang) if Some(lang.as_str()) != language => {
+                search::DocLang::named(lang)
+            }
+            serde_json::Value::Null if language.is_some() => search::DocLang::Unknown,
+            _ => search::DocLang::FromPath,
+        };
+        if new_text.is_none() && new_lang == search::DocLang::FromPath {
+            return Ok(search::Transform::Keep);
+        }
+        Ok(search::Transform::Replace {
+            text: new_text.map(str::to_owned),
+            lang: new_lang,
+        })
     }
 
     fn plugin_fingerprint(&self) -> String {
@@ -493,11 +503,9 @@ impl Inner {
             };
             Ok((name, commit, lease, source))
         })?;
-        let mut logged = 0;
+        let mut log = TenthLog::default();
         let mut report = |p: BuildProgress| {
-            let tenth = (p.done * 10).checked_div(p.total).unwrap_or(10);
-            if tenth > logged {
-                logged = tenth;
+            if log.crossed("indexing", p.done, p.total) {
                 tracing::info!(repo = %name, done = p.done, total = p.total, "indexing");
             }
             progress(p);

@@ -15,6 +15,7 @@ mod lines;
 mod model;
 mod permissions;
 mod prepare;
+mod progress;
 mod serverplugins;
 mod stats;
 
@@ -30,6 +31,7 @@ pub use index::{
 pub use model::*;
 pub use permissions::{AuthFailure, Caller, Principal, TOKEN_NEEDED};
 pub use prepare::{IndexReport, PrepareAction, PrepareAnswer, PrepareRequest};
+pub use progress::TenthLog;
 pub use pyplugin::HostConfig;
 pub use pyplugin::{State as HostState, summary as failure_summary};
 pub use serverplugins::{ArgumentRewrite, HostStatus, PluginHost, ServerPluginsStatus, ToolPreset};
@@ -702,7 +704,14 @@ impl Inner {
     /// [`Service::sync`] on the calling (blocking) thread.
     fn sync(&self, repo: &str) -> Result<SyncAnswer, ServiceError> {
         let name = RepoName::parse(repo)?;
-        let outcome = self.store.sync(&name)?;
+        let mut log = TenthLog::default();
+        let outcome = self.store.sync_with_progress(&name, &mut |p| {
+            if let Some(total) = p.total
+                && log.crossed(&p.phase, p.done, total)
+            {
+                tracing::info!(repo = %name, phase = %p.phase, done = p.done, total, "fetching");
+            }
+        })?;
         Ok(SyncAnswer {
             repo: name.to_string(),
             head: outcome.head.map(|c| c.to_string()),

@@ -133,3 +133,50 @@ async fn p7_a_failing_derived_state_hook_indexes_the_file_as_it_is() {
     );
     assert_eq!(paths(&service, "alpha").await, ["docs/a.md:Some(1)"]);
 }
+
+/// P-21: `on_source_file` may set the language a file is indexed under (the `lang` filter
+/// sees it), or take it away with None, leaving the text as it is.
+#[tokio::test]
+async fn p21_on_source_file_sets_the_indexed_language() {
+    let plugin = "def on_source_file(file):\n    if file['path'] == 'build/gen.txt':\n        return {'language': 'py'}\n    if file['language'] == 'markdown':\n        return {'language': None}\n    return None\n";
+    let (_plugins, _source, service) = start(
+        "langs.py",
+        plugin,
+        &[
+            ("build/gen.txt", b"def marker(): pass\n"),
+            ("docs/a.md", b"a marker line\n"),
+        ],
+    )
+    .await;
+    let built = service.index(REPO.into(), |_| {}).await.unwrap();
+    assert_eq!(built.transformed, 2);
+    let in_lang = |lang: &'static str| {
+        let service = service.clone();
+        async move {
+            let answer = service
+                .search(
+                    &CallContext::default(),
+                    SearchRequest {
+                        query: "marker".into(),
+                        repo: Some(REPO.into()),
+                        lang: Some(lang.into()),
+                        ..SearchRequest::default()
+                    },
+                )
+                .await
+                .unwrap();
+            answer
+                .repos
+                .iter()
+                .flat_map(|r| r.hits.iter().map(|h| h.path.clone()))
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(in_lang("python").await, ["build/gen.txt"]);
+    assert!(in_lang("text").await.is_empty());
+    assert!(in_lang("markdown").await.is_empty());
+    assert_eq!(
+        paths(&service, "marker").await,
+        ["build/gen.txt:Some(1)", "docs/a.md:Some(1)"]
+    );
+}

@@ -7,7 +7,7 @@ use super::{
     Inner, LEASED_REFS, PINNED_REFS, RepoState, SEEN_REFS, lock, read_refs, to_commit_id, to_oid,
 };
 use crate::db::storage;
-use crate::gitcli::{self, FETCH_TIMEOUT, GC_TIMEOUT, GitFailure, LOCAL_TIMEOUT};
+use crate::gitcli::{self, FETCH_TIMEOUT, GC_TIMEOUT, GitFailure, LOCAL_TIMEOUT, ProgressObserver};
 use crate::retention::in_window;
 use crate::{CommitId, Error, RepoName, SweepReport, SyncOutcome};
 use gix::ObjectId;
@@ -67,13 +67,17 @@ impl Inner {
         Ok(self.is_current(state).then_some(mirror))
     }
 
-    pub(crate) fn sync(&self, name: &RepoName) -> Result<SyncOutcome, Error> {
+    pub(crate) fn sync(
+        &self,
+        name: &RepoName,
+        observer: Option<ProgressObserver<'_>>,
+    ) -> Result<SyncOutcome, Error> {
         let state = self.state(name)?;
         let _maintenance = lock(&state.maintenance);
         let Some(_mirror) = self.lock_mirror(&state)? else {
             return Err(Error::UnknownRepo(name.clone()));
         };
-        match self.sync_locked(&state) {
+        match self.sync_locked(&state, observer) {
             Ok(outcome) => Ok(outcome),
             Err(e) => {
                 let message = match &e {
@@ -112,7 +116,11 @@ impl Inner {
         Ok(())
     }
 
-    fn sync_locked(&self, state: &RepoState) -> Result<SyncOutcome, Error> {
+    fn sync_locked(
+        &self,
+        state: &RepoState,
+        observer: Option<ProgressObserver<'_>>,
+    ) -> Result<SyncOutcome, Error> {
         self.ensure_mirror(state)?;
 
         // The source's HEAD (and the configured branch, to refuse a missing one before
@@ -148,26 +156,27 @@ impl Inner {
 
         // Not a mirror refspec: `--prune` with `+refs/*:refs/*` would delete our own
         // refs/csg/* bookkeeping refs. `--atomic`: all refs move or none.
-        self.git_on_mirror(
-            state,
+        let mut fetch = gitcli::git(Some(&state.mirror));
+        fetch.args([
             "fetch",
-            &[
-                "fetch",
-                "--quiet",
-                "--prune",
-                "--force",
-                "--no-tags",
-                "--atomic",
-                "--no-write-fetch-head",
-                "--no-recurse-submodules",
-                "--",
-                state.source.as_str(),
-                "+refs/heads/*:refs/heads/*",
-                "+refs/tags/*:refs/tags/*",
-            ],
-            None,
-            FETCH_TIMEOUT,
-        )?;
+            if observer.is_some() {
+                "--progress"
+            } else {
+                "--quiet"
+            },
+            "--prune",
+            "--force",
+            "--no-tags",
+            "--atomic",
+            "--no-write-fetch-head",
+            "--no-recurse-submodules",
+            "--",
+            state.source.as_str(),
+            "+refs/heads/*:refs/heads/*",
+            "+refs/tags/*:refs/tags/*",
+        ]);
+        gitcli::run_observed(fetch, None, FETCH_TIMEOUT, observer)
+            .map_err(|f| self.git_failure(state, "fetch", &f))?;
 
         let repo = Arc::new(self.open_repo(state)?);
         let (branches, tags) = read_refs(&repo.to_thread_local())?;
