@@ -626,6 +626,7 @@ async fn prepare(data: &Path, source: &Path) -> Result<Service> {
             source: source.to_string_lossy().into_owned(),
             registered_path: String::new(),
             branch: None,
+            private: None,
         })
         .await?;
     service.sync(REPO.into()).await?;

@@ -469,6 +469,7 @@ async fn register_repos(service: &Service, specs: &[String]) -> Result<()> {
                 source: registration.source,
                 registered_path: registration.registered_path.to_string(),
                 branch: registration.branch,
+                private: None,
             })
             .await?;
         progress(&format!("syncing {name} …"));

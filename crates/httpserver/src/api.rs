@@ -32,6 +32,7 @@ pub(crate) fn router(service: Service, readiness: Readiness) -> Router {
         .route("/discovery", get(discovery).post(discovery))
         .route("/availability", get(availability).post(availability))
         .route("/prepare", post(prepare))
+        .route("/repos", post(add_repo))
         .route("/plugins/status", get(plugins_status))
         .route("/plugins/reload", post(plugins_reload));
     Router::new()
@@ -317,6 +318,45 @@ async fn prepare(
         prepare_streamed(state.service, ctx, request)
     } else {
         answer(state.service.prepare(&ctx, request, |_| {}).await)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AddRepoArgs {
+    name: String,
+    source: String,
+    /// The registered path (monorepo scope); the whole repository when absent.
+    path: Option<String>,
+    branch: Option<String>,
+    private: Option<bool>,
+}
+
+/// `POST /sourcegraph/api/repos {name, source, path?, branch?, private?}` (A-3, SPEC §9):
+/// registers a remote repository, fetches and indexes it. 201 when new, 200 when the same
+/// registration existed.
+async fn add_repo(
+    State(state): State<AppState>,
+    Ctx(ctx): Ctx,
+    Args(a): Args<AddRepoArgs>,
+) -> Response {
+    let request = service::RegisterRequest {
+        name: a.name,
+        source: a.source,
+        registered_path: a.path.unwrap_or_default(),
+        branch: a.branch,
+        private: a.private,
+    };
+    match state.service.add_repo(&ctx, request).await {
+        Ok(added) => {
+            let status = if added.created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            (status, Json(added)).into_response()
+        }
+        Err(error) => ApiError::from(error).into_response(),
     }
 }
 

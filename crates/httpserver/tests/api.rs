@@ -507,3 +507,79 @@ async fn a3_o5_prepare() {
         .unwrap();
     assert_eq!(streamed.status(), 403);
 }
+
+/// A-3, SPEC §9: `POST /sourcegraph/api/repos` registers a remote repository for a caller
+/// with the prepare capability, fetches and indexes it; again is a no-op; local sources are
+/// refused; a source that cannot be fetched leaves nothing registered.
+#[tokio::test]
+async fn a3_register_a_remote_repository() {
+    let s = server().await;
+    let remote = SourceRepo::with_files(&[("r.md", b"# remote marker\n")]);
+    let http = remote.serve_http();
+    let add = json!({"name": "acme/remote", "source": http.url()});
+    for (token, refused) in [(None, 401), (Some(s.reader.as_str()), 403)] {
+        let (status, body) = s
+            .post_as(token, "/sourcegraph/api/repos", add.clone())
+            .await;
+        assert_eq!(status, refused, "{body}");
+    }
+    let ops = Some(s.ops.as_str());
+    let local = json!({"name": "acme/local", "source": remote.source()});
+    let (status, body) = s.post_as(ops, "/sourcegraph/api/repos", local).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("csg repo add"),
+        "{body}"
+    );
+
+    let (status, body) = s.post_as(ops, "/sourcegraph/api/repos", add.clone()).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["created"], true);
+    assert_eq!(body["head"], json!(remote.head()));
+    assert_eq!(body["private"], false);
+    assert_eq!(body["index"]["documents"], 1, "{body}");
+    let (status, body) = s.post_as(ops, "/sourcegraph/api/repos", add).await;
+    assert_eq!((status, &body["created"]), (200, &json!(false)), "{body}");
+    let (status, body) = s
+        .get("/sourcegraph/api/read?repo=acme/remote&path=r.md")
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["content"], "# remote marker\n");
+    let (_, body) = s
+        .get("/sourcegraph/api/search?query=marker&repo=acme/remote")
+        .await;
+    assert!(body.to_string().contains("r.md"), "indexed: {body}");
+
+    let secret = json!({"name": "acme/secret", "source": http.url(), "private": true});
+    let (status, body) = s.post_as(ops, "/sourcegraph/api/repos", secret).await;
+    assert_eq!((status, &body["private"]), (201, &json!(true)), "{body}");
+    let (status, _) = s
+        .get("/sourcegraph/api/read?repo=acme/secret&path=r.md")
+        .await;
+    assert_eq!(status, 404, "A-2: private to everyone not granted it");
+
+    let gone = json!({"name": "acme/gone", "source": "http://127.0.0.1:9/none.git"});
+    let (status, body) = s.post_as(ops, "/sourcegraph/api/repos", gone).await;
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .ends_with("nothing was registered"),
+        "{body}"
+    );
+    let (_, discovery) = s.get("/sourcegraph/api/discovery").await;
+    let names: Vec<&str> = discovery["repositories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"acme/remote") && !names.contains(&"acme/gone"),
+        "{names:?}"
+    );
+}

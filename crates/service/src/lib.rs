@@ -30,7 +30,7 @@ pub use index::{
 };
 pub use model::*;
 pub use permissions::{AuthFailure, Caller, Principal, TOKEN_NEEDED};
-pub use prepare::{IndexReport, PrepareAction, PrepareAnswer, PrepareRequest};
+pub use prepare::{AddRepoAnswer, IndexReport, PrepareAction, PrepareAnswer, PrepareRequest};
 pub use progress::TenthLog;
 pub use pyplugin::HostConfig;
 pub use pyplugin::{State as HostState, summary as failure_summary};
@@ -167,18 +167,20 @@ impl Service {
         }
     }
 
-    /// Registers a repository (G-1, G-2), or reuses the same registration. Does not fetch:
-    /// call [`Service::sync`].
-    pub async fn register(&self, req: RegisterRequest) -> Result<(), ServiceError> {
+    /// Registers a repository (G-1, G-2), or reuses the same registration; answers whether
+    /// the registration is new. Does not fetch: call [`Service::sync`].
+    pub async fn register(&self, req: RegisterRequest) -> Result<bool, ServiceError> {
         self.registry_change(move |store| {
+            let name = RepoName::parse(&req.name)?;
+            let existed = store.repo(&name).is_ok();
             store.register(gitstore::Registration {
-                name: RepoName::parse(&req.name)?,
+                name,
                 source: req.source,
                 registered_path: RepoPath::parse(&req.registered_path)?,
                 branch: req.branch,
-                private: None,
+                private: req.private,
             })?;
-            Ok(())
+            Ok(!existed)
         })
         .await
     }
@@ -199,10 +201,10 @@ impl Service {
     /// Runs a registry change on the blocking pool under the write side of the query lock: a
     /// read in flight finishes on the registrations it started with, so one `read_many`
     /// never sees its repository's scope change between items.
-    async fn registry_change(
+    async fn registry_change<T: Send + 'static>(
         &self,
-        change: impl FnOnce(&GitStore) -> Result<(), ServiceError> + Send + 'static,
-    ) -> Result<(), ServiceError> {
+        change: impl FnOnce(&GitStore) -> Result<T, ServiceError> + Send + 'static,
+    ) -> Result<T, ServiceError> {
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || {
             let _writer = inner

@@ -136,6 +136,8 @@ pub struct RegisterRequest {
     pub registered_path: String,
     /// The branch to serve as default; `None`: the source's default branch.
     pub branch: Option<String>,
+    /// Private or public; `None`: public when new, unchanged when registered already.
+    pub private: Option<bool>,
 }
 
 /// What a listed entry is (S-7).

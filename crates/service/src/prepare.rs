@@ -89,7 +89,95 @@ impl From<crate::BuildStats> for IndexReport {
     }
 }
 
+/// What `POST /sourcegraph/api/repos` did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AddRepoAnswer {
+    pub repo: String,
+    /// False when the same registration existed already (the call is idempotent).
+    pub created: bool,
+    /// The default branch's head after the first sync, full SHA.
+    pub head: Option<String>,
+    pub private: bool,
+    /// The head's index; `None` when the build failed (the log says why; the background
+    /// round retries).
+    pub index: Option<IndexReport>,
+}
+
+/// Whether `source` names a remote the service may fetch for an API caller: a URL with a
+/// network scheme or the scp-like `user@host:path`. Local paths and `file://` would let a
+/// caller read any Git repository on the server's disk; they are registered there, with
+/// `csg repo add`.
+fn remote_source(source: &str) -> Result<(), ServiceError> {
+    let network_scheme = ["https://", "http://", "ssh://", "git://"]
+        .iter()
+        .any(|scheme| {
+            source
+                .get(..scheme.len())
+                .is_some_and(|head| head.eq_ignore_ascii_case(scheme))
+        });
+    let scp_like = source
+        .split_once(':')
+        .is_some_and(|(host, _)| host.contains('@') && !host.contains('/'));
+    if network_scheme || scp_like {
+        Ok(())
+    } else {
+        Err(ServiceError::invalid(
+            "`source` must be a remote Git URL (https://, http://, ssh://, git:// or \
+             user@host:path); local paths and file:// are registered on the server with \
+             `csg repo add`",
+        ))
+    }
+}
+
 impl Service {
+    /// Registers a remote repository for a caller with the prepare capability (A-3, SPEC
+    /// §9), fetches it and indexes its head. Registering the same again answers the existing
+    /// registration. When the first fetch of a new registration fails, nothing stays
+    /// registered and the error says why.
+    pub async fn add_repo(
+        &self,
+        ctx: &CallContext,
+        req: crate::RegisterRequest,
+    ) -> Result<AddRepoAnswer, ServiceError> {
+        self.inner
+            .check_prepare(&ctx.caller, "registering a repository")?;
+        remote_source(&req.source)?;
+        let name = RepoName::parse(&req.name)?;
+        let created = self.register(req).await?;
+        let synced = match self.sync(name.to_string()).await {
+            Ok(synced) => synced,
+            Err(error) if created => {
+                if let Err(undo) = self.unregister(name.to_string()).await {
+                    tracing::warn!(repo = %name, error = %undo, "a failed registration stayed");
+                }
+                return Err(ServiceError {
+                    kind: error.kind,
+                    message: format!("{error}; nothing was registered"),
+                });
+            }
+            Err(error) => return Err(error),
+        };
+        let index = match self.index(name.to_string(), |_| {}).await {
+            Ok(stats) => Some(stats.into()),
+            Err(error) => {
+                tracing::warn!(repo = %name, %error, "indexing a new registration failed");
+                None
+            }
+        };
+        self.prepare_plugins_quietly(&name).await;
+        let private = self.blocking({
+            let name = name.clone();
+            move |inner| Ok(inner.store.repo(&name)?.private)
+        });
+        Ok(AddRepoAnswer {
+            repo: name.to_string(),
+            created,
+            head: synced.head,
+            private: private.await?,
+            index,
+        })
+    }
+
     /// Runs one `prepare` action; `progress` sees index-build progress (O-5).
     pub async fn prepare(
         &self,
@@ -111,9 +199,7 @@ impl Service {
                 // G-3: a successful sync triggers indexing, then plugin preparation (W-31).
                 let outcome = self.sync(name.to_string()).await?;
                 let stats = self.index(name.to_string(), progress).await?;
-                if let Err(error) = self.prepare_plugins(name.to_string()).await {
-                    tracing::debug!(repo = %name, %error, "plugin preparation skipped");
-                }
+                self.prepare_plugins_quietly(&name).await;
                 Ok(answer(outcome.head, Some(stats.into())))
             }
             PrepareAction::Reindex => {
@@ -149,6 +235,16 @@ impl Service {
                     .await?;
                 Ok(answer(Some(commit.to_string()), None))
             }
+        }
+    }
+}
+
+impl Service {
+    /// W-31 after a sync: prepare the plugins of the new heads; a failure only costs the
+    /// first enriched read its discovery.
+    async fn prepare_plugins_quietly(&self, name: &RepoName) {
+        if let Err(error) = self.prepare_plugins(name.to_string()).await {
+            tracing::debug!(repo = %name, %error, "plugin preparation skipped");
         }
     }
 }

@@ -247,6 +247,7 @@ async fn w29_g2_catalog_key_includes_the_registered_scope() {
             source: source.source(),
             registered_path: String::new(),
             branch: None,
+            private: None,
         })
         .await
         .unwrap();

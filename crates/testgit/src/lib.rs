@@ -6,9 +6,11 @@
 
 #[cfg(unix)]
 mod hang;
+mod http;
 
 #[cfg(unix)]
 pub use hang::HungFetches;
+pub use http::DumbHttp;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -166,6 +168,13 @@ impl SourceRepo {
     }
 
     /// The full SHA of HEAD.
+    /// Serves this repository as an `http://127.0.0.1:PORT/` remote (Git's dumb protocol)
+    /// as of now: commits made later are not served.
+    pub fn serve_http(&self) -> DumbHttp {
+        self.git(&["update-server-info"]);
+        DumbHttp::serve(&self.path().join(".git"))
+    }
+
     pub fn head(&self) -> String {
         self.git(&["rev-parse", "HEAD"])
     }
