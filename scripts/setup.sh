@@ -14,6 +14,12 @@ python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 [ -x /usr/bin/python3.11 ] || need_apt+=(python3.11)
 [ -f /usr/include/python3.11/Python.h ] && [ -e /usr/lib/x86_64-linux-gnu/libpython3.11.so ] ||
   need_apt+=(libpython3.11-dev)
+# The browser tests of the website: Debian's Chromium (a browser download of a test tool's
+# own cannot be fetched here) and Node.js for playwright-core.
+if [ "${1:-}" = "--with-test-venv" ]; then
+  [ -x /usr/bin/chromium ] || need_apt+=(chromium chromium-driver)
+  command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]}" >&2
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -53,6 +59,15 @@ if [ "${1:-}" = "--with-test-venv" ]; then
     echo "setup: preparing .venv for the end-to-end tests" >&2
     python3 -m venv .venv
     .venv/bin/pip install -q --disable-pip-version-check -r tests/e2e/requirements.txt
+    echo "$want" > "$stamp"
+  fi
+  # playwright-core for the browser tests, as package-lock.json pins it (it downloads no
+  # browser: the tests drive /usr/bin/chromium).
+  stamp=tests/browser/node_modules/.lock.sha256
+  want=$(sha256sum tests/browser/package-lock.json | cut -d' ' -f1)
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    echo "setup: installing the browser tests' npm packages" >&2
+    (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)
     echo "$want" > "$stamp"
   fi
 fi

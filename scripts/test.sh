@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every check CI runs: formatting, clippy with warnings denied, the committed Wasm fixtures
 # against their sources (when the wasm32 target is installed), the Rust workspace (unit,
-# integration, property tests) and the end-to-end tests that drive the real `csg` binary with
-# the official Python MCP SDK.
+# integration, property tests), the end-to-end tests that drive the real `csg` binary with
+# the official Python MCP SDK, and the website's tests in headless Chromium.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --with-test-venv
@@ -37,3 +37,6 @@ cargo test --locked -p pyplugin --no-default-features
 
 echo "== end-to-end (Python MCP SDK against target/debug/csg)"
 CSG_BIN="$PWD/target/debug/csg" .venv/bin/python -m pytest -q tests/e2e
+
+echo "== website in a real browser (headless Chromium, playwright-core; screenshots in target/browser-artifacts)"
+(cd tests/browser && CSG_BIN="$PWD/../../target/debug/csg" npm test --silent)

@@ -553,10 +553,14 @@ async fn serve(
         },
         signal.clone(),
     );
+    let site_config = httpserver::SiteConfig {
+        origin: site.clone(),
+    };
     let app = httpserver::router(service.clone(), readiness.clone())
+        .merge(httpserver::site_router(service.clone(), &site_config))
         .nest_service("/sourcegraph/mcp", mcp);
-    // who calls, for the API and MCP alike.
-    let app = httpserver::with_access(app, service.clone());
+    // who calls, for the API, MCP and the site alike.
+    let app = httpserver::with_access(app, service.clone(), &site_config);
 
     let (stop_maintenance, maintenance_signal) = tokio::sync::watch::channel(false);
     let mut maintenance =

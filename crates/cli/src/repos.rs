@@ -127,32 +127,20 @@ pub fn default_allowed_origins(bound: SocketAddr, public_url: Option<&str>) -> V
     origins
 }
 
-/// What `serve` prints on start (M-6): the endpoint and ready-to-paste client
-/// configurations. Tokens never go into the URL.
+/// What `serve` prints on start (M-6): the endpoint, the site and the access page's
+/// client configurations. Tokens never go into the URL.
 pub fn startup_banner(site: &str) -> String {
-    let url = format!("{site}/sourcegraph/mcp?plugins=auto");
+    let config = website::ClientConfig::for_origin(site);
     format!(
-        r#"MCP endpoint: {url}
-HTTP API: {site}/sourcegraph/api/
-
-Client configuration (JSON):
-{{
-  "mcpServers": {{
-    "context-sourcegraph": {{
-      "type": "http",
-      "url": "{url}"
-    }}
-  }}
-}}
-If the server requires a token, add to the same entry (never put tokens in the URL):
-  "headers": {{"Authorization": "Bearer <your-api-token>"}}
-
-Codex (~/.codex/config.toml):
-[mcp_servers.context-sourcegraph]
-url = "{url}"
-# bearer_token_env_var = "SOURCEGRAPH_API_TOKEN"
-
-"#
+        "MCP endpoint: {url}\nHTTP API: {site}/sourcegraph/api/\nWebsite: {site}/sourcegraph/ \
+         (client configuration with copy buttons: {site}/sourcegraph/connect)\n\n\
+         Client configuration (JSON):\n{json}\n\
+         If the server requires a token (never put it in the URL):\n{with_token}\n\n\
+         Codex (~/.codex/config.toml; the token in SOURCEGRAPH_API_TOKEN):\n{codex}\n",
+        url = config.url,
+        json = config.json,
+        with_token = config.json_with_token,
+        codex = config.codex_toml,
     )
 }
 

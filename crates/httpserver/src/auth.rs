@@ -8,12 +8,21 @@
 //!
 //! `/healthz`, `/readyz` and `/metrics` stay open: probes and scrapers carry no tokens, and
 //! none of them names a repository.
+//!
+//! The website's pages (everything under `/sourcegraph/` but `api/` and `mcp`) are for
+//! browsers, which carry no bearer token: there the caller is the session of the visitor's
+//! cookie (`crate::session`), checked again through the service on every page, and a page
+//! that needs a token answers as HTML (the site's sign-in), not with a 401 challenge.
 
+use crate::SiteConfig;
 use crate::json::{ApiError, INVALID_TOKEN, UNAUTHENTICATED};
+use crate::session::{
+    self, CSRF_COOKIE, SESSION_COOKIE, Sessions, random_hex, set_cookie, well_formed,
+};
 use axum::Router;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use service::{AuthFailure, CallContext, Caller, Service};
@@ -78,18 +87,175 @@ pub(crate) fn context(parts: &Parts) -> CallContext {
     }
 }
 
-/// `app` behind the access layer.
-pub fn with_access(app: Router, service: Service) -> Router {
+/// `app` behind the access layer; `site` says whether the site's cookies are `Secure`.
+pub fn with_access(app: Router, service: Service, site: &SiteConfig) -> Router {
     let state = Arc::new(Access {
         service,
         limiter: Limiter::default(),
+        sessions: Sessions::default(),
+        secure_cookies: site.secure(),
     });
     app.layer(axum::middleware::from_fn_with_state(state, check))
 }
 
-struct Access {
+pub(crate) struct Access {
     service: Service,
     limiter: Limiter,
+    sessions: Sessions,
+    secure_cookies: bool,
+}
+
+/// Who is looking at a site page, for the page's header and forms.
+#[derive(Debug, Clone)]
+pub(crate) struct Visitor {
+    /// The signed-in user.
+    pub(crate) user: Option<String>,
+    /// What the page's forms must post back as `csrf`.
+    pub(crate) csrf: String,
+    /// The session id, when signed in through the site.
+    pub(crate) session: Option<String>,
+}
+
+/// The access layer's state, for the site's sign-in and sign-out handlers.
+#[derive(Clone)]
+pub(crate) struct SiteAccess(pub(crate) Arc<Access>);
+
+/// Why a sign-in was refused.
+pub(crate) enum SignInRefusal {
+    /// Too many wrong tokens from the address: seconds to wait.
+    Wait(u64),
+    /// Not a valid token (the message says why).
+    Invalid(String),
+    /// The access store failed.
+    Unavailable(String),
+}
+
+impl Access {
+    /// Signs in with a pasted token, under the same per-address limit as bearer tokens
+    /// answers the new session's id and CSRF token.
+    pub(crate) fn sign_in(
+        &self,
+        token: &str,
+        client: Option<IpAddr>,
+    ) -> Result<(String, String), SignInRefusal> {
+        let client = client.map(client_key);
+        if let Some(wait) = client.and_then(|c| self.limiter.wait(c)) {
+            COUNTERS.rate_limited.fetch_add(1, Ordering::Relaxed);
+            return Err(SignInRefusal::Wait(wait));
+        }
+        match self.service.authenticate(token.trim()) {
+            Ok(_) => {
+                COUNTERS.authenticated.fetch_add(1, Ordering::Relaxed);
+                let unavailable =
+                    || SignInRefusal::Unavailable("no randomness for a session".into());
+                let csrf = random_hex().ok_or_else(unavailable)?;
+                let id = self
+                    .sessions
+                    .create(token.trim().to_owned(), csrf.clone())
+                    .ok_or_else(unavailable)?;
+                Ok((id, csrf))
+            }
+            Err(AuthFailure::Invalid(message)) => {
+                COUNTERS.refused.fetch_add(1, Ordering::Relaxed);
+                if let Some(client) = client {
+                    self.limiter.failed(client);
+                }
+                Err(SignInRefusal::Invalid(message))
+            }
+            Err(AuthFailure::Unavailable(message)) => Err(SignInRefusal::Unavailable(message)),
+        }
+    }
+
+    /// Ends session `id`.
+    pub(crate) fn sign_out(&self, id: &str) {
+        self.sessions.remove(id);
+    }
+
+    /// `Set-Cookie` values that start (`Some`) or end (`None`) a session with its CSRF token.
+    pub(crate) fn session_cookies(&self, session: Option<(&str, &str)>) -> Vec<HeaderValue> {
+        let secure = self.secure_cookies;
+        match session {
+            Some((id, csrf)) => [
+                set_cookie(SESSION_COOKIE, Some(id), secure),
+                set_cookie(CSRF_COOKIE, Some(csrf), secure),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
+            None => set_cookie(SESSION_COOKIE, None, secure)
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    /// Who a site visitor is: `bearer` when the request carried a valid token, else the
+    /// session of their cookie, checked again now; answers cookies to set as well (a fresh
+    /// CSRF token, the removal of a session that ended).
+    fn visit(
+        &self,
+        headers: &HeaderMap,
+        bearer: Option<Caller>,
+    ) -> (Caller, Visitor, Vec<HeaderValue>) {
+        let mut cookies = Vec::new();
+        let csrf = match session::cookie(headers, CSRF_COOKIE).filter(|v| well_formed(v)) {
+            Some(value) => value.to_owned(),
+            None => {
+                let fresh = random_hex().unwrap_or_default();
+                cookies.extend(set_cookie(CSRF_COOKIE, Some(&fresh), self.secure_cookies));
+                fresh
+            }
+        };
+        let anonymous = |csrf| Visitor {
+            user: None,
+            csrf,
+            session: None,
+        };
+        if let Some(caller) = bearer {
+            let user = match &caller {
+                Caller::User(principal) => Some(principal.user.clone()),
+                _ => None,
+            };
+            return (
+                caller,
+                Visitor {
+                    user,
+                    ..anonymous(csrf)
+                },
+                cookies,
+            );
+        }
+        let Some(id) = session::cookie(headers, SESSION_COOKIE).filter(|v| well_formed(v)) else {
+            return (Caller::Anonymous, anonymous(csrf), cookies);
+        };
+        let Some(live) = self.sessions.get(id) else {
+            cookies.extend(self.session_cookies(None));
+            return (Caller::Anonymous, anonymous(csrf), cookies);
+        };
+        match self.service.authenticate(&live.token) {
+            Ok(principal) => {
+                let visitor = Visitor {
+                    user: Some(principal.user.clone()),
+                    csrf: live.csrf,
+                    session: Some(id.to_owned()),
+                };
+                (Caller::User(principal), visitor, cookies)
+            }
+            // A-1, W-34: a revoked token or a removed user ends the session now.
+            Err(AuthFailure::Invalid(_)) => {
+                self.sessions.remove(id);
+                cookies.extend(self.session_cookies(None));
+                (Caller::Anonymous, anonymous(csrf), cookies)
+            }
+            Err(AuthFailure::Unavailable(_)) => (Caller::Anonymous, anonymous(csrf), cookies),
+        }
+    }
+}
+
+/// Whether `path` is one of the website's pages (not the API, not MCP, not a probe).
+fn is_site_path(path: &str) -> bool {
+    path.starts_with("/sourcegraph")
+        && !path.starts_with("/sourcegraph/api")
+        && !path.starts_with("/sourcegraph/mcp")
 }
 
 /// A leaky bucket of wrong tokens per client address.
@@ -180,6 +346,7 @@ async fn check(State(access): State<Arc<Access>>, mut request: Request, next: Ne
     if !request.uri().path().starts_with("/sourcegraph") {
         return next.run(request).await;
     }
+    let site = is_site_path(request.uri().path());
     if request.uri().query().is_some_and(token_in_query) {
         COUNTERS.token_in_url.fetch_add(1, Ordering::Relaxed);
         return ApiError::bad_request(TOKEN_IN_URL).into_response();
@@ -193,7 +360,7 @@ async fn check(State(access): State<Arc<Access>>, mut request: Request, next: Ne
             return ApiError::new(StatusCode::UNAUTHORIZED, UNAUTHENTICATED, message)
                 .into_response();
         }
-        Ok(None) if access.service.public_read() => Caller::Anonymous,
+        Ok(None) if site || access.service.public_read() => Caller::Anonymous,
         Ok(None) => {
             return ApiError::new(
                 StatusCode::UNAUTHORIZED,
@@ -239,8 +406,35 @@ async fn check(State(access): State<Arc<Access>>, mut request: Request, next: Ne
             }
         }
     };
+    if !site {
+        request.extensions_mut().insert(caller);
+        return next.run(request).await;
+    }
+    let bearer = (caller != Caller::Anonymous).then_some(caller);
+    let (caller, visitor, cookies) = access.visit(request.headers(), bearer);
     request.extensions_mut().insert(caller);
-    next.run(request).await
+    request.extensions_mut().insert(visitor);
+    request.extensions_mut().insert(SiteAccess(access.clone()));
+    let mut response = next.run(request).await;
+    // A handler's own cookie (a sign-in's new CSRF token) wins over the layer's.
+    let cookie_name = |v: &HeaderValue| {
+        v.to_str()
+            .ok()
+            .and_then(|t| t.split_once('='))
+            .map(|(name, _)| name.to_owned())
+    };
+    let set: Vec<String> = response
+        .headers()
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .filter_map(cookie_name)
+        .collect();
+    for cookie in cookies {
+        if !cookie_name(&cookie).is_some_and(|name| set.contains(&name)) {
+            response.headers_mut().append(header::SET_COOKIE, cookie);
+        }
+    }
+    response
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
 //! `httpserver` is the HTTP face of Context Source Graph: the JSON API under
-//! `/sourcegraph/api/` (R-6, SPEC §9), `/healthz`, `/readyz`, `/metrics`, the listener and
-//! graceful shutdown. Handlers are thin: they turn query strings and JSON bodies into
-//! `service` calls and answers into JSON. The JSON API never runs plugins.
+//! `/sourcegraph/api/` (R-6, SPEC §9), the website's routes under `/sourcegraph/` (pages
+//! rendered by the `website` crate; sessions and CSRF here), `/healthz`, `/readyz`,
+//! `/metrics`, the listener and graceful shutdown. Handlers are thin: they turn query strings,
+//! JSON bodies and forms into `service` calls and answers into JSON or HTML. The JSON API
+//! never runs plugins.
 //!
 //! Other faces (the MCP endpoint) are mounted by the binary onto the [`Router`] this crate
 //! builds; this crate does not know MCP.
@@ -9,6 +11,8 @@
 mod api;
 mod auth;
 mod json;
+mod session;
+mod site;
 
 use axum::Router;
 use std::future::Future;
@@ -37,6 +41,27 @@ impl Readiness {
 /// The router of the JSON API, health probes and metrics.
 pub fn router(service: service::Service, readiness: Readiness) -> Router {
     api::router(service, readiness)
+}
+
+/// Where the site is reached: what the access page's client configuration points at, and
+/// whether cookies are `Secure`.
+#[derive(Debug, Clone)]
+pub struct SiteConfig {
+    /// The public origin (`https://csg.example.com`), or the listen address's.
+    pub origin: String,
+}
+
+impl SiteConfig {
+    /// Whether the site is served over TLS (its cookies must then be `Secure`).
+    pub fn secure(&self) -> bool {
+        self.origin.starts_with("https://")
+    }
+}
+
+/// The router of the website's pages (SPEC §9 routes): mount it beside [`router`], behind
+/// [`with_access`].
+pub fn site_router(service: service::Service, site: &SiteConfig) -> Router {
+    site::router(service, site)
 }
 
 /// Serves `app` on `listener` until `shutdown` completes, then lets in-flight requests finish

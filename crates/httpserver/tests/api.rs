@@ -33,9 +33,13 @@ async fn server_with(files: &[(&str, &[u8])]) -> Server {
     let service = Service::new(store, ServiceConfig::default());
     service.index("test/api".into(), |_| {}).await.unwrap();
     let readiness = Readiness::default();
+    let site = httpserver::SiteConfig {
+        origin: "http://127.0.0.1".into(),
+    };
     let app = httpserver::with_access(
         httpserver::router(service.clone(), readiness.clone()),
         service,
+        &site,
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());

@@ -29,7 +29,7 @@ pub use index::{
     SearchStatsAnswer,
 };
 pub use model::*;
-pub use permissions::{AuthFailure, Caller, Principal, TOKEN_NEEDED};
+pub use permissions::{AuthFailure, Caller, NewToken, Principal, TOKEN_NEEDED, TokenInfo};
 pub use prepare::{AddRepoAnswer, IndexReport, PrepareAction, PrepareAnswer, PrepareRequest};
 pub use progress::TenthLog;
 pub use pyplugin::HostConfig;
@@ -708,7 +708,9 @@ impl Inner {
         let name = RepoName::parse(repo)?;
         let mut log = TenthLog::default();
         let outcome = self.store.sync_with_progress(&name, &mut |p| {
+            // A small transfer says only that a phase is done; a large one each tenth.
             if let Some(total) = p.total
+                && (total >= 100 || p.done == total)
                 && log.crossed(&p.phase, p.done, total)
             {
                 tracing::info!(repo = %name, phase = %p.phase, done = p.done, total, "fetching");

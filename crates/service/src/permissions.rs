@@ -10,7 +10,7 @@
 use crate::{Inner, Service, ServiceError};
 use gitstore::RepoName;
 
-pub use access::Principal;
+pub use access::{NewToken, Principal, TokenInfo};
 
 /// Who is calling, as the transport established it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -123,5 +123,56 @@ impl Service {
     /// Whether anonymous callers may read public repositories.
     pub fn public_read(&self) -> bool {
         self.inner.config.public_read
+    }
+
+    /// The calling user's tokens, newest last (the site's token page).
+    pub async fn my_tokens(
+        &self,
+        ctx: &crate::CallContext,
+    ) -> Result<Vec<TokenInfo>, ServiceError> {
+        let user = signed_in(&ctx.caller)?.to_owned();
+        self.unlocked(move |inner| Ok(inner.access()?.tokens(Some(&user))?))
+            .await
+    }
+
+    /// A new token of the calling user, named `name` (the secret is in the answer only).
+    pub async fn create_my_token(
+        &self,
+        ctx: &crate::CallContext,
+        name: Option<String>,
+    ) -> Result<NewToken, ServiceError> {
+        let user = signed_in(&ctx.caller)?.to_owned();
+        self.unlocked(move |inner| Ok(inner.access()?.create_token(&user, name.as_deref())?))
+            .await
+    }
+
+    /// Revokes token `id` of the calling user; another user's token is "not found".
+    pub async fn revoke_my_token(
+        &self,
+        ctx: &crate::CallContext,
+        id: i64,
+    ) -> Result<(), ServiceError> {
+        let user = signed_in(&ctx.caller)?.to_owned();
+        self.unlocked(move |inner| {
+            let access = inner.access()?;
+            if !access.tokens(Some(&user))?.iter().any(|t| t.id == id) {
+                return Err(ServiceError {
+                    kind: crate::ErrorKind::NotFound,
+                    message: format!("you have no token {id}"),
+                });
+            }
+            Ok(access.revoke_token(id)?)
+        })
+        .await
+    }
+}
+
+/// The user behind `caller`, who must have signed in with a token.
+fn signed_in(caller: &Caller) -> Result<&str, ServiceError> {
+    match caller {
+        Caller::User(principal) => Ok(&principal.user),
+        _ => Err(ServiceError::unauthenticated(
+            "sign in with an API token to manage your tokens",
+        )),
     }
 }

@@ -32,12 +32,18 @@ async fn start(
 }
 
 async fn paths(service: &Service, query: &str) -> Vec<String> {
+    paths_in(service, query, None).await
+}
+
+/// `path:line` of every hit of `query`, with the `lang` filter `lang`.
+async fn paths_in(service: &Service, query: &str, lang: Option<&str>) -> Vec<String> {
     let answer = service
         .search(
             &CallContext::default(),
             SearchRequest {
                 query: query.into(),
                 repo: Some(REPO.into()),
+                lang: lang.map(str::to_owned),
                 ..SearchRequest::default()
             },
         )
@@ -150,29 +156,8 @@ async fn p21_on_source_file_sets_the_indexed_language() {
     .await;
     let built = service.index(REPO.into(), |_| {}).await.unwrap();
     assert_eq!(built.transformed, 2);
-    let in_lang = |lang: &'static str| {
-        let service = service.clone();
-        async move {
-            let answer = service
-                .search(
-                    &CallContext::default(),
-                    SearchRequest {
-                        query: "marker".into(),
-                        repo: Some(REPO.into()),
-                        lang: Some(lang.into()),
-                        ..SearchRequest::default()
-                    },
-                )
-                .await
-                .unwrap();
-            answer
-                .repos
-                .iter()
-                .flat_map(|r| r.hits.iter().map(|h| h.path.clone()))
-                .collect::<Vec<_>>()
-        }
-    };
-    assert_eq!(in_lang("python").await, ["build/gen.txt"]);
+    let in_lang = |lang| paths_in(&service, "marker", Some(lang));
+    assert_eq!(in_lang("python").await, ["build/gen.txt:Some(1)"]);
     assert!(in_lang("text").await.is_empty());
     assert!(in_lang("markdown").await.is_empty());
     assert_eq!(

@@ -1,0 +1,629 @@
+//! The website's routes (SPEC §9): thin handlers that turn a request into `service` calls and
+//! hand the answers to `website` for the HTML. Who is looking was settled by the access
+//! layer (`crate::auth`: a session or nobody); every form post is checked against the CSRF
+//! token here. Every page is sent with a strict Content-Security-Policy and is never cached.
+
+use crate::SiteConfig;
+use crate::auth::{SignInRefusal, SiteAccess, Visitor};
+use crate::session::same_secret;
+use axum::Router;
+use axum::extract::{ConnectInfo, Form, FromRequestParts, Query, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use service::{
+    AvailabilityRequest, CallContext, ErrorKind, ListRequest, ReadRequest, SearchRequest, Service,
+    ServiceError,
+};
+use std::net::{IpAddr, SocketAddr};
+use website::{Chrome, FileView};
+
+/// Lines of one file page at most; the page links to the next.
+const PAGE_LINES: u64 = 20_000;
+/// Reads (each up to the read budget) that make up one file page at most.
+const PAGE_READS: usize = 8;
+
+#[derive(Clone)]
+struct SiteState {
+    service: Service,
+    config: ClientConfigs,
+}
+
+#[derive(Clone)]
+struct ClientConfigs(std::sync::Arc<website::ClientConfig>);
+
+pub(crate) fn router(service: Service, site: &SiteConfig) -> Router {
+    let state = SiteState {
+        service,
+        config: ClientConfigs(std::sync::Arc::new(website::ClientConfig::for_origin(
+            &site.origin,
+        ))),
+    };
+    Router::new()
+        .route(
+            "/sourcegraph",
+            get(|| async { Redirect::permanent("/sourcegraph/") }),
+        )
+        .route("/sourcegraph/", get(repositories))
+        .route("/sourcegraph/repos/{*rest}", get(repo_pages))
+        .route("/sourcegraph/search", get(search))
+        .route("/sourcegraph/connect", get(connect))
+        .route(
+            "/sourcegraph/settings/tokens",
+            get(tokens).post(create_token),
+        )
+        .route("/sourcegraph/settings/tokens/revoke", post(revoke_token))
+        .route("/sourcegraph/sign-in", get(sign_in_form).post(sign_in))
+        .route("/sourcegraph/sign-out", post(sign_out))
+        .route(
+            website::CSS_PATH,
+            get(|| async { asset("text/css", website::SITE_CSS) }),
+        )
+        .route(
+            website::JS_PATH,
+            get(|| async { asset("text/javascript", website::SITE_JS) }),
+        )
+        .with_state(state)
+}
+
+/// The visitor and the service's call context of a site request.
+struct Page {
+    chrome: Chrome,
+    ctx: CallContext,
+    visitor: Visitor,
+    /// The peer's address (the sign-in limiter's key).
+    client: Option<IpAddr>,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Page {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let visitor = parts
+            .extensions
+            .get::<Visitor>()
+            .cloned()
+            .unwrap_or(Visitor {
+                user: None,
+                csrf: String::new(),
+                session: None,
+            });
+        Ok(Page {
+            chrome: Chrome {
+                user: visitor.user.clone(),
+                csrf: visitor.csrf.clone(),
+            },
+            ctx: crate::auth::context(parts),
+            visitor,
+            client: parts
+                .extensions
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|ConnectInfo(peer)| peer.ip()),
+        })
+    }
+}
+
+/// An HTML page with the site's security headers.
+fn html(status: StatusCode, body: String) -> Response {
+    let mut response = (status, body).into_response();
+    let headers = response.headers_mut();
+    for (name, value) in [
+        (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+        (
+            header::CONTENT_SECURITY_POLICY,
+            website::CONTENT_SECURITY_POLICY,
+        ),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::REFERRER_POLICY, "same-origin"),
+        (header::CACHE_CONTROL, "no-store"),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    response
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    let mut response = body.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("max-age=300"),
+    );
+    response
+}
+
+/// A service error as a page: what was wrong and what to do.
+fn error(chrome: &Chrome, error: &ServiceError) -> Response {
+    let (status, title) = match error.kind {
+        ErrorKind::InvalidArgument => (StatusCode::BAD_REQUEST, "Bad request"),
+        ErrorKind::NotFound => (StatusCode::NOT_FOUND, "Not found"),
+        ErrorKind::NotReadable => (StatusCode::CONFLICT, "Not readable"),
+        ErrorKind::Unavailable | ErrorKind::Busy => {
+            (StatusCode::SERVICE_UNAVAILABLE, "Not available right now")
+        }
+        ErrorKind::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "Something broke"),
+        ErrorKind::Forbidden => (StatusCode::FORBIDDEN, "Not allowed"),
+        ErrorKind::Unauthenticated => {
+            return html(
+                StatusCode::UNAUTHORIZED,
+                website::sign_in(chrome, Some(&error.message)),
+            );
+        }
+    };
+    html(status, website::error_page(chrome, title, &error.message))
+}
+
+fn not_found(chrome: &Chrome, what: &str) -> Response {
+    html(
+        StatusCode::NOT_FOUND,
+        website::error_page(chrome, "Not found", what),
+    )
+}
+
+/// `GET /sourcegraph/`.
+async fn repositories(State(state): State<SiteState>, page: Page) -> Response {
+    match state.service.discovery(&page.ctx).await {
+        Ok(repos) => html(StatusCode::OK, website::repositories(&page.chrome, &repos)),
+        Err(e) => error(&page.chrome, &e),
+    }
+}
+
+/// What a `/sourcegraph/repos/…` path names.
+#[derive(Debug, PartialEq, Eq)]
+enum RepoPage {
+    Home(String),
+    Tree {
+        repo: String,
+        rev: String,
+        path: String,
+    },
+    Blob {
+        repo: String,
+        rev: String,
+        path: String,
+    },
+    Plugins(String),
+}
+
+/// Splits `<owner>/<name>[/-/tree|blob/<rev>/<path>|/-/plugins]` as the URL has it
+/// (percent-encoded), decoding each segment on its own: a revision `feature%2Fx` is the
+/// branch `feature/x`, not a revision and a path.
+fn parse_repo_page(raw: &str) -> Option<RepoPage> {
+    let decode = |s: &str| {
+        percent_encoding::percent_decode_str(s)
+            .decode_utf8()
+            .ok()
+            .map(|d| d.into_owned())
+    };
+    let segments: Vec<&str> = raw.split('/').filter(|s| !s.is_empty()).collect();
+    let (owner, name) = (decode(segments.first()?)?, decode(segments.get(1)?)?);
+    let repo = format!("{owner}/{name}");
+    let rest = &segments[2..];
+    match rest {
+        [] => Some(RepoPage::Home(repo)),
+        ["-", "plugins"] => Some(RepoPage::Plugins(repo)),
+        ["-", kind, rev, path @ ..] => {
+            let rev = decode(rev)?;
+            let path = path
+                .iter()
+                .map(|s| decode(s))
+                .collect::<Option<Vec<_>>>()?
+                .join("/");
+            match *kind {
+                "tree" => Some(RepoPage::Tree { repo, rev, path }),
+                "blob" if !path.is_empty() => Some(RepoPage::Blob { repo, rev, path }),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+#[derive(Deserialize)]
+struct RepoQuery {
+    /// The Plugins tab's revision.
+    rev: Option<String>,
+    /// The first line of a file page.
+    from: Option<u64>,
+}
+
+/// `GET /sourcegraph/repos/…`: the repository page, a tree, a file, the Plugins tab.
+async fn repo_pages(
+    State(state): State<SiteState>,
+    page: Page,
+    uri: Uri,
+    Query(query): Query<RepoQuery>,
+) -> Response {
+    let raw = uri.path().strip_prefix("/sourcegraph/repos/").unwrap_or("");
+    let Some(target) = parse_repo_page(raw) else {
+        return not_found(
+            &page.chrome,
+            "no such page: repository pages are /sourcegraph/repos/OWNER/NAME, with \
+             /-/tree/REV/PATH, /-/blob/REV/PATH or /-/plugins",
+        );
+    };
+    let service = &state.service;
+    let result = match &target {
+        RepoPage::Home(repo) => home(service, &page, repo).await,
+        RepoPage::Tree { repo, rev, path } => {
+            let listing = service
+                .list(&page.ctx, list_request(repo, Some(rev), path))
+                .await;
+            listing.map(|l| website::tree(&page.chrome, repo, rev, &l))
+        }
+        RepoPage::Blob { repo, rev, path } => {
+            match file_view(service, &page.ctx, repo, rev, path, query.from).await {
+                Ok(view) => Ok(website::blob(&page.chrome, &view)),
+                // A directory's blob URL shows the directory.
+                Err(e) if e.message.contains("is a directory") => {
+                    return Redirect::to(&website::tree_url(repo, rev, path)).into_response();
+                }
+                Err(e) => Err(e),
+            }
+        }
+        RepoPage::Plugins(repo) => {
+            let request = AvailabilityRequest {
+                repo: repo.to_owned(),
+                revision: query.rev.clone().filter(|r| !r.trim().is_empty()),
+                include_plugins: true,
+            };
+            match service.availability(&page.ctx, request).await {
+                // A-4: an invisible repository reads as an unknown one.
+                Ok(answer) if !answer.visible => Err(unknown(repo)),
+                Ok(answer) => Ok(website::plugins(
+                    &page.chrome,
+                    query.rev.as_deref(),
+                    &answer,
+                )),
+                Err(e) => Err(e),
+            }
+        }
+    };
+    match result {
+        Ok(body) => html(StatusCode::OK, body),
+        Err(e) => error(&page.chrome, &e),
+    }
+}
+
+fn unknown(repo: &str) -> ServiceError {
+    ServiceError {
+        kind: ErrorKind::NotFound,
+        message: format!("unknown repository `{repo}`"),
+    }
+}
+
+fn list_request(repo: &str, rev: Option<&str>, path: &str) -> ListRequest {
+    ListRequest {
+        repo: repo.to_owned(),
+        revision: rev.map(str::to_owned),
+        path: (!path.is_empty()).then(|| path.to_owned()),
+        depth: Some(1),
+    }
+}
+
+/// The repository page: its facts (from `discovery`, which only lists what the caller may
+/// read) and its top directory at the head.
+async fn home(service: &Service, page: &Page, repo: &str) -> Result<String, ServiceError> {
+    let repos = service.discovery(&page.ctx).await?;
+    let Some(summary) = repos.iter().find(|r| r.name == repo) else {
+        return Err(unknown(repo));
+    };
+    let tree = match &summary.head {
+        Some(_) => service
+            .list(&page.ctx, list_request(repo, None, ""))
+            .await
+            .map_err(|e| e.message),
+        None => Err("Not synced yet: the tree shows once the first fetch is done.".to_owned()),
+    };
+    Ok(website::repository(
+        &page.chrome,
+        summary,
+        tree.as_ref().map_err(String::as_str),
+    ))
+}
+
+/// One page of a file: consecutive reads from `from` until the page is full.
+async fn file_view(
+    service: &Service,
+    ctx: &CallContext,
+    repo: &str,
+    rev: &str,
+    path: &str,
+    from: Option<u64>,
+) -> Result<FileView, ServiceError> {
+    let first_line = from.unwrap_or(1).max(1);
+    let mut view = FileView {
+        repo: repo.to_owned(),
+        rev: rev.to_owned(),
+        path: path.to_owned(),
+        first_line,
+        ..FileView::default()
+    };
+    let mut start = first_line;
+    for _ in 0..PAGE_READS {
+        let item = service
+            .read(
+                ctx,
+                ReadRequest {
+                    repo: repo.to_owned(),
+                    // The first read pins the commit; the rest read the same one.
+                    revision: Some(if view.commit.is_empty() {
+                        rev.to_owned()
+                    } else {
+                        view.commit.clone()
+                    }),
+                    path: path.to_owned(),
+                    start_line: Some(start),
+                    // The page's last line: a read stops earlier at its byte budget.
+                    end_line: Some(first_line + PAGE_LINES - 1),
+                    plugins: None,
+                },
+            )
+            .await?;
+        let range = item.outcome.map_err(|message| ServiceError {
+            kind: ErrorKind::InvalidArgument,
+            message,
+        })?;
+        view.commit = item.commit;
+        view.total_lines = range.total_lines;
+        view.content.push_str(&range.content);
+        if !view.content.ends_with('\n') && range.has_more {
+            view.content.push('\n');
+        }
+        view.next_start_line = range.next_start_line;
+        match range.next_start_line {
+            Some(next) if next - first_line < PAGE_LINES => start = next,
+            _ => break,
+        }
+    }
+    Ok(view)
+}
+
+#[derive(Deserialize, Default)]
+struct SearchQuery {
+    q: Option<String>,
+    repo: Option<String>,
+    path: Option<String>,
+    lang: Option<String>,
+    regex: Option<String>,
+    case: Option<String>,
+    cursor: Option<String>,
+}
+
+fn non_empty(value: Option<String>) -> Option<String> {
+    value.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
+}
+
+/// `GET /sourcegraph/search?q=…`.
+async fn search(
+    State(state): State<SiteState>,
+    page: Page,
+    Query(query): Query<SearchQuery>,
+) -> Response {
+    let request = SearchRequest {
+        query: query.q.clone().unwrap_or_default(),
+        repo: non_empty(query.repo),
+        path: non_empty(query.path),
+        lang: non_empty(query.lang),
+        regex: query.regex.as_deref() == Some("true"),
+        case_sensitive: query.case.as_deref() == Some("true"),
+        limit: None,
+        cursor: non_empty(query.cursor),
+    };
+    if request.query.trim().is_empty() {
+        return html(
+            StatusCode::OK,
+            website::search(&page.chrome, &request, None),
+        );
+    }
+    match state.service.search(&page.ctx, request.clone()).await {
+        Ok(answer) => html(
+            StatusCode::OK,
+            website::search(&page.chrome, &request, Some(Ok(&answer))),
+        ),
+        Err(e) if e.kind == ErrorKind::InvalidArgument => html(
+            StatusCode::BAD_REQUEST,
+            website::search(&page.chrome, &request, Some(Err(&e.message))),
+        ),
+        Err(e) => error(&page.chrome, &e),
+    }
+}
+
+/// `GET /sourcegraph/connect` (M-6).
+async fn connect(State(state): State<SiteState>, page: Page) -> Response {
+    let token_needed = !state.service.public_read();
+    html(
+        StatusCode::OK,
+        website::connect_page(&page.chrome, &state.config.0, token_needed),
+    )
+}
+
+/// `GET /sourcegraph/settings/tokens`.
+async fn tokens(State(state): State<SiteState>, page: Page) -> Response {
+    if page.chrome.user.is_none() {
+        return Redirect::to("/sourcegraph/sign-in").into_response();
+    }
+    match state.service.my_tokens(&page.ctx).await {
+        Ok(list) => html(StatusCode::OK, website::tokens(&page.chrome, &list, None)),
+        Err(e) => error(&page.chrome, &e),
+    }
+}
+
+/// A form post that must carry the page's CSRF token.
+fn refuse_forgery(page: &Page, posted: &str) -> Option<Response> {
+    (page.visitor.csrf.is_empty() || !same_secret(&page.visitor.csrf, posted)).then(|| {
+        html(
+            StatusCode::FORBIDDEN,
+            website::error_page(
+                &page.chrome,
+                "Form expired",
+                "This form was not sent from this site's page, or the page is stale. Reload \
+                 the page and send the form again.",
+            ),
+        )
+    })
+}
+
+#[derive(Deserialize)]
+struct CreateTokenForm {
+    csrf: String,
+    name: Option<String>,
+}
+
+/// `POST /sourcegraph/settings/tokens`: a new token, shown once.
+async fn create_token(
+    State(state): State<SiteState>,
+    page: Page,
+    Form(form): Form<CreateTokenForm>,
+) -> Response {
+    if let Some(refusal) = refuse_forgery(&page, &form.csrf) {
+        return refusal;
+    }
+    let name = non_empty(form.name);
+    let created = match state.service.create_my_token(&page.ctx, name).await {
+        Ok(created) => created,
+        Err(e) => return error(&page.chrome, &e),
+    };
+    match state.service.my_tokens(&page.ctx).await {
+        Ok(list) => html(
+            StatusCode::OK,
+            website::tokens(&page.chrome, &list, Some(&created.secret)),
+        ),
+        Err(e) => error(&page.chrome, &e),
+    }
+}
+
+#[derive(Deserialize)]
+struct RevokeForm {
+    csrf: String,
+    id: i64,
+}
+
+/// `POST /sourcegraph/settings/tokens/revoke`.
+async fn revoke_token(
+    State(state): State<SiteState>,
+    page: Page,
+    Form(form): Form<RevokeForm>,
+) -> Response {
+    if let Some(refusal) = refuse_forgery(&page, &form.csrf) {
+        return refusal;
+    }
+    match state.service.revoke_my_token(&page.ctx, form.id).await {
+        Ok(()) => Redirect::to("/sourcegraph/settings/tokens").into_response(),
+        Err(e) => error(&page.chrome, &e),
+    }
+}
+
+/// `GET /sourcegraph/sign-in`.
+async fn sign_in_form(page: Page) -> Response {
+    html(StatusCode::OK, website::sign_in(&page.chrome, None))
+}
+
+#[derive(Deserialize)]
+struct SignInForm {
+    csrf: String,
+    token: String,
+}
+
+/// `POST /sourcegraph/sign-in`: a session for a pasted token.
+async fn sign_in(
+    page: Page,
+    access: axum::Extension<SiteAccess>,
+    Form(form): Form<SignInForm>,
+) -> Response {
+    if let Some(refusal) = refuse_forgery(&page, &form.csrf) {
+        return refusal;
+    }
+    let (status, message) = match access.0.0.sign_in(&form.token, page.client) {
+        Ok((id, csrf)) => {
+            if let Some(old) = &page.visitor.session {
+                access.0.0.sign_out(old);
+            }
+            let mut response = Redirect::to("/sourcegraph/").into_response();
+            for cookie in access.0.0.session_cookies(Some((&id, &csrf))) {
+                response.headers_mut().append(header::SET_COOKIE, cookie);
+            }
+            return response;
+        }
+        Err(SignInRefusal::Wait(seconds)) => (
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("Too many wrong tokens from this address: wait {seconds} s and try again."),
+        ),
+        Err(SignInRefusal::Invalid(message)) => (StatusCode::UNAUTHORIZED, message),
+        Err(SignInRefusal::Unavailable(message)) => (StatusCode::SERVICE_UNAVAILABLE, message),
+    };
+    html(status, website::sign_in(&page.chrome, Some(&message)))
+}
+
+#[derive(Deserialize)]
+struct SignOutForm {
+    csrf: String,
+}
+
+/// `POST /sourcegraph/sign-out`.
+async fn sign_out(
+    page: Page,
+    access: axum::Extension<SiteAccess>,
+    Form(form): Form<SignOutForm>,
+) -> Response {
+    if let Some(refusal) = refuse_forgery(&page, &form.csrf) {
+        return refusal;
+    }
+    if let Some(id) = &page.visitor.session {
+        access.0.0.sign_out(id);
+    }
+    let mut response = Redirect::to("/sourcegraph/").into_response();
+    for cookie in access.0.0.session_cookies(None) {
+        response.headers_mut().append(header::SET_COOKIE, cookie);
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repo_page_paths() {
+        let home = |r: &str| Some(RepoPage::Home(r.into()));
+        assert_eq!(parse_repo_page("acme/docs"), home("acme/docs"));
+        assert_eq!(parse_repo_page("acme/docs/"), home("acme/docs"));
+        assert_eq!(
+            parse_repo_page("acme/docs/-/blob/feature%2Fx/a/b%20c.md"),
+            Some(RepoPage::Blob {
+                repo: "acme/docs".into(),
+                rev: "feature/x".into(),
+                path: "a/b c.md".into()
+            })
+        );
+        assert_eq!(
+            parse_repo_page("acme/docs/-/tree/v1"),
+            Some(RepoPage::Tree {
+                repo: "acme/docs".into(),
+                rev: "v1".into(),
+                path: String::new()
+            })
+        );
+        assert_eq!(
+            parse_repo_page("acme/docs/-/plugins"),
+            Some(RepoPage::Plugins("acme/docs".into()))
+        );
+        for bad in [
+            "acme",
+            "acme/docs/extra",
+            "acme/docs/-/blob/main",
+            "acme/docs/-/raw/x/y",
+            "acme/docs/-/blob/main/%FF",
+        ] {
+            assert_eq!(parse_repo_page(bad), None, "{bad}");
+        }
+    }
+}

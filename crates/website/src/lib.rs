@@ -1,0 +1,48 @@
+//! `website` renders the pages of the site under `/sourcegraph/` (SPEC §9 routes, M-6, W-6's
+//! Plugins tab) from the plain answers of `service`: repositories, a repository with its
+//! tree, a file with line numbers and anchors, the Plugins tab, search, the access page, the
+//! token page and sign-in.
+//!
+//! It knows no HTTP: `httpserver` routes requests here, keeps sessions and checks CSRF
+//! tokens, and sends what these functions return. Everything that comes from a repository
+//! (paths, contents, plugin metadata) or a caller (queries) is untrusted text: it reaches the
+//! page only through `maud`'s escaping splices, and the pages load no script or style but
+//! this crate's own two files ([`SITE_CSS`], [`SITE_JS`]), so a strict Content-Security-Policy
+//! holds. Pages work without JavaScript; the script adds copy buttons and highlights a line
+//! range (`#L2-L4`).
+
+mod connect;
+mod pages;
+mod paths;
+
+pub use connect::ClientConfig;
+pub use pages::{
+    FileView, blob, connect_page, error_page, plugins, repositories, repository, search, sign_in,
+    tokens, tree,
+};
+pub use paths::{blob_url, plugins_url, repo_url, tree_url};
+
+/// The site's style sheet, served at [`CSS_PATH`].
+pub const SITE_CSS: &str = include_str!("../assets/site.css");
+/// The site's only script (copy buttons, line-range highlight), served at [`JS_PATH`].
+pub const SITE_JS: &str = include_str!("../assets/site.js");
+/// Where [`SITE_CSS`] is served.
+pub const CSS_PATH: &str = "/sourcegraph/static/site.css";
+/// Where [`SITE_JS`] is served.
+pub const JS_PATH: &str = "/sourcegraph/static/site.js";
+
+/// The Content-Security-Policy of every page: nothing but this site's own style sheet and
+/// script, no inline code, no framing, forms only to this site.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'self'; \
+     script-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; \
+     frame-ancestors 'none'; base-uri 'none'";
+
+/// What every page shows around its content: who is signed in, and the CSRF token its forms
+/// carry.
+#[derive(Debug, Clone, Default)]
+pub struct Chrome {
+    /// The signed-in user, if any.
+    pub user: Option<String>,
+    /// The value every form posts back as `csrf`.
+    pub csrf: String,
+}

@@ -1,0 +1,512 @@
+//! One function per page; each answers the whole HTML document.
+
+use crate::paths::{blob_url, plugins_url, repo_url, tree_url};
+use crate::{CSS_PATH, Chrome, ClientConfig, JS_PATH};
+use maud::{DOCTYPE, Markup, html};
+use service::{
+    AvailabilityAnswer, EntryKind, ListAnswer, ListEntry, PluginDiscovery, PluginInfo, RepoSummary,
+    SearchAnswer, SearchRequest, TokenInfo, rfc3339,
+};
+
+/// The document around every page's content.
+fn layout(chrome: &Chrome, title: &str, content: Markup) -> String {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta name="referrer" content="same-origin";
+                title { (title) " · Context Source Graph" }
+                link rel="stylesheet" href=(CSS_PATH);
+                script src=(JS_PATH) defer {}
+            }
+            body {
+                header.top {
+                    a.brand href="/sourcegraph/" { "Context Source Graph" }
+                    nav {
+                        a href="/sourcegraph/" { "Repositories" }
+                        a href="/sourcegraph/search" { "Search" }
+                        a href="/sourcegraph/connect" { "Connect" }
+                        @if let Some(user) = &chrome.user {
+                            a href="/sourcegraph/settings/tokens" { "Tokens" }
+                            form.inline method="post" action="/sourcegraph/sign-out" {
+                                input type="hidden" name="csrf" value=(chrome.csrf);
+                                button type="submit" { "Sign out " (user) }
+                            }
+                        } @else {
+                            a href="/sourcegraph/sign-in" { "Sign in" }
+                        }
+                    }
+                }
+                main { (content) }
+            }
+        }
+    }
+    .into_string()
+}
+
+/// Which tab of a repository page is open.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Tab {
+    Files,
+    Plugins,
+}
+
+/// A repository's name and its tabs.
+fn repo_header(repo: &str, tab: Tab, rev: Option<&str>) -> Markup {
+    html! {
+        h1 { a href=(repo_url(repo)) { (repo) } }
+        nav.tabs {
+            a.active[tab == Tab::Files] href=(repo_url(repo)) { "Files" }
+            a.active[tab == Tab::Plugins] href=(plugins_url(repo, rev)) { "Plugins" }
+        }
+    }
+}
+
+/// The first 12 hex digits of a SHA, the whole SHA as a tooltip.
+fn short_sha(sha: &str) -> Markup {
+    html! { code title=(sha) { (sha.get(..12).unwrap_or(sha)) } }
+}
+
+/// `/sourcegraph/`: the repositories the caller may read.
+pub fn repositories(chrome: &Chrome, repos: &[RepoSummary]) -> String {
+    layout(
+        chrome,
+        "Repositories",
+        html! {
+            h1 { "Repositories" }
+            @if repos.is_empty() {
+                p.empty {
+                    "No repositories to show. An operator registers one with "
+                    code { "csg repo add OWNER/NAME SOURCE" }
+                    @if chrome.user.is_none() { "; private ones appear once you sign in" }
+                    "."
+                }
+            } @else {
+                table.list {
+                    thead { tr { th { "Repository" } th { "Default branch" } th { "Head" } th { "Search index" } th { "Last sync" } } }
+                    tbody {
+                        @for repo in repos {
+                            tr {
+                                td { a href=(repo_url(&repo.name)) { (repo.name) } }
+                                td { (repo.default_branch.as_deref().unwrap_or("–")) }
+                                td { @if let Some(head) = &repo.head { (short_sha(head)) } @else { "–" } }
+                                td { @if repo.indexed { "built" } @else { "not built yet" } }
+                                td {
+                                    (repo.last_sync.as_deref().unwrap_or("never"))
+                                    @if let Some(error) = &repo.last_sync_error {
+                                        div.error { "Sync failed: " (error) }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
+/// `/sourcegraph/repos/<owner>/<name>`: facts about the repository and its tree at the head.
+pub fn repository(chrome: &Chrome, repo: &RepoSummary, tree: Result<&ListAnswer, &str>) -> String {
+    layout(
+        chrome,
+        &repo.name,
+        html! {
+            (repo_header(&repo.name, Tab::Files, None))
+            dl.facts {
+                dt { "Default branch" } dd { (repo.default_branch.as_deref().unwrap_or("–")) }
+                dt { "Head" } dd { @if let Some(head) = &repo.head { code { (head) } } @else { "not synced yet" } }
+                @if !repo.registered_path.is_empty() {
+                    dt { "Registered path" } dd { code { (repo.registered_path) } }
+                }
+                dt { "Last sync" } dd { (repo.last_sync.as_deref().unwrap_or("never")) }
+                @if let Some(error) = &repo.last_sync_error {
+                    dt { "Last sync error" } dd.error { (error) }
+                }
+                dt { "Search index" } dd { @if repo.indexed { "built from the head" } @else { "not built yet" } }
+            }
+            @match tree {
+                Ok(listing) => (entries(&repo.name, &listing.commit, listing)),
+                Err(message) => p.error { (message) },
+            }
+        },
+    )
+}
+
+/// `/-/tree/<rev>/<path>`.
+pub fn tree(chrome: &Chrome, repo: &str, rev: &str, listing: &ListAnswer) -> String {
+    layout(
+        chrome,
+        &format!("{} · {repo}", display_path(&listing.path)),
+        html! {
+            (repo_header(repo, Tab::Files, Some(&listing.commit)))
+            (breadcrumbs(repo, rev, &listing.path))
+            p.meta { "Commit " (short_sha(&listing.commit)) }
+            (entries(repo, rev, listing))
+        },
+    )
+}
+
+fn display_path(path: &str) -> &str {
+    if path.is_empty() { "/" } else { path }
+}
+
+/// `repo / dir / sub / file`, each directory a link to its tree.
+fn breadcrumbs(repo: &str, rev: &str, path: &str) -> Markup {
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    html! {
+        nav.crumbs {
+            a href=(tree_url(repo, rev, "")) { (repo) }
+            @for (i, segment) in segments.iter().enumerate() {
+                " / "
+                @if i + 1 == segments.len() {
+                    span { (segment) }
+                } @else {
+                    a href=(tree_url(repo, rev, &segments[..=i].join("/"))) { (segment) }
+                }
+            }
+        }
+    }
+}
+
+/// The entries of one listing, directories first.
+fn entries(repo: &str, rev: &str, listing: &ListAnswer) -> Markup {
+    let mut sorted: Vec<&ListEntry> = listing.entries.iter().collect();
+    sorted.sort_by_key(|e| (e.kind != EntryKind::Directory, e.path.as_str()));
+    let base = listing.path.trim_end_matches('/');
+    html! {
+        @if sorted.is_empty() {
+            p.empty { "This directory is empty." }
+        } @else {
+            table.files {
+                tbody {
+                    @for entry in sorted {
+                        @let name = entry.path.strip_prefix(base).unwrap_or(&entry.path).trim_start_matches('/');
+                        tr {
+                            td.kind { (kind_label(entry.kind)) }
+                            td {
+                                @match entry.kind {
+                                    EntryKind::Directory => a href=(tree_url(repo, rev, &entry.path)) { (name) "/" },
+                                    EntryKind::File | EntryKind::Executable => a href=(blob_url(repo, rev, &entry.path)) { (name) },
+                                    EntryKind::Symlink | EntryKind::Submodule => span { (name) },
+                                }
+                            }
+                            td.size { @if let Some(size) = entry.size { (size) " B" } }
+                        }
+                    }
+                }
+            }
+            @if listing.truncated {
+                p.meta { "Not every entry is shown: the listing was cut at its limit." }
+            }
+        }
+    }
+}
+
+fn kind_label(kind: EntryKind) -> &'static str {
+    match kind {
+        EntryKind::File => "file",
+        EntryKind::Executable => "exec",
+        EntryKind::Directory => "dir",
+        EntryKind::Symlink => "link",
+        EntryKind::Submodule => "submodule",
+    }
+}
+
+/// One page of a file, as the file view shows it.
+#[derive(Debug, Clone, Default)]
+pub struct FileView {
+    pub repo: String,
+    /// The revision as the URL named it (links keep it).
+    pub rev: String,
+    /// The full SHA it resolved to.
+    pub commit: String,
+    pub path: String,
+    /// The number of the first line of `content`.
+    pub first_line: u64,
+    /// The lines shown, each ending with `\n` but perhaps the last.
+    pub content: String,
+    pub total_lines: u64,
+    /// Where the next page starts, when the file goes on.
+    pub next_start_line: Option<u64>,
+}
+
+/// `/-/blob/<rev>/<path>`: the file with line numbers; `#L2` and `#L2-L4` anchors.
+pub fn blob(chrome: &Chrome, view: &FileView) -> String {
+    let last = view.first_line + view.content.lines().count() as u64;
+    layout(
+        chrome,
+        &format!("{} · {}", view.path, view.repo),
+        html! {
+            (repo_header(&view.repo, Tab::Files, Some(&view.commit)))
+            (breadcrumbs(&view.repo, &view.rev, &view.path))
+            p.meta {
+                "Commit " (short_sha(&view.commit)) " · "
+                @if view.total_lines == 0 { "empty file" }
+                @else if view.first_line == 1 && view.next_start_line.is_none() { (view.total_lines) " lines" }
+                @else { "lines " (view.first_line) "–" (last.saturating_sub(1)) " of " (view.total_lines) }
+                " · "
+                a href=(blob_url(&view.repo, &view.commit, &view.path)) { "permalink" }
+            }
+            table.code {
+                tbody {
+                    @for (n, line) in (view.first_line..).zip(view.content.lines()) {
+                        tr id={ "L" (n) } {
+                            td.num { a href={ "#L" (n) } { (n) } }
+                            td.line { code { (line) } }
+                        }
+                    }
+                }
+            }
+            @if let Some(next) = view.next_start_line {
+                p.more {
+                    a href={ (blob_url(&view.repo, &view.rev, &view.path)) "?from=" (next) } { "Show lines from " (next) }
+                }
+            }
+        },
+    )
+}
+
+/// `/-/plugins[?rev=<sha>]`: what discovery found at the commit (W-6). Every field but the
+/// directory comes from the plugin: it is shown as text, never as markup.
+pub fn plugins(chrome: &Chrome, rev: Option<&str>, answer: &AvailabilityAnswer) -> String {
+    layout(
+        chrome,
+        &format!("Plugins · {}", answer.repo),
+        html! {
+            (repo_header(&answer.repo, Tab::Plugins, rev))
+            form.inline method="get" action=(plugins_url(&answer.repo, None)) {
+                label { "Revision " input type="text" name="rev" value=(rev.unwrap_or("")) placeholder="head of the default branch"; }
+                button type="submit" { "Show" }
+            }
+            @if let Some(commit) = &answer.commit { p.meta { "At commit " (short_sha(commit)) } }
+            @if !answer.readable {
+                p.error { (answer.reason.as_deref().unwrap_or("This revision cannot be read.")) }
+            }
+            @match &answer.plugins {
+                Some(PluginDiscovery::Found(found)) if found.is_empty() => p.empty { "No repository plugins at this commit." },
+                Some(PluginDiscovery::Found(found)) => (plugin_table(found)),
+                Some(PluginDiscovery::Failed(message)) => p.error { "Discovery failed: " (message) },
+                None => {},
+            }
+        },
+    )
+}
+
+fn plugin_table(found: &[PluginInfo]) -> Markup {
+    html! {
+        table.list.plugins {
+            thead { tr { th { "Name" } th { "Title" } th { "Description" } th { "Version" } th { "Directory" } th { "Operations" } th { "Default" } th { "Diagnostics" } } }
+            tbody {
+                @for plugin in found {
+                    tr {
+                        td { code { (plugin.name) } }
+                        td { (plugin.title.as_deref().unwrap_or("")) }
+                        td.description { (plugin.description.as_deref().unwrap_or("")) }
+                        td { (plugin.version.as_deref().unwrap_or("")) }
+                        td { code { (display_path(&plugin.directory)) } }
+                        td { (plugin.operations.join(", ")) }
+                        td { @if plugin.default_enabled { "on" } @else { "off" } }
+                        td.error { (plugin.diagnostic.as_deref().unwrap_or("")) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `/sourcegraph/search`: the form, and the hits of a query that was given.
+pub fn search(
+    chrome: &Chrome,
+    request: &SearchRequest,
+    answer: Option<Result<&SearchAnswer, &str>>,
+) -> String {
+    layout(
+        chrome,
+        "Search",
+        html! {
+            h1 { "Search" }
+            form.search method="get" action="/sourcegraph/search" {
+                input type="search" name="q" value=(request.query) placeholder="text or regular expression" autofocus;
+                input type="text" name="repo" value=(request.repo.as_deref().unwrap_or("")) placeholder="owner/name (all)";
+                input type="text" name="path" value=(request.path.as_deref().unwrap_or("")) placeholder="path glob";
+                input type="text" name="lang" value=(request.lang.as_deref().unwrap_or("")) placeholder="language";
+                label { input type="checkbox" name="regex" value="true" checked[request.regex]; " regex" }
+                label { input type="checkbox" name="case" value="true" checked[request.case_sensitive]; " match case" }
+                button type="submit" { "Search" }
+            }
+            @match answer {
+                None => {},
+                Some(Err(message)) => p.error { (message) },
+                Some(Ok(answer)) => (search_hits(request, answer)),
+            }
+        },
+    )
+}
+
+fn search_hits(request: &SearchRequest, answer: &SearchAnswer) -> Markup {
+    let count: usize = answer.repos.iter().map(|r| r.hits.len()).sum();
+    html! {
+        @if let Some(rewrite) = &answer.query_rewrite {
+            p.meta { "The query was rewritten by " code { (rewrite.files.join(", ")) } "." }
+        }
+        @for repo in &answer.not_indexed {
+            p.meta { (repo) ": not indexed yet, not searched." }
+        }
+        @if count == 0 { p.empty { "No hits." } }
+        @for repo in &answer.repos {
+            section.hits {
+                h2 { a href=(repo_url(&repo.repo)) { (repo.repo) } " " (short_sha(&repo.commit)) }
+                ul {
+                    @for hit in &repo.hits {
+                        li {
+                            @if let Some(line) = hit.line {
+                                a href={ (blob_url(&repo.repo, &repo.commit, &hit.path)) "#L" (line) } { (hit.path) ":" (line) }
+                                @if let Some(snippet) = &hit.snippet { " " code { (snippet) } }
+                            } @else {
+                                a href=(blob_url(&repo.repo, &repo.commit, &hit.path)) { (hit.path) }
+                                @if let Some(why) = &hit.path_only { " (name only: " (why) ")" }
+                            }
+                            @if let Some(note) = &hit.note { span.note { " " (note) } }
+                        }
+                    }
+                }
+            }
+        }
+        @if let Some(cursor) = &answer.next_cursor {
+            form.inline method="get" action="/sourcegraph/search" {
+                input type="hidden" name="q" value=(request.query);
+                @if let Some(repo) = &request.repo { input type="hidden" name="repo" value=(repo); }
+                @if let Some(path) = &request.path { input type="hidden" name="path" value=(path); }
+                @if let Some(lang) = &request.lang { input type="hidden" name="lang" value=(lang); }
+                @if request.regex { input type="hidden" name="regex" value="true"; }
+                @if request.case_sensitive { input type="hidden" name="case" value="true"; }
+                input type="hidden" name="cursor" value=(cursor);
+                button type="submit" { "Next page" }
+            }
+        }
+    }
+}
+
+/// `/sourcegraph/connect` (M-6): the client configuration for this deployment, with copy
+/// buttons. `token_needed`: anonymous callers cannot read here.
+pub fn connect_page(chrome: &Chrome, config: &ClientConfig, token_needed: bool) -> String {
+    let block = |id: &str, label: &str, text: &str| {
+        html! {
+            section.config {
+                h2 { (label) }
+                button.copy type="button" data-copy=(id) { "Copy" }
+                pre id=(id) { (text) }
+            }
+        }
+    };
+    layout(
+        chrome,
+        "Connect",
+        html! {
+            h1 { "Connect an agent" }
+            p { "MCP endpoint (Streamable HTTP): " code id="endpoint" { (config.url) } }
+            @if token_needed {
+                p { "This server needs an API token: use the form with the header. " }
+            }
+            p {
+                "Tokens go in the "
+                code { "Authorization" }
+                " header, never in the URL. "
+                @if chrome.user.is_some() {
+                    a href="/sourcegraph/settings/tokens" { "Create a token" } "."
+                } @else {
+                    "Sign in to create one, or ask an operator ("
+                    code { "csg token create USER" }
+                    ")."
+                }
+            }
+            (block("config-json", "Client configuration (JSON)", &config.json))
+            (block("config-json-token", "With a token (JSON, headers)", &config.json_with_token))
+            (block("config-codex", "Codex (~/.codex/config.toml; the token in SOURCEGRAPH_API_TOKEN)", &config.codex_toml))
+        },
+    )
+}
+
+/// `/sourcegraph/settings/tokens`: the signed-in user's tokens; `created` is a secret made
+/// just now, shown this once.
+pub fn tokens(chrome: &Chrome, list: &[TokenInfo], created: Option<&str>) -> String {
+    layout(
+        chrome,
+        "Tokens",
+        html! {
+            h1 { "API tokens" }
+            @if let Some(secret) = created {
+                section.created {
+                    p { "Your new token. Copy it now: it is not shown again." }
+                    button.copy type="button" data-copy="new-token" { "Copy" }
+                    pre id="new-token" { (secret) }
+                }
+            }
+            form.inline method="post" action="/sourcegraph/settings/tokens" {
+                input type="hidden" name="csrf" value=(chrome.csrf);
+                label { "Name " input type="text" name="name" maxlength="64" placeholder="laptop"; }
+                button type="submit" { "Create token" }
+            }
+            @if list.is_empty() {
+                p.empty { "No tokens yet." }
+            } @else {
+                table.list {
+                    thead { tr { th { "Name" } th { "Created" } th { "Last used" } th { "State" } th {} } }
+                    tbody {
+                        @for token in list {
+                            tr {
+                                td { (token.name) }
+                                td { (rfc3339(token.created)) }
+                                td { (token.last_used.map(rfc3339).unwrap_or_else(|| "never".into())) }
+                                td { @if let Some(revoked) = token.revoked { "revoked " (rfc3339(revoked)) } @else { "active" } }
+                                td {
+                                    @if token.revoked.is_none() {
+                                        form.inline method="post" action="/sourcegraph/settings/tokens/revoke" {
+                                            input type="hidden" name="csrf" value=(chrome.csrf);
+                                            input type="hidden" name="id" value=(token.id);
+                                            button type="submit" { "Revoke" }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
+/// `/sourcegraph/sign-in`: paste a token.
+pub fn sign_in(chrome: &Chrome, error: Option<&str>) -> String {
+    layout(
+        chrome,
+        "Sign in",
+        html! {
+            h1 { "Sign in" }
+            @if let Some(error) = error { p.error { (error) } }
+            form method="post" action="/sourcegraph/sign-in" {
+                input type="hidden" name="csrf" value=(chrome.csrf);
+                label { "API token " input type="password" name="token" autocomplete="off" required; }
+                button type="submit" { "Sign in" }
+            }
+            p.meta { "An operator creates your first token with " code { "csg token create USER" } "." }
+        },
+    )
+}
+
+/// A page for a refusal or a failure: what was wrong and what to do.
+pub fn error_page(chrome: &Chrome, title: &str, message: &str) -> String {
+    layout(
+        chrome,
+        title,
+        html! {
+            h1 { (title) }
+            p.error { (message) }
+            p { a href="/sourcegraph/" { "All repositories" } }
+        },
+    )
+}
