@@ -547,11 +547,7 @@ async fn sign_in(
             if let Some(old) = &page.visitor.session {
                 access.0.0.sign_out(old);
             }
-            let mut response = Redirect::to("/sourcegraph/").into_response();
-            for cookie in access.0.0.session_cookies(Some((&id, &csrf))) {
-                response.headers_mut().append(header::SET_COOKIE, cookie);
-            }
-            return response;
+            return home_with(access.0.0.session_cookies(Some((&id, &csrf))));
         }
         Err(SignInRefusal::Wait(seconds)) => (
             StatusCode::TOO_MANY_REQUESTS,
@@ -580,8 +576,13 @@ async fn sign_out(
     if let Some(id) = &page.visitor.session {
         access.0.0.sign_out(id);
     }
+    home_with(access.0.0.session_cookies(None))
+}
+
+/// A redirect to the repository list that sets `cookies` (a session begun or ended).
+fn home_with(cookies: Vec<HeaderValue>) -> Response {
     let mut response = Redirect::to("/sourcegraph/").into_response();
-    for cookie in access.0.0.session_cookies(None) {
+    for cookie in cookies {
         response.headers_mut().append(header::SET_COOKIE, cookie);
     }
     response
