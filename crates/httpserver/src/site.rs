@@ -263,7 +263,10 @@ async fn repo_pages(
             match file_view(service, &page.ctx, repo, rev, path, query.from).await {
                 Ok(view) => Ok(website::blob(&page.chrome, &view)),
                 // A directory's blob URL shows the directory.
-                Err(e) if e.message.contains("is a directory") => {
+                Err(e)
+                    if e.message
+                        .ends_with("is a directory; use `list` to see its entries") =>
+                {
                     return Redirect::to(&website::tree_url(repo, rev, path)).into_response();
                 }
                 Err(e) => Err(e),

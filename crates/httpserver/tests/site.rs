@@ -214,6 +214,15 @@ async fn w6_pages_escape_repository_text_under_a_strict_csp() {
 
     let (status, _, _) = s.get(&mut jar, "/sourcegraph/repos/nobody/here").await;
     assert_eq!(status, 404);
+    // A directory's blob URL leads to the directory.
+    let (status, _, headers) = s
+        .get(&mut jar, &format!("/sourcegraph/repos/{REPO}/-/blob/HEAD/docs"))
+        .await;
+    assert_eq!(status, 303);
+    assert_eq!(
+        headers["location"],
+        format!("/sourcegraph/repos/{REPO}/-/tree/HEAD/docs")
+    );
     let (status, page, _) = s.get(&mut jar, "/sourcegraph/search?q=third").await;
     assert_eq!(status, 200);
     assert!(
