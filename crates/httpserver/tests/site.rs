@@ -216,7 +216,10 @@ async fn w6_pages_escape_repository_text_under_a_strict_csp() {
     assert_eq!(status, 404);
     // A directory's blob URL leads to the directory.
     let (status, _, headers) = s
-        .get(&mut jar, &format!("/sourcegraph/repos/{REPO}/-/blob/HEAD/docs"))
+        .get(
+            &mut jar,
+            &format!("/sourcegraph/repos/{REPO}/-/blob/HEAD/docs"),
+        )
         .await;
     assert_eq!(status, 303);
     assert_eq!(
