@@ -19,6 +19,7 @@ mod db;
 mod error;
 mod gitcli;
 mod handles;
+mod history;
 mod names;
 mod objects;
 mod retention;
@@ -30,6 +31,7 @@ pub use blobcache::DEFAULT_BLOB_CACHE_BYTES;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::Error;
 pub use gitcli::{ProgressObserver, TransferProgress, stop_all as stop_git};
+pub use history::CommitSummary;
 pub use names::{CommitId, RepoName, RepoPath};
 pub use text::Text;
 
@@ -436,6 +438,22 @@ impl GitStore {
         limit: usize,
     ) -> Result<(Vec<TreeEntry>, bool), Error> {
         self.inner.list_tree(name, commit, path, depth, limit)
+    }
+
+    /// The log from `commit` (which must be readable now): commits newest first by
+    /// committer date, as `git log` lists them, skipping `skip` and answering at most `limit`,
+    /// with whether more follow. `path` limits it to the commits that changed that path
+    /// (git's default history simplification); the root means the registered scope, so a
+    /// monorepo registration lists only the commits that changed its directory (G-2).
+    pub fn log(
+        &self,
+        name: &RepoName,
+        commit: &CommitId,
+        path: &RepoPath,
+        skip: usize,
+        limit: usize,
+    ) -> Result<(Vec<CommitSummary>, bool), Error> {
+        self.inner.log(name, commit, path, skip, limit)
     }
 
     /// Pins a commit so it stays readable regardless of retention (G-5).

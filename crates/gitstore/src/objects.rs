@@ -13,7 +13,7 @@ const LFS_PREFIX: &[u8] = b"version https://git-lfs.github.com/spec/v1";
 /// Symlink targets are repository data shown in an error message: keep them short.
 const LINK_TARGET_MAX: usize = 512;
 
-fn odb<E: std::fmt::Display>(e: E) -> Error {
+pub(crate) fn odb<E: std::fmt::Display>(e: E) -> Error {
     storage("reading the object database")(e)
 }
 

@@ -810,6 +810,30 @@ impl Inner {
         })
     }
 
+    pub(crate) fn log(
+        &self,
+        name: &RepoName,
+        commit: &CommitId,
+        path: &RepoPath,
+        skip: usize,
+        limit: usize,
+    ) -> Result<(Vec<crate::CommitSummary>, bool), Error> {
+        let (state, view) = self.synced(name)?;
+        if !path.is_root() && !path.is_within(&state.registered_path) {
+            return Err(Self::outside_scope(&state, path));
+        }
+        let id = to_oid(commit)?;
+        self.check_readable(&state, &view, &id, true)?;
+        let path = if path.is_root() {
+            &state.registered_path
+        } else {
+            path
+        };
+        handles::with_repo(&view.repo, |repo| {
+            crate::history::log(repo, id, path, skip, limit)
+        })
+    }
+
     /// A reader of `commit`'s blobs by object id (see [`crate::BlobReader`]).
     pub(crate) fn blob_reader(
         &self,

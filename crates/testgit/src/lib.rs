@@ -167,7 +167,6 @@ impl SourceRepo {
         self.head()
     }
 
-    /// The full SHA of HEAD.
     /// Serves this repository as an `http://127.0.0.1:PORT/` remote (Git's dumb protocol)
     /// as of now: commits made later are not served.
     pub fn serve_http(&self) -> DumbHttp {
@@ -175,6 +174,7 @@ impl SourceRepo {
         DumbHttp::serve(&self.path().join(".git"))
     }
 
+    /// The full SHA of HEAD.
     pub fn head(&self) -> String {
         self.git(&["rev-parse", "HEAD"])
     }
