@@ -25,6 +25,7 @@ TOOLS = [
     "availability",
     "discovery",
     "list",
+    "log",
     "plugin_status",
     "read",
     "read_many",

@@ -29,6 +29,7 @@ pub(crate) fn router(service: Service, readiness: Readiness) -> Router {
         .route("/search", get(search).post(search))
         .route("/list", get(list).post(list))
         .route("/resolve", get(resolve).post(resolve))
+        .route("/log", get(log).post(log))
         .route("/discovery", get(discovery).post(discovery))
         .route("/availability", get(availability).post(availability))
         .route("/prepare", post(prepare))
@@ -214,6 +215,28 @@ async fn list(
     Args(args): Args<ListArgs>,
 ) -> Response {
     answer(state.service.list(&ctx, args.into()).await)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LogArgs {
+    repo: String,
+    revision: Option<String>,
+    path: Option<String>,
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+/// `log {repo, revision?, path?, limit?, cursor?}`: a page of commits.
+async fn log(State(state): State<AppState>, Ctx(ctx): Ctx, Args(a): Args<LogArgs>) -> Response {
+    let request = service::LogRequest {
+        repo: a.repo,
+        revision: a.revision,
+        path: a.path,
+        limit: a.limit,
+        cursor: a.cursor,
+    };
+    answer(state.service.log(&ctx, request).await)
 }
 
 #[derive(Deserialize)]

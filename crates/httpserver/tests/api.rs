@@ -587,3 +587,16 @@ async fn a3_register_a_remote_repository() {
         "{names:?}"
     );
 }
+
+/// The log route: commits with full SHAs, strict arguments.
+#[tokio::test]
+async fn log_json() {
+    let s = server().await;
+    let (status, body) = s.get("/sourcegraph/api/log?repo=test/api&limit=5").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["commit"], json!(s.head));
+    assert_eq!(body["commits"][0]["commit"], json!(s.head));
+    assert_eq!(body["next_cursor"], Value::Null, "one commit only: {body}");
+    let (status, body) = s.get("/sourcegraph/api/log?repo=test/api&depth=1").await;
+    assert_eq!(status, 400, "{body}");
+}

@@ -144,6 +144,28 @@ pub(crate) struct ListArgs {
     pub depth: Option<u32>,
 }
 
+/// `log {repo, revision?, path?, limit?, cursor?}` (issue 12).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LogArgs {
+    /// Repository name `owner/name`.
+    pub repo: String,
+    /// Where the log starts: full SHA, unique short SHA, branch or tag. Omitted: the head of
+    /// the default branch.
+    #[serde(default)]
+    pub revision: Option<String>,
+    /// Only commits that changed this file or directory (repository-relative).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Commits per page: default 50, at most 500.
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 500))]
+    pub limit: Option<usize>,
+    /// The `NextCursor` of the previous page.
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
 /// `resolve {repo, revision}` (S-6).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -8,8 +8,8 @@
 //! always one line and `NextStartLine` / `Error` can be found mechanically.
 
 use service::{
-    AvailabilityAnswer, Enrichment, EntryKind, ListAnswer, PluginDiscovery, ReadItem, RepoSummary,
-    ResolveAnswer, SearchAnswer,
+    AvailabilityAnswer, Enrichment, EntryKind, ListAnswer, LogAnswer, PluginDiscovery, ReadItem,
+    RepoSummary, ResolveAnswer, SearchAnswer,
 };
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -242,6 +242,33 @@ pub(crate) fn render_discovery(repos: &[RepoSummary]) -> String {
         if let Some(error) = &repo.last_sync_error {
             header(&mut out, "LastSyncError", error);
         }
+    }
+    out
+}
+
+/// A `log` page: header lines, then one record per commit, blank-line separated.
+pub(crate) fn render_log(answer: &LogAnswer) -> String {
+    let mut out = String::new();
+    header(&mut out, "Repo", &answer.repo);
+    header(&mut out, "Commit", &answer.commit);
+    if !answer.path.is_empty() {
+        header(&mut out, "Path", &answer.path);
+    }
+    header(&mut out, "Commits", answer.commits.len());
+    if let Some(cursor) = &answer.next_cursor {
+        header(&mut out, "NextCursor", cursor);
+    }
+    for entry in &answer.commits {
+        out.push('\n');
+        header(&mut out, "Commit", &entry.commit);
+        header(&mut out, "Parents", &entry.parents.join(" "));
+        header(
+            &mut out,
+            "Author",
+            &format!("{} <{}>", entry.author, entry.author_email),
+        );
+        header(&mut out, "Date", &entry.date);
+        header(&mut out, "Subject", &entry.subject);
     }
     out
 }

@@ -13,7 +13,8 @@ use std::sync::Arc;
 pub(crate) const RELOAD_DESCRIPTION: &str = "\
 Operator tool: re-read the server-plugins directory into a new epoch (calls in flight finish \
 on the old one) and answer the new plugin status. Refused when server plugins are disabled or \
-wedged, and over HTTP unless the caller is on the server's own machine.";
+wedged, and to callers without the prepare capability (over HTTP: a token of a user made with \
+`csg user add NAME --prepare`).";
 
 pub(crate) const STATUS_DESCRIPTION: &str = "\
 Show the server plugins (operator Python plugins, not repository plugins): state, epoch, \

@@ -185,6 +185,7 @@ async fn m1_m3_m5_r5_tools_list() {
             "availability",
             "discovery",
             "list",
+            "log",
             "plugin_status",
             "read",
             "read_many",
@@ -491,6 +492,24 @@ async fn s5_s6_s7_navigation_tools() {
         discovered[0]
     );
 
+    // The log from the head: the header, then the head's own record first.
+    let log = texts(
+        &client
+            .call_tool(call("log", json!({"repo": REPO, "limit": 1})))
+            .await
+            .expect("log"),
+    );
+    assert!(
+        log[0].starts_with(&format!("Repo: {REPO}\nCommit: {c}\nCommits: 1\n")),
+        "{}",
+        log[0]
+    );
+    assert!(
+        log[0].contains(&format!("\n\nCommit: {c}\nParents: ")) && log[0].contains("\nSubject: "),
+        "{}",
+        log[0]
+    );
+
     let available = texts(
         &client
             .call_tool(call(
@@ -516,7 +535,7 @@ async fn m1_protocol_2026_07_28_client() {
     let fixture = Fixture::start().await;
     let client = fixture.modern_client().await;
     let tools = client.list_all_tools().await.expect("tools/list");
-    assert_eq!(tools.len(), 9);
+    assert_eq!(tools.len(), 10);
     let result = client
         .call_tool(call("read", json!({"repo": REPO, "path": "docs/guide.md"})))
         .await

@@ -10,6 +10,7 @@
 mod background;
 mod enrich;
 mod error;
+mod history;
 mod index;
 mod lines;
 mod model;
@@ -23,6 +24,7 @@ pub use access::TOKEN_PREFIX;
 pub use background::{Shutdown, spawn_maintenance};
 pub use enrich::CATALOG_IDLE;
 pub use error::{ErrorKind, ServiceError};
+pub use history::{DEFAULT_LOG_LIMIT, LogAnswer, LogEntry, LogRequest, MAX_LOG_LIMIT};
 pub use index::{
     BuildProgress, BuildStats, DEFAULT_SEARCH_LIMIT, IndexConfig, IndexInfo, IndexesStats,
     MAX_CONCURRENT_SEARCHES, SearchAnswer, SearchHit, SearchRepoHits, SearchRequest,

@@ -1,0 +1,126 @@
+//! `log {repo, revision?, path?, limit?, cursor?}` (issue 12): the commits reachable from a
+//! readable commit, newest first, optionally only those that changed a path; paged by an
+//! opaque cursor bound to the commit the first page started from, so every page walks the
+//! same history. Never runs plugins.
+
+use crate::{CallContext, Service, ServiceError, rfc3339};
+use gitstore::{CommitId, RepoPath};
+use serde::Serialize;
+use std::time::{Duration, UNIX_EPOCH};
+
+/// Commits per page when `limit` is not given.
+pub const DEFAULT_LOG_LIMIT: usize = 50;
+/// Most commits one page may ask for.
+pub const MAX_LOG_LIMIT: usize = 500;
+
+/// `log` arguments.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogRequest {
+    pub repo: String,
+    /// Where the log starts: branch, tag or SHA; the default branch's head when absent.
+    pub revision: Option<String>,
+    /// Only commits that changed this path (a file or directory).
+    pub path: Option<String>,
+    pub limit: Option<usize>,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// One page of a log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LogAnswer {
+    pub repo: String,
+    /// The full SHA the log starts from (the same on every page).
+    pub commit: String,
+    /// The path the log is limited to, `""` for none.
+    pub path: String,
+    pub commits: Vec<LogEntry>,
+    /// Pass it back as `cursor` for the next page; absent on the last.
+    pub next_cursor: Option<String>,
+}
+
+/// One commit of a log. Everything but the SHAs and the date is repository data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LogEntry {
+    pub commit: String,
+    pub parents: Vec<String>,
+    pub author: String,
+    pub author_email: String,
+    /// When it was authored, RFC 3339 UTC.
+    pub date: String,
+    pub subject: String,
+}
+
+/// A cursor: the start commit and the commits already listed.
+fn encode_cursor(commit: &CommitId, listed: usize) -> String {
+    format!("{commit}.{listed}")
+}
+
+fn decode_cursor(cursor: &str) -> Result<(CommitId, usize), ServiceError> {
+    let bad = || {
+        ServiceError::invalid(
+            "invalid cursor: pass the `next_cursor` of the previous log page as it was given",
+        )
+    };
+    let (commit, listed) = cursor.split_once('.').ok_or_else(bad)?;
+    let commit = CommitId::parse(commit).ok_or_else(bad)?;
+    Ok((commit, listed.parse().map_err(|_| bad())?))
+}
+
+impl Service {
+    /// `log`: commits from `revision` (or the cursor's commit), newest first by committer
+    /// date as `git log` lists them; with `path`, the commits that changed it (git's default
+    /// history simplification). Inside the registered scope only; the same access checks as
+    /// `read`.
+    pub async fn log(&self, ctx: &CallContext, req: LogRequest) -> Result<LogAnswer, ServiceError> {
+        let limit = req.limit.unwrap_or(DEFAULT_LOG_LIMIT);
+        if limit == 0 || limit > MAX_LOG_LIMIT {
+            return Err(ServiceError::invalid(format!(
+                "limit must be between 1 and {MAX_LOG_LIMIT}"
+            )));
+        }
+        let cursor = req.cursor.as_deref().map(decode_cursor).transpose()?;
+        let caller = ctx.caller.clone();
+        self.blocking(move |inner| {
+            let revision = match (&cursor, &req.revision) {
+                (Some((commit, _)), _) => Some(commit.to_string()),
+                (None, revision) => revision.clone(),
+            };
+            let (name, commit) = inner.resolve(&caller, &req.repo, revision.as_deref())?;
+            if let (Some((from, _)), Some(given)) = (&cursor, &req.revision) {
+                let (_, given) = inner.resolve(&caller, &req.repo, Some(given))?;
+                if &given != from {
+                    return Err(ServiceError::invalid(
+                        "the cursor belongs to a log of another commit: drop the cursor, or \
+                         pass the revision of the first page",
+                    ));
+                }
+            }
+            let _lease = inner.store.lease(&name, &commit)?;
+            let path = RepoPath::parse(req.path.as_deref().unwrap_or(""))?;
+            let skip = cursor.map_or(0, |(_, listed)| listed);
+            let (commits, more) = inner.store.log(&name, &commit, &path, skip, limit)?;
+            let listed = skip + commits.len();
+            Ok(LogAnswer {
+                repo: name.to_string(),
+                commit: commit.to_string(),
+                path: path.to_string(),
+                commits: commits
+                    .into_iter()
+                    .map(|c| LogEntry {
+                        commit: c.commit.to_string(),
+                        parents: c.parents.iter().map(ToString::to_string).collect(),
+                        author: c.author,
+                        author_email: c.author_email,
+                        date: rfc3339(
+                            UNIX_EPOCH + Duration::from_secs(c.author_time.max(0).unsigned_abs()),
+                        ),
+                        subject: c.subject,
+                    })
+                    .collect(),
+                next_cursor: more.then(|| encode_cursor(&commit, listed)),
+            })
+        })
+        .await
+    }
+}

@@ -1,0 +1,122 @@
+//! `log` in the service (issue 12): pages by cursor that walk one history, the same access
+//! answers as `read`, and clear errors for bad arguments.
+
+use service::{CallContext, Caller, ErrorKind, LogRequest, Service, ServiceConfig};
+use testgit::SourceRepo;
+
+const REPO: &str = "acme/hist";
+
+fn repo() -> SourceRepo {
+    let repo = SourceRepo::with_files(&[("a.md", b"1\n")]);
+    for n in 2..=5 {
+        repo.commit(
+            &[("a.md", format!("{n}\n").as_bytes())],
+            &format!("change {n}"),
+        );
+    }
+    repo.commit(&[("b.md", b"b\n")], "add b");
+    repo
+}
+
+fn request(limit: usize, cursor: Option<String>) -> LogRequest {
+    LogRequest {
+        repo: REPO.into(),
+        limit: Some(limit),
+        cursor,
+        ..LogRequest::default()
+    }
+}
+
+#[tokio::test]
+async fn log_pages_walk_one_history_and_match_git() {
+    let source = repo();
+    let service = Service::new(source.store(REPO, ""), ServiceConfig::default());
+    let ctx = CallContext::default();
+    let mut cursor = None;
+    let mut seen = Vec::new();
+    loop {
+        let page = service.log(&ctx, request(2, cursor)).await.unwrap();
+        assert_eq!(
+            page.commit,
+            source.head(),
+            "every page starts from the same commit"
+        );
+        seen.extend(page.commits.iter().map(|c| c.commit.clone()));
+        cursor = page.next_cursor;
+        if cursor.is_none() {
+            break;
+        }
+    }
+    let git: Vec<String> = source
+        .git(&["log", "--format=%H"])
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(seen, git);
+
+    let only_a = LogRequest {
+        path: Some("a.md".into()),
+        ..request(50, None)
+    };
+    let page = service.log(&ctx, only_a).await.unwrap();
+    assert_eq!(page.path, "a.md");
+    let subjects: Vec<&str> = page.commits.iter().map(|c| c.subject.as_str()).collect();
+    assert_eq!(subjects.len(), 5, "{subjects:?}");
+    assert_eq!(subjects[0], "change 5");
+    assert!(page.commits[0].date.ends_with('Z'), "{:?}", page.commits[0]);
+}
+
+#[tokio::test]
+async fn log_refuses_what_read_refuses_and_bad_arguments() {
+    let source = repo();
+    let store = source.store(REPO, "");
+    store
+        .set_private(&gitstore::RepoName::parse(REPO).unwrap(), true)
+        .unwrap();
+    let service = Service::new(store, ServiceConfig::default());
+    let anonymous = CallContext {
+        caller: Caller::Anonymous,
+        ..CallContext::default()
+    };
+    // a private repository reads as an unknown one.
+    let hidden = service.log(&anonymous, request(5, None)).await.unwrap_err();
+    let unknown = service
+        .log(
+            &anonymous,
+            LogRequest {
+                repo: "acme/nothing".into(),
+                ..request(5, None)
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(hidden.kind, ErrorKind::NotFound);
+    assert_eq!(
+        hidden.message.replace(REPO, "X"),
+        unknown.message.replace("acme/nothing", "X")
+    );
+
+    let ctx = CallContext::default();
+    for (bad, expect) in [
+        (request(0, None), "limit must be between 1 and 500"),
+        (request(501, None), "limit must be between 1 and 500"),
+        (request(5, Some("nonsense".into())), "invalid cursor"),
+    ] {
+        let error = service.log(&ctx, bad).await.unwrap_err();
+        assert_eq!(error.kind, ErrorKind::InvalidArgument);
+        assert!(error.message.contains(expect), "{}", error.message);
+    }
+    // A cursor of one log does not continue another.
+    let first = service.log(&ctx, request(1, None)).await.unwrap();
+    let older = first.commits[0].parents[0].clone();
+    let mixed = LogRequest {
+        revision: Some(older),
+        ..request(1, first.next_cursor)
+    };
+    let error = service.log(&ctx, mixed).await.unwrap_err();
+    assert!(
+        error.message.contains("another commit"),
+        "{}",
+        error.message
+    );
+}
