@@ -110,7 +110,10 @@ pub(crate) fn log(
     Ok((out, false))
 }
 
-fn summary(commit: &gix::Commit<'_>, parents: &[ObjectId]) -> Result<CommitSummary, Error> {
+pub(crate) fn summary(
+    commit: &gix::Commit<'_>,
+    parents: &[ObjectId],
+) -> Result<CommitSummary, Error> {
     let author = commit.author().map_err(odb)?;
     // As git's `%s`: the message's first paragraph, its lines joined by spaces.
     let message = String::from_utf8_lossy(commit.message_raw_sloppy());

@@ -14,6 +14,7 @@
 //! scope only decides what is visible.
 
 mod blobcache;
+mod changes;
 mod clock;
 mod db;
 mod error;
@@ -28,6 +29,7 @@ mod store;
 mod text;
 
 pub use blobcache::DEFAULT_BLOB_CACHE_BYTES;
+pub use changes::{ChangeKind, CommitDetails, FileChange};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::Error;
 pub use gitcli::{ProgressObserver, TransferProgress, stop_all as stop_git};
@@ -454,6 +456,19 @@ impl GitStore {
         limit: usize,
     ) -> Result<(Vec<CommitSummary>, bool), Error> {
         self.inner.log(name, commit, path, skip, limit)
+    }
+
+    /// `commit` (which must be readable now) with its whole message and the files it changed
+    /// against its first parent, with added and removed lines (`None` for binary files), as
+    /// `git diff --numstat --no-renames` counts them; only changes inside the registered
+    /// scope (G-2); line counts for the first `max_files` changed files in path order.
+    pub fn commit_details(
+        &self,
+        name: &RepoName,
+        commit: &CommitId,
+        max_files: usize,
+    ) -> Result<CommitDetails, Error> {
+        self.inner.commit_details(name, commit, max_files)
     }
 
     /// Pins a commit so it stays readable regardless of retention (G-5).

@@ -810,6 +810,20 @@ impl Inner {
         })
     }
 
+    pub(crate) fn commit_details(
+        &self,
+        name: &RepoName,
+        commit: &CommitId,
+        max_files: usize,
+    ) -> Result<crate::CommitDetails, Error> {
+        let (state, view) = self.synced(name)?;
+        let id = to_oid(commit)?;
+        self.check_readable(&state, &view, &id, true)?;
+        handles::with_repo(&view.repo, |repo| {
+            crate::changes::details(repo, id, &state.registered_path, max_files)
+        })
+    }
+
     pub(crate) fn log(
         &self,
         name: &RepoName,
