@@ -39,11 +39,11 @@ enum Leaf {
     Submodule(ObjectId),
 }
 
-/// The entries of a tree by name: (is a tree, leaf or subtree id).
-fn entries(
-    repo: &gix::Repository,
-    tree: Option<ObjectId>,
-) -> Result<BTreeMap<Vec<u8>, (bool, ObjectId, EntryKind)>, Error> {
+/// The entries of a tree by name: id and kind.
+type Entries = BTreeMap<Vec<u8>, (ObjectId, EntryKind)>;
+
+/// The entries of `tree` (none for no tree).
+fn entries(repo: &gix::Repository, tree: Option<ObjectId>) -> Result<Entries, Error> {
     let mut out = BTreeMap::new();
     let Some(tree) = tree else {
         return Ok(out);
@@ -52,10 +52,7 @@ fn entries(
     for entry in tree.iter() {
         let entry = entry.map_err(odb)?;
         let kind = entry.mode().kind();
-        out.insert(
-            entry.filename().to_vec(),
-            (kind == EntryKind::Tree, entry.object_id(), kind),
-        );
+        out.insert(entry.filename().to_vec(), (entry.object_id(), kind));
     }
     Ok(out)
 }
@@ -117,14 +114,18 @@ fn walk(
             continue;
         }
         let (b, a) = (before.get(name), after.get(name));
-        if b.map(|e| (e.1, e.2)) == a.map(|e| (e.1, e.2)) {
+        if b == a {
             continue;
         }
-        let tree_of = |e: Option<&(bool, ObjectId, EntryKind)>| e.filter(|e| e.0).map(|e| e.1);
-        let leaf_of = |e: Option<&(bool, ObjectId, EntryKind)>| {
-            e.filter(|e| !e.0).map(|e| match e.2 {
-                EntryKind::Commit => Leaf::Submodule(e.1),
-                _ => Leaf::Blob(e.1),
+        let tree_of = |e: Option<&(ObjectId, EntryKind)>| {
+            e.filter(|(_, kind)| *kind == EntryKind::Tree)
+                .map(|(id, _)| *id)
+        };
+        let leaf_of = |e: Option<&(ObjectId, EntryKind)>| {
+            e.and_then(|(id, kind)| match kind {
+                EntryKind::Tree => None,
+                EntryKind::Commit => Some(Leaf::Submodule(*id)),
+                _ => Some(Leaf::Blob(*id)),
             })
         };
         // A directory on either side: its files, added or deleted as the other side says.
