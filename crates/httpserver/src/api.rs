@@ -30,6 +30,7 @@ pub(crate) fn router(service: Service, readiness: Readiness) -> Router {
         .route("/list", get(list).post(list))
         .route("/resolve", get(resolve).post(resolve))
         .route("/log", get(log).post(log))
+        .route("/commit", get(commit).post(commit))
         .route("/discovery", get(discovery).post(discovery))
         .route("/availability", get(availability).post(availability))
         .route("/prepare", post(prepare))
@@ -237,6 +238,15 @@ async fn log(State(state): State<AppState>, Ctx(ctx): Ctx, Args(a): Args<LogArgs
         cursor: a.cursor,
     };
     answer(state.service.log(&ctx, request).await)
+}
+
+/// `commit {repo, revision}`: one commit with its changed files.
+async fn commit(
+    State(state): State<AppState>,
+    Ctx(ctx): Ctx,
+    Args(a): Args<ResolveArgs>,
+) -> Response {
+    answer(state.service.commit(&ctx, a.repo, a.revision).await)
 }
 
 #[derive(Deserialize)]

@@ -588,7 +588,7 @@ async fn a3_register_a_remote_repository() {
     );
 }
 
-/// The log route: commits with full SHAs, strict arguments.
+/// The log and commit routes: commits with full SHAs, strict arguments.
 #[tokio::test]
 async fn log_json() {
     let s = server().await;
@@ -599,4 +599,19 @@ async fn log_json() {
     assert_eq!(body["next_cursor"], Value::Null, "one commit only: {body}");
     let (status, body) = s.get("/sourcegraph/api/log?repo=test/api&depth=1").await;
     assert_eq!(status, 400, "{body}");
+    let (status, body) = s
+        .get(&format!(
+            "/sourcegraph/api/commit?repo=test/api&revision={}",
+            s.head
+        ))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["commit"], json!(s.head));
+    assert_eq!(body["total_files"], 2, "{body}");
+    assert_eq!(body["files"][0]["path"], "a.md");
+    assert_eq!(
+        body["files"][1]["added"],
+        Value::Null,
+        "bin.dat is binary: {body}"
+    );
 }

@@ -166,6 +166,16 @@ pub(crate) struct LogArgs {
     pub cursor: Option<String>,
 }
 
+/// `commit {repo, revision}` (issue 12).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CommitArgs {
+    /// Repository name `owner/name`.
+    pub repo: String,
+    /// The commit: full SHA (best: one a `log` listed), unique short SHA, branch or tag.
+    pub revision: String,
+}
+
 /// `resolve {repo, revision}` (S-6).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

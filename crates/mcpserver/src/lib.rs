@@ -167,7 +167,7 @@ mod tests {
             Ok::<_, McpError>(())
         });
         let client = ().serve(client_io).await.unwrap();
-        assert_eq!(client.list_all_tools().await.unwrap().len(), 10);
+        assert_eq!(client.list_all_tools().await.unwrap().len(), 11);
         let result = client
             .call_tool(CallToolRequestParams::new("discovery"))
             .await

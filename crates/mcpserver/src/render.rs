@@ -8,8 +8,8 @@
 //! always one line and `NextStartLine` / `Error` can be found mechanically.
 
 use service::{
-    AvailabilityAnswer, Enrichment, EntryKind, ListAnswer, LogAnswer, PluginDiscovery, ReadItem,
-    RepoSummary, ResolveAnswer, SearchAnswer,
+    AvailabilityAnswer, CommitAnswer, Enrichment, EntryKind, ListAnswer, LogAnswer,
+    PluginDiscovery, ReadItem, RepoSummary, ResolveAnswer, SearchAnswer,
 };
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -270,6 +270,41 @@ pub(crate) fn render_log(answer: &LogAnswer) -> String {
         header(&mut out, "Date", &entry.date);
         header(&mut out, "Subject", &entry.subject);
     }
+    out
+}
+
+/// A `commit` answer: header lines, a blank line, one line per changed file (`status +added
+/// -removed path`, `binary` for a binary file), a blank line, then the message unchanged
+/// (`MessageBytes` long).
+pub(crate) fn render_commit(answer: &CommitAnswer) -> String {
+    let mut out = String::new();
+    let entry = &answer.entry;
+    header(&mut out, "Repo", &answer.repo);
+    header(&mut out, "Commit", &entry.commit);
+    header(&mut out, "Parents", &entry.parents.join(" "));
+    header(
+        &mut out,
+        "Author",
+        &format!("{} <{}>", entry.author, entry.author_email),
+    );
+    header(&mut out, "Date", &entry.date);
+    header(&mut out, "Subject", &entry.subject);
+    header(&mut out, "Files", answer.total_files);
+    if answer.files.len() < answer.total_files {
+        header(&mut out, "FilesShown", answer.files.len());
+    }
+    header(&mut out, "MessageBytes", answer.message.len());
+    header(&mut out, "MessageTruncated", answer.message_truncated);
+    out.push('\n');
+    for file in &answer.files {
+        let counts = match (file.added, file.removed) {
+            (Some(added), Some(removed)) => format!("+{added} -{removed}"),
+            _ => "binary".to_owned(),
+        };
+        let _ = writeln!(out, "{} {counts} {}", file.status, header_value(&file.path));
+    }
+    out.push('\n');
+    out.push_str(&answer.message);
     out
 }
 

@@ -183,6 +183,7 @@ async fn m1_m3_m5_r5_tools_list() {
         names,
         [
             "availability",
+            "commit",
             "discovery",
             "list",
             "log",
@@ -510,6 +511,23 @@ async fn s5_s6_s7_navigation_tools() {
         log[0]
     );
 
+    let shown = texts(
+        &client
+            .call_tool(call("commit", json!({"repo": REPO, "revision": c})))
+            .await
+            .expect("commit"),
+    );
+    assert!(
+        shown[0].starts_with(&format!("Repo: {REPO}\nCommit: {c}\nParents: ")),
+        "{}",
+        shown[0]
+    );
+    assert!(
+        shown[0].contains("\nMessageTruncated: false\n\n"),
+        "{}",
+        shown[0]
+    );
+
     let available = texts(
         &client
             .call_tool(call(
@@ -535,7 +553,7 @@ async fn m1_protocol_2026_07_28_client() {
     let fixture = Fixture::start().await;
     let client = fixture.modern_client().await;
     let tools = client.list_all_tools().await.expect("tools/list");
-    assert_eq!(tools.len(), 10);
+    assert_eq!(tools.len(), 11);
     let result = client
         .call_tool(call("read", json!({"repo": REPO, "path": "docs/guide.md"})))
         .await

@@ -1,7 +1,8 @@
-//! `log {repo, revision?, path?, limit?, cursor?}` (issue 12): the commits reachable from a
-//! readable commit, newest first, optionally only those that changed a path; paged by an
-//! opaque cursor bound to the commit the first page started from, so every page walks the
-//! same history. Never runs plugins.
+//! History (issue 12). `log {repo, revision?, path?, limit?, cursor?}`: the commits
+//! reachable from a readable commit, newest first, optionally only those that changed a
+//! path; paged by an opaque cursor bound to the commit the first page started from, so every
+//! page walks the same history. `commit {repo, revision}`: one commit's message and the files
+//! it changed with line counts. Never runs plugins.
 
 use crate::{CallContext, Service, ServiceError, rfc3339};
 use gitstore::{CommitId, RepoPath};
@@ -49,6 +50,50 @@ pub struct LogEntry {
     /// When it was authored, RFC 3339 UTC.
     pub date: String,
     pub subject: String,
+}
+
+/// Changed files `commit` counts lines for at most (a vendoring commit can touch tens of
+/// thousands); the answer says how many there are in all.
+pub const MAX_COMMIT_FILES: usize = 1000;
+/// Bytes of a commit message `commit` shows at most.
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
+
+/// One commit in full.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CommitAnswer {
+    pub repo: String,
+    #[serde(flatten)]
+    pub entry: LogEntry,
+    /// The whole message, cut at [`MAX_MESSAGE_BYTES`] (repository data).
+    pub message: String,
+    pub message_truncated: bool,
+    /// Against the first parent (a root commit adds every file), in path order; at most
+    /// [`MAX_COMMIT_FILES`].
+    pub files: Vec<ChangedFile>,
+    /// How many files changed in all.
+    pub total_files: usize,
+}
+
+/// One changed file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChangedFile {
+    pub path: String,
+    /// `added`, `deleted` or `modified`.
+    pub status: &'static str,
+    /// Lines added and removed; absent for a binary file.
+    pub added: Option<u64>,
+    pub removed: Option<u64>,
+}
+
+fn entry(c: gitstore::CommitSummary) -> LogEntry {
+    LogEntry {
+        commit: c.commit.to_string(),
+        parents: c.parents.iter().map(ToString::to_string).collect(),
+        author: c.author,
+        author_email: c.author_email,
+        date: rfc3339(UNIX_EPOCH + Duration::from_secs(c.author_time.max(0).unsigned_abs())),
+        subject: c.subject,
+    }
 }
 
 /// A cursor: the start commit and the commits already listed.
@@ -105,20 +150,53 @@ impl Service {
                 repo: name.to_string(),
                 commit: commit.to_string(),
                 path: path.to_string(),
-                commits: commits
+                commits: commits.into_iter().map(entry).collect(),
+                next_cursor: more.then(|| encode_cursor(&commit, listed)),
+            })
+        })
+        .await
+    }
+
+    /// `commit`: one readable commit with its message and the files it changed against its
+    /// first parent, inside the registered scope; the same access checks as `read`.
+    pub async fn commit(
+        &self,
+        ctx: &CallContext,
+        repo: String,
+        revision: String,
+    ) -> Result<CommitAnswer, ServiceError> {
+        let caller = ctx.caller.clone();
+        self.blocking(move |inner| {
+            let (name, commit) = inner.resolve(&caller, &repo, Some(&revision))?;
+            let _lease = inner.store.lease(&name, &commit)?;
+            let details = inner
+                .store
+                .commit_details(&name, &commit, MAX_COMMIT_FILES)?;
+            let mut message = details.message;
+            let message_truncated = message.len() > MAX_MESSAGE_BYTES;
+            if message_truncated {
+                message.truncate(message.floor_char_boundary(MAX_MESSAGE_BYTES));
+            }
+            Ok(CommitAnswer {
+                repo: name.to_string(),
+                entry: entry(details.summary),
+                message,
+                message_truncated,
+                files: details
+                    .changes
                     .into_iter()
-                    .map(|c| LogEntry {
-                        commit: c.commit.to_string(),
-                        parents: c.parents.iter().map(ToString::to_string).collect(),
-                        author: c.author,
-                        author_email: c.author_email,
-                        date: rfc3339(
-                            UNIX_EPOCH + Duration::from_secs(c.author_time.max(0).unsigned_abs()),
-                        ),
-                        subject: c.subject,
+                    .map(|c| ChangedFile {
+                        path: c.path,
+                        status: match c.kind {
+                            gitstore::ChangeKind::Added => "added",
+                            gitstore::ChangeKind::Deleted => "deleted",
+                            gitstore::ChangeKind::Modified => "modified",
+                        },
+                        added: c.lines.map(|(added, _)| added),
+                        removed: c.lines.map(|(_, removed)| removed),
                     })
                     .collect(),
-                next_cursor: more.then(|| encode_cursor(&commit, listed)),
+                total_files: details.total_changes,
             })
         })
         .await

@@ -24,7 +24,10 @@ pub use access::TOKEN_PREFIX;
 pub use background::{Shutdown, spawn_maintenance};
 pub use enrich::CATALOG_IDLE;
 pub use error::{ErrorKind, ServiceError};
-pub use history::{DEFAULT_LOG_LIMIT, LogAnswer, LogEntry, LogRequest, MAX_LOG_LIMIT};
+pub use history::{
+    ChangedFile, CommitAnswer, DEFAULT_LOG_LIMIT, LogAnswer, LogEntry, LogRequest,
+    MAX_COMMIT_FILES, MAX_LOG_LIMIT, MAX_MESSAGE_BYTES,
+};
 pub use index::{
     BuildProgress, BuildStats, DEFAULT_SEARCH_LIMIT, IndexConfig, IndexInfo, IndexesStats,
     MAX_CONCURRENT_SEARCHES, SearchAnswer, SearchHit, SearchRepoHits, SearchRequest,

@@ -120,3 +120,36 @@ async fn log_refuses_what_read_refuses_and_bad_arguments() {
         error.message
     );
 }
+
+#[tokio::test]
+async fn commit_shows_message_and_changed_files() {
+    let source = repo();
+    let service = Service::new(source.store(REPO, ""), ServiceConfig::default());
+    let ctx = CallContext::default();
+    let head = service
+        .commit(&ctx, REPO.into(), "main".into())
+        .await
+        .unwrap();
+    assert_eq!(head.entry.commit, source.head());
+    assert_eq!(head.entry.subject, "add b");
+    assert_eq!(head.message, "add b\n");
+    assert!(!head.message_truncated);
+    assert_eq!(head.total_files, 1);
+    let file = &head.files[0];
+    assert_eq!(
+        (file.path.as_str(), file.status, file.added, file.removed),
+        ("b.md", "added", Some(1), Some(0))
+    );
+    let parent = head.entry.parents[0].clone();
+    let edit = service.commit(&ctx, REPO.into(), parent).await.unwrap();
+    assert_eq!(edit.files[0].status, "modified");
+    assert_eq!(
+        (edit.files[0].added, edit.files[0].removed),
+        (Some(1), Some(1))
+    );
+    let missing = service
+        .commit(&ctx, REPO.into(), "0000000".into())
+        .await
+        .unwrap_err();
+    assert_eq!(missing.kind, ErrorKind::NotFound, "{}", missing.message);
+}
