@@ -33,14 +33,31 @@ pub struct FileChange {
 
 /// The non-tree side of an entry: what a line count is taken over.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Leaf {
-    Blob(ObjectId),
+pub(crate) enum Leaf {
+    /// A blob (a file or a symlink) and its mode.
+    Blob(ObjectId, u16),
     /// A submodule: git counts its one line `Subproject commit <sha>`.
     Submodule(ObjectId),
 }
 
-/// The entries of a tree by name: id and kind.
-type Entries = BTreeMap<Vec<u8>, (ObjectId, EntryKind)>;
+impl Leaf {
+    pub(crate) fn id(self) -> ObjectId {
+        match self {
+            Leaf::Blob(id, _) | Leaf::Submodule(id) => id,
+        }
+    }
+
+    /// The mode as git prints it (`100644`).
+    pub(crate) fn mode(self) -> String {
+        match self {
+            Leaf::Blob(_, mode) => format!("{mode:o}"),
+            Leaf::Submodule(_) => "160000".to_owned(),
+        }
+    }
+}
+
+/// The entries of a tree by name: id, kind and mode bits.
+type Entries = BTreeMap<Vec<u8>, (ObjectId, EntryKind, u16)>;
 
 /// The entries of `tree` (none for no tree).
 fn entries(repo: &gix::Repository, tree: Option<ObjectId>) -> Result<Entries, Error> {
@@ -52,17 +69,34 @@ fn entries(repo: &gix::Repository, tree: Option<ObjectId>) -> Result<Entries, Er
     for entry in tree.iter() {
         let entry = entry.map_err(odb)?;
         let kind = entry.mode().kind();
-        out.insert(entry.filename().to_vec(), (entry.object_id(), kind));
+        out.insert(
+            entry.filename().to_vec(),
+            (entry.object_id(), kind, entry.mode().value()),
+        );
     }
     Ok(out)
 }
 
 /// A changed path before its lines are counted.
-struct Pending {
-    path: String,
-    kind: ChangeKind,
-    old: Option<Leaf>,
-    new: Option<Leaf>,
+pub(crate) struct Pending {
+    pub(crate) path: String,
+    pub(crate) kind: ChangeKind,
+    pub(crate) old: Option<Leaf>,
+    pub(crate) new: Option<Leaf>,
+}
+
+/// The changed paths between two root trees within `limit`, in git's order (by full path: a
+/// directory sorts as its name plus `/`).
+pub(crate) fn pending(
+    repo: &gix::Repository,
+    old: Option<ObjectId>,
+    new: Option<ObjectId>,
+    limit: &RepoPath,
+) -> Result<Vec<Pending>, Error> {
+    let mut pending = Vec::new();
+    walk(repo, old, new, "", limit, &mut pending)?;
+    pending.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(pending)
 }
 
 /// The changes between `old` and `new` (root trees) within `scope`, the first `max` of them
@@ -74,10 +108,7 @@ pub(crate) fn changes(
     scope: &RepoPath,
     max: usize,
 ) -> Result<(Vec<FileChange>, usize), Error> {
-    let mut pending = Vec::new();
-    walk(repo, old, Some(new), "", scope, &mut pending)?;
-    // Git's order: by full path (a directory sorts as its name plus `/`).
-    pending.sort_by(|a, b| a.path.cmp(&b.path));
+    let pending = pending(repo, old, Some(new), scope)?;
     let total = pending.len();
     let counted = pending
         .into_iter()
@@ -117,15 +148,15 @@ fn walk(
         if b == a {
             continue;
         }
-        let tree_of = |e: Option<&(ObjectId, EntryKind)>| {
-            e.filter(|(_, kind)| *kind == EntryKind::Tree)
-                .map(|(id, _)| *id)
+        let tree_of = |e: Option<&(ObjectId, EntryKind, u16)>| {
+            e.filter(|(_, kind, _)| *kind == EntryKind::Tree)
+                .map(|(id, _, _)| *id)
         };
-        let leaf_of = |e: Option<&(ObjectId, EntryKind)>| {
-            e.and_then(|(id, kind)| match kind {
+        let leaf_of = |e: Option<&(ObjectId, EntryKind, u16)>| {
+            e.and_then(|(id, kind, mode)| match kind {
                 EntryKind::Tree => None,
                 EntryKind::Commit => Some(Leaf::Submodule(*id)),
-                _ => Some(Leaf::Blob(*id)),
+                _ => Some(Leaf::Blob(*id, *mode)),
             })
         };
         // A directory on either side: its files, added or deleted as the other side says.
@@ -161,15 +192,17 @@ fn walk(
     Ok(())
 }
 
-fn content(repo: &gix::Repository, leaf: Option<Leaf>) -> Result<Vec<u8>, Error> {
+/// What git diffs a leaf as: a blob's bytes, a submodule's one line, nothing for no leaf.
+pub(crate) fn content(repo: &gix::Repository, leaf: Option<Leaf>) -> Result<Vec<u8>, Error> {
     Ok(match leaf {
         None => Vec::new(),
         Some(Leaf::Submodule(id)) => format!("Subproject commit {id}\n").into_bytes(),
-        Some(Leaf::Blob(id)) => repo.find_object(id).map_err(odb)?.detach().data,
+        Some(Leaf::Blob(id, _)) => repo.find_object(id).map_err(odb)?.detach().data,
     })
 }
 
-fn binary(data: &[u8]) -> bool {
+/// Git's test: a NUL among the first 8000 bytes.
+pub(crate) fn binary(data: &[u8]) -> bool {
     data[..data.len().min(BINARY_PROBE)].contains(&0)
 }
 

@@ -17,6 +17,7 @@ mod blobcache;
 mod changes;
 mod clock;
 mod db;
+mod diff;
 mod error;
 mod gitcli;
 mod handles;
@@ -31,6 +32,7 @@ mod text;
 pub use blobcache::DEFAULT_BLOB_CACHE_BYTES;
 pub use changes::{ChangeKind, CommitDetails, FileChange};
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use diff::{DiffPage, FileDiff};
 pub use error::Error;
 pub use gitcli::{ProgressObserver, TransferProgress, stop_all as stop_git};
 pub use history::CommitSummary;
@@ -469,6 +471,21 @@ impl GitStore {
         max_files: usize,
     ) -> Result<CommitDetails, Error> {
         self.inner.commit_details(name, commit, max_files)
+    }
+
+    /// The unified diff between two readable commits (`git diff --no-renames --full-index
+    /// BASE HEAD`, hunk headers without function context) within `path` (the root: the
+    /// registered scope), file by file from file `skip` while the texts fit `budget` bytes.
+    pub fn diff(
+        &self,
+        name: &RepoName,
+        base: &CommitId,
+        head: &CommitId,
+        path: &RepoPath,
+        skip: usize,
+        budget: usize,
+    ) -> Result<DiffPage, Error> {
+        self.inner.diff(name, base, head, path, skip, budget)
     }
 
     /// Pins a commit so it stays readable regardless of retention (G-5).

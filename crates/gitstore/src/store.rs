@@ -824,6 +824,32 @@ impl Inner {
         })
     }
 
+    pub(crate) fn diff(
+        &self,
+        name: &RepoName,
+        base: &CommitId,
+        head: &CommitId,
+        path: &RepoPath,
+        skip: usize,
+        budget: usize,
+    ) -> Result<crate::DiffPage, Error> {
+        let (state, view) = self.synced(name)?;
+        if !path.is_root() && !path.is_within(&state.registered_path) {
+            return Err(Self::outside_scope(&state, path));
+        }
+        let (base, head) = (to_oid(base)?, to_oid(head)?);
+        self.check_readable(&state, &view, &base, true)?;
+        self.check_readable(&state, &view, &head, true)?;
+        let limit = if path.is_root() {
+            &state.registered_path
+        } else {
+            path
+        };
+        handles::with_repo(&view.repo, |repo| {
+            crate::diff::diff(repo, base, head, limit, skip, budget)
+        })
+    }
+
     pub(crate) fn log(
         &self,
         name: &RepoName,

@@ -1,0 +1,205 @@
+//! The unified diff between two commits, file by file, as `git diff --no-renames
+//! --full-index BASE HEAD` prints it, except that hunk headers carry no function context
+//! (git's `@@ … @@ fn name`). Lines are diffed with `imara-diff` (Myers with git's indent
+//! heuristic); a file that is not valid UTF-8 is diffed after lossy decoding.
+
+use crate::changes::{self, ChangeKind};
+use crate::{Error, RepoPath};
+use gix::ObjectId;
+use imara_diff::{
+    Algorithm, Diff, InternedInput, Interner, Token, UnifiedDiffConfig, UnifiedDiffPrinter,
+};
+use std::fmt::{self, Write as _};
+
+/// One file of a diff.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileDiff {
+    /// Repository-relative path.
+    pub path: String,
+    pub kind: ChangeKind,
+    /// Git's text for this file, from its `diff --git` line on.
+    pub text: String,
+    /// The text was cut at a line boundary to fit the budget.
+    pub truncated: bool,
+}
+
+/// A page of a diff: files from the first asked for, while they fit the budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiffPage {
+    pub files: Vec<FileDiff>,
+    /// The index of the first file not on this page, when there is one.
+    pub next_file: Option<usize>,
+    /// How many files differ in all.
+    pub total_files: usize,
+}
+
+/// Hunk headers and lines as git writes them.
+struct GitPrinter<'a>(&'a Interner<&'a str>);
+
+impl GitPrinter<'_> {
+    fn line(&self, f: &mut impl fmt::Write, sign: char, token: Token) -> fmt::Result {
+        let text = self.0[token];
+        f.write_char(sign)?;
+        f.write_str(text)?;
+        if !text.ends_with('\n') {
+            f.write_str("\n\\ No newline at end of file\n")?;
+        }
+        Ok(())
+    }
+}
+
+/// `start,len` of a hunk side as git writes it: `,1` left out, an empty side numbered by
+/// the line before it.
+fn range(start: u32, len: u32) -> String {
+    match len {
+        0 => format!("{start},0"),
+        1 => format!("{}", start + 1),
+        _ => format!("{},{len}", start + 1),
+    }
+}
+
+impl UnifiedDiffPrinter for GitPrinter<'_> {
+    fn display_header(
+        &self,
+        mut f: impl fmt::Write,
+        start_before: u32,
+        start_after: u32,
+        len_before: u32,
+        len_after: u32,
+    ) -> fmt::Result {
+        writeln!(
+            f,
+            "@@ -{} +{} @@",
+            range(start_before, len_before),
+            range(start_after, len_after)
+        )
+    }
+
+    fn display_context_token(&self, mut f: impl fmt::Write, token: Token) -> fmt::Result {
+        self.line(&mut f, ' ', token)
+    }
+
+    fn display_hunk(
+        &self,
+        mut f: impl fmt::Write,
+        before: &[Token],
+        after: &[Token],
+    ) -> fmt::Result {
+        for &token in before {
+            self.line(&mut f, '-', token)?;
+        }
+        for &token in after {
+            self.line(&mut f, '+', token)?;
+        }
+        Ok(())
+    }
+}
+
+/// Git's text of one changed file.
+fn file_text(repo: &gix::Repository, change: &changes::Pending) -> Result<String, Error> {
+    let path = &change.path;
+    let mut out = format!("diff --git a/{path} b/{path}\n");
+    let zero = ObjectId::null(gix::hash::Kind::Sha1);
+    match (change.old, change.new) {
+        (None, Some(new)) => {
+            let _ = writeln!(out, "new file mode {}", new.mode());
+            let _ = writeln!(out, "index {zero}..{}", new.id());
+        }
+        (Some(old), None) => {
+            let _ = writeln!(out, "deleted file mode {}", old.mode());
+            let _ = writeln!(out, "index {}..{zero}", old.id());
+        }
+        (Some(old), Some(new)) => {
+            if old.mode() != new.mode() {
+                let _ = writeln!(out, "old mode {}\nnew mode {}", old.mode(), new.mode());
+                if old.id() == new.id() {
+                    return Ok(out);
+                }
+                let _ = writeln!(out, "index {}..{}", old.id(), new.id());
+            } else {
+                let _ = writeln!(out, "index {}..{} {}", old.id(), new.id(), new.mode());
+            }
+        }
+        (None, None) => return Ok(out),
+    }
+    let (before, after) = (
+        changes::content(repo, change.old)?,
+        changes::content(repo, change.new)?,
+    );
+    let (a, b) = match (change.old, change.new) {
+        (None, _) => ("/dev/null".to_owned(), format!("b/{path}")),
+        (_, None) => (format!("a/{path}"), "/dev/null".to_owned()),
+        _ => (format!("a/{path}"), format!("b/{path}")),
+    };
+    if changes::binary(&before) || changes::binary(&after) {
+        let _ = writeln!(out, "Binary files {a} and {b} differ");
+        return Ok(out);
+    }
+    let _ = writeln!(out, "--- {a}\n+++ {b}");
+    let (before, after) = (
+        String::from_utf8_lossy(&before),
+        String::from_utf8_lossy(&after),
+    );
+    let input = InternedInput::new(before.as_ref(), after.as_ref());
+    let mut diff = Diff::compute(Algorithm::Myers, &input);
+    diff.postprocess_lines(&input);
+    let printer = GitPrinter(&input.interner);
+    let _ = write!(
+        out,
+        "{}",
+        diff.unified_diff(&printer, UnifiedDiffConfig::default(), &input)
+    );
+    Ok(out)
+}
+
+/// The files that differ between `base` and `head` within `limit`, from file `skip` on,
+/// while their texts fit `budget` bytes (the first always comes, cut at a line if it must).
+pub(crate) fn diff(
+    repo: &gix::Repository,
+    base: ObjectId,
+    head: ObjectId,
+    limit: &RepoPath,
+    skip: usize,
+    budget: usize,
+) -> Result<DiffPage, Error> {
+    let tree = |commit: ObjectId| -> Result<ObjectId, Error> {
+        let commit = repo.find_commit(commit).map_err(crate::objects::odb)?;
+        Ok(commit.tree_id().map_err(crate::objects::odb)?.detach())
+    };
+    let pending = changes::pending(repo, Some(tree(base)?), Some(tree(head)?), limit)?;
+    let total_files = pending.len();
+    let mut files = Vec::new();
+    let mut used = 0usize;
+    let mut next_file = None;
+    for (index, change) in pending.iter().enumerate().skip(skip) {
+        let mut text = file_text(repo, change)?;
+        let mut truncated = false;
+        if used + text.len() > budget {
+            if !files.is_empty() {
+                next_file = Some(index);
+                break;
+            }
+            let cut = text[..text.floor_char_boundary(budget)]
+                .rfind('\n')
+                .map_or(0, |i| i + 1);
+            text.truncate(cut);
+            truncated = true;
+            next_file = (index + 1 < total_files).then_some(index + 1);
+        }
+        used += text.len();
+        files.push(FileDiff {
+            path: change.path.clone(),
+            kind: change.kind,
+            text,
+            truncated,
+        });
+        if truncated {
+            break;
+        }
+    }
+    Ok(DiffPage {
+        files,
+        next_file,
+        total_files,
+    })
+}
