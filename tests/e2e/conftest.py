@@ -24,6 +24,7 @@ START_TIMEOUT_S = 120.0
 TOOLS = [
     "availability",
     "commit",
+    "diff",
     "discovery",
     "list",
     "log",

@@ -31,6 +31,7 @@ pub(crate) fn router(service: Service, readiness: Readiness) -> Router {
         .route("/resolve", get(resolve).post(resolve))
         .route("/log", get(log).post(log))
         .route("/commit", get(commit).post(commit))
+        .route("/diff", get(diff).post(diff))
         .route("/discovery", get(discovery).post(discovery))
         .route("/availability", get(availability).post(availability))
         .route("/prepare", post(prepare))
@@ -247,6 +248,28 @@ async fn commit(
     Args(a): Args<ResolveArgs>,
 ) -> Response {
     answer(state.service.commit(&ctx, a.repo, a.revision).await)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DiffArgs {
+    repo: String,
+    base: String,
+    head: String,
+    path: Option<String>,
+    cursor: Option<String>,
+}
+
+/// `diff {repo, base, head, path?, cursor?}`: a page of git's unified diff, file by file.
+async fn diff(State(state): State<AppState>, Ctx(ctx): Ctx, Args(a): Args<DiffArgs>) -> Response {
+    let request = service::DiffRequest {
+        repo: a.repo,
+        base: a.base,
+        head: a.head,
+        path: a.path,
+        cursor: a.cursor,
+    };
+    answer(state.service.diff(&ctx, request).await)
 }
 
 #[derive(Deserialize)]

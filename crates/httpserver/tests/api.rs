@@ -588,7 +588,7 @@ async fn a3_register_a_remote_repository() {
     );
 }
 
-/// The log and commit routes: commits with full SHAs, strict arguments.
+/// The log, commit and diff routes: commits with full SHAs, strict arguments.
 #[tokio::test]
 async fn log_json() {
     let s = server().await;
@@ -614,4 +614,12 @@ async fn log_json() {
         Value::Null,
         "bin.dat is binary: {body}"
     );
+    let (status, body) = s
+        .get(&format!(
+            "/sourcegraph/api/diff?repo=test/api&base={0}&head={0}",
+            s.head
+        ))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["total_files"], 0, "{body}");
 }

@@ -176,6 +176,24 @@ pub(crate) struct CommitArgs {
     pub revision: String,
 }
 
+/// `diff {repo, base, head, path?, cursor?}` (issue 12).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DiffArgs {
+    /// Repository name `owner/name`.
+    pub repo: String,
+    /// The old side: full SHA (best), unique short SHA, branch or tag.
+    pub base: String,
+    /// The new side, in the same forms.
+    pub head: String,
+    /// Only files at or below this path (repository-relative).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// The `NextCursor` of the previous page.
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
 /// `resolve {repo, revision}` (S-6).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

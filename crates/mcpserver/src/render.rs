@@ -8,7 +8,7 @@
 //! always one line and `NextStartLine` / `Error` can be found mechanically.
 
 use service::{
-    AvailabilityAnswer, CommitAnswer, Enrichment, EntryKind, ListAnswer, LogAnswer,
+    AvailabilityAnswer, CommitAnswer, DiffAnswer, Enrichment, EntryKind, ListAnswer, LogAnswer,
     PluginDiscovery, ReadItem, RepoSummary, ResolveAnswer, SearchAnswer,
 };
 use std::borrow::Cow;
@@ -305,6 +305,36 @@ pub(crate) fn render_commit(answer: &CommitAnswer) -> String {
     }
     out.push('\n');
     out.push_str(&answer.message);
+    out
+}
+
+/// A `diff` page: header lines, a blank line, then git's text of each file on the page.
+pub(crate) fn render_diff(answer: &DiffAnswer) -> String {
+    let mut out = String::new();
+    header(&mut out, "Repo", &answer.repo);
+    header(&mut out, "Base", &answer.base);
+    header(&mut out, "Head", &answer.head);
+    if !answer.path.is_empty() {
+        header(&mut out, "Path", &answer.path);
+    }
+    header(&mut out, "Files", answer.total_files);
+    header(&mut out, "FilesShown", answer.files.len());
+    let cut: Vec<&str> = answer
+        .files
+        .iter()
+        .filter(|f| f.truncated)
+        .map(|f| f.path.as_str())
+        .collect();
+    if !cut.is_empty() {
+        header(&mut out, "Truncated", &cut.join(" "));
+    }
+    if let Some(cursor) = &answer.next_cursor {
+        header(&mut out, "NextCursor", cursor);
+    }
+    out.push('\n');
+    for file in &answer.files {
+        out.push_str(&file.text);
+    }
     out
 }
 

@@ -184,6 +184,7 @@ async fn m1_m3_m5_r5_tools_list() {
         [
             "availability",
             "commit",
+            "diff",
             "discovery",
             "list",
             "log",
@@ -527,6 +528,20 @@ async fn s5_s6_s7_navigation_tools() {
         "{}",
         shown[0]
     );
+    // A commit against itself differs in nothing.
+    let same = texts(
+        &client
+            .call_tool(call(
+                "diff",
+                json!({"repo": REPO, "base": c, "head": "main"}),
+            ))
+            .await
+            .expect("diff"),
+    );
+    assert_eq!(
+        same[0],
+        format!("Repo: {REPO}\nBase: {c}\nHead: {c}\nFiles: 0\nFilesShown: 0\n\n")
+    );
 
     let available = texts(
         &client
@@ -553,7 +568,7 @@ async fn m1_protocol_2026_07_28_client() {
     let fixture = Fixture::start().await;
     let client = fixture.modern_client().await;
     let tools = client.list_all_tools().await.expect("tools/list");
-    assert_eq!(tools.len(), 11);
+    assert_eq!(tools.len(), 12);
     let result = client
         .call_tool(call("read", json!({"repo": REPO, "path": "docs/guide.md"})))
         .await

@@ -96,6 +96,55 @@ fn entry(c: gitstore::CommitSummary) -> LogEntry {
     }
 }
 
+/// `diff` arguments.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DiffRequest {
+    pub repo: String,
+    /// The old side: branch, tag or SHA.
+    pub base: String,
+    /// The new side.
+    pub head: String,
+    /// Only files at or below this path.
+    pub path: Option<String>,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// One page of a diff: whole files (the first one cut at a line if it alone is over the
+/// budget), in path order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DiffAnswer {
+    pub repo: String,
+    /// Full SHAs of both sides (the same on every page).
+    pub base: String,
+    pub head: String,
+    pub path: String,
+    pub files: Vec<DiffFile>,
+    /// Files that differ in all.
+    pub total_files: usize,
+    pub next_cursor: Option<String>,
+}
+
+/// One file of a diff page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DiffFile {
+    pub path: String,
+    /// `added`, `deleted` or `modified`.
+    pub status: &'static str,
+    /// Git's text of the file, from its `diff --git` line on (repository data).
+    pub text: String,
+    /// The text was cut at a line to fit the read budget.
+    pub truncated: bool,
+}
+
+fn status(kind: gitstore::ChangeKind) -> &'static str {
+    match kind {
+        gitstore::ChangeKind::Added => "added",
+        gitstore::ChangeKind::Deleted => "deleted",
+        gitstore::ChangeKind::Modified => "modified",
+    }
+}
+
 /// A cursor: the start commit and the commits already listed.
 fn encode_cursor(commit: &CommitId, listed: usize) -> String {
     format!("{commit}.{listed}")
@@ -187,16 +236,75 @@ impl Service {
                     .into_iter()
                     .map(|c| ChangedFile {
                         path: c.path,
-                        status: match c.kind {
-                            gitstore::ChangeKind::Added => "added",
-                            gitstore::ChangeKind::Deleted => "deleted",
-                            gitstore::ChangeKind::Modified => "modified",
-                        },
+                        status: status(c.kind),
                         added: c.lines.map(|(added, _)| added),
                         removed: c.lines.map(|(_, removed)| removed),
                     })
                     .collect(),
                 total_files: details.total_changes,
+            })
+        })
+        .await
+    }
+
+    /// `diff`: git's unified diff between two readable commits, inside the registered scope,
+    /// paged by file under the read budget; the same access checks as `read` for both sides.
+    pub async fn diff(
+        &self,
+        ctx: &CallContext,
+        req: DiffRequest,
+    ) -> Result<DiffAnswer, ServiceError> {
+        let caller = ctx.caller.clone();
+        self.blocking(move |inner| {
+            let (name, base) = inner.resolve(&caller, &req.repo, Some(&req.base))?;
+            let (_, head) = inner.resolve(&caller, &req.repo, Some(&req.head))?;
+            let skip = match &req.cursor {
+                None => 0,
+                Some(cursor) => {
+                    let bad = || {
+                        ServiceError::invalid(
+                            "invalid cursor: pass the `next_cursor` of the previous diff page \
+                             with the same base and head",
+                        )
+                    };
+                    let mut parts = cursor.split('.');
+                    let (Some(b), Some(h), Some(n), None) =
+                        (parts.next(), parts.next(), parts.next(), parts.next())
+                    else {
+                        return Err(bad());
+                    };
+                    if b != base.as_str() || h != head.as_str() {
+                        return Err(bad());
+                    }
+                    n.parse().map_err(|_| bad())?
+                }
+            };
+            let _leases = (
+                inner.store.lease(&name, &base)?,
+                inner.store.lease(&name, &head)?,
+            );
+            let path = RepoPath::parse(req.path.as_deref().unwrap_or(""))?;
+            let page =
+                inner
+                    .store
+                    .diff(&name, &base, &head, &path, skip, inner.config.read_budget)?;
+            Ok(DiffAnswer {
+                repo: name.to_string(),
+                base: base.to_string(),
+                head: head.to_string(),
+                path: path.to_string(),
+                files: page
+                    .files
+                    .into_iter()
+                    .map(|f| DiffFile {
+                        path: f.path,
+                        status: status(f.kind),
+                        text: f.text,
+                        truncated: f.truncated,
+                    })
+                    .collect(),
+                total_files: page.total_files,
+                next_cursor: page.next_file.map(|n| format!("{base}.{head}.{n}")),
             })
         })
         .await

@@ -153,3 +153,55 @@ async fn commit_shows_message_and_changed_files() {
         .unwrap_err();
     assert_eq!(missing.kind, ErrorKind::NotFound, "{}", missing.message);
 }
+
+#[tokio::test]
+async fn diff_pages_by_file_under_the_read_budget() {
+    let source = repo();
+    let base = source.head();
+    source.commit(
+        &[("a.md", b"6\n"), ("c.md", b"c\n"), ("d.md", b"d\n")],
+        "three files",
+    );
+    let config = ServiceConfig {
+        read_budget: 200,
+        ..ServiceConfig::default()
+    };
+    let service = Service::new(source.store(REPO, ""), config);
+    let ctx = CallContext::default();
+    let request = |cursor| service::DiffRequest {
+        repo: REPO.into(),
+        base: base.clone(),
+        head: "main".into(),
+        path: None,
+        cursor,
+    };
+    let mut cursor = None;
+    let mut files = Vec::new();
+    loop {
+        let page = service.diff(&ctx, request(cursor)).await.unwrap();
+        assert_eq!((page.base.as_str(), page.total_files), (base.as_str(), 3));
+        assert!(page.files.iter().map(|f| f.text.len()).sum::<usize>() <= 200);
+        files.extend(page.files.into_iter().map(|f| (f.path, f.status)));
+        cursor = page.next_cursor;
+        if cursor.is_none() {
+            break;
+        }
+    }
+    assert_eq!(
+        files,
+        [
+            ("a.md".to_owned(), "modified"),
+            ("c.md".to_owned(), "added"),
+            ("d.md".to_owned(), "added")
+        ]
+    );
+    let stale = service
+        .diff(&ctx, request(Some(format!("{base}.{base}.1"))))
+        .await
+        .unwrap_err();
+    assert!(
+        stale.message.contains("invalid cursor"),
+        "{}",
+        stale.message
+    );
+}
