@@ -13,6 +13,7 @@
 //! (`packages/docs/knowledge/a.md`), even for a registration with a registered path: the
 //! scope only decides what is visible.
 
+mod blame;
 mod blobcache;
 mod changes;
 mod clock;
@@ -29,6 +30,7 @@ mod revision;
 mod store;
 mod text;
 
+pub use blame::BlameRange;
 pub use blobcache::DEFAULT_BLOB_CACHE_BYTES;
 pub use changes::{ChangeKind, CommitDetails, FileChange};
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -486,6 +488,21 @@ impl GitStore {
         budget: usize,
     ) -> Result<DiffPage, Error> {
         self.inner.diff(name, base, head, path, skip, budget)
+    }
+
+    /// `git blame` of lines `start_line..=end_line` (1-based; `end_line` is clamped to the
+    /// file) of the text file `path` at `commit`: consecutive lines last changed by one
+    /// commit come as one range. The path must be inside the registered scope and a text
+    /// file, as for [`GitStore::read_text`].
+    pub fn blame(
+        &self,
+        name: &RepoName,
+        commit: &CommitId,
+        path: &RepoPath,
+        start_line: u64,
+        end_line: u64,
+    ) -> Result<Vec<BlameRange>, Error> {
+        self.inner.blame(name, commit, path, start_line, end_line)
     }
 
     /// Pins a commit so it stays readable regardless of retention (G-5).

@@ -850,6 +850,28 @@ impl Inner {
         })
     }
 
+    pub(crate) fn blame(
+        &self,
+        name: &RepoName,
+        commit: &CommitId,
+        path: &RepoPath,
+        start_line: u64,
+        end_line: u64,
+    ) -> Result<Vec<crate::BlameRange>, Error> {
+        // Scope, retention and the text checks of a read; the text gives the line count.
+        let text = self.read_text(name, commit, path)?;
+        let total = text.line_count();
+        let end = end_line.min(total);
+        if total == 0 || start_line > end {
+            return Ok(Vec::new());
+        }
+        let (_, view) = self.synced(name)?;
+        let id = to_oid(commit)?;
+        handles::with_repo(&view.repo, |repo| {
+            crate::blame::blame(repo, id, path, start_line.max(1), end)
+        })
+    }
+
     pub(crate) fn log(
         &self,
         name: &RepoName,
