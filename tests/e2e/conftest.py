@@ -23,6 +23,7 @@ GUIDE = "# Guide\nline two\nline three\n"
 START_TIMEOUT_S = 120.0
 TOOLS = [
     "availability",
+    "blame",
     "commit",
     "diff",
     "discovery",

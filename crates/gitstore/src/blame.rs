@@ -6,7 +6,7 @@
 
 use crate::objects::odb;
 use crate::store::to_commit_id;
-use crate::{CommitId, Error, RepoPath};
+use crate::{CommitSummary, Error, RepoPath};
 use gix::ObjectId;
 use imara_diff::{Algorithm, Diff, InternedInput};
 use std::collections::{BTreeMap, BinaryHeap};
@@ -16,7 +16,8 @@ use std::collections::{BTreeMap, BinaryHeap};
 pub struct BlameRange {
     pub start_line: u64,
     pub end_line: u64,
-    pub commit: CommitId,
+    /// The commit that last changed them.
+    pub commit: CommitSummary,
 }
 
 /// The blob at `path` in `commit`'s tree, if it is a file there.
@@ -141,19 +142,34 @@ pub(crate) fn blame(
             owner.insert(target, id);
         }
     }
+    let mut summaries: BTreeMap<ObjectId, CommitSummary> = BTreeMap::new();
     let mut ranges: Vec<BlameRange> = Vec::new();
     for (line, id) in owner {
-        let commit = to_commit_id(&id)?;
         let line = u64::from(line) + 1;
         match ranges.last_mut() {
-            Some(range) if range.commit == commit && range.end_line + 1 == line => {
+            Some(range)
+                if range.commit.commit == to_commit_id(&id)? && range.end_line + 1 == line =>
+            {
                 range.end_line = line;
             }
-            _ => ranges.push(BlameRange {
-                start_line: line,
-                end_line: line,
-                commit,
-            }),
+            _ => {
+                let commit = match summaries.get(&id) {
+                    Some(summary) => summary.clone(),
+                    None => {
+                        let found = repo.find_commit(id).map_err(odb)?;
+                        let parents: Vec<ObjectId> =
+                            found.parent_ids().map(|p| p.detach()).collect();
+                        let summary = crate::history::summary(&found, &parents)?;
+                        summaries.insert(id, summary.clone());
+                        summary
+                    }
+                };
+                ranges.push(BlameRange {
+                    start_line: line,
+                    end_line: line,
+                    commit,
+                });
+            }
         }
     }
     Ok(ranges)

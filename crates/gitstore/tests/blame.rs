@@ -39,7 +39,7 @@ fn ours(f: &Fixture, commit: &str, file: &str, start: u64, end: u64) -> Vec<Stri
         assert_eq!(range.start_line, expected_start, "ranges are contiguous");
         expected_start = range.end_line + 1;
         for _ in range.start_line..=range.end_line {
-            owners.push(range.commit.to_string());
+            owners.push(range.commit.commit.to_string());
         }
     }
     owners

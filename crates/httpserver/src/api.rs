@@ -32,6 +32,7 @@ pub(crate) fn router(service: Service, readiness: Readiness) -> Router {
         .route("/log", get(log).post(log))
         .route("/commit", get(commit).post(commit))
         .route("/diff", get(diff).post(diff))
+        .route("/blame", get(blame).post(blame))
         .route("/discovery", get(discovery).post(discovery))
         .route("/availability", get(availability).post(availability))
         .route("/prepare", post(prepare))
@@ -248,6 +249,18 @@ async fn commit(
     Args(a): Args<ResolveArgs>,
 ) -> Response {
     answer(state.service.commit(&ctx, a.repo, a.revision).await)
+}
+
+/// `blame {repo, revision?, path, start_line?, end_line?}`: who last changed each line.
+async fn blame(State(state): State<AppState>, Ctx(ctx): Ctx, Args(a): Args<ReadArgs>) -> Response {
+    let request = service::BlameRequest {
+        repo: a.repo,
+        revision: a.revision,
+        path: a.path,
+        start_line: a.start_line,
+        end_line: a.end_line,
+    };
+    answer(state.service.blame(&ctx, request).await)
 }
 
 #[derive(Deserialize)]

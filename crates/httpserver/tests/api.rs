@@ -588,7 +588,7 @@ async fn a3_register_a_remote_repository() {
     );
 }
 
-/// The log, commit and diff routes: commits with full SHAs, strict arguments.
+/// The log, commit, diff and blame routes: commits with full SHAs, strict arguments.
 #[tokio::test]
 async fn log_json() {
     let s = server().await;
@@ -622,4 +622,16 @@ async fn log_json() {
         .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["total_files"], 0, "{body}");
+    let (status, body) = s
+        .get("/sourcegraph/api/blame?repo=test/api&path=a.md")
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["ranges"][0]["commit"], json!(s.head));
+    assert_eq!(
+        (
+            &body["ranges"][0]["start_line"],
+            &body["ranges"][0]["end_line"]
+        ),
+        (&json!(1), &json!(3))
+    );
 }

@@ -194,6 +194,27 @@ pub(crate) struct DiffArgs {
     pub cursor: Option<String>,
 }
 
+/// `blame {repo, revision?, path, start_line?, end_line?}` (issue 12).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BlameArgs {
+    /// Repository name `owner/name`.
+    pub repo: String,
+    /// Full SHA, unique short SHA, branch or tag. Omitted: the head of the default branch.
+    #[serde(default)]
+    pub revision: Option<String>,
+    /// Repository-relative path of a text file.
+    pub path: String,
+    /// First line, 1-based. Default 1.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub start_line: Option<u64>,
+    /// Last line, inclusive. Default `start_line + {last_offset}`.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub end_line: Option<u64>,
+}
+
 /// `resolve {repo, revision}` (S-6).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -8,8 +8,8 @@
 //! always one line and `NextStartLine` / `Error` can be found mechanically.
 
 use service::{
-    AvailabilityAnswer, CommitAnswer, DiffAnswer, Enrichment, EntryKind, ListAnswer, LogAnswer,
-    PluginDiscovery, ReadItem, RepoSummary, ResolveAnswer, SearchAnswer,
+    AvailabilityAnswer, BlameAnswer, CommitAnswer, DiffAnswer, Enrichment, EntryKind, ListAnswer,
+    LogAnswer, PluginDiscovery, ReadItem, RepoSummary, ResolveAnswer, SearchAnswer,
 };
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -334,6 +334,38 @@ pub(crate) fn render_diff(answer: &DiffAnswer) -> String {
     out.push('\n');
     for file in &answer.files {
         out.push_str(&file.text);
+    }
+    out
+}
+
+/// A `blame` answer: header lines, a blank line, then one line per run of lines last changed
+/// by one commit: `START-END SHA DATE AUTHOR <EMAIL> SUBJECT`.
+pub(crate) fn render_blame(answer: &BlameAnswer) -> String {
+    let mut out = String::new();
+    header(&mut out, "Repo", &answer.repo);
+    header(&mut out, "Commit", &answer.commit);
+    header(&mut out, "Path", &answer.path);
+    header(&mut out, "StartLine", answer.start_line);
+    header(&mut out, "EndLine", answer.end_line);
+    header(&mut out, "TotalLines", answer.total_lines);
+    header(&mut out, "HasMore", answer.next_start_line.is_some());
+    if let Some(next) = answer.next_start_line {
+        header(&mut out, "NextStartLine", next);
+    }
+    out.push('\n');
+    for range in &answer.ranges {
+        let c = &range.commit;
+        let _ = writeln!(
+            out,
+            "{}-{} {} {} {} <{}> {}",
+            range.start_line,
+            range.end_line,
+            c.commit,
+            c.date,
+            header_value(&c.author),
+            header_value(&c.author_email),
+            header_value(&c.subject)
+        );
     }
     out
 }

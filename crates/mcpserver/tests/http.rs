@@ -183,6 +183,7 @@ async fn m1_m3_m5_r5_tools_list() {
         names,
         [
             "availability",
+            "blame",
             "commit",
             "diff",
             "discovery",
@@ -528,6 +529,23 @@ async fn s5_s6_s7_navigation_tools() {
         "{}",
         shown[0]
     );
+    let blamed = texts(
+        &client
+            .call_tool(call(
+                "blame",
+                json!({"repo": REPO, "path": "docs/guide.md", "end_line": 1}),
+            ))
+            .await
+            .expect("blame"),
+    );
+    assert!(
+        blamed[0].starts_with(&format!(
+            "Repo: {REPO}\nCommit: {c}\nPath: docs/guide.md\nStartLine: 1\nEndLine: 1\n"
+        )),
+        "{}",
+        blamed[0]
+    );
+    assert!(blamed[0].contains("\n\n1-1 "), "{}", blamed[0]);
     // A commit against itself differs in nothing.
     let same = texts(
         &client
@@ -568,7 +586,7 @@ async fn m1_protocol_2026_07_28_client() {
     let fixture = Fixture::start().await;
     let client = fixture.modern_client().await;
     let tools = client.list_all_tools().await.expect("tools/list");
-    assert_eq!(tools.len(), 12);
+    assert_eq!(tools.len(), 13);
     let result = client
         .call_tool(call("read", json!({"repo": REPO, "path": "docs/guide.md"})))
         .await

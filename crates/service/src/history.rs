@@ -137,6 +137,42 @@ pub struct DiffFile {
     pub truncated: bool,
 }
 
+/// `blame` arguments: a line range as `read` takes it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BlameRequest {
+    pub repo: String,
+    pub revision: Option<String>,
+    pub path: String,
+    pub start_line: Option<u64>,
+    pub end_line: Option<u64>,
+}
+
+/// Who last changed each line of a range.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BlameAnswer {
+    pub repo: String,
+    /// The full SHA blamed at.
+    pub commit: String,
+    pub path: String,
+    pub start_line: u64,
+    /// The last line blamed (the file may end before the range asked for).
+    pub end_line: u64,
+    pub total_lines: u64,
+    /// Consecutive lines last changed by one commit, in line order.
+    pub ranges: Vec<BlameLines>,
+    /// Where to continue when the file goes on past `end_line`.
+    pub next_start_line: Option<u64>,
+}
+
+/// Lines `start_line..=end_line` and the commit that last changed them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BlameLines {
+    pub start_line: u64,
+    pub end_line: u64,
+    #[serde(flatten)]
+    pub commit: LogEntry,
+}
+
 fn status(kind: gitstore::ChangeKind) -> &'static str {
     match kind {
         gitstore::ChangeKind::Added => "added",
@@ -305,6 +341,61 @@ impl Service {
                     .collect(),
                 total_files: page.total_files,
                 next_cursor: page.next_file.map(|n| format!("{base}.{head}.{n}")),
+            })
+        })
+        .await
+    }
+
+    /// `blame`: for a line range of a text file (the defaults of `read`), the commit that
+    /// last changed each line, as `git blame` finds it; the same checks as `read`.
+    pub async fn blame(
+        &self,
+        ctx: &CallContext,
+        req: BlameRequest,
+    ) -> Result<BlameAnswer, ServiceError> {
+        let caller = ctx.caller.clone();
+        self.blocking(move |inner| {
+            let (name, commit) = inner.resolve(&caller, &req.repo, req.revision.as_deref())?;
+            let lease = inner.store.lease(&name, &commit)?;
+            let path = RepoPath::parse(&req.path)?;
+            let total = lease.read_text(&path)?.line_count();
+            let start = req.start_line.unwrap_or(1);
+            if start == 0 {
+                return Err(ServiceError::invalid(
+                    "start_line is 1-based: use 1 or more",
+                ));
+            }
+            let end = req
+                .end_line
+                .unwrap_or(start.saturating_add(inner.config.default_lines - 1));
+            if end < start {
+                return Err(ServiceError::invalid(format!(
+                    "end_line {end} is before start_line {start}"
+                )));
+            }
+            if total > 0 && start > total {
+                return Err(ServiceError::invalid(format!(
+                    "start_line {start} is past the end of the file ({total} lines)"
+                )));
+            }
+            let ranges = inner.store.blame(&name, &commit, &path, start, end)?;
+            let last = end.min(total);
+            Ok(BlameAnswer {
+                repo: name.to_string(),
+                commit: commit.to_string(),
+                path: path.to_string(),
+                start_line: start,
+                end_line: last,
+                total_lines: total,
+                ranges: ranges
+                    .into_iter()
+                    .map(|r| BlameLines {
+                        start_line: r.start_line,
+                        end_line: r.end_line,
+                        commit: entry(r.commit),
+                    })
+                    .collect(),
+                next_start_line: (last < total).then_some(last + 1),
             })
         })
         .await

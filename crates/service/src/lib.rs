@@ -25,8 +25,9 @@ pub use background::{Shutdown, spawn_maintenance};
 pub use enrich::CATALOG_IDLE;
 pub use error::{ErrorKind, ServiceError};
 pub use history::{
-    ChangedFile, CommitAnswer, DEFAULT_LOG_LIMIT, DiffAnswer, DiffFile, DiffRequest, LogAnswer,
-    LogEntry, LogRequest, MAX_COMMIT_FILES, MAX_LOG_LIMIT, MAX_MESSAGE_BYTES,
+    BlameAnswer, BlameLines, BlameRequest, ChangedFile, CommitAnswer, DEFAULT_LOG_LIMIT,
+    DiffAnswer, DiffFile, DiffRequest, LogAnswer, LogEntry, LogRequest, MAX_COMMIT_FILES,
+    MAX_LOG_LIMIT, MAX_MESSAGE_BYTES,
 };
 pub use index::{
     BuildProgress, BuildStats, DEFAULT_SEARCH_LIMIT, IndexConfig, IndexInfo, IndexesStats,

@@ -205,3 +205,39 @@ async fn diff_pages_by_file_under_the_read_budget() {
         stale.message
     );
 }
+
+#[tokio::test]
+async fn blame_names_the_last_change_of_each_line() {
+    let source = repo();
+    source.commit(&[("a.md", b"6\nsecond\n")], "second line");
+    let service = Service::new(source.store(REPO, ""), ServiceConfig::default());
+    let ctx = CallContext::default();
+    let request = |start, end| service::BlameRequest {
+        repo: REPO.into(),
+        path: "a.md".into(),
+        start_line: start,
+        end_line: end,
+        ..service::BlameRequest::default()
+    };
+    let blamed = service.blame(&ctx, request(None, None)).await.unwrap();
+    assert_eq!(
+        (blamed.start_line, blamed.end_line, blamed.total_lines),
+        (1, 2, 2)
+    );
+    let subjects: Vec<(u64, u64, &str)> = blamed
+        .ranges
+        .iter()
+        .map(|r| (r.start_line, r.end_line, r.commit.subject.as_str()))
+        .collect();
+    assert_eq!(subjects, [(1, 2, "second line")]);
+    let first = service
+        .blame(&ctx, request(Some(1), Some(1)))
+        .await
+        .unwrap();
+    assert_eq!(first.next_start_line, Some(2));
+    let past = service
+        .blame(&ctx, request(Some(9), None))
+        .await
+        .unwrap_err();
+    assert!(past.message.contains("past the end"), "{}", past.message);
+}
