@@ -1,7 +1,9 @@
 //! The unified diff between two commits, file by file, as `git diff --no-renames
 //! --full-index BASE HEAD` prints it, except that hunk headers carry no function context
-//! (git's `@@ … @@ fn name`). Lines are diffed with `imara-diff` (Myers with git's indent
-//! heuristic); a file that is not valid UTF-8 is diffed after lossy decoding.
+//! (git's `@@ … @@ fn name`). Lines are diffed with `imara-diff` (histogram, with the indent
+//! heuristic); where several alignments are equally good (repeated lines such as blank lines
+//! or closing braces), hunks may be drawn differently from git's Myers. A file that is not
+//! valid UTF-8 is diffed after lossy decoding.
 
 use crate::changes::{self, ChangeKind};
 use crate::{Error, RepoPath};
@@ -141,7 +143,7 @@ fn file_text(repo: &gix::Repository, change: &changes::Pending) -> Result<String
         String::from_utf8_lossy(&after),
     );
     let input = InternedInput::new(before.as_ref(), after.as_ref());
-    let mut diff = Diff::compute(Algorithm::Myers, &input);
+    let mut diff = Diff::compute(Algorithm::Histogram, &input);
     diff.postprocess_lines(&input);
     let printer = GitPrinter(&input.interner);
     let _ = write!(
