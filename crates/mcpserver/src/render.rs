@@ -9,7 +9,7 @@
 
 use service::{
     AvailabilityAnswer, BlameAnswer, CommitAnswer, DiffAnswer, Enrichment, EntryKind, ListAnswer,
-    LogAnswer, PluginDiscovery, ReadItem, RepoSummary, ResolveAnswer, SearchAnswer,
+    LogAnswer, LogEntry, PluginDiscovery, ReadItem, RepoSummary, ResolveAnswer, SearchAnswer,
 };
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -260,17 +260,22 @@ pub(crate) fn render_log(answer: &LogAnswer) -> String {
     }
     for entry in &answer.commits {
         out.push('\n');
-        header(&mut out, "Commit", &entry.commit);
-        header(&mut out, "Parents", &entry.parents.join(" "));
-        header(
-            &mut out,
-            "Author",
-            &format!("{} <{}>", entry.author, entry.author_email),
-        );
-        header(&mut out, "Date", &entry.date);
-        header(&mut out, "Subject", &entry.subject);
+        commit_lines(&mut out, entry);
     }
     out
+}
+
+/// A commit's header lines: Commit, Parents, Author, Date, Subject.
+fn commit_lines(out: &mut String, entry: &LogEntry) {
+    header(out, "Commit", &entry.commit);
+    header(out, "Parents", &entry.parents.join(" "));
+    header(
+        out,
+        "Author",
+        &format!("{} <{}>", entry.author, entry.author_email),
+    );
+    header(out, "Date", &entry.date);
+    header(out, "Subject", &entry.subject);
 }
 
 /// A `commit` answer: header lines, a blank line, one line per changed file (`status +added
@@ -278,17 +283,8 @@ pub(crate) fn render_log(answer: &LogAnswer) -> String {
 /// (`MessageBytes` long).
 pub(crate) fn render_commit(answer: &CommitAnswer) -> String {
     let mut out = String::new();
-    let entry = &answer.entry;
     header(&mut out, "Repo", &answer.repo);
-    header(&mut out, "Commit", &entry.commit);
-    header(&mut out, "Parents", &entry.parents.join(" "));
-    header(
-        &mut out,
-        "Author",
-        &format!("{} <{}>", entry.author, entry.author_email),
-    );
-    header(&mut out, "Date", &entry.date);
-    header(&mut out, "Subject", &entry.subject);
+    commit_lines(&mut out, &answer.entry);
     header(&mut out, "Files", answer.total_files);
     if answer.files.len() < answer.total_files {
         header(&mut out, "FilesShown", answer.files.len());
