@@ -42,7 +42,9 @@ a `read_many`) on whole lines. When an answer says `HasMore: true`, continue \
 with start_line = its `NextStartLine`, and pass its `Commit` as `revision` so every part comes \
 from the same commit.
 3. When you do not know the path, use `search` (literal text by default, or a Rust regex) or \
-`list`, and read with the full commit SHA they return. `discovery` lists the repositories you can read.
+`list`, and read with the full commit SHA they return. `discovery` lists the repositories you can read. \
+For history, `log` lists commits (of a path too), `commit` shows one with its changed files, `diff` \
+compares two commits and `blame` names the commit that last changed each line; all answer with full SHAs.
 4. A `read` answer is one text block; `read_many` answers one block per requested entry, in \
 request order. A block is `Name: value` header lines (Repo, Commit, Path, StartLine, EndLine, \
 TotalLines, Truncated, HasMore, NextStartLine, BodyBytes), a blank line, then the file text \
