@@ -55,6 +55,9 @@ pub struct LogEntry {
 /// Changed files `commit` counts lines for at most (a vendoring commit can touch tens of
 /// thousands); the answer says how many there are in all.
 pub const MAX_COMMIT_FILES: usize = 1000;
+/// Lines one `blame` call covers at most: a file's blame walks its whole history, so a call
+/// is bounded like a read; `next_start_line` continues.
+pub const MAX_BLAME_LINES: u64 = 2_000;
 /// Bytes of a commit message `commit` shows at most.
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 
@@ -346,8 +349,9 @@ impl Service {
         .await
     }
 
-    /// `blame`: for a line range of a text file (the defaults of `read`), the commit that
-    /// last changed each line, as `git blame` finds it; the same checks as `read`.
+    /// `blame`: for a line range of a text file (the defaults of `read`, at most
+    /// [`MAX_BLAME_LINES`]), the commit that last changed each line, as `git blame` finds it;
+    /// the same checks as `read`.
     pub async fn blame(
         &self,
         ctx: &CallContext,
@@ -367,7 +371,8 @@ impl Service {
             }
             let end = req
                 .end_line
-                .unwrap_or(start.saturating_add(inner.config.default_lines - 1));
+                .unwrap_or(start.saturating_add(inner.config.default_lines - 1))
+                .min(start.saturating_add(MAX_BLAME_LINES - 1));
             if end < start {
                 return Err(ServiceError::invalid(format!(
                     "end_line {end} is before start_line {start}"

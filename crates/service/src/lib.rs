@@ -26,8 +26,8 @@ pub use enrich::CATALOG_IDLE;
 pub use error::{ErrorKind, ServiceError};
 pub use history::{
     BlameAnswer, BlameLines, BlameRequest, ChangedFile, CommitAnswer, DEFAULT_LOG_LIMIT,
-    DiffAnswer, DiffFile, DiffRequest, LogAnswer, LogEntry, LogRequest, MAX_COMMIT_FILES,
-    MAX_LOG_LIMIT, MAX_MESSAGE_BYTES,
+    DiffAnswer, DiffFile, DiffRequest, LogAnswer, LogEntry, LogRequest, MAX_BLAME_LINES,
+    MAX_COMMIT_FILES, MAX_LOG_LIMIT, MAX_MESSAGE_BYTES,
 };
 pub use index::{
     BuildProgress, BuildStats, DEFAULT_SEARCH_LIMIT, IndexConfig, IndexInfo, IndexesStats,

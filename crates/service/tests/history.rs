@@ -235,6 +235,24 @@ async fn blame_names_the_last_change_of_each_line() {
         .await
         .unwrap();
     assert_eq!(first.next_start_line, Some(2));
+    let long: String = (1..=2_500).map(|n| format!("{n}\n")).collect();
+    source.commit(&[("long.md", long.as_bytes())], "long");
+    service.sync(REPO.into()).await.unwrap();
+    let capped = service
+        .blame(
+            &ctx,
+            service::BlameRequest {
+                path: "long.md".into(),
+                end_line: Some(2_500),
+                ..request(Some(1), None)
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (capped.end_line, capped.next_start_line),
+        (service::MAX_BLAME_LINES, Some(service::MAX_BLAME_LINES + 1))
+    );
     let past = service
         .blame(&ctx, request(Some(9), None))
         .await
