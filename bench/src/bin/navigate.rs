@@ -52,7 +52,7 @@ fn main() -> Result<()> {
     let head = CommitId::parse(&source.head()).ok_or_else(|| anyhow::anyhow!("head"))?;
     let big = RepoPath::parse("big.txt")?;
 
-    let ranges = store.blame(&name, &head, &big, 1, LINES as u64)?;
+    let (ranges, _) = store.blame(&name, &head, &big, 1, LINES as u64)?;
     if ranges.last().map(|r| r.end_line) != Some(LINES as u64) {
         bail!("blame did not cover the file");
     }

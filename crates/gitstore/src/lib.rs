@@ -492,8 +492,8 @@ impl GitStore {
 
     /// `git blame` of lines `start_line..=end_line` (1-based; `end_line` is clamped to the
     /// file) of the text file `path` at `commit`: consecutive lines last changed by one
-    /// commit come as one range. The path must be inside the registered scope and a text
-    /// file, as for [`GitStore::read_text`].
+    /// commit come as one range; answers the ranges and the file's line count. The path must
+    /// be inside the registered scope and a text file, as for [`GitStore::read_text`].
     pub fn blame(
         &self,
         name: &RepoName,
@@ -501,7 +501,7 @@ impl GitStore {
         path: &RepoPath,
         start_line: u64,
         end_line: u64,
-    ) -> Result<Vec<BlameRange>, Error> {
+    ) -> Result<(Vec<BlameRange>, u64), Error> {
         self.inner.blame(name, commit, path, start_line, end_line)
     }
 

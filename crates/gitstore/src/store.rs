@@ -834,17 +834,10 @@ impl Inner {
         budget: usize,
     ) -> Result<crate::DiffPage, Error> {
         let (state, view) = self.synced(name)?;
-        if !path.is_root() && !path.is_within(&state.registered_path) {
-            return Err(Self::outside_scope(&state, path));
-        }
+        let limit = Self::history_scope(&state, path)?;
         let (base, head) = (to_oid(base)?, to_oid(head)?);
         self.check_readable(&state, &view, &base, true)?;
         self.check_readable(&state, &view, &head, true)?;
-        let limit = if path.is_root() {
-            &state.registered_path
-        } else {
-            path
-        };
         handles::with_repo(&view.repo, |repo| {
             crate::diff::diff(repo, base, head, limit, skip, budget)
         })
@@ -857,19 +850,19 @@ impl Inner {
         path: &RepoPath,
         start_line: u64,
         end_line: u64,
-    ) -> Result<Vec<crate::BlameRange>, Error> {
+    ) -> Result<(Vec<crate::BlameRange>, u64), Error> {
         // Scope, retention and the text checks of a read; the text gives the line count.
-        let text = self.read_text(name, commit, path)?;
-        let total = text.line_count();
+        let total = self.read_text(name, commit, path)?.line_count();
         let end = end_line.min(total);
         if total == 0 || start_line > end {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), total));
         }
         let (_, view) = self.synced(name)?;
         let id = to_oid(commit)?;
-        handles::with_repo(&view.repo, |repo| {
+        let ranges = handles::with_repo(&view.repo, |repo| {
             crate::blame::blame(repo, id, path, start_line.max(1), end)
-        })
+        })?;
+        Ok((ranges, total))
     }
 
     pub(crate) fn log(
@@ -881,19 +874,24 @@ impl Inner {
         limit: usize,
     ) -> Result<(Vec<crate::CommitSummary>, bool), Error> {
         let (state, view) = self.synced(name)?;
-        if !path.is_root() && !path.is_within(&state.registered_path) {
-            return Err(Self::outside_scope(&state, path));
-        }
+        let path = Self::history_scope(&state, path)?;
         let id = to_oid(commit)?;
         self.check_readable(&state, &view, &id, true)?;
-        let path = if path.is_root() {
-            &state.registered_path
-        } else {
-            path
-        };
         handles::with_repo(&view.repo, |repo| {
             crate::history::log(repo, id, path, skip, limit)
         })
+    }
+
+    /// What a history query limited to `path` covers: `path` inside the registered scope, or
+    /// the scope itself for the root (G-2).
+    fn history_scope<'a>(state: &'a RepoState, path: &'a RepoPath) -> Result<&'a RepoPath, Error> {
+        if path.is_root() {
+            Ok(&state.registered_path)
+        } else if path.is_within(&state.registered_path) {
+            Ok(path)
+        } else {
+            Err(Self::outside_scope(state, path))
+        }
     }
 
     /// A reader of `commit`'s blobs by object id (see [`crate::BlobReader`]).

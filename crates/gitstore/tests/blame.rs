@@ -29,7 +29,7 @@ fn git_blame(f: &Fixture, commit: &str, file: &str) -> Vec<String> {
 }
 
 fn ours(f: &Fixture, commit: &str, file: &str, start: u64, end: u64) -> Vec<String> {
-    let ranges = f
+    let (ranges, _) = f
         .store
         .blame(&f.name, &cid(commit), &path(file), start, end)
         .unwrap();

@@ -108,7 +108,7 @@ fn history_tools_agree_with_git_on_this_repository() {
     }
 
     for file in ["README.md", "Cargo.toml", "crates/gitstore/src/lib.rs"] {
-        let ranges = store
+        let (ranges, _) = store
             .blame(&name, &commit, &RepoPath::parse(file).unwrap(), 1, u64::MAX)
             .unwrap();
         let ours: Vec<String> = ranges

@@ -360,9 +360,8 @@ impl Service {
         let caller = ctx.caller.clone();
         self.blocking(move |inner| {
             let (name, commit) = inner.resolve(&caller, &req.repo, req.revision.as_deref())?;
-            let lease = inner.store.lease(&name, &commit)?;
+            let _lease = inner.store.lease(&name, &commit)?;
             let path = RepoPath::parse(&req.path)?;
-            let total = lease.read_text(&path)?.line_count();
             let start = req.start_line.unwrap_or(1);
             if start == 0 {
                 return Err(ServiceError::invalid(
@@ -378,12 +377,12 @@ impl Service {
                     "end_line {end} is before start_line {start}"
                 )));
             }
+            let (ranges, total) = inner.store.blame(&name, &commit, &path, start, end)?;
             if total > 0 && start > total {
                 return Err(ServiceError::invalid(format!(
                     "start_line {start} is past the end of the file ({total} lines)"
                 )));
             }
-            let ranges = inner.store.blame(&name, &commit, &path, start, end)?;
             let last = end.min(total);
             Ok(BlameAnswer {
                 repo: name.to_string(),
