@@ -10,6 +10,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 
+use symbols::{Extractor, Grammar, Symbol};
+
 use crate::lang::DocLang;
 use crate::store::{Doc, DocKind, Generation, PostingBuf};
 use crate::trigram::{Trigram, TrigramScratch, doc_trigrams};
@@ -65,6 +67,8 @@ struct Prepared<'a> {
     transform: Transformed,
     /// The language the `lang` filter sees (a transform may set it).
     lang: DocLang,
+    /// The file's definitions (issue 12), from its own bytes, never a transform's text.
+    symbols: Vec<Symbol>,
 }
 
 /// What a transform did to one document.
@@ -88,6 +92,7 @@ pub(crate) struct Counts {
     pub skipped: u64,
     pub transform_failures: u64,
     pub failure_messages: Vec<String>,
+    pub symbols: u64,
 }
 
 /// Inputs of [`write_generation`].
@@ -101,11 +106,29 @@ pub(crate) struct BuildInput<'a> {
     pub strict_transforms: bool,
 }
 
+/// Per-worker state of a build.
+struct Worker {
+    trigrams: TrigramScratch,
+    symbols: Extractor,
+}
+
+/// The definitions of a file the index keeps (none for languages without a grammar; a
+/// grammar failure leaves the file without symbols, it never fails the build).
+fn extract_symbols(extractor: &mut Extractor, path: &str, bytes: &[u8]) -> Vec<Symbol> {
+    let Some(grammar) = Grammar::for_path(path) else {
+        return Vec::new();
+    };
+    extractor.extract(grammar, bytes).unwrap_or_else(|error| {
+        tracing::debug!(path, %error, "no symbols for a file");
+        Vec::new()
+    })
+}
+
 fn prepare<'a>(
     entry: &SourceEntry,
-    previous: Option<(&'a Generation, &'a Doc)>,
+    previous: Option<(&'a Generation, u32, &'a Doc)>,
     input: &BuildInput<'_>,
-    scratch: &mut TrigramScratch,
+    worker: &mut Worker,
 ) -> Result<Prepared<'a>, SearchError> {
     let max = input.max_file_bytes;
     if entry.size > max {
@@ -116,19 +139,22 @@ fn prepare<'a>(
             reused: false,
             transform: Transformed::Untouched,
             lang: DocLang::FromPath,
+            symbols: Vec::new(),
         });
     }
     let mut transform = Transformed::Untouched;
     let mut lang = DocLang::FromPath;
+    let mut symbols = Vec::new();
     let (kind, text, reused) = match previous {
         // Same blob id = same bytes: reuse the stored text, or the path-only verdict when
         // it did not depend on the size limit.
         // The fingerprint holds the transform, so a reused text is one it shaped already.
-        Some((generation, doc)) if doc.kind == DocKind::Text && doc.len <= max => {
+        Some((generation, id, doc)) if doc.kind == DocKind::Text && doc.len <= max => {
             lang = doc.lang.clone();
+            symbols = generation.symbols.of_doc(id);
             (DocKind::Text, Cow::Borrowed(generation.text(doc)), true)
         }
-        Some((_, doc)) if matches!(doc.kind, DocKind::Binary | DocKind::NotUtf8) => {
+        Some((_, _, doc)) if matches!(doc.kind, DocKind::Binary | DocKind::NotUtf8) => {
             (doc.kind, Cow::Borrowed(&[][..]), true)
         }
         _ => {
@@ -140,10 +166,12 @@ fn prepare<'a>(
                 DocKind::Text => {
                     // classify checked UTF-8 already.
                     let text = std::str::from_utf8(&bytes).unwrap_or_default();
+                    symbols = extract_symbols(&mut worker.symbols, &entry.path, &bytes);
                     match input.source.transform(entry, text) {
                         Ok(Transform::Keep) => (DocKind::Text, Cow::Owned(bytes), false),
                         Ok(Transform::Skip) => {
                             transform = Transformed::Skipped;
+                            symbols.clear();
                             (DocKind::Text, Cow::Borrowed(&[][..]), false)
                         }
                         Ok(Transform::Replace {
@@ -175,7 +203,7 @@ fn prepare<'a>(
     };
     let mut trigrams = Vec::new();
     if kind == DocKind::Text && transform != Transformed::Skipped {
-        doc_trigrams(&text, scratch, &mut trigrams);
+        doc_trigrams(&text, &mut worker.trigrams, &mut trigrams);
     }
     Ok(Prepared {
         kind,
@@ -184,6 +212,7 @@ fn prepare<'a>(
         reused,
         transform,
         lang,
+        symbols,
     })
 }
 
@@ -192,9 +221,15 @@ pub(crate) fn write_generation(
     input: &BuildInput<'_>,
     progress: &mut dyn FnMut(BuildProgress),
 ) -> Result<(Vec<Doc>, Counts), SearchError> {
-    let previous_by_blob: HashMap<&str, &Doc> = input
+    let previous_by_blob: HashMap<&str, (u32, &Doc)> = input
         .previous
-        .map(|g| g.docs.iter().map(|d| (d.blob_id.as_str(), d)).collect())
+        .map(|g| {
+            g.docs
+                .iter()
+                .enumerate()
+                .map(|(id, d)| (d.blob_id.as_str(), (id as u32, d)))
+                .collect()
+        })
         .unwrap_or_default();
     let entries = input.entries;
     let total = entries.len();
@@ -211,6 +246,7 @@ pub(crate) fn write_generation(
     let mut docs = Vec::with_capacity(total);
     let mut postings = PostingMap::default();
     let mut counts = Counts::default();
+    let mut symbols: Vec<(u32, Vec<Symbol>)> = Vec::new();
     let mut failure: Option<SearchError> = None;
 
     std::thread::scope(|scope| {
@@ -222,7 +258,10 @@ pub(crate) fn write_generation(
             let tx = tx.clone();
             let (next_chunk, cancel, previous_by_blob) = (&next_chunk, &cancel, &previous_by_blob);
             scope.spawn(move || {
-                let mut scratch = TrigramScratch::new();
+                let mut worker = Worker {
+                    trigrams: TrigramScratch::new(),
+                    symbols: Extractor::new(),
+                };
                 loop {
                     let chunk = next_chunk.fetch_add(1, Ordering::Relaxed);
                     if chunk >= chunks || cancel.load(Ordering::Relaxed) {
@@ -235,9 +274,9 @@ pub(crate) fn write_generation(
                             let previous = input.previous.and_then(|g| {
                                 previous_by_blob
                                     .get(entry.blob_id.as_str())
-                                    .map(|d| (g, *d))
+                                    .map(|&(id, d)| (g, id, d))
                             });
-                            prepare(entry, previous, input, &mut scratch)
+                            prepare(entry, previous, input, &mut worker)
                         })
                         .collect::<Result<Vec<_>, _>>();
                     let failed = result.is_err();
@@ -309,6 +348,10 @@ pub(crate) fn write_generation(
                             postings.entry(t).or_default().push(id as u32);
                         }
                         counts.content_bytes += len;
+                        if !doc.symbols.is_empty() {
+                            counts.symbols += doc.symbols.len() as u64;
+                            symbols.push((id as u32, doc.symbols));
+                        }
                     } else {
                         counts.path_only += 1;
                     }
@@ -350,6 +393,7 @@ pub(crate) fn write_generation(
         &input.staging.join("postings.bin"),
         postings.into_iter().collect(),
     )?;
+    crate::symtab::write(&input.staging.join("symbols.bin"), docs.len(), &symbols)?;
     if total == 0 {
         progress(BuildProgress { done: 0, total: 0 });
     }

@@ -43,6 +43,12 @@ pub enum SearchError {
         /// What is wrong with it.
         message: String,
     },
+    /// A `definitions`/`references` symbol that cannot be a name.
+    #[error("invalid symbol: {reason}")]
+    InvalidSymbol {
+        /// What is wrong and what a symbol looks like.
+        reason: &'static str,
+    },
     /// The `lang` filter names no known language.
     #[error("unknown language `{lang}`; known languages: {known}")]
     UnknownLang {

@@ -33,8 +33,10 @@ mod build;
 mod cache;
 mod error;
 mod lang;
+mod navigate;
 mod query;
 mod store;
+mod symtab;
 mod trigram;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -45,9 +47,13 @@ use std::time::{Duration, Instant, SystemTime};
 
 pub use error::SearchError;
 pub use lang::{DocLang, MAX_LANG_BYTES, known_langs, lang_of};
+pub use navigate::{
+    Definition, Definitions, DefinitionsRequest, IndexedOutline, MAX_DEFINITIONS, MAX_SYMBOL_BYTES,
+};
 pub use query::{
     MAX_HITS, MAX_LIMIT, MAX_QUERY_BYTES, REGEX_SIZE_LIMIT, SEARCH_BUDGET, SNIPPET_CHARS,
 };
+pub use symbols::{Symbol, SymbolKind};
 
 use cache::{RankedList, ResultCache};
 use query::{Cursor, Ranked};
@@ -185,6 +191,8 @@ pub struct BuildStats {
     pub failure_messages: Vec<String>,
     /// The generation number now current.
     pub generation: u64,
+    /// Definitions in the generation's symbol table (issue 12).
+    pub symbols: u64,
 }
 
 /// The current generation of one repository.
@@ -299,6 +307,9 @@ pub enum Hit {
         line: u64,
         /// The line (trimmed), cut to at most [`SNIPPET_CHARS`] characters around the match.
         snippet: String,
+        /// For a search, whether the line looks like a definition (such lines rank first);
+        /// for [`Indexes::references`], whether the symbol table says it defines the name.
+        definition: bool,
     },
     /// A path matching the query (the file itself may be path-only).
     FileName {
@@ -726,6 +737,7 @@ impl Indexes {
                 skipped: 0,
                 transform_failures: 0,
                 failure_messages: Vec::new(),
+                symbols: current.symbols.len() as u64,
             });
         }
         let mut entries = source
@@ -806,6 +818,7 @@ impl Indexes {
             generation: number,
             transformed: counts.transformed,
             skipped: counts.skipped,
+            symbols: counts.symbols,
             transform_failures: counts.transform_failures,
             failure_messages: counts.failure_messages,
         })
@@ -947,7 +960,17 @@ impl Indexes {
     /// Runs a search over the current generations of the requested repositories. Every
     /// repository is read at one generation for the whole call, so hits never mix commits.
     pub fn search(&self, request: &SearchRequest) -> Result<SearchResults, SearchError> {
-        let result = self.search_inner(request);
+        self.search_mode(request, None)
+    }
+
+    /// A search, or with `references` the occurrences of that name (see
+    /// [`Indexes::references`]).
+    fn search_mode(
+        &self,
+        request: &SearchRequest,
+        references: Option<&str>,
+    ) -> Result<SearchResults, SearchError> {
+        let result = self.search_inner(request, references);
         match &result {
             Ok(_) => self.counters.searches.fetch_add(1, Ordering::Relaxed),
             Err(_) => self.counters.search_errors.fetch_add(1, Ordering::Relaxed),
@@ -962,12 +985,16 @@ impl Indexes {
         &self,
         pinned: &[(String, Arc<Generation>)],
         compiled: &query::Compiled,
+        references: Option<&str>,
         deadline: Instant,
         stats: &mut SearchStats,
     ) -> Result<RankedList, SearchError> {
         let mut file_names = Vec::new();
         let mut truncated = false;
         for (index, (_, generation)) in pinned.iter().enumerate() {
+            if references.is_some() {
+                break;
+            }
             let room = self.max_hits - file_names.len();
             let found = query::file_names(generation, compiled);
             if found.len() > room {
@@ -992,7 +1019,10 @@ impl Indexes {
             candidate_files += run.candidates;
             stats.files_verified += run.verified;
             truncated = run.more;
-            for hit in run.lines {
+            for mut hit in run.lines {
+                if let Some(name) = references {
+                    hit.definition = generation.symbols.defines(hit.doc, hit.line, name);
+                }
                 let ranked = Ranked::Line { repo: index, hit };
                 if hit.definition {
                     definitions.push(ranked);
@@ -1012,7 +1042,11 @@ impl Indexes {
         })
     }
 
-    fn search_inner(&self, request: &SearchRequest) -> Result<SearchResults, SearchError> {
+    fn search_inner(
+        &self,
+        request: &SearchRequest,
+        references: Option<&str>,
+    ) -> Result<SearchResults, SearchError> {
         let started = Instant::now();
         let deadline = started + SEARCH_BUDGET;
         let compiled = query::compile(request)?;
@@ -1032,7 +1066,7 @@ impl Indexes {
             .iter()
             .map(|(name, g)| (name.clone(), g.meta.commit.clone(), g.meta.generation))
             .collect();
-        let request_hash = request_hash(request);
+        let request_hash = request_hash(request, references.is_some());
         let offset = match &request.cursor {
             None => 0,
             Some(text) => {
@@ -1051,8 +1085,13 @@ impl Indexes {
             documents: pinned.iter().map(|(_, g)| g.docs.len() as u64).sum(),
             ..SearchStats::default()
         };
+        let mut canonical = canonical_request(request);
+        if references.is_some() {
+            // Another hit list than the same regex searched: no file names, other ranks.
+            canonical.extend_from_slice(b"\nreferences");
+        }
         let key = cache::Key {
-            request: canonical_request(request),
+            request: canonical,
             generations: generations.clone(),
         };
         let arcs: Vec<&Arc<Generation>> = pinned.iter().map(|(_, g)| g).collect();
@@ -1070,7 +1109,8 @@ impl Indexes {
                 list
             }
             None => {
-                let list = Arc::new(self.rank(&pinned, &compiled, deadline, &mut stats)?);
+                let list =
+                    Arc::new(self.rank(&pinned, &compiled, references, deadline, &mut stats)?);
                 self.results
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
@@ -1180,8 +1220,11 @@ fn fnv1a64(data: &[u8]) -> u64 {
 }
 
 /// The cursor's form of [`SearchRequest::stable_hash`].
-fn request_hash(request: &SearchRequest) -> String {
-    format!("{:016x}", request.stable_hash())
+fn request_hash(request: &SearchRequest, references: bool) -> String {
+    let hash = request.stable_hash();
+    // A references cursor is not a search cursor for the same regex, nor the reverse.
+    let hash = if references { !hash } else { hash };
+    format!("{hash:016x}")
 }
 
 #[cfg(test)]

@@ -37,8 +37,46 @@ const MAX_AND_LISTS: usize = 12;
 pub(crate) struct Compiled {
     pub regex: Regex,
     pub plan: TrigramQuery,
-    pub glob: Option<GlobMatcher>,
-    pub lang: Option<LangFilter>,
+    pub filter: DocFilter,
+}
+
+/// The `path` glob and `lang` filter of a request.
+pub(crate) struct DocFilter {
+    glob: Option<GlobMatcher>,
+    lang: Option<LangFilter>,
+}
+
+impl DocFilter {
+    /// Validates and compiles the filters (blank ones filter nothing).
+    pub(crate) fn new(path: Option<&str>, lang: Option<&str>) -> Result<DocFilter, SearchError> {
+        let glob = match path.map(str::trim) {
+            None | Some("") => None,
+            Some(glob) => Some(
+                GlobBuilder::new(glob)
+                    .literal_separator(true)
+                    .build()
+                    .map_err(|e| SearchError::InvalidGlob {
+                        glob: glob.to_owned(),
+                        message: e.kind().to_string(),
+                    })?
+                    .compile_matcher(),
+            ),
+        };
+        let lang = match lang.map(str::trim) {
+            None | Some("") => None,
+            Some(lang) => Some(LangFilter::parse(lang)?),
+        };
+        Ok(DocFilter { glob, lang })
+    }
+
+    /// Whether a document passes both filters.
+    pub(crate) fn allows(&self, doc: &Doc) -> bool {
+        self.glob.as_ref().is_none_or(|g| g.is_match(&doc.path))
+            && self
+                .lang
+                .as_ref()
+                .is_none_or(|l| l.matches_doc(&doc.path, &doc.lang))
+    }
 }
 
 /// Validates and compiles the request's query and filters.
@@ -80,39 +118,12 @@ pub(crate) fn compile(request: &SearchRequest) -> Result<Compiled, SearchError> 
         Ok(hir) => plan(&hir),
         Err(_) => TrigramQuery::All,
     };
-    let glob = match request.path.as_deref().map(str::trim) {
-        None | Some("") => None,
-        Some(glob) => Some(
-            GlobBuilder::new(glob)
-                .literal_separator(true)
-                .build()
-                .map_err(|e| SearchError::InvalidGlob {
-                    glob: glob.to_owned(),
-                    message: e.kind().to_string(),
-                })?
-                .compile_matcher(),
-        ),
-    };
-    let lang = match request.lang.as_deref().map(str::trim) {
-        None | Some("") => None,
-        Some(lang) => Some(LangFilter::parse(lang)?),
-    };
+    let filter = DocFilter::new(request.path.as_deref(), request.lang.as_deref())?;
     Ok(Compiled {
         regex,
         plan,
-        glob,
-        lang,
+        filter,
     })
-}
-
-impl Compiled {
-    fn doc_allowed(&self, doc: &Doc) -> bool {
-        self.glob.as_ref().is_none_or(|g| g.is_match(&doc.path))
-            && self
-                .lang
-                .as_ref()
-                .is_none_or(|l| l.matches_doc(&doc.path, &doc.lang))
-    }
 }
 
 /// Candidate documents of a generation: `None` for all of them.
@@ -349,7 +360,7 @@ pub(crate) fn file_names(generation: &Generation, compiled: &Compiled) -> Vec<u3
         .docs
         .iter()
         .enumerate()
-        .filter(|(_, d)| compiled.doc_allowed(d) && compiled.regex.is_match(d.path.as_bytes()))
+        .filter(|(_, d)| compiled.filter.allows(d) && compiled.regex.is_match(d.path.as_bytes()))
         .map(|(i, _)| i as u32)
         .collect()
 }
@@ -385,7 +396,7 @@ pub(crate) fn lines(
     .into_iter()
     .filter(|&i| {
         docs.get(i as usize)
-            .is_some_and(|d| d.kind == DocKind::Text && compiled.doc_allowed(d))
+            .is_some_and(|d| d.kind == DocKind::Text && compiled.filter.allows(d))
     })
     .collect();
 
@@ -534,6 +545,7 @@ impl Ranked {
                     path: doc.path.clone(),
                     line: u64::from(hit.line),
                     snippet: snippet(&text[hit.start..hit.end], hit.at),
+                    definition: hit.definition,
                 }
             }
         }

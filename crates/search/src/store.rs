@@ -8,6 +8,7 @@
 //! - `postings.bin`: `CSGP`, version u32, count u32, pad u32, then `count` records of 16 bytes
 //!   (trigram u32, documents u32, data offset u64) sorted by trigram (binary-searched in the
 //!   mmap), then the posting lists: document ids ascending, delta-encoded LEB128 varints;
+//! - `symbols.bin`: the definitions of each document (module `symtab`);
 //! - `meta.json`: repository, commit, fingerprint, counts, build time ([`Meta`]).
 
 use std::fs::File;
@@ -20,10 +21,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::SearchError;
 use crate::lang::DocLang;
+use crate::symtab::SymbolTable;
 use crate::trigram::Trigram;
 
 /// Version of the on-disk format; part of the index fingerprint, so a change rebuilds.
-pub(crate) const FORMAT_VERSION: u32 = 2;
+pub(crate) const FORMAT_VERSION: u32 = 3;
 
 const DOCS_MAGIC: &[u8; 4] = b"CSGD";
 const POSTINGS_MAGIC: &[u8; 4] = b"CSGP";
@@ -91,6 +93,8 @@ pub(crate) struct Generation {
     pub docs: Vec<Doc>,
     content: Option<Mmap>,
     postings: Option<Mmap>,
+    /// The definitions of the documents (issue 12).
+    pub symbols: SymbolTable,
     pub bytes_on_disk: u64,
     obsolete: AtomicBool,
 }
@@ -249,6 +253,8 @@ impl Generation {
         {
             return Err(corrupt(&meta, "bad posting lists"));
         }
+        let symbols = SymbolTable::load(map(&dir.join("symbols.bin"))?, docs.len())
+            .ok_or_else(|| corrupt(&meta, "bad symbol table"))?;
         let bytes_on_disk = dir_bytes(&dir);
         Ok(Generation {
             dir,
@@ -256,6 +262,7 @@ impl Generation {
             docs,
             content,
             postings,
+            symbols,
             bytes_on_disk,
             obsolete: AtomicBool::new(false),
         })

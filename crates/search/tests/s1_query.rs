@@ -95,7 +95,8 @@ fn s1_file_name_hits_and_definitions_rank_first() {
         Hit::Line {
             path: "src/lib.rs".into(),
             line: 3,
-            snippet: "pub fn needle_fn() {}".into()
+            snippet: "pub fn needle_fn() {}".into(),
+            definition: true,
         }
     );
     assert_eq!(
@@ -103,7 +104,8 @@ fn s1_file_name_hits_and_definitions_rank_first() {
         Hit::Line {
             path: "src/main.py".into(),
             line: 1,
-            snippet: "def needle():".into()
+            snippet: "def needle():".into(),
+            definition: true,
         }
     );
     assert!(matches!(&hits[3], Hit::Line { path, line: 1, .. } if path == "docs/a.md"));

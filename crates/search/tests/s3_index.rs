@@ -53,7 +53,8 @@ fn s3_rare_literal_verifies_under_one_percent_of_files() {
         vec![Hit::Line {
             path: "pkg0/rare.rs".into(),
             line: 2,
-            snippet: "let zyxwvutsrq_rare = 1;".into()
+            snippet: "let zyxwvutsrq_rare = 1;".into(),
+            definition: false,
         }]
     );
     assert_eq!(results.repos[0].commit, commit);
@@ -308,7 +309,8 @@ fn s3_search_during_a_build_answers_from_the_previous_generation_without_waiting
         vec![Hit::Line {
             path: "a.txt".into(),
             line: 1,
-            snippet: "needle one".into()
+            snippet: "needle one".into(),
+            definition: false,
         }]
     );
     assert_eq!(indexes.current("o/r").unwrap().commit, first);
@@ -324,7 +326,8 @@ fn s3_search_during_a_build_answers_from_the_previous_generation_without_waiting
         vec![Hit::Line {
             path: "a.txt".into(),
             line: 2,
-            snippet: "needle two".into()
+            snippet: "needle two".into(),
+            definition: false,
         }]
     );
 }
@@ -396,6 +399,7 @@ fn s3_concurrent_searches_during_reindexing_never_error_nor_mix_generations() {
                                 path,
                                 line,
                                 snippet,
+                                ..
                             } = hit
                             else {
                                 panic!("unexpected {hit:?}");

@@ -1,0 +1,200 @@
+//! Navigation over the symbol tables of the current generations (issue 12): a file's
+//! outline, where a name is defined, and where it occurs (a word-boundary search whose hits
+//! the symbol table marks as definitions).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use symbols::Symbol;
+
+use crate::query::DocFilter;
+use crate::store::{DocKind, Generation};
+use crate::{Indexes, SearchError, SearchRequest, SearchResults};
+
+/// Longest symbol name a lookup takes, in bytes.
+pub const MAX_SYMBOL_BYTES: usize = 200;
+/// Most definitions one `definitions` call answers.
+pub const MAX_DEFINITIONS: usize = 500;
+
+/// The outline of one file at the indexed commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexedOutline {
+    /// Full SHA of the commit the generation was built from.
+    pub commit: String,
+    /// The file's definitions in the order they start (empty for a file of a language
+    /// without a grammar).
+    pub symbols: Vec<Symbol>,
+}
+
+/// A `definitions` lookup.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DefinitionsRequest {
+    /// The exact name (case-sensitive).
+    pub symbol: String,
+    /// Repositories to look in (the caller's readable ones).
+    pub repos: Vec<String>,
+    /// A glob over repository-relative paths, as for search.
+    pub path: Option<String>,
+    /// A language, as for search.
+    pub lang: Option<String>,
+    /// Most definitions answered (clamped to 1..=[`MAX_DEFINITIONS`]).
+    pub limit: usize,
+}
+
+/// One definition of a name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Definition {
+    /// Repository name.
+    pub repo: String,
+    /// Full SHA of the indexed commit.
+    pub commit: String,
+    /// Repository-relative path.
+    pub path: String,
+    /// The definition (its `parent` is an index into the file's outline).
+    pub symbol: Symbol,
+    /// The name of the definition containing it, if any.
+    pub parent_name: Option<String>,
+}
+
+/// What a `definitions` lookup found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Definitions {
+    /// Definitions in repository, path and line order, at most the limit.
+    pub definitions: Vec<Definition>,
+    /// Definitions found in all (more than answered when over the limit).
+    pub total: u64,
+    /// (repository, commit) of every repository looked in.
+    pub searched: Vec<(String, String)>,
+    /// Requested repositories without an index yet.
+    pub not_indexed: Vec<String>,
+}
+
+/// Checks a symbol name argument.
+pub(crate) fn check_symbol(symbol: &str) -> Result<(), SearchError> {
+    if symbol.trim().is_empty() || symbol.chars().any(char::is_whitespace) {
+        return Err(SearchError::InvalidSymbol {
+            reason: "a symbol is one name without spaces, such as `parse_args`",
+        });
+    }
+    if symbol.len() > MAX_SYMBOL_BYTES {
+        return Err(SearchError::InvalidSymbol {
+            reason: "a symbol is at most 200 bytes",
+        });
+    }
+    Ok(())
+}
+
+fn doc_by_path<'g>(generation: &'g Generation, path: &str) -> Option<(u32, &'g crate::store::Doc)> {
+    let at = generation
+        .docs
+        .binary_search_by(|d| d.path.as_str().cmp(path))
+        .ok()?;
+    Some((at as u32, &generation.docs[at]))
+}
+
+impl Indexes {
+    fn pinned(&self, repos: &[String]) -> (Vec<(String, Arc<Generation>)>, Vec<String>) {
+        let names: BTreeSet<&str> = repos.iter().map(String::as_str).collect();
+        let mut pinned = Vec::new();
+        let mut not_indexed = Vec::new();
+        for name in names {
+            match self.slot(name).and_then(|slot| slot.current()) {
+                Some(generation) => pinned.push((name.to_owned(), generation)),
+                None => not_indexed.push(name.to_owned()),
+            }
+        }
+        (pinned, not_indexed)
+    }
+
+    /// The outline of `path` in `repo`'s current generation: `None` when the repository is
+    /// not indexed, or the file is not a text document of it (absent, skipped by a
+    /// transform, binary, too large), so the caller parses it itself.
+    pub fn outline(&self, repo: &str, path: &str) -> Option<IndexedOutline> {
+        let generation = self.slot(repo)?.current()?;
+        let (id, doc) = doc_by_path(&generation, path)?;
+        if doc.kind != DocKind::Text {
+            return None;
+        }
+        Some(IndexedOutline {
+            commit: generation.meta.commit.clone(),
+            symbols: generation.symbols.of_doc(id),
+        })
+    }
+
+    /// The full SHA `repo` is indexed at, if it is.
+    pub fn indexed_commit(&self, repo: &str) -> Option<String> {
+        Some(self.slot(repo)?.current()?.meta.commit.clone())
+    }
+
+    /// Where `request.symbol` is defined in the current generations of the repositories.
+    pub fn definitions(&self, request: &DefinitionsRequest) -> Result<Definitions, SearchError> {
+        check_symbol(&request.symbol)?;
+        let filter = DocFilter::new(request.path.as_deref(), request.lang.as_deref())?;
+        let limit = request.limit.clamp(1, MAX_DEFINITIONS);
+        let (pinned, not_indexed) = self.pinned(&request.repos);
+        let mut definitions = Vec::new();
+        let mut total = 0u64;
+        for (repo, generation) in &pinned {
+            let mut found: Vec<_> = generation
+                .symbols
+                .named(&request.symbol)
+                .into_iter()
+                .filter(|s| {
+                    generation
+                        .docs
+                        .get(s.doc as usize)
+                        .is_some_and(|d| filter.allows(d))
+                })
+                .collect();
+            total += found.len() as u64;
+            found.truncate(limit.saturating_sub(definitions.len()));
+            for stored in found {
+                let path = generation.docs[stored.doc as usize].path.clone();
+                let parent_name = stored.symbol.parent.and_then(|p| {
+                    generation
+                        .symbols
+                        .of_doc(stored.doc)
+                        .into_iter()
+                        .nth(p as usize)
+                        .map(|s| s.name)
+                });
+                definitions.push(Definition {
+                    repo: repo.clone(),
+                    commit: generation.meta.commit.clone(),
+                    path,
+                    symbol: stored.symbol,
+                    parent_name,
+                });
+            }
+        }
+        Ok(Definitions {
+            definitions,
+            total,
+            searched: pinned
+                .iter()
+                .map(|(repo, g)| (repo.clone(), g.meta.commit.clone()))
+                .collect(),
+            not_indexed,
+        })
+    }
+
+    /// The word-boundary occurrences of `symbol` (case-sensitive), through the trigram index
+    /// and line verification like a search, without file-name hits; each line hit's
+    /// `definition` says whether the symbol table has a definition of the name on that line,
+    /// and definitions rank first. `request.query`, `regex` and `case_sensitive` are ignored.
+    /// Paged with the cursors of search (bound to this kind of request).
+    pub fn references(
+        &self,
+        symbol: &str,
+        request: &SearchRequest,
+    ) -> Result<SearchResults, SearchError> {
+        check_symbol(symbol)?;
+        let request = SearchRequest {
+            query: format!(r"\b{}\b", regex::escape(symbol)),
+            regex: true,
+            case_sensitive: true,
+            ..request.clone()
+        };
+        self.search_mode(&request, Some(symbol))
+    }
+}
