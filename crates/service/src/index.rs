@@ -116,6 +116,7 @@ impl From<search::SearchResults> for SearchAnswer {
                             path,
                             line,
                             snippet,
+                            ..
                         } => SearchHit {
                             path,
                             line: Some(line),
@@ -299,52 +300,11 @@ impl Service {
             // work still runs on a blocking thread.
             let _slot = slot;
             let indexes = inner.indexes()?;
-            let repos = match &req.repo {
-                Some(repo) => {
-                    let name = RepoName::parse(repo)?;
-                    inner.check_read(&caller, &name)?;
-                    vec![name.to_string()]
-                }
-                None => {
-                    if caller == crate::Caller::Anonymous && !inner.config.public_read {
-                        return Err(ServiceError::unauthenticated(crate::TOKEN_NEEDED));
-                    }
-                    inner
-                        .store
-                        .repos()?
-                        .into_iter()
-                        .filter(|info| inner.may_read(&caller, &info.name))
-                        .map(|info| info.name.to_string())
-                        .collect()
-                }
-            };
-            // S-1: every hit must be readable at the SHA it names. Lease each indexed commit
-            // for the search; one that left retention (its repository not re-indexed since)
-            // is reported as not indexed rather than answered with unreadable hits.
-            let mut leases = Vec::new();
-            let mut stale = Vec::new();
-            let repos: Vec<String> = repos
-                .into_iter()
-                .filter(|repo| {
-                    let Some(info) = indexes.current(repo) else {
-                        return true;
-                    };
-                    let lease = RepoName::parse(repo).ok().and_then(|name| {
-                        let commit = CommitId::parse(&info.commit)?;
-                        inner.store.lease(&name, &commit).ok()
-                    });
-                    match lease {
-                        Some(lease) => {
-                            leases.push(lease);
-                            true
-                        }
-                        None => {
-                            stale.push(repo.clone());
-                            false
-                        }
-                    }
-                })
-                .collect();
+            let IndexedTargets {
+                repos,
+                leases,
+                stale,
+            } = inner.indexed_targets(&caller, req.repo.as_deref(), indexes)?;
             let query = req.query.clone();
             let request = search::SearchRequest {
                 query: req.query,
@@ -371,7 +331,9 @@ impl Service {
     /// A slot to run one search in (S-1): at most `max_concurrent_searches` run at once, each
     /// under its own deadline; a further one waits `search_queue_wait` for a slot, then is
     /// refused as busy rather than queueing without bound.
-    async fn admit_search(&self) -> Result<tokio::sync::OwnedSemaphorePermit, ServiceError> {
+    pub(crate) async fn admit_search(
+        &self,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, ServiceError> {
         let slots = self.inner.searches.clone();
         let wait = self.inner.config.search_queue_wait;
         match tokio::time::timeout(wait, slots.acquire_owned()).await {
@@ -660,5 +622,76 @@ mod tests {
             1,
             "slot returned"
         );
+    }
+}
+
+/// The repositories a query over the index covers, each leased at its indexed commit.
+pub(crate) struct IndexedTargets {
+    /// Repositories to query (indexed or not yet).
+    pub repos: Vec<String>,
+    /// Leases of the indexed commits, held for the query.
+    pub leases: Vec<gitstore::Lease>,
+    /// Indexed at a commit that left retention: reported as not indexed.
+    pub stale: Vec<String>,
+}
+
+impl Inner {
+    /// `repo` (checked readable) or every repository `caller` may read, each indexed one
+    /// leased at its indexed commit (S-1: every hit must be readable at the SHA it names; a
+    /// commit that left retention, its repository not re-indexed since, is reported as not
+    /// indexed rather than answered with unreadable hits).
+    pub(crate) fn indexed_targets(
+        &self,
+        caller: &crate::Caller,
+        repo: Option<&str>,
+        indexes: &search::Indexes,
+    ) -> Result<IndexedTargets, ServiceError> {
+        let repos = match repo {
+            Some(repo) => {
+                let name = RepoName::parse(repo)?;
+                self.check_read(caller, &name)?;
+                vec![name.to_string()]
+            }
+            None => {
+                if *caller == crate::Caller::Anonymous && !self.config.public_read {
+                    return Err(ServiceError::unauthenticated(crate::TOKEN_NEEDED));
+                }
+                self.store
+                    .repos()?
+                    .into_iter()
+                    .filter(|info| self.may_read(caller, &info.name))
+                    .map(|info| info.name.to_string())
+                    .collect()
+            }
+        };
+        let mut leases = Vec::new();
+        let mut stale = Vec::new();
+        let repos: Vec<String> = repos
+            .into_iter()
+            .filter(|repo| {
+                let Some(info) = indexes.current(repo) else {
+                    return true;
+                };
+                let lease = RepoName::parse(repo).ok().and_then(|name| {
+                    let commit = CommitId::parse(&info.commit)?;
+                    self.store.lease(&name, &commit).ok()
+                });
+                match lease {
+                    Some(lease) => {
+                        leases.push(lease);
+                        true
+                    }
+                    None => {
+                        stale.push(repo.clone());
+                        false
+                    }
+                }
+            })
+            .collect();
+        Ok(IndexedTargets {
+            repos,
+            leases,
+            stale,
+        })
     }
 }

@@ -14,6 +14,7 @@ mod history;
 mod index;
 mod lines;
 mod model;
+mod navigate;
 mod permissions;
 mod prepare;
 mod progress;
@@ -35,6 +36,11 @@ pub use index::{
     SearchStatsAnswer,
 };
 pub use model::*;
+pub use navigate::{
+    DEFAULT_DEFINITIONS_LIMIT, DEFAULT_REFERENCES_LIMIT, DefinitionHit, DefinitionsAnswer,
+    DefinitionsRequest, MAX_OUTLINE_BYTES, MAX_OUTLINE_SYMBOLS, OutlineAnswer, OutlineRequest,
+    OutlineSymbol, Reference, ReferencesAnswer, ReferencesRequest, RepoReferences,
+};
 pub use permissions::{AuthFailure, Caller, NewToken, Principal, TOKEN_NEEDED, TokenInfo};
 pub use prepare::{AddRepoAnswer, IndexReport, PrepareAction, PrepareAnswer, PrepareRequest};
 pub use progress::TenthLog;

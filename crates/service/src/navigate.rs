@@ -1,0 +1,429 @@
+//! Code navigation (issue 12): `outline` of one file, `definitions` of a name, `references`
+//! to it. Symbols are derived state of the search index (extracted with tree-sitter at index
+//! time), so `definitions` and `references` answer for the indexed head of each repository;
+//! `outline` answers at any readable commit, from the index at the indexed head and by
+//! parsing the file otherwise. Search-based navigation, not a compiler's: names are matched
+//! as written, never resolved. Never runs plugins.
+
+use crate::index::IndexedTargets;
+use crate::{CallContext, Inner, Service, ServiceError};
+use gitstore::{CommitId, RepoPath};
+use serde::Serialize;
+
+/// Symbols one `outline` page shows at most; `next_cursor` continues.
+pub const MAX_OUTLINE_SYMBOLS: usize = 1000;
+/// Bytes of a file `outline` parses when it is not in the index (the index stores symbols of
+/// files up to its own size limit).
+pub const MAX_OUTLINE_BYTES: usize = 4 * 1024 * 1024;
+/// Definitions answered when the caller gives no `limit`.
+pub const DEFAULT_DEFINITIONS_LIMIT: usize = 50;
+/// References per page when the caller gives no `limit`.
+pub const DEFAULT_REFERENCES_LIMIT: usize = 50;
+
+/// `outline {repo, revision?, path, cursor?}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OutlineRequest {
+    pub repo: String,
+    pub revision: Option<String>,
+    pub path: String,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// One definition of a file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OutlineSymbol {
+    /// `function`, `method`, `class`, `interface`, `module`, `macro`, `type`, `constant`,
+    /// `impl` or `other`, as the grammar's tags query names it.
+    pub kind: &'static str,
+    /// Repository data.
+    pub name: String,
+    /// The line of the name (1-based).
+    pub line: u32,
+    /// The definition's first and last lines: read this range for its text.
+    pub start_line: u32,
+    pub end_line: u32,
+    /// The position in the file's whole outline of the definition containing it.
+    pub parent: Option<u32>,
+    /// The name's line, trimmed (repository data).
+    pub signature: String,
+}
+
+impl From<search::Symbol> for OutlineSymbol {
+    fn from(symbol: search::Symbol) -> Self {
+        OutlineSymbol {
+            kind: symbol.kind.as_str(),
+            name: symbol.name,
+            line: symbol.line,
+            start_line: symbol.start_line,
+            end_line: symbol.end_line,
+            parent: symbol.parent,
+            signature: symbol.signature,
+        }
+    }
+}
+
+/// A file's outline, or one page of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OutlineAnswer {
+    pub repo: String,
+    /// The full SHA outlined.
+    pub commit: String,
+    pub path: String,
+    /// The language of the grammar used; absent when the file's language has none (the
+    /// outline is empty then).
+    pub lang: Option<&'static str>,
+    /// `index` (symbols stored when the commit was indexed) or `parsed` (parsed for this
+    /// call: the commit is not the indexed head).
+    pub source: &'static str,
+    /// Position of the first symbol shown in the whole outline.
+    pub offset: usize,
+    pub symbols: Vec<OutlineSymbol>,
+    /// Symbols of the whole file.
+    pub total_symbols: usize,
+    /// Pass it back as `cursor` for the rest; absent on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// `definitions {repo?, revision?, symbol, lang?, path?, limit?}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DefinitionsRequest {
+    /// One repository; `None`: every readable one.
+    pub repo: Option<String>,
+    /// Must name the indexed head of `repo` when given (the symbols are the index's).
+    pub revision: Option<String>,
+    /// The exact name, case-sensitive.
+    pub symbol: String,
+    pub lang: Option<String>,
+    /// A glob over repository-relative paths, as for search.
+    pub path: Option<String>,
+    pub limit: Option<usize>,
+}
+
+/// One definition found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DefinitionHit {
+    pub repo: String,
+    /// The full SHA of the indexed head it was found in.
+    pub commit: String,
+    pub path: String,
+    #[serde(flatten)]
+    pub symbol: OutlineSymbol,
+    /// The name of the definition containing it (repository data).
+    pub parent_name: Option<String>,
+}
+
+/// What `definitions` found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DefinitionsAnswer {
+    pub symbol: String,
+    /// In repository, path and line order; at most the limit.
+    pub definitions: Vec<DefinitionHit>,
+    /// Definitions found in all.
+    pub total: u64,
+    /// (repository, full SHA of its indexed head) of every repository looked in.
+    pub searched: Vec<(String, String)>,
+    /// Repositories without an index yet (not looked in).
+    pub not_indexed: Vec<String>,
+}
+
+/// `references {repo?, revision?, symbol, lang?, path?, limit?, cursor?}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReferencesRequest {
+    pub repo: Option<String>,
+    /// As for [`DefinitionsRequest::revision`].
+    pub revision: Option<String>,
+    pub symbol: String,
+    pub lang: Option<String>,
+    pub path: Option<String>,
+    pub limit: Option<usize>,
+    pub cursor: Option<String>,
+}
+
+/// One occurrence of the name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Reference {
+    pub path: String,
+    pub line: u64,
+    /// The line, trimmed and cut around the name (repository data).
+    pub snippet: String,
+    /// The symbol table has a definition of the name on this line.
+    pub definition: bool,
+}
+
+/// The occurrences of one repository on a page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RepoReferences {
+    pub repo: String,
+    /// The full SHA of the indexed head.
+    pub commit: String,
+    pub references: Vec<Reference>,
+}
+
+/// One page of `references`: definitions first, then the other occurrences, each in
+/// repository, path and line order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReferencesAnswer {
+    pub symbol: String,
+    pub repos: Vec<RepoReferences>,
+    /// Occurrences in all pages (at most [`search::MAX_HITS`]).
+    pub total: u64,
+    /// More occurrences than one lookup collects: narrow with path or lang.
+    pub truncated: bool,
+    pub next_cursor: Option<String>,
+    pub not_indexed: Vec<String>,
+}
+
+fn encode_cursor(commit: &CommitId, offset: usize) -> String {
+    format!("{commit}.{offset}")
+}
+
+fn decode_cursor(cursor: &str, commit: &CommitId) -> Result<usize, ServiceError> {
+    let bad = || {
+        ServiceError::invalid(
+            "invalid cursor: pass the `next_cursor` of the previous outline page as it was given",
+        )
+    };
+    let (at, offset) = cursor.split_once('.').ok_or_else(bad)?;
+    if CommitId::parse(at).as_ref() != Some(commit) {
+        return Err(ServiceError::invalid(format!(
+            "this cursor belongs to an outline at another commit than {commit}: pass revision = the Commit of the first page"
+        )));
+    }
+    offset.parse().map_err(|_| bad())
+}
+
+impl Inner {
+    /// With `revision`, checks that it names the indexed head of `repo` (symbols exist for
+    /// indexed heads only).
+    fn check_indexed_revision(
+        &self,
+        caller: &crate::Caller,
+        repo: Option<&str>,
+        revision: Option<&str>,
+        tool: &str,
+    ) -> Result<(), ServiceError> {
+        let Some(revision) = revision else {
+            return Ok(());
+        };
+        let Some(repo) = repo else {
+            return Err(ServiceError::invalid(format!(
+                "revision needs repo: {tool} answers for the indexed head of each repository"
+            )));
+        };
+        let (name, commit) = self.resolve(caller, repo, Some(revision))?;
+        let indexed = self.indexes()?.indexed_commit(name.as_str());
+        match indexed {
+            Some(indexed) if indexed == commit.to_string() => Ok(()),
+            Some(indexed) => Err(ServiceError::invalid(format!(
+                "{tool} answers from the index, which holds {name} at {indexed}; revision `{revision}` is {commit}. Omit revision (or pass {indexed}), or use outline, which parses any commit"
+            ))),
+            // Not indexed yet: the answer lists it as such.
+            None => Ok(()),
+        }
+    }
+}
+
+impl Service {
+    /// `outline`: the definitions of one file at a commit, with kinds, line ranges and
+    /// parents; the same checks as `read`.
+    pub async fn outline(
+        &self,
+        ctx: &CallContext,
+        req: OutlineRequest,
+    ) -> Result<OutlineAnswer, ServiceError> {
+        let caller = ctx.caller.clone();
+        self.blocking(move |inner| {
+            let (name, commit) = inner.resolve(&caller, &req.repo, req.revision.as_deref())?;
+            let lease = inner.store.lease(&name, &commit)?;
+            let path = RepoPath::parse(&req.path)?;
+            let offset = match &req.cursor {
+                Some(cursor) => decode_cursor(cursor, &commit)?,
+                None => 0,
+            };
+            // Read through the lease either way: it applies the registered scope and says
+            // what the path is (missing, a directory, binary) exactly as `read` does.
+            let text = lease.read_text(&path)?;
+            let grammar = symbols::Grammar::for_path(path.as_str());
+            let indexed = inner
+                .indexes
+                .as_ref()
+                .ok()
+                .and_then(|indexes| indexes.outline(name.as_str(), path.as_str()))
+                .filter(|outline| outline.commit == commit.to_string());
+            let (all, source) = match (indexed, grammar) {
+                (Some(outline), _) => (outline.symbols, "index"),
+                (None, None) => (Vec::new(), "parsed"),
+                (None, Some(grammar)) => {
+                    if text.as_str().len() > MAX_OUTLINE_BYTES {
+                        return Err(ServiceError::invalid(format!(
+                            "{path} is {} bytes, over the {MAX_OUTLINE_BYTES} bytes outline parses: read it by line ranges or search it",
+                            text.as_str().len()
+                        )));
+                    }
+                    let symbols = symbols::Extractor::new()
+                        .extract(grammar, text.as_str().as_bytes())
+                        .map_err(|error| {
+                            tracing::warn!(%error, "outline could not parse a file");
+                            ServiceError::internal(
+                                "the file could not be parsed for its outline; read it instead",
+                            )
+                        })?;
+                    (symbols, "parsed")
+                }
+            };
+            let total = all.len();
+            if offset > total {
+                return Err(ServiceError::invalid(format!(
+                    "the cursor is past the end of the outline ({total} symbols)"
+                )));
+            }
+            let end = total.min(offset + MAX_OUTLINE_SYMBOLS);
+            Ok(OutlineAnswer {
+                repo: name.to_string(),
+                commit: commit.to_string(),
+                path: path.to_string(),
+                lang: grammar.map(symbols::Grammar::lang),
+                source,
+                offset,
+                symbols: all
+                    .into_iter()
+                    .skip(offset)
+                    .take(end - offset)
+                    .map(OutlineSymbol::from)
+                    .collect(),
+                total_symbols: total,
+                next_cursor: (end < total).then(|| encode_cursor(&commit, end)),
+            })
+        })
+        .await
+    }
+
+    /// `definitions`: where a name is defined, from the symbol tables of the indexed heads of
+    /// `repo` or of every readable repository.
+    pub async fn definitions(
+        &self,
+        ctx: &CallContext,
+        req: DefinitionsRequest,
+    ) -> Result<DefinitionsAnswer, ServiceError> {
+        let caller = ctx.caller.clone();
+        let repo = req.repo.clone().map(|repo| self.unalias(repo));
+        self.unlocked(move |inner| {
+            inner.check_indexed_revision(
+                &caller,
+                repo.as_deref(),
+                req.revision.as_deref(),
+                "definitions",
+            )?;
+            let indexes = inner.indexes()?;
+            let IndexedTargets {
+                repos,
+                leases,
+                stale,
+            } = inner.indexed_targets(&caller, repo.as_deref(), indexes)?;
+            let found = indexes.definitions(&search::DefinitionsRequest {
+                symbol: req.symbol.clone(),
+                repos,
+                path: req.path,
+                lang: req.lang,
+                limit: req.limit.unwrap_or(DEFAULT_DEFINITIONS_LIMIT),
+            })?;
+            drop(leases);
+            let mut not_indexed = found.not_indexed;
+            not_indexed.extend(stale);
+            not_indexed.sort();
+            Ok(DefinitionsAnswer {
+                symbol: req.symbol,
+                definitions: found
+                    .definitions
+                    .into_iter()
+                    .map(|d| DefinitionHit {
+                        repo: d.repo,
+                        commit: d.commit,
+                        path: d.path,
+                        symbol: d.symbol.into(),
+                        parent_name: d.parent_name,
+                    })
+                    .collect(),
+                total: found.total,
+                searched: found.searched,
+                not_indexed,
+            })
+        })
+        .await
+    }
+
+    /// `references`: word-boundary occurrences of a name in the indexed heads (the trigram
+    /// index, then line verification), defining lines marked and first; paged by cursor.
+    pub async fn references(
+        &self,
+        ctx: &CallContext,
+        req: ReferencesRequest,
+    ) -> Result<ReferencesAnswer, ServiceError> {
+        let caller = ctx.caller.clone();
+        let repo = req.repo.clone().map(|repo| self.unalias(repo));
+        let slot = self.admit_search().await?;
+        self.unlocked(move |inner| {
+            let _slot = slot;
+            inner.check_indexed_revision(
+                &caller,
+                repo.as_deref(),
+                req.revision.as_deref(),
+                "references",
+            )?;
+            let indexes = inner.indexes()?;
+            let IndexedTargets {
+                repos,
+                leases,
+                stale,
+            } = inner.indexed_targets(&caller, repo.as_deref(), indexes)?;
+            let request = search::SearchRequest {
+                repos,
+                path: req.path,
+                lang: req.lang,
+                limit: req.limit.unwrap_or(DEFAULT_REFERENCES_LIMIT),
+                cursor: req.cursor,
+                ..search::SearchRequest::default()
+            };
+            let results = indexes.references(&req.symbol, &request)?;
+            drop(leases);
+            let mut not_indexed = results.not_indexed;
+            not_indexed.extend(stale);
+            not_indexed.sort();
+            Ok(ReferencesAnswer {
+                symbol: req.symbol,
+                repos: results
+                    .repos
+                    .into_iter()
+                    .map(|r| RepoReferences {
+                        repo: r.repo,
+                        commit: r.commit,
+                        references: r
+                            .hits
+                            .into_iter()
+                            .filter_map(|hit| match hit {
+                                search::Hit::Line {
+                                    path,
+                                    line,
+                                    snippet,
+                                    definition,
+                                } => Some(Reference {
+                                    path,
+                                    line,
+                                    snippet,
+                                    definition,
+                                }),
+                                search::Hit::FileName { .. } => None,
+                            })
+                            .collect(),
+                    })
+                    .collect(),
+                total: results.stats.total_hits,
+                truncated: results.stats.truncated,
+                next_cursor: results.next_cursor,
+                not_indexed,
+            })
+        })
+        .await
+    }
+}
