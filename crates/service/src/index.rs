@@ -571,60 +571,6 @@ pub(crate) fn open(
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{ErrorKind, ServiceConfig};
-    use std::time::Duration;
-
-    /// S-1: with every search slot taken, a further search waits `search_queue_wait`, then
-    /// is refused as busy with a message saying to retry; once a slot frees, it runs.
-    #[tokio::test]
-    async fn s1_search_admission_refuses_when_full() {
-        let source = testgit::SourceRepo::with_files(&[("a.md", b"needle\n")]);
-        let config = ServiceConfig {
-            max_concurrent_searches: 1,
-            search_queue_wait: Duration::from_millis(20),
-            ..ServiceConfig::default()
-        };
-        let service = Service::new(source.store("acme/docs", ""), config);
-        service.index("acme/docs".into(), |_| {}).await.unwrap();
-        let request = || SearchRequest {
-            query: "needle".into(),
-            ..SearchRequest::default()
-        };
-        // The one slot, taken as a running search takes it.
-        let running = service
-            .inner
-            .searches
-            .clone()
-            .acquire_owned()
-            .await
-            .unwrap();
-        let error = service
-            .search(&CallContext::default(), request())
-            .await
-            .unwrap_err();
-        assert_eq!(error.kind, ErrorKind::Busy);
-        assert!(
-            error.message.contains("busy") && error.message.contains("retry"),
-            "{}",
-            error.message
-        );
-        drop(running);
-        let answer = service
-            .search(&CallContext::default(), request())
-            .await
-            .unwrap();
-        assert_eq!(answer.repos.len(), 1);
-        assert_eq!(
-            service.inner.searches.available_permits(),
-            1,
-            "slot returned"
-        );
-    }
-}
-
 /// The repositories a query over the index covers, each leased at its indexed commit.
 pub(crate) struct IndexedTargets {
     /// Repositories to query (indexed or not yet).
@@ -693,5 +639,59 @@ impl Inner {
             leases,
             stale,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ErrorKind, ServiceConfig};
+    use std::time::Duration;
+
+    /// S-1: with every search slot taken, a further search waits `search_queue_wait`, then
+    /// is refused as busy with a message saying to retry; once a slot frees, it runs.
+    #[tokio::test]
+    async fn s1_search_admission_refuses_when_full() {
+        let source = testgit::SourceRepo::with_files(&[("a.md", b"needle\n")]);
+        let config = ServiceConfig {
+            max_concurrent_searches: 1,
+            search_queue_wait: Duration::from_millis(20),
+            ..ServiceConfig::default()
+        };
+        let service = Service::new(source.store("acme/docs", ""), config);
+        service.index("acme/docs".into(), |_| {}).await.unwrap();
+        let request = || SearchRequest {
+            query: "needle".into(),
+            ..SearchRequest::default()
+        };
+        // The one slot, taken as a running search takes it.
+        let running = service
+            .inner
+            .searches
+            .clone()
+            .acquire_owned()
+            .await
+            .unwrap();
+        let error = service
+            .search(&CallContext::default(), request())
+            .await
+            .unwrap_err();
+        assert_eq!(error.kind, ErrorKind::Busy);
+        assert!(
+            error.message.contains("busy") && error.message.contains("retry"),
+            "{}",
+            error.message
+        );
+        drop(running);
+        let answer = service
+            .search(&CallContext::default(), request())
+            .await
+            .unwrap();
+        assert_eq!(answer.repos.len(), 1);
+        assert_eq!(
+            service.inner.searches.available_permits(),
+            1,
+            "slot returned"
+        );
     }
 }
