@@ -33,6 +33,9 @@ pub(crate) fn router(service: Service, readiness: Readiness) -> Router {
         .route("/commit", get(commit).post(commit))
         .route("/diff", get(diff).post(diff))
         .route("/blame", get(blame).post(blame))
+        .route("/outline", get(outline).post(outline))
+        .route("/definitions", get(definitions).post(definitions))
+        .route("/references", get(references).post(references))
         .route("/discovery", get(discovery).post(discovery))
         .route("/availability", get(availability).post(availability))
         .route("/prepare", post(prepare))
@@ -261,6 +264,88 @@ async fn blame(State(state): State<AppState>, Ctx(ctx): Ctx, Args(a): Args<ReadA
         end_line: a.end_line,
     };
     answer(state.service.blame(&ctx, request).await)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutlineArgs {
+    repo: String,
+    revision: Option<String>,
+    path: String,
+    cursor: Option<String>,
+}
+
+/// `outline {repo, revision?, path, cursor?}`: the definitions of one file.
+async fn outline(
+    State(state): State<AppState>,
+    Ctx(ctx): Ctx,
+    Args(a): Args<OutlineArgs>,
+) -> Response {
+    let request = service::OutlineRequest {
+        repo: a.repo,
+        revision: a.revision,
+        path: a.path,
+        cursor: a.cursor,
+    };
+    answer(state.service.outline(&ctx, request).await)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DefinitionsArgs {
+    symbol: String,
+    repo: Option<String>,
+    revision: Option<String>,
+    lang: Option<String>,
+    path: Option<String>,
+    limit: Option<usize>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReferencesArgs {
+    symbol: String,
+    repo: Option<String>,
+    revision: Option<String>,
+    lang: Option<String>,
+    path: Option<String>,
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+/// `definitions {symbol, repo?, revision?, lang?, path?, limit?}`: where a name is defined.
+async fn definitions(
+    State(state): State<AppState>,
+    Ctx(ctx): Ctx,
+    Args(a): Args<DefinitionsArgs>,
+) -> Response {
+    let request = service::DefinitionsRequest {
+        repo: a.repo,
+        revision: a.revision,
+        symbol: a.symbol,
+        lang: a.lang,
+        path: a.path,
+        limit: a.limit,
+    };
+    answer(state.service.definitions(&ctx, request).await)
+}
+
+/// `references {symbol, repo?, revision?, lang?, path?, limit?, cursor?}`: where it occurs.
+async fn references(
+    State(state): State<AppState>,
+    Ctx(ctx): Ctx,
+    Args(a): Args<ReferencesArgs>,
+) -> Response {
+    let request = service::ReferencesRequest {
+        repo: a.repo,
+        revision: a.revision,
+        symbol: a.symbol,
+        lang: a.lang,
+        path: a.path,
+        limit: a.limit,
+        cursor: a.cursor,
+    };
+    answer(state.service.references(&ctx, request).await)
 }
 
 #[derive(Deserialize)]

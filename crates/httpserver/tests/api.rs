@@ -635,3 +635,54 @@ async fn log_json() {
         (&json!(1), &json!(3))
     );
 }
+
+/// Issue 12: the outline, definitions and references routes answer JSON with full SHAs;
+/// bad arguments are 400.
+#[tokio::test]
+async fn navigation_json() {
+    let s = server_with(&[(
+        "src/main.py",
+        b"class Shop:\n    def open(self):\n        return 1\n\n\nShop().open()\n",
+    )])
+    .await;
+    let (status, body) = s
+        .get("/sourcegraph/api/outline?repo=test/api&path=src/main.py")
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["commit"], json!(s.head));
+    assert_eq!(body["source"], "index");
+    assert_eq!(body["lang"], "python");
+    assert_eq!(body["symbols"][1]["name"], "open");
+    assert_eq!(body["symbols"][1]["kind"], "method");
+    assert_eq!(body["symbols"][1]["parent"], 0);
+    assert_eq!(
+        (
+            &body["symbols"][0]["start_line"],
+            &body["symbols"][0]["end_line"]
+        ),
+        (&json!(1), &json!(3))
+    );
+    let (status, body) = s.get("/sourcegraph/api/definitions?symbol=open").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["total"], 1, "{body}");
+    assert_eq!(body["definitions"][0]["path"], "src/main.py");
+    assert_eq!(body["definitions"][0]["parent_name"], "Shop");
+    assert_eq!(body["definitions"][0]["commit"], json!(s.head));
+    let (status, body) = s
+        .get("/sourcegraph/api/references?symbol=Shop&repo=test/api")
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let refs = &body["repos"][0]["references"];
+    assert_eq!(refs[0]["line"], 1, "{body}");
+    assert_eq!(refs[0]["definition"], true);
+    assert_eq!(refs[1]["line"], 6);
+    assert_eq!(refs[1]["definition"], false);
+    for bad in [
+        "/sourcegraph/api/definitions?symbol=open&cursor=x",
+        "/sourcegraph/api/definitions?symbol=",
+        "/sourcegraph/api/outline?repo=test/api",
+    ] {
+        let (status, body) = s.get(bad).await;
+        assert_eq!(status, 400, "{bad}: {body}");
+    }
+}

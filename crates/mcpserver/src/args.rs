@@ -215,6 +215,75 @@ pub(crate) struct BlameArgs {
     pub end_line: Option<u64>,
 }
 
+/// `outline {repo, revision?, path, cursor?}` (issue 12).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OutlineArgs {
+    /// Repository name `owner/name`.
+    pub repo: String,
+    /// Full SHA, unique short SHA, branch or tag. Omitted: the head of the default branch.
+    #[serde(default)]
+    pub revision: Option<String>,
+    /// Repository-relative path of a source file.
+    pub path: String,
+    /// The `NextCursor` of the previous page of the same outline.
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
+/// `definitions {repo?, revision?, symbol, lang?, path?, limit?}` (issue 12).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DefinitionsArgs {
+    /// The exact name to look up, case-sensitive, e.g. `parse_args` (no spaces, at most 200
+    /// bytes).
+    pub symbol: String,
+    /// One repository `owner/name`. Omitted: every repository you can read.
+    #[serde(default)]
+    pub repo: Option<String>,
+    /// Only the indexed head can be asked (by branch, tag or SHA); needs repo. Omitted: the
+    /// indexed head.
+    #[serde(default)]
+    pub revision: Option<String>,
+    /// Only files of this language: e.g. `rust`, `python`, `go`, `typescript`.
+    #[serde(default)]
+    pub lang: Option<String>,
+    /// Only paths matching this glob, e.g. `src/**/*.rs`.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Most definitions to answer, 1 to 500. Default 50.
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 500))]
+    pub limit: Option<usize>,
+}
+
+/// `references {repo?, revision?, symbol, lang?, path?, limit?, cursor?}` (issue 12).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ReferencesArgs {
+    /// The exact name, case-sensitive; found where it stands as a whole word.
+    pub symbol: String,
+    /// One repository `owner/name`. Omitted: every repository you can read.
+    #[serde(default)]
+    pub repo: Option<String>,
+    /// Only the indexed head can be asked (by branch, tag or SHA); needs repo.
+    #[serde(default)]
+    pub revision: Option<String>,
+    /// Only files of this language.
+    #[serde(default)]
+    pub lang: Option<String>,
+    /// Only paths matching this glob.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Occurrences per page, 1 to 1000. Default 50.
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 1000))]
+    pub limit: Option<usize>,
+    /// The `NextCursor` of the previous page.
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
 /// `resolve {repo, revision}` (S-6).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -422,6 +491,9 @@ mod tests {
             input_schema::<ListArgs>(&limits),
             input_schema::<SearchArgs>(&limits),
             input_schema::<ResolveArgs>(&limits),
+            input_schema::<OutlineArgs>(&limits),
+            input_schema::<DefinitionsArgs>(&limits),
+            input_schema::<ReferencesArgs>(&limits),
             input_schema::<DiscoveryArgs>(&limits),
             input_schema::<AvailabilityArgs>(&limits),
         ] {

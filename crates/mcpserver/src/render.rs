@@ -8,8 +8,9 @@
 //! always one line and `NextStartLine` / `Error` can be found mechanically.
 
 use service::{
-    AvailabilityAnswer, BlameAnswer, CommitAnswer, DiffAnswer, Enrichment, EntryKind, ListAnswer,
-    LogAnswer, LogEntry, PluginDiscovery, ReadItem, RepoSummary, ResolveAnswer, SearchAnswer,
+    AvailabilityAnswer, BlameAnswer, CommitAnswer, DefinitionsAnswer, DiffAnswer, Enrichment,
+    EntryKind, ListAnswer, LogAnswer, LogEntry, OutlineAnswer, PluginDiscovery, ReadItem,
+    ReferencesAnswer, RepoSummary, ResolveAnswer, SearchAnswer,
 };
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -199,13 +200,7 @@ pub(crate) fn render_search(answer: &SearchAnswer) -> String {
     if answer.repos.is_empty() {
         out.push_str("No hits.\n");
     }
-    for repo in &answer.not_indexed {
-        let _ = writeln!(
-            out,
-            "NotIndexed: {} (its index is still being built; search again shortly, or use list and read)",
-            header_value(repo)
-        );
-    }
+    not_indexed_lines(&mut out, &answer.not_indexed);
     if answer.stats.truncated {
         let _ = writeln!(
             out,
@@ -364,6 +359,135 @@ pub(crate) fn render_blame(answer: &BlameAnswer) -> String {
         );
     }
     out
+}
+
+/// An `outline` page: header lines, a blank line, then one line per definition
+/// `START-END KIND NAME  SIGNATURE`, indented two spaces per enclosing definition.
+pub(crate) fn render_outline(answer: &OutlineAnswer) -> String {
+    let mut out = String::new();
+    header(&mut out, "Repo", &answer.repo);
+    header(&mut out, "Commit", &answer.commit);
+    header(&mut out, "Path", &answer.path);
+    header(&mut out, "Lang", answer.lang.unwrap_or("none (no symbols)"));
+    header(&mut out, "Source", answer.source);
+    header(&mut out, "Symbols", answer.total_symbols);
+    header(&mut out, "Shown", answer.symbols.len());
+    if let Some(cursor) = &answer.next_cursor {
+        header(&mut out, "NextCursor", cursor);
+    }
+    out.push('\n');
+    // Depth by parent position in the whole outline: parents come before their children.
+    let mut depths: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
+    for (i, symbol) in answer.symbols.iter().enumerate() {
+        let position = (answer.offset + i) as u32;
+        let depth = symbol
+            .parent
+            .map_or(0, |p| depths.get(&p).map_or(1, |d| d + 1));
+        depths.insert(position, depth);
+        let _ = writeln!(
+            out,
+            "{:indent$}{}-{} {} {}  {}",
+            "",
+            symbol.start_line,
+            symbol.end_line,
+            symbol.kind,
+            header_value(&symbol.name),
+            header_value(&symbol.signature),
+            indent = depth * 2
+        );
+    }
+    out
+}
+
+/// A `definitions` answer: `Symbol`, counts, then per repository its Repo and Commit lines
+/// and one line per definition `path:START-END: KIND NAME [in PARENT]  SIGNATURE`.
+pub(crate) fn render_definitions(answer: &DefinitionsAnswer) -> String {
+    let mut out = String::new();
+    header(&mut out, "Symbol", &answer.symbol);
+    header(&mut out, "Definitions", answer.total);
+    header(&mut out, "Shown", answer.definitions.len());
+    let mut current: Option<&str> = None;
+    for d in &answer.definitions {
+        if current != Some(d.repo.as_str()) {
+            out.push('\n');
+            header(&mut out, "Repo", &d.repo);
+            header(&mut out, "Commit", &d.commit);
+            current = Some(d.repo.as_str());
+        }
+        let parent = d
+            .parent_name
+            .as_deref()
+            .map(|p| format!(" in {}", header_value(p)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "{}:{}-{}: {} {}{parent}  {}",
+            header_value(&d.path),
+            d.symbol.start_line,
+            d.symbol.end_line,
+            d.symbol.kind,
+            header_value(&d.symbol.name),
+            header_value(&d.symbol.signature)
+        );
+    }
+    if answer.definitions.is_empty() {
+        out.push_str("No definitions.\n");
+    }
+    not_indexed_lines(&mut out, &answer.not_indexed);
+    out
+}
+
+/// A `references` page: `Symbol`, the count, then per repository its Repo and Commit lines
+/// and one line per occurrence `path:line: definition|reference: snippet`.
+pub(crate) fn render_references(answer: &ReferencesAnswer) -> String {
+    let mut out = String::new();
+    header(&mut out, "Symbol", &answer.symbol);
+    header(&mut out, "References", answer.total);
+    for repo in &answer.repos {
+        out.push('\n');
+        header(&mut out, "Repo", &repo.repo);
+        header(&mut out, "Commit", &repo.commit);
+        for r in &repo.references {
+            let role = if r.definition {
+                "definition"
+            } else {
+                "reference"
+            };
+            let _ = writeln!(
+                out,
+                "{}:{}: {role}: {}",
+                header_value(&r.path),
+                r.line,
+                header_value(&r.snippet)
+            );
+        }
+    }
+    if answer.repos.is_empty() {
+        out.push_str("No references.\n");
+    }
+    not_indexed_lines(&mut out, &answer.not_indexed);
+    if answer.truncated {
+        let _ = writeln!(
+            out,
+            "Truncated: true (more than {} occurrences; these pages cover the first ones in path order: narrow with path or lang)",
+            answer.total
+        );
+    }
+    if let Some(cursor) = &answer.next_cursor {
+        header(&mut out, "NextCursor", cursor);
+    }
+    out
+}
+
+/// `NotIndexed:` lines of repositories whose index is not built yet.
+fn not_indexed_lines(out: &mut String, repos: &[String]) {
+    for repo in repos {
+        let _ = writeln!(
+            out,
+            "NotIndexed: {} (its index is still being built; search again shortly, or use list and read)",
+            header_value(repo)
+        );
+    }
 }
 
 /// An `availability` answer. `include_plugins` is accepted now; repository-plugin discovery

@@ -185,13 +185,16 @@ async fn m1_m3_m5_r5_tools_list() {
             "availability",
             "blame",
             "commit",
+            "definitions",
             "diff",
             "discovery",
             "list",
             "log",
+            "outline",
             "plugin_status",
             "read",
             "read_many",
+            "references",
             "reload_plugins",
             "resolve",
             "search"
@@ -586,7 +589,7 @@ async fn m1_protocol_2026_07_28_client() {
     let fixture = Fixture::start().await;
     let client = fixture.modern_client().await;
     let tools = client.list_all_tools().await.expect("tools/list");
-    assert_eq!(tools.len(), 13);
+    assert_eq!(tools.len(), 16);
     let result = client
         .call_tool(call("read", json!({"repo": REPO, "path": "docs/guide.md"})))
         .await
@@ -823,6 +826,63 @@ async fn s1_search_tool() {
         text.starts_with("Error: invalid regular expression") && text.contains("regex to false"),
         "{text}"
     );
+}
+
+/// Issue 12: `outline`, `definitions` and `references` answer one block each in the
+/// header style, with the full SHA; a bad symbol is an `isError` result.
+#[tokio::test]
+async fn navigation_tools() {
+    let fixture = Fixture::start().await;
+    let client = fixture.client("").await;
+    let c = &fixture.commit;
+    let call_text = |name: &'static str, args: serde_json::Value| {
+        let client = &client;
+        async move {
+            let result = client.call_tool(call(name, args)).await.expect(name);
+            assert_eq!(result.is_error, Some(false), "{name}: {:?}", texts(&result));
+            texts(&result).join("")
+        }
+    };
+    assert_eq!(
+        call_text("outline", json!({"repo": REPO, "path": "src/lib.rs"})).await,
+        format!(
+            "Repo: {REPO}\nCommit: {c}\nPath: src/lib.rs\nLang: rust\nSource: index\nSymbols: 1\nShown: 1\n\n1-3 function answer  pub fn answer() -> u32 {{\n"
+        )
+    );
+    assert_eq!(
+        call_text("definitions", json!({"symbol": "answer"})).await,
+        format!(
+            "Symbol: answer\nDefinitions: 1\nShown: 1\n\nRepo: {REPO}\nCommit: {c}\nsrc/lib.rs:1-3: function answer  pub fn answer() -> u32 {{\n"
+        )
+    );
+    assert_eq!(
+        call_text("references", json!({"symbol": "answer", "repo": REPO})).await,
+        format!(
+            "Symbol: answer\nReferences: 1\n\nRepo: {REPO}\nCommit: {c}\nsrc/lib.rs:1: definition: pub fn answer() -> u32 {{\n"
+        )
+    );
+    assert_eq!(
+        call_text("definitions", json!({"symbol": "nothing_named_so"})).await,
+        "Symbol: nothing_named_so\nDefinitions: 0\nShown: 0\nNo definitions.\n"
+    );
+    let bad = client
+        .call_tool(call("definitions", json!({"symbol": "two words"})))
+        .await
+        .expect("a bad symbol is a tool result");
+    assert_eq!(bad.is_error, Some(true));
+    assert!(
+        texts(&bad).join("").starts_with("Error: invalid symbol"),
+        "{:?}",
+        texts(&bad)
+    );
+    let unknown = client
+        .call_tool(call(
+            "outline",
+            json!({"repo": REPO, "path": "src/lib.rs", "depth": 1}),
+        ))
+        .await
+        .unwrap_err();
+    assert!(invalid_params(unknown).contains("depth"));
 }
 
 /// The committed plugin fixture `name` (W-37).
