@@ -1,9 +1,17 @@
-//! `bench/navigate`: history tools against git on the same commits, measured in the same run
-//! (issue 12 targets: blame and log at least 2× faster than git). The corpus: a repository
-//! made here with a 2,000-line file edited across 300 commits, beside other files.
+//! `bench/navigate`: the navigation and history tools of issue 12, each beside the `git`
+//! command an agent would run instead, measured in the same run.
+//!
+//! 1. History (targets: blame and log at least 2× faster than git): a repository made here
+//!    with a 2,000-line file edited across 300 commits, beside other files.
+//! 2. Symbols, on the registry corpus of `bench/search` (`--mb`, default 110): extraction
+//!    throughput of the `symbols` crate on one core (MB/s of the files that have a grammar),
+//!    the index build with its symbol table and how much the table adds to the index, then
+//!    `definitions` and `references` p50 (`Service`, limit 50) for frequent and unique names
+//!    next to `git grep -n -w -F NAME` on the same commit (target: definitions < 10 ms p50).
 
 use anyhow::{Result, bail};
 use gitstore::{CommitId, RepoName, RepoPath};
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 const LINES: usize = 2_000;
@@ -14,13 +22,36 @@ fn percentile(times: &mut [Duration], p: f64) -> Duration {
     times[((times.len() - 1) as f64 * p).round() as usize]
 }
 
-fn main() -> Result<()> {
-    let runs: usize = std::env::args()
-        .skip_while(|a| a != "--runs")
+/// The value of `--flag N`, or `default`.
+fn flag(name: &str, default: u64) -> Result<u64> {
+    Ok(std::env::args()
+        .skip_while(|a| a != name)
         .nth(1)
         .map(|n| n.parse())
         .transpose()?
-        .unwrap_or(20);
+        .unwrap_or(default))
+}
+
+fn main() -> Result<()> {
+    let runs = flag("--runs", 20)? as usize;
+    if runs == 0 {
+        bail!("usage: bench/navigate [--runs N (at least 1)] [--mb N]");
+    }
+    let history_ok = history(runs)?;
+    let symbols_ok = symbols_bench(flag("--mb", 110)?, runs)?;
+    println!(
+        "\ntargets: {}",
+        if history_ok && symbols_ok {
+            "all met"
+        } else {
+            "MISSED (see above)"
+        }
+    );
+    Ok(())
+}
+
+/// Part 1: blame and log against git. Answers whether both are at least 2× faster.
+fn history(runs: usize) -> Result<bool> {
     let mut lines: Vec<String> = (0..LINES)
         .map(|n| format!("line {n} of the big file\n"))
         .collect();
@@ -119,5 +150,206 @@ fn main() -> Result<()> {
         "target: at least 2x faster than git: {}",
         if ok { "ok" } else { "FAIL" }
     );
-    Ok(())
+    Ok(ok)
+}
+
+/// Part 2: symbol extraction, the symbol table's size, `definitions` and `references`.
+/// Answers whether definitions meet < 10 ms p50.
+fn symbols_bench(mb: u64, runs: usize) -> Result<bool> {
+    const REPO: &str = "bench/corpus";
+    let tmp = tempfile::tempdir()?;
+    let tree = tmp.path().join("corpus");
+    let corpus = bench::corpus::build_corpus(&tree, mb * 1_000_000)?;
+    println!(
+        "\nsymbols: corpus of {} files, {:.1} MB from ~/.cargo/registry/src",
+        corpus.files.len(),
+        corpus.bytes as f64 / 1e6
+    );
+
+    // Extraction on one core, per grammar.
+    let mut extractor = symbols::Extractor::new();
+    let mut per_lang: BTreeMap<&str, (u64, u64, u64, Duration)> = BTreeMap::new();
+    let mut names: HashMap<String, u32> = HashMap::new();
+    for rel in &corpus.files {
+        let Some(grammar) = symbols::Grammar::for_path(rel) else {
+            continue;
+        };
+        let bytes = std::fs::read(tree.join(rel))?;
+        let t = Instant::now();
+        let found = extractor.extract(grammar, &bytes)?;
+        let elapsed = t.elapsed();
+        let row = per_lang.entry(grammar.lang()).or_default();
+        row.0 += 1;
+        row.1 += bytes.len() as u64;
+        row.2 += found.len() as u64;
+        row.3 += elapsed;
+        for symbol in found {
+            *names.entry(symbol.name).or_default() += 1;
+        }
+    }
+    println!(
+        "{:<12} {:>7} {:>9} {:>9} {:>10}",
+        "extraction", "files", "MB", "symbols", "MB/s/core"
+    );
+    let mut total = (0u64, 0u64, 0u64, Duration::ZERO);
+    for (lang, (files, bytes, count, time)) in &per_lang {
+        println!(
+            "{lang:<12} {files:>7} {:>9.1} {count:>9} {:>10.1}",
+            *bytes as f64 / 1e6,
+            *bytes as f64 / 1e6 / time.as_secs_f64()
+        );
+        total = (
+            total.0 + files,
+            total.1 + bytes,
+            total.2 + count,
+            total.3 + *time,
+        );
+    }
+    println!(
+        "{:<12} {:>7} {:>9.1} {:>9} {:>10.1}",
+        "all",
+        total.0,
+        total.1 as f64 / 1e6,
+        total.2,
+        total.1 as f64 / 1e6 / total.3.as_secs_f64()
+    );
+
+    // The index build over the production path, and what the symbol table adds.
+    let (store, head) = bench::corpus::register_corpus(&tmp.path().join("data"), REPO, &tree)?;
+    let mirror = store.storage_root().join("mirrors/bench/corpus.git");
+    let index_dir = tmp.path().join("data/index");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let service = {
+        let _context = runtime.enter();
+        service::Service::new(
+            store,
+            service::ServiceConfig {
+                index: service::IndexConfig {
+                    result_cache: false,
+                    ..service::IndexConfig::default()
+                },
+                ..service::ServiceConfig::default()
+            },
+        )
+    };
+    let t = Instant::now();
+    let stats = runtime.block_on(service.index(REPO.to_owned(), |_| {}))?;
+    let build = t.elapsed();
+    let table = files_named(&index_dir, "symbols.bin")?;
+    println!(
+        "index build: {:.1} s for {:.1} MB, {} symbols; index {:.1} MB of which symbols.bin {:.1} MB (+{:.1}% over the rest of the index)",
+        build.as_secs_f64(),
+        stats.corpus_bytes as f64 / 1e6,
+        stats.symbols,
+        stats.bytes as f64 / 1e6,
+        table as f64 / 1e6,
+        table as f64 * 100.0 / (stats.bytes - table).max(1) as f64
+    );
+
+    // Names to look up: the most defined ones, and unique ones picked by a stable hash.
+    let mut frequent: Vec<(&String, &u32)> = names.iter().collect();
+    frequent.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let mut unique: Vec<&String> = names
+        .iter()
+        .filter(|(name, n)| **n == 1 && name.len() >= 8 && name.is_ascii())
+        .map(|(name, _)| name)
+        .collect();
+    unique.sort_by_key(|name| {
+        name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        })
+    });
+    let sets: [(&str, Vec<String>); 2] = [
+        (
+            "frequent (10 most defined)",
+            frequent
+                .iter()
+                .take(10)
+                .map(|(n, _)| (*n).clone())
+                .collect(),
+        ),
+        (
+            "unique (20 defined once)",
+            unique.iter().take(20).map(|n| (*n).clone()).collect(),
+        ),
+    ];
+    let ctx = service::CallContext::default();
+    println!(
+        "\n{:<28} {:>14} {:>14} {:>16} {:>9}",
+        "p50 per name set", "definitions", "references", "git grep -w -F", "git/defs"
+    );
+    let mut ok = true;
+    for (label, set) in &sets {
+        let (mut defs, mut refs, mut grep) = (Vec::new(), Vec::new(), Vec::new());
+        for name in set {
+            // One untimed call each to warm the page cache and the mapping.
+            runtime.block_on(service.definitions(&ctx, definitions_request(name)))?;
+            for _ in 0..runs {
+                let t = Instant::now();
+                let found =
+                    runtime.block_on(service.definitions(&ctx, definitions_request(name)))?;
+                defs.push(t.elapsed());
+                if found.total == 0 {
+                    bail!("no definition of {name} found");
+                }
+                let t = Instant::now();
+                runtime.block_on(service.references(
+                    &ctx,
+                    service::ReferencesRequest {
+                        symbol: name.clone(),
+                        limit: Some(50),
+                        ..service::ReferencesRequest::default()
+                    },
+                ))?;
+                refs.push(t.elapsed());
+                let t = Instant::now();
+                // Exit 1 (no match) cannot happen: the name occurs where it is defined.
+                bench::corpus::git(&mirror, &["grep", "-n", "-w", "-F", "-e", name, &head])?;
+                grep.push(t.elapsed());
+            }
+        }
+        let (d, r, g) = (
+            percentile(&mut defs, 0.5),
+            percentile(&mut refs, 0.5),
+            percentile(&mut grep, 0.5),
+        );
+        ok &= d < Duration::from_millis(10);
+        println!(
+            "{label:<28} {:>12.2}ms {:>12.2}ms {:>14.2}ms {:>8.0}x",
+            d.as_secs_f64() * 1e3,
+            r.as_secs_f64() * 1e3,
+            g.as_secs_f64() * 1e3,
+            g.as_secs_f64() / d.as_secs_f64()
+        );
+    }
+    println!(
+        "target: definitions < 10 ms p50: {}",
+        if ok { "ok" } else { "FAIL" }
+    );
+    Ok(ok)
+}
+
+fn definitions_request(name: &str) -> service::DefinitionsRequest {
+    service::DefinitionsRequest {
+        symbol: name.to_owned(),
+        limit: Some(50),
+        ..service::DefinitionsRequest::default()
+    }
+}
+
+/// Total size of the files called `name` under `dir`.
+fn files_named(dir: &std::path::Path, name: &str) -> Result<u64> {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            total += files_named(&entry.path(), name)?;
+        } else if entry.file_name() == name {
+            total += entry.metadata()?.len();
+        }
+    }
+    Ok(total)
 }

@@ -201,8 +201,22 @@ impl Grammar {
             [const { OnceLock::new() }; GRAMMARS.len()];
         CONFIGS[self.index()]
             .get_or_init(|| {
-                TagsConfiguration::new(self.language(), &self.tags_query(), "")
-                    .map_err(|e| e.to_string())
+                let source = self.tags_query();
+                let mut config = TagsConfiguration::new(self.language(), &source, "")
+                    .map_err(|e| e.to_string())?;
+                // Only definitions are kept, so reference patterns (every call, every type
+                // use) would cost matches for nothing: about half the extraction time.
+                for pattern in 0..config.query.pattern_count() {
+                    let start = config.query.start_byte_for_pattern(pattern);
+                    let end = config.query.end_byte_for_pattern(pattern);
+                    if !source
+                        .get(start..end)
+                        .is_some_and(|text| text.contains("@definition."))
+                    {
+                        config.query.disable_pattern(pattern);
+                    }
+                }
+                Ok(config)
             })
             .as_ref()
             .map_err(|detail| SymbolError::Query {
