@@ -1,5 +1,6 @@
 //! Building one generation: read (or reuse) every document, classify it, extract its
 //! trigrams on worker threads, and write the content store and posting lists in path order.
+//! Then, once the generation answers searches, its symbol table (`extract_symbols`).
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
@@ -14,6 +15,7 @@ use symbols::{Extractor, Grammar, Symbol};
 
 use crate::lang::DocLang;
 use crate::store::{Doc, DocKind, Generation, PostingBuf};
+use crate::symtab::SymbolTable;
 use crate::trigram::{Trigram, TrigramScratch, doc_trigrams};
 use crate::{BuildProgress, SearchError, Source, SourceEntry, Transform};
 
@@ -67,8 +69,6 @@ struct Prepared<'a> {
     transform: Transformed,
     /// The language the `lang` filter sees (a transform may set it).
     lang: DocLang,
-    /// The file's definitions (issue 12), from its own bytes, never a transform's text.
-    symbols: Vec<Symbol>,
 }
 
 /// What a transform did to one document.
@@ -92,7 +92,9 @@ pub(crate) struct Counts {
     pub skipped: u64,
     pub transform_failures: u64,
     pub failure_messages: Vec<String>,
-    pub symbols: u64,
+    /// Documents whose indexed text a transform replaced: their symbols come from the
+    /// source's bytes, not from the content store.
+    pub replaced: Vec<u32>,
 }
 
 /// Inputs of [`write_generation`].
@@ -106,29 +108,11 @@ pub(crate) struct BuildInput<'a> {
     pub strict_transforms: bool,
 }
 
-/// Per-worker state of a build.
-struct Worker {
-    trigrams: TrigramScratch,
-    symbols: Extractor,
-}
-
-/// The definitions of a file the index keeps (none for languages without a grammar; a
-/// grammar failure leaves the file without symbols, it never fails the build).
-fn extract_symbols(extractor: &mut Extractor, path: &str, bytes: &[u8]) -> Vec<Symbol> {
-    let Some(grammar) = Grammar::for_path(path) else {
-        return Vec::new();
-    };
-    extractor.extract(grammar, bytes).unwrap_or_else(|error| {
-        tracing::debug!(path, %error, "no symbols for a file");
-        Vec::new()
-    })
-}
-
 fn prepare<'a>(
     entry: &SourceEntry,
-    previous: Option<(&'a Generation, u32, &'a Doc)>,
+    previous: Option<(&'a Generation, &'a Doc)>,
     input: &BuildInput<'_>,
-    worker: &mut Worker,
+    scratch: &mut TrigramScratch,
 ) -> Result<Prepared<'a>, SearchError> {
     let max = input.max_file_bytes;
     if entry.size > max {
@@ -139,22 +123,19 @@ fn prepare<'a>(
             reused: false,
             transform: Transformed::Untouched,
             lang: DocLang::FromPath,
-            symbols: Vec::new(),
         });
     }
     let mut transform = Transformed::Untouched;
     let mut lang = DocLang::FromPath;
-    let mut symbols = Vec::new();
     let (kind, text, reused) = match previous {
         // Same blob id = same bytes: reuse the stored text, or the path-only verdict when
         // it did not depend on the size limit.
         // The fingerprint holds the transform, so a reused text is one it shaped already.
-        Some((generation, id, doc)) if doc.kind == DocKind::Text && doc.len <= max => {
+        Some((generation, doc)) if doc.kind == DocKind::Text && doc.len <= max => {
             lang = doc.lang.clone();
-            symbols = generation.symbols.of_doc(id);
             (DocKind::Text, Cow::Borrowed(generation.text(doc)), true)
         }
-        Some((_, _, doc)) if matches!(doc.kind, DocKind::Binary | DocKind::NotUtf8) => {
+        Some((_, doc)) if matches!(doc.kind, DocKind::Binary | DocKind::NotUtf8) => {
             (doc.kind, Cow::Borrowed(&[][..]), true)
         }
         _ => {
@@ -166,12 +147,10 @@ fn prepare<'a>(
                 DocKind::Text => {
                     // classify checked UTF-8 already.
                     let text = std::str::from_utf8(&bytes).unwrap_or_default();
-                    symbols = extract_symbols(&mut worker.symbols, &entry.path, &bytes);
                     match input.source.transform(entry, text) {
                         Ok(Transform::Keep) => (DocKind::Text, Cow::Owned(bytes), false),
                         Ok(Transform::Skip) => {
                             transform = Transformed::Skipped;
-                            symbols.clear();
                             (DocKind::Text, Cow::Borrowed(&[][..]), false)
                         }
                         Ok(Transform::Replace {
@@ -203,7 +182,7 @@ fn prepare<'a>(
     };
     let mut trigrams = Vec::new();
     if kind == DocKind::Text && transform != Transformed::Skipped {
-        doc_trigrams(&text, &mut worker.trigrams, &mut trigrams);
+        doc_trigrams(&text, scratch, &mut trigrams);
     }
     Ok(Prepared {
         kind,
@@ -212,7 +191,6 @@ fn prepare<'a>(
         reused,
         transform,
         lang,
-        symbols,
     })
 }
 
@@ -221,15 +199,9 @@ pub(crate) fn write_generation(
     input: &BuildInput<'_>,
     progress: &mut dyn FnMut(BuildProgress),
 ) -> Result<(Vec<Doc>, Counts), SearchError> {
-    let previous_by_blob: HashMap<&str, (u32, &Doc)> = input
+    let previous_by_blob: HashMap<&str, &Doc> = input
         .previous
-        .map(|g| {
-            g.docs
-                .iter()
-                .enumerate()
-                .map(|(id, d)| (d.blob_id.as_str(), (id as u32, d)))
-                .collect()
-        })
+        .map(|g| g.docs.iter().map(|d| (d.blob_id.as_str(), d)).collect())
         .unwrap_or_default();
     let entries = input.entries;
     let total = entries.len();
@@ -246,7 +218,6 @@ pub(crate) fn write_generation(
     let mut docs = Vec::with_capacity(total);
     let mut postings = PostingMap::default();
     let mut counts = Counts::default();
-    let mut symbols: Vec<(u32, Vec<Symbol>)> = Vec::new();
     let mut failure: Option<SearchError> = None;
 
     std::thread::scope(|scope| {
@@ -258,10 +229,7 @@ pub(crate) fn write_generation(
             let tx = tx.clone();
             let (next_chunk, cancel, previous_by_blob) = (&next_chunk, &cancel, &previous_by_blob);
             scope.spawn(move || {
-                let mut worker = Worker {
-                    trigrams: TrigramScratch::new(),
-                    symbols: Extractor::new(),
-                };
+                let mut scratch = TrigramScratch::new();
                 loop {
                     let chunk = next_chunk.fetch_add(1, Ordering::Relaxed);
                     if chunk >= chunks || cancel.load(Ordering::Relaxed) {
@@ -274,9 +242,9 @@ pub(crate) fn write_generation(
                             let previous = input.previous.and_then(|g| {
                                 previous_by_blob
                                     .get(entry.blob_id.as_str())
-                                    .map(|&(id, d)| (g, id, d))
+                                    .map(|d| (g, *d))
                             });
-                            prepare(entry, previous, input, &mut worker)
+                            prepare(entry, previous, input, &mut scratch)
                         })
                         .collect::<Result<Vec<_>, _>>();
                     let failed = result.is_err();
@@ -313,6 +281,7 @@ pub(crate) fn write_generation(
                     let entry = &entries[next * CHUNK + i];
                     counts.corpus_bytes += entry.size;
                     processed += 1;
+                    let replaced = doc.transform == Transformed::Replaced;
                     match doc.transform {
                         Transformed::Untouched => {}
                         Transformed::Replaced => counts.transformed += 1,
@@ -332,6 +301,9 @@ pub(crate) fn write_generation(
                     }
                     // Document ids are positions in the document table: skipped files have none.
                     let id = docs.len();
+                    if replaced {
+                        counts.replaced.push(id as u32);
+                    }
                     if doc.reused {
                         counts.reused += 1;
                     } else if doc.kind != DocKind::TooLarge {
@@ -348,10 +320,6 @@ pub(crate) fn write_generation(
                             postings.entry(t).or_default().push(id as u32);
                         }
                         counts.content_bytes += len;
-                        if !doc.symbols.is_empty() {
-                            counts.symbols += doc.symbols.len() as u64;
-                            symbols.push((id as u32, doc.symbols));
-                        }
                     } else {
                         counts.path_only += 1;
                     }
@@ -393,9 +361,155 @@ pub(crate) fn write_generation(
         &input.staging.join("postings.bin"),
         postings.into_iter().collect(),
     )?;
-    crate::symtab::write(&input.staging.join("symbols.bin"), docs.len(), &symbols)?;
     if total == 0 {
         progress(BuildProgress { done: 0, total: 0 });
     }
     Ok((docs, counts))
+}
+
+/// The symbols of each document that has any: (document id, symbols), in id order.
+pub(crate) type DocSymbols = Vec<(u32, Vec<Symbol>)>;
+
+/// Where phase two of a build takes each document's own bytes.
+pub(crate) struct SymbolInput<'a> {
+    pub generation: &'a Generation,
+    /// A generation whose symbols of equal blobs can be copied instead of parsed.
+    pub previous: Option<&'a Generation>,
+    pub source: &'a dyn Source,
+    /// Documents whose stored text is not their own (a transform replaced it), sorted.
+    pub replaced: &'a [u32],
+    /// Every document's stored text may be a transform's: read them all from the source
+    /// (phase two of a generation whose phase one this process did not run).
+    pub all_from_source: bool,
+    pub threads: usize,
+}
+
+/// The definitions of every text document of a generation, in document order (documents
+/// without any left out), parsed on worker threads or copied from the previous generation
+/// for equal blobs. A file a grammar cannot handle has no symbols; a source that cannot give
+/// a replaced document's bytes fails the phase.
+pub(crate) fn extract_symbols(input: &SymbolInput<'_>) -> Result<DocSymbols, SearchError> {
+    let generation = input.generation;
+    // Symbols depend on the bytes and the grammar only: the same blob under a `.c` and a `.h`
+    // path is parsed twice.
+    type Reusable<'g> = (&'g SymbolTable, HashMap<(&'g str, Grammar), u32>);
+    let previous: Option<Reusable<'_>> = input.previous.and_then(|g| {
+        let table = g.symbols()?;
+        let ids = g
+            .docs
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.kind == DocKind::Text)
+            .filter_map(|(id, d)| {
+                Some(((d.blob_id.as_str(), Grammar::for_path(&d.path)?), id as u32))
+            })
+            .collect();
+        Some((table, ids))
+    });
+    let wanted: Vec<u32> = generation
+        .docs
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| d.kind == DocKind::Text && Grammar::for_path(&d.path).is_some())
+        .map(|(id, _)| id as u32)
+        .collect();
+    let next_chunk = AtomicUsize::new(0);
+    let cancel = AtomicBool::new(false);
+    let chunks = wanted.len().div_ceil(CHUNK);
+    let results: Vec<Result<DocSymbols, SearchError>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..input.threads.max(1))
+            .map(|_| {
+                let (wanted, next_chunk, cancel, previous) =
+                    (&wanted, &next_chunk, &cancel, &previous);
+                scope.spawn(move || {
+                    let mut extractor = Extractor::new();
+                    let mut out = Vec::new();
+                    loop {
+                        let chunk = next_chunk.fetch_add(1, Ordering::Relaxed);
+                        if chunk >= chunks || cancel.load(Ordering::Relaxed) {
+                            return Ok(out);
+                        }
+                        for &id in &wanted[chunk * CHUNK..((chunk + 1) * CHUNK).min(wanted.len())] {
+                            let doc = &generation.docs[id as usize];
+                            let own_text = !input.all_from_source
+                                && input.replaced.binary_search(&id).is_err();
+                            let grammar = Grammar::for_path(&doc.path);
+                            let copied = previous.as_ref().and_then(|(table, ids)| {
+                                let key = (doc.blob_id.as_str(), grammar?);
+                                let &old = ids.get(&key)?;
+                                let mut symbols = table.of_doc(old);
+                                if !own_text && let Some(g) = input.previous {
+                                    g.fill_signatures(old, &mut symbols);
+                                }
+                                Some(symbols)
+                            });
+                            let mut symbols = match copied {
+                                Some(symbols) => symbols,
+                                None => {
+                                    let own: Cow<'_, [u8]> = if input.all_from_source
+                                        || input.replaced.binary_search(&id).is_ok()
+                                    {
+                                        let entry = SourceEntry {
+                                            path: doc.path.clone(),
+                                            blob_id: doc.blob_id.clone(),
+                                            size: doc.size,
+                                        };
+                                        match input.source.read(&entry) {
+                                            Ok(bytes) => Cow::Owned(bytes),
+                                            Err(message) => {
+                                                cancel.store(true, Ordering::Relaxed);
+                                                return Err(SearchError::Source { message });
+                                            }
+                                        }
+                                    } else {
+                                        Cow::Borrowed(generation.text(doc))
+                                    };
+                                    parse_symbols(&mut extractor, &doc.path, &own)
+                                }
+                            };
+                            // A signature is a line of the file: when the content store holds
+                            // the file's own text, it is read from there instead of stored
+                            // twice (about half the table).
+                            if own_text {
+                                for symbol in &mut symbols {
+                                    symbol.signature.clear();
+                                }
+                            }
+                            if !symbols.is_empty() {
+                                out.push((id, symbols));
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| {
+                w.join().unwrap_or_else(|_| {
+                    Err(SearchError::Source {
+                        message: "a symbol extraction thread panicked".into(),
+                    })
+                })
+            })
+            .collect()
+    });
+    let mut all = Vec::new();
+    for result in results {
+        all.extend(result?);
+    }
+    all.sort_unstable_by_key(|(id, _)| *id);
+    Ok(all)
+}
+
+/// The definitions of one file (none for a language without a grammar; a grammar failure
+/// leaves the file without symbols, it never fails the build).
+fn parse_symbols(extractor: &mut Extractor, path: &str, bytes: &[u8]) -> Vec<Symbol> {
+    let Some(grammar) = Grammar::for_path(path) else {
+        return Vec::new();
+    };
+    extractor.extract(grammar, bytes).unwrap_or_else(|error| {
+        tracing::debug!(path, %error, "no symbols for a file");
+        Vec::new()
+    })
 }

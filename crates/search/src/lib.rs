@@ -193,6 +193,9 @@ pub struct BuildStats {
     pub generation: u64,
     /// Definitions in the generation's symbol table (issue 12).
     pub symbols: u64,
+    /// When the new generation began to answer searches (phase one); `elapsed` includes
+    /// phase two, the symbol table. Zero when nothing was published.
+    pub searchable_after: Duration,
 }
 
 /// The current generation of one repository.
@@ -722,12 +725,20 @@ impl Indexes {
             && current.meta.fingerprint == fingerprint
         {
             self.counters.builds_skipped.fetch_add(1, Ordering::Relaxed);
+            // Phase two did not finish for this generation (the process stopped, or writing
+            // failed): do it now. A transform may have shaped the stored texts.
+            let symbols = match current.symbols() {
+                Some(table) => table.len() as u64,
+                None => {
+                    self.symbols_phase(current, None, source, &[], !plugin_fingerprint.is_empty())
+                }
+            };
             return Ok(BuildStats {
                 documents: current.meta.documents,
                 reused: 0,
                 read: 0,
                 path_only: current.meta.path_only,
-                bytes: current.bytes_on_disk,
+                bytes: current.disk_bytes(),
                 content_bytes: current.meta.content_bytes,
                 corpus_bytes: current.meta.corpus_bytes,
                 elapsed: started.elapsed(),
@@ -737,7 +748,8 @@ impl Indexes {
                 skipped: 0,
                 transform_failures: 0,
                 failure_messages: Vec::new(),
-                symbols: current.symbols.len() as u64,
+                symbols,
+                searchable_after: Duration::ZERO,
             });
         }
         let mut entries = source
@@ -798,6 +810,10 @@ impl Indexes {
             // Deleted when the last search holding it finishes.
             old.retire();
         }
+        // Phase two: the generation answers searches already; `definitions` and `references`
+        // wait for its symbol table, `outline` parses meanwhile.
+        let searchable_after = started.elapsed();
+        let symbols = self.symbols_phase(&generation, reusable, source, &counts.replaced, false);
         self.counters.builds.fetch_add(1, Ordering::Relaxed);
         self.counters
             .documents_reused
@@ -810,7 +826,7 @@ impl Indexes {
             reused: counts.reused,
             read: counts.read,
             path_only: counts.path_only,
-            bytes: generation.bytes_on_disk,
+            bytes: generation.disk_bytes(),
             content_bytes: counts.content_bytes,
             corpus_bytes: counts.corpus_bytes,
             elapsed: started.elapsed(),
@@ -818,9 +834,41 @@ impl Indexes {
             generation: number,
             transformed: counts.transformed,
             skipped: counts.skipped,
-            symbols: counts.symbols,
+            symbols,
+            searchable_after,
             transform_failures: counts.transform_failures,
             failure_messages: counts.failure_messages,
+        })
+    }
+
+    /// Phase two of a build: extracts (or copies from `previous`) the definitions of every
+    /// text document and writes the symbol table beside the published generation. Answers
+    /// the symbols stored; a failure is logged and leaves the table to the next build.
+    fn symbols_phase(
+        &self,
+        generation: &Generation,
+        previous: Option<&Generation>,
+        source: &dyn Source,
+        replaced: &[u32],
+        all_from_source: bool,
+    ) -> u64 {
+        let input = build::SymbolInput {
+            generation,
+            previous,
+            source,
+            replaced,
+            all_from_source,
+            threads: self.threads.clamp(1, 2),
+        };
+        let written = build::extract_symbols(&input)
+            .and_then(|per_doc| generation.publish_symbols(&per_doc).map(|t| t.len() as u64));
+        written.unwrap_or_else(|error| {
+            tracing::warn!(
+                repo = %generation.meta.repo,
+                %error,
+                "the symbol table was not written: definitions and references wait for the next build"
+            );
+            0
         })
     }
 
@@ -879,7 +927,7 @@ impl Indexes {
             path_only: meta.path_only,
             content_bytes: meta.content_bytes,
             corpus_bytes: meta.corpus_bytes,
-            bytes_on_disk: generation.bytes_on_disk,
+            bytes_on_disk: generation.disk_bytes(),
             built_at: SystemTime::UNIX_EPOCH + Duration::from_millis(meta.built_at_unix_ms),
         })
     }
@@ -1021,7 +1069,9 @@ impl Indexes {
             truncated = run.more;
             for mut hit in run.lines {
                 if let Some(name) = references {
-                    hit.definition = generation.symbols.defines(hit.doc, hit.line, name);
+                    hit.definition = generation
+                        .symbols()
+                        .is_some_and(|table| table.defines(hit.doc, hit.line, name));
                 }
                 let ranked = Ranked::Line { repo: index, hit };
                 if hit.definition {
@@ -1058,6 +1108,11 @@ impl Indexes {
         let mut not_indexed = Vec::new();
         for name in names {
             match self.slot(name).and_then(|slot| slot.current()) {
+                // References need the symbol table (phase two of the build) to mark
+                // definitions: until it is there the repository counts as not indexed.
+                Some(generation) if references.is_some() && generation.symbols().is_none() => {
+                    not_indexed.push(name.to_owned());
+                }
                 Some(generation) => pinned.push((name.to_owned(), generation)),
                 None => not_indexed.push(name.to_owned()),
             }

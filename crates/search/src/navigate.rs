@@ -107,17 +107,20 @@ impl Indexes {
     }
 
     /// The outline of `path` in `repo`'s current generation: `None` when the repository is
-    /// not indexed, or the file is not a text document of it (absent, skipped by a
-    /// transform, binary, too large), so the caller parses it itself.
+    /// not indexed, its symbol table is still being written, or the file is not a text
+    /// document of it (absent, skipped by a transform, binary, too large), so the caller
+    /// parses it itself.
     pub fn outline(&self, repo: &str, path: &str) -> Option<IndexedOutline> {
         let generation = self.slot(repo)?.current()?;
         let (id, doc) = doc_by_path(&generation, path)?;
         if doc.kind != DocKind::Text {
             return None;
         }
+        let mut symbols = generation.symbols()?.of_doc(id);
+        generation.fill_signatures(id, &mut symbols);
         Some(IndexedOutline {
             commit: generation.meta.commit.clone(),
-            symbols: generation.symbols.of_doc(id),
+            symbols,
         })
     }
 
@@ -131,12 +134,23 @@ impl Indexes {
         check_symbol(&request.symbol)?;
         let filter = DocFilter::new(request.path.as_deref(), request.lang.as_deref())?;
         let limit = request.limit.clamp(1, MAX_DEFINITIONS);
-        let (pinned, not_indexed) = self.pinned(&request.repos);
+        let (mut pinned, mut not_indexed) = self.pinned(&request.repos);
+        // A generation whose symbol table is still being written counts as not indexed.
+        pinned.retain(|(repo, generation)| {
+            let ready = generation.symbols().is_some();
+            if !ready {
+                not_indexed.push(repo.clone());
+            }
+            ready
+        });
+        not_indexed.sort();
         let mut definitions = Vec::new();
         let mut total = 0u64;
         for (repo, generation) in &pinned {
-            let mut found: Vec<_> = generation
-                .symbols
+            let Some(table) = generation.symbols() else {
+                continue;
+            };
+            let mut found: Vec<_> = table
                 .named(&request.symbol)
                 .into_iter()
                 .filter(|s| {
@@ -148,11 +162,11 @@ impl Indexes {
                 .collect();
             total += found.len() as u64;
             found.truncate(limit.saturating_sub(definitions.len()));
-            for stored in found {
+            for mut stored in found {
+                generation.fill_signatures(stored.doc, std::slice::from_mut(&mut stored.symbol));
                 let path = generation.docs[stored.doc as usize].path.clone();
                 let parent_name = stored.symbol.parent.and_then(|p| {
-                    generation
-                        .symbols
+                    table
                         .of_doc(stored.doc)
                         .into_iter()
                         .nth(p as usize)

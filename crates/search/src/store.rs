@@ -8,12 +8,15 @@
 //! - `postings.bin`: `CSGP`, version u32, count u32, pad u32, then `count` records of 16 bytes
 //!   (trigram u32, documents u32, data offset u64) sorted by trigram (binary-searched in the
 //!   mmap), then the posting lists: document ids ascending, delta-encoded LEB128 varints;
-//! - `symbols.bin`: the definitions of each document (module `symtab`);
+//! - `symbols.bin`: the definitions of each document (module `symtab`), the one file added
+//!   after publication: phase two of a build writes it beside a generation that already
+//!   answers searches (temp file, then rename), and readers load it when they find it;
 //! - `meta.json`: repository, commit, fingerprint, counts, build time ([`Meta`]).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use memmap2::Mmap;
@@ -28,6 +31,8 @@ use crate::trigram::Trigram;
 pub(crate) const FORMAT_VERSION: u32 = 3;
 
 const DOCS_MAGIC: &[u8; 4] = b"CSGD";
+/// The symbol table's file in a generation directory.
+const SYMBOLS_FILE: &str = "symbols.bin";
 const POSTINGS_MAGIC: &[u8; 4] = b"CSGP";
 const POSTINGS_HEADER: usize = 16;
 const POSTINGS_RECORD: usize = 16;
@@ -93,9 +98,9 @@ pub(crate) struct Generation {
     pub docs: Vec<Doc>,
     content: Option<Mmap>,
     postings: Option<Mmap>,
-    /// The definitions of the documents (issue 12).
-    pub symbols: SymbolTable,
-    pub bytes_on_disk: u64,
+    /// The definitions of the documents (issue 12), once phase two of the build wrote them.
+    symbols: OnceLock<SymbolTable>,
+    bytes_on_disk: u64,
     obsolete: AtomicBool,
 }
 
@@ -209,12 +214,14 @@ fn parse_docs(bytes: &[u8]) -> Option<Vec<Doc>> {
     Some(docs)
 }
 
-/// Size of all files directly in `dir`.
+/// Size of all files directly in `dir` but the symbol table (which may come later, see
+/// [`Generation::disk_bytes`]).
 fn dir_bytes(dir: &Path) -> u64 {
     std::fs::read_dir(dir)
         .map(|entries| {
             entries
                 .filter_map(Result::ok)
+                .filter(|e| e.file_name() != SYMBOLS_FILE)
                 .filter_map(|e| e.metadata().ok())
                 .filter(|m| m.is_file())
                 .map(|m| m.len())
@@ -253,8 +260,6 @@ impl Generation {
         {
             return Err(corrupt(&meta, "bad posting lists"));
         }
-        let symbols = SymbolTable::load(map(&dir.join("symbols.bin"))?, docs.len())
-            .ok_or_else(|| corrupt(&meta, "bad symbol table"))?;
         let bytes_on_disk = dir_bytes(&dir);
         Ok(Generation {
             dir,
@@ -262,10 +267,84 @@ impl Generation {
             docs,
             content,
             postings,
-            symbols,
+            symbols: OnceLock::new(),
             bytes_on_disk,
             obsolete: AtomicBool::new(false),
         })
+    }
+
+    /// The symbol table, when phase two of the build has written it (by this process or
+    /// another); `None` while it is being extracted. A damaged table counts as absent (and
+    /// is logged): the next build of the same commit writes it again.
+    pub(crate) fn symbols(&self) -> Option<&SymbolTable> {
+        if let Some(table) = self.symbols.get() {
+            return Some(table);
+        }
+        let path = self.dir.join(SYMBOLS_FILE);
+        let mapped = match std::fs::metadata(&path) {
+            Ok(_) => map(&path).ok()?,
+            Err(_) => return None,
+        };
+        match SymbolTable::load(mapped, self.docs.len()) {
+            Some(table) => Some(self.symbols.get_or_init(|| table)),
+            None => {
+                tracing::warn!(repo = %self.meta.repo, "ignoring a damaged symbol table");
+                None
+            }
+        }
+    }
+
+    /// Writes the symbol table beside this published generation (temp file, then rename)
+    /// and makes it current here.
+    pub(crate) fn publish_symbols(
+        &self,
+        per_doc: &[(u32, Vec<symbols::Symbol>)],
+    ) -> Result<&SymbolTable, SearchError> {
+        let temp = self
+            .dir
+            .join(format!("{SYMBOLS_FILE}.tmp-{}", std::process::id()));
+        let written = crate::symtab::write(&temp, self.docs.len(), per_doc).and_then(|()| {
+            std::fs::rename(&temp, self.dir.join(SYMBOLS_FILE))
+                .map_err(|e| SearchError::io("publishing the symbol table", e))
+        });
+        if let Err(error) = written {
+            let _ = std::fs::remove_file(&temp);
+            return Err(error);
+        }
+        self.symbols()
+            .ok_or_else(|| corrupt(&self.meta, "the symbol table just written does not load"))
+    }
+
+    /// Fills the signatures the symbol table left to the content store (empty ones: the
+    /// document's stored text is its own) from the name's line.
+    pub(crate) fn fill_signatures(&self, doc: u32, symbols: &mut [symbols::Symbol]) {
+        if symbols.iter().all(|s| !s.signature.is_empty()) {
+            return;
+        }
+        let Some(doc) = self.docs.get(doc as usize) else {
+            return;
+        };
+        let text = self.text(doc);
+        // Line starts up to the last line asked for, found once for the whole file.
+        let last = symbols.iter().map(|s| s.line).max().unwrap_or(0) as usize;
+        let mut starts = Vec::with_capacity(last + 1);
+        starts.push(0);
+        starts.extend(memchr::memchr_iter(b'\n', text).take(last).map(|at| at + 1));
+        for symbol in symbols.iter_mut().filter(|s| s.signature.is_empty()) {
+            let index = symbol.line.saturating_sub(1) as usize;
+            let Some(&start) = starts.get(index) else {
+                continue;
+            };
+            let end = starts
+                .get(index + 1)
+                .map_or(text.len(), |next| next.saturating_sub(1));
+            symbol.signature = symbols::signature(text.get(start..end.max(start)).unwrap_or(&[]));
+        }
+    }
+
+    /// Bytes on disk, the symbol table included once it is there.
+    pub(crate) fn disk_bytes(&self) -> u64 {
+        self.bytes_on_disk + self.symbols().map_or(0, |t| t.file_len() as u64)
     }
 
     /// Marks this generation for deletion once the last holder lets go.

@@ -288,6 +288,11 @@ impl SymbolTable {
     pub(crate) fn len(&self) -> usize {
         self.count
     }
+
+    /// Size of the table's file.
+    pub(crate) fn file_len(&self) -> usize {
+        self.bytes().len()
+    }
 }
 
 fn u16_at(bytes: &[u8], at: usize) -> Option<u16> {

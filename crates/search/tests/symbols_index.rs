@@ -185,7 +185,7 @@ fn references_are_word_occurrences_with_definitions_first() {
     ));
 }
 
-/// A source whose transform skips one file.
+/// A source whose transform skips `app.py` and replaces the indexed text of `src/lib.rs`.
 struct Skipping(GitSource);
 
 impl Source for Skipping {
@@ -196,10 +196,13 @@ impl Source for Skipping {
         self.0.read(entry)
     }
     fn transform(&self, entry: &SourceEntry, _text: &str) -> Result<Transform, String> {
-        Ok(if entry.path == "app.py" {
-            Transform::Skip
-        } else {
-            Transform::Keep
+        Ok(match entry.path.as_str() {
+            "app.py" => Transform::Skip,
+            "src/lib.rs" => Transform::Replace {
+                text: Some("replaced text\n".into()),
+                lang: search::DocLang::FromPath,
+            },
+            _ => Transform::Keep,
         })
     }
     fn plugin_fingerprint(&self) -> String {
@@ -244,4 +247,80 @@ fn reused_documents_keep_their_symbols_and_skipped_files_have_none() {
     assert_eq!(stats.skipped, 1);
     assert!(definitions(&indexes, "parse", Some("python")).is_empty());
     assert!(indexes.outline("o/r", "app.py").is_none());
+    // Symbols come from the file's own bytes, not from the text a transform indexed.
+    assert_eq!(
+        indexes.outline("o/r", "src/lib.rs").unwrap().symbols.len(),
+        4
+    );
+    assert!(search_hits(&indexes, "replaced"));
+}
+
+/// Phase two of a build (the symbol table) may not have finished: a generation without its
+/// table still answers searches, reports itself not indexed for definitions and references,
+/// and the next build of the same commit writes the table, which another process sharing
+/// the directory then finds without reloading the generation.
+#[test]
+fn a_missing_symbol_table_is_written_by_the_next_build_and_seen_by_other_processes() {
+    let repo = testgit::SourceRepo::with_files(&[("src/lib.rs", LIB), ("NOTES.md", NOTES)]);
+    let head = repo.head();
+    let (_tmp, dir) = index_dir();
+    let source = GitSource::new(repo.path(), &head);
+    drop(build(&source, &dir, &head));
+    let tables: Vec<_> = walk(&dir)
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n == "symbols.bin"))
+        .collect();
+    assert_eq!(tables.len(), 1, "{tables:?}");
+    std::fs::remove_file(&tables[0]).unwrap();
+
+    let other = Indexes::open(dir.clone(), IndexConfig::default()).unwrap();
+    let found = other
+        .definitions(&DefinitionsRequest {
+            symbol: "parse".into(),
+            repos: vec!["o/r".into()],
+            ..DefinitionsRequest::default()
+        })
+        .unwrap();
+    assert!(found.definitions.is_empty());
+    assert_eq!(found.not_indexed, ["o/r"]);
+    assert!(other.outline("o/r", "src/lib.rs").is_none());
+    let refs = other
+        .references("parse", &request("o/r", "", false, false))
+        .unwrap();
+    assert_eq!(refs.not_indexed, ["o/r"]);
+    // Search does not wait for symbols.
+    assert!(
+        !other
+            .search(&request("o/r", "parse", false, true))
+            .unwrap()
+            .repos
+            .is_empty()
+    );
+
+    let builder = Indexes::open(dir.clone(), IndexConfig::default()).unwrap();
+    let stats = builder.build("o/r", &head, &source, &mut |_| {}).unwrap();
+    assert!(stats.skipped_same);
+    assert_eq!(stats.symbols, 4);
+    assert_eq!(definitions(&other, "parse", None).len(), 2);
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+fn search_hits(indexes: &Indexes, text: &str) -> bool {
+    !indexes
+        .search(&request("o/r", text, false, true))
+        .unwrap()
+        .repos
+        .is_empty()
 }

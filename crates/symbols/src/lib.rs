@@ -380,7 +380,9 @@ impl LineStarts {
     }
 }
 
-fn signature(line: &[u8]) -> String {
+/// The signature shown for a definition whose name is on `line` (without its line break):
+/// the line trimmed, cut at [`MAX_SIGNATURE_BYTES`] on a character boundary.
+pub fn signature(line: &[u8]) -> String {
     let text = String::from_utf8_lossy(line);
     let text = text.trim();
     text[..text.floor_char_boundary(MAX_SIGNATURE_BYTES)].to_owned()
