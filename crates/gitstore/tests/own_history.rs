@@ -132,7 +132,8 @@ fn history_tools_agree_with_git_on_this_repository() {
         // A line that occurs more than once in the file (a blank line, a closing brace) may
         // align with another of its copies: git's xdiff and imara-diff choose among equally
         // good alignments differently. Lines that occur once must be blamed alike.
-        let text = std::fs::read_to_string(checkout().join(file)).unwrap_or_default();
+        // The file at the blamed commit, not the working tree's (which may have edits).
+        let text = git(&["show", &format!("{head}:{file}")]).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         let unique = |i: usize| lines.iter().filter(|l| **l == lines[i]).count() == 1;
         let differing: Vec<(usize, &String, &String)> = ours

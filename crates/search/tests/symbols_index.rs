@@ -324,3 +324,58 @@ fn search_hits(indexes: &Indexes, text: &str) -> bool {
         .repos
         .is_empty()
 }
+
+/// `definitions` on the committed samples of the `symbols` crate, one file per grammar,
+/// against hand-checked answers: every definition of `area` and of `Point`.
+#[test]
+fn definitions_in_every_language() {
+    let samples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../symbols/tests/samples");
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(&samples).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        files.push((name, std::fs::read(&path).unwrap()));
+    }
+    let borrowed: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(n, b)| (n.as_str(), b.as_slice()))
+        .collect();
+    let repo = testgit::SourceRepo::with_files(&borrowed);
+    let head = repo.head();
+    let (_tmp, dir) = index_dir();
+    let indexes = build(&GitSource::new(repo.path(), &head), &dir, &head);
+    let rows = |symbol: &str| -> Vec<String> {
+        definitions(&indexes, symbol, None)
+            .into_iter()
+            .map(|(path, line, kind)| format!("{path}:{line} {}", kind.as_str()))
+            .collect()
+    };
+    assert_eq!(
+        rows("area"),
+        [
+            "sample.c:9 function",
+            "sample.c:11 function",
+            "sample.cpp:5 method",
+            "sample.java:4 method",
+            "sample.java:14 method",
+            "sample.js:6 method",
+            "sample.py:8 method",
+            "sample.rs:17 method",
+            "sample.ts:2 method",
+            "sample.ts:10 method",
+        ]
+    );
+    assert_eq!(
+        rows("Point"),
+        [
+            "sample.cpp:3 class",
+            "sample.go:5 type",
+            "sample.java:7 class",
+            "sample.java:10 method",
+            "sample.js:1 class",
+            "sample.py:4 class",
+            "sample.rs:4 class",
+            "sample.ts:9 class",
+        ]
+    );
+}

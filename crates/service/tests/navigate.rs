@@ -356,3 +356,71 @@ fn service_store_private(source: &SourceRepo) -> gitstore::GitStore {
         .unwrap();
     store
 }
+
+/// G-5, G-8: a commit that left retention is never answered: `outline` refuses it as `read`
+/// does, and `definitions`/`references` report an index whose commit left retention as not
+/// indexed until the repository is indexed again.
+#[tokio::test]
+async fn navigation_answers_only_retained_commits() {
+    let source = SourceRepo::with_files(&[("base.md", b"base\n")]);
+    source.commit(
+        &[("lib.py", b"def kept():\n    pass\n")],
+        "the indexed head",
+    );
+    let old = source.head();
+    let clock = gitstore::ManualClock::new(std::time::SystemTime::now());
+    let store = source.store_with_clock(REPO, "", std::sync::Arc::new(clock.clone()));
+    let service = Service::new(store, ServiceConfig::default());
+    service.index(REPO.into(), |_| {}).await.unwrap();
+
+    // A force-push leaves the indexed head unreachable; the window then passes.
+    source.git(&["reset", "-q", "--hard", "HEAD~1"]);
+    let new = source.commit(&[("lib.py", b"def rewritten():\n    pass\n")], "rewritten");
+    service.sync(REPO.into()).await.unwrap();
+    clock.advance(gitstore::DEFAULT_RETENTION + std::time::Duration::from_secs(86_400));
+
+    let outline = service
+        .outline(&ctx(), outline_request("lib.py", Some(&old)))
+        .await
+        .unwrap_err();
+    let read = service
+        .read(
+            &ctx(),
+            service::ReadRequest {
+                repo: REPO.into(),
+                revision: Some(old.clone()),
+                path: "lib.py".into(),
+                start_line: None,
+                end_line: None,
+                plugins: Some(Vec::new()),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!((outline.kind, &outline.message), (read.kind, &read.message));
+    let stale = service
+        .definitions(
+            &ctx(),
+            DefinitionsRequest {
+                symbol: "kept".into(),
+                ..DefinitionsRequest::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(stale.definitions.is_empty());
+    assert_eq!(stale.not_indexed, [REPO]);
+
+    service.index(REPO.into(), |_| {}).await.unwrap();
+    let fresh = service
+        .definitions(
+            &ctx(),
+            DefinitionsRequest {
+                symbol: "rewritten".into(),
+                ..DefinitionsRequest::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(fresh.definitions[0].commit, new);
+}
