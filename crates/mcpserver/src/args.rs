@@ -251,7 +251,7 @@ pub(crate) struct DefinitionsArgs {
     /// Only paths matching this glob, e.g. `src/**/*.rs`.
     #[serde(default)]
     pub path: Option<String>,
-    /// Most definitions to answer, 1 to 500. Default 50.
+    /// Most definitions to answer: default 50, at most 500.
     #[serde(default)]
     #[schemars(range(min = 1, max = 500))]
     pub limit: Option<usize>,

@@ -167,7 +167,7 @@ mod tests {
             Ok::<_, McpError>(())
         });
         let client = ().serve(client_io).await.unwrap();
-        assert_eq!(client.list_all_tools().await.unwrap().len(), 13);
+        assert_eq!(client.list_all_tools().await.unwrap().len(), 16);
         let result = client
             .call_tool(CallToolRequestParams::new("discovery"))
             .await

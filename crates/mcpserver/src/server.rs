@@ -946,6 +946,14 @@ mod tests {
             let builtin = catalogue.tools().iter().any(|t| t.name == name);
             assert!(builtin || name == "prepare", "{name}");
         }
+        // And the other way round: no preset may shadow a built-in tool.
+        for tool in catalogue.tools() {
+            assert!(
+                pyplugin::RESERVED_TOOL_NAMES.contains(&tool.name.as_ref()),
+                "{} is not reserved",
+                tool.name
+            );
+        }
     }
 
     #[test]

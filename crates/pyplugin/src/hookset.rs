@@ -144,7 +144,7 @@ pub const REQUIRES: &str = "REQUIRES";
 
 /// Tools a `TOOL_PRESETS` entry may build on, with their argument names. `mcpserver` checks in
 /// a test that these agree with its tool schemas.
-pub const PRESETABLE_TOOLS: [(&str, &[&str]); 7] = [
+pub const PRESETABLE_TOOLS: [(&str, &[&str]); 14] = [
     (
         "read",
         &[
@@ -174,10 +174,28 @@ pub const PRESETABLE_TOOLS: [(&str, &[&str]); 7] = [
     ("resolve", &["repo", "revision"]),
     ("discovery", &[]),
     ("availability", &["repo", "revision", "include_plugins"]),
+    ("log", &["repo", "revision", "path", "limit", "cursor"]),
+    ("commit", &["repo", "revision"]),
+    ("diff", &["repo", "base", "head", "path", "cursor"]),
+    (
+        "blame",
+        &["repo", "revision", "path", "start_line", "end_line"],
+    ),
+    ("outline", &["repo", "revision", "path", "cursor"]),
+    (
+        "definitions",
+        &["symbol", "repo", "revision", "lang", "path", "limit"],
+    ),
+    (
+        "references",
+        &[
+            "symbol", "repo", "revision", "lang", "path", "limit", "cursor",
+        ],
+    ),
 ];
 
 /// Names a preset may not take: the built-in tools, including the plugin tools.
-pub const RESERVED_TOOL_NAMES: [&str; 10] = [
+pub const RESERVED_TOOL_NAMES: [&str; 17] = [
     "read",
     "read_many",
     "search",
@@ -185,6 +203,13 @@ pub const RESERVED_TOOL_NAMES: [&str; 10] = [
     "resolve",
     "discovery",
     "availability",
+    "log",
+    "commit",
+    "diff",
+    "blame",
+    "outline",
+    "definitions",
+    "references",
     "prepare",
     "reload_plugins",
     "plugin_status",
