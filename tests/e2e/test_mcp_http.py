@@ -252,6 +252,32 @@ async def test_s1_s2_search_then_read_the_hit(server: Server, mode: str) -> None
         assert lines[5].startswith("NextCursor: ")
 
 
+@pytest.mark.parametrize("mode", MODES)
+async def test_navigation_definitions_outline_then_read(server: Server, mode: str) -> None:
+    """Issue 12: definitions names the full SHA and line range; outline agrees; read shows it."""
+    async with Client(server.endpoint, mode=mode) as client:
+        deadline = time.monotonic() + 60
+        while True:
+            result = await client.call_tool("definitions", {"symbol": "answer"})
+            assert result.is_error is False, texts(result)
+            found = texts(result)[0]
+            if "NotIndexed:" not in found:
+                break
+            assert time.monotonic() < deadline, f"never indexed: {found}"
+            await asyncio.sleep(0.2)
+        assert found == (
+            f"Symbol: answer\nDefinitions: 1\nShown: 1\n\nRepo: {server.repo}\nCommit: {server.commit}\n"
+            "src/lib.rs:1-3: function answer  pub fn answer() -> u32 {\n"
+        )
+        outline = texts(await client.call_tool("outline", {"repo": server.repo, "path": "src/lib.rs"}))[0]
+        assert outline.endswith("\n\n1-3 function answer  pub fn answer() -> u32 {\n"), outline
+        read = await client.call_tool(
+            "read",
+            {"repo": server.repo, "revision": server.commit, "path": "src/lib.rs", "start_line": 1, "end_line": 3},
+        )
+        assert texts(read)[0].endswith("\n\npub fn answer() -> u32 {\n    42\n}\n")
+
+
 async def test_s1_search_unknown_argument_is_invalid_params(server: Server) -> None:
     async with Client(server.endpoint, mode="legacy") as client:
         with pytest.raises(MCPError) as raised:
