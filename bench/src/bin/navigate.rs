@@ -307,9 +307,8 @@ fn symbols_bench(mb: u64, runs: usize) -> Result<bool> {
                 runtime.block_on(service.references(
                     &ctx,
                     service::ReferencesRequest {
-                        symbol: name.clone(),
-                        limit: Some(50),
-                        ..service::ReferencesRequest::default()
+                        query: definitions_request(name),
+                        cursor: None,
                     },
                 ))?;
                 refs.push(t.elapsed());
@@ -340,11 +339,11 @@ fn symbols_bench(mb: u64, runs: usize) -> Result<bool> {
     Ok(ok)
 }
 
-fn definitions_request(name: &str) -> service::DefinitionsRequest {
-    service::DefinitionsRequest {
+fn definitions_request(name: &str) -> service::SymbolQuery {
+    service::SymbolQuery {
         symbol: name.to_owned(),
         limit: Some(50),
-        ..service::DefinitionsRequest::default()
+        ..service::SymbolQuery::default()
     }
 }
 

@@ -319,7 +319,7 @@ async fn definitions(
     Ctx(ctx): Ctx,
     Args(a): Args<DefinitionsArgs>,
 ) -> Response {
-    let request = service::DefinitionsRequest {
+    let request = service::SymbolQuery {
         repo: a.repo,
         revision: a.revision,
         symbol: a.symbol,
@@ -337,12 +337,14 @@ async fn references(
     Args(a): Args<ReferencesArgs>,
 ) -> Response {
     let request = service::ReferencesRequest {
-        repo: a.repo,
-        revision: a.revision,
-        symbol: a.symbol,
-        lang: a.lang,
-        path: a.path,
-        limit: a.limit,
+        query: service::SymbolQuery {
+            repo: a.repo,
+            revision: a.revision,
+            symbol: a.symbol,
+            lang: a.lang,
+            path: a.path,
+            limit: a.limit,
+        },
         cursor: a.cursor,
     };
     answer(state.service.references(&ctx, request).await)

@@ -391,7 +391,7 @@ impl McpServer {
             }
             "definitions" => {
                 let a: DefinitionsArgs = args::parse(name, arguments)?;
-                let request = service::DefinitionsRequest {
+                let request = service::SymbolQuery {
                     repo: a.repo,
                     revision: a.revision,
                     symbol: a.symbol,
@@ -407,12 +407,14 @@ impl McpServer {
             "references" => {
                 let a: ReferencesArgs = args::parse(name, arguments)?;
                 let request = service::ReferencesRequest {
-                    repo: a.repo,
-                    revision: a.revision,
-                    symbol: a.symbol,
-                    lang: a.lang,
-                    path: a.path,
-                    limit: a.limit,
+                    query: service::SymbolQuery {
+                        repo: a.repo,
+                        revision: a.revision,
+                        symbol: a.symbol,
+                        lang: a.lang,
+                        path: a.path,
+                        limit: a.limit,
+                    },
                     cursor: a.cursor,
                 };
                 service

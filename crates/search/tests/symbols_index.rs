@@ -41,16 +41,22 @@ fn definitions(
         .collect()
 }
 
-#[test]
-fn outline_and_definitions_answer_from_the_generation() {
+/// The three sample files, indexed: (source, temp dir, indexes, head).
+fn indexed_sample() -> (testgit::SourceRepo, tempfile::TempDir, Indexes, String) {
     let repo = testgit::SourceRepo::with_files(&[
         ("src/lib.rs", LIB),
         ("app.py", APP),
         ("NOTES.md", NOTES),
     ]);
     let head = repo.head();
-    let (_tmp, dir) = index_dir();
+    let (tmp, dir) = index_dir();
     let indexes = build(&GitSource::new(repo.path(), &head), &dir, &head);
+    (repo, tmp, indexes, head)
+}
+
+#[test]
+fn outline_and_definitions_answer_from_the_generation() {
+    let (_repo, _tmp, indexes, head) = indexed_sample();
 
     let outline = indexes.outline("o/r", "src/lib.rs").unwrap();
     assert_eq!(outline.commit, head);
@@ -131,14 +137,7 @@ fn outline_and_definitions_answer_from_the_generation() {
 
 #[test]
 fn references_are_word_occurrences_with_definitions_first() {
-    let repo = testgit::SourceRepo::with_files(&[
-        ("src/lib.rs", LIB),
-        ("app.py", APP),
-        ("NOTES.md", NOTES),
-    ]);
-    let head = repo.head();
-    let (_tmp, dir) = index_dir();
-    let indexes = build(&GitSource::new(repo.path(), &head), &dir, &head);
+    let (_repo, _tmp, indexes, head) = indexed_sample();
     let mut page = request("o/r", "ignored", false, false);
     page.limit = 2;
     let mut all = Vec::new();

@@ -85,9 +85,10 @@ pub struct OutlineAnswer {
     pub next_cursor: Option<String>,
 }
 
-/// `definitions {repo?, revision?, symbol, lang?, path?, limit?}`.
+/// What `definitions {repo?, revision?, symbol, lang?, path?, limit?}` looks up, and
+/// `references` pages over.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DefinitionsRequest {
+pub struct SymbolQuery {
     /// One repository; `None`: every readable one.
     pub repo: Option<String>,
     /// Must name the indexed head of `repo` when given (the symbols are the index's).
@@ -130,13 +131,9 @@ pub struct DefinitionsAnswer {
 /// `references {repo?, revision?, symbol, lang?, path?, limit?, cursor?}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReferencesRequest {
-    pub repo: Option<String>,
-    /// As for [`DefinitionsRequest::revision`].
-    pub revision: Option<String>,
-    pub symbol: String,
-    pub lang: Option<String>,
-    pub path: Option<String>,
-    pub limit: Option<usize>,
+    /// `limit` is per page.
+    pub query: SymbolQuery,
+    /// The `next_cursor` of the previous page.
     pub cursor: Option<String>,
 }
 
@@ -304,7 +301,7 @@ impl Service {
     pub async fn definitions(
         &self,
         ctx: &CallContext,
-        req: DefinitionsRequest,
+        req: SymbolQuery,
     ) -> Result<DefinitionsAnswer, ServiceError> {
         let caller = ctx.caller.clone();
         let repo = req.repo.clone().map(|repo| self.unalias(repo));
@@ -361,6 +358,7 @@ impl Service {
         req: ReferencesRequest,
     ) -> Result<ReferencesAnswer, ServiceError> {
         let caller = ctx.caller.clone();
+        let ReferencesRequest { query: req, cursor } = req;
         let repo = req.repo.clone().map(|repo| self.unalias(repo));
         let slot = self.admit_search().await?;
         self.unlocked(move |inner| {
@@ -382,7 +380,7 @@ impl Service {
                 path: req.path,
                 lang: req.lang,
                 limit: req.limit.unwrap_or(DEFAULT_REFERENCES_LIMIT),
-                cursor: req.cursor,
+                cursor,
                 ..search::SearchRequest::default()
             };
             let results = indexes.references(&req.symbol, &request)?;

@@ -4,8 +4,8 @@
 //! reason, and paging.
 
 use service::{
-    CallContext, Caller, DefinitionsRequest, ErrorKind, OutlineRequest, ReferencesRequest, Service,
-    ServiceConfig,
+    CallContext, Caller, ErrorKind, OutlineRequest, ReferencesRequest, Service, ServiceConfig,
+    SymbolQuery,
 };
 use testgit::SourceRepo;
 
@@ -127,9 +127,9 @@ async fn definitions_and_references_answer_for_the_indexed_head() {
     let found = service
         .definitions(
             &ctx(),
-            DefinitionsRequest {
+            SymbolQuery {
                 symbol: "start".into(),
-                ..DefinitionsRequest::default()
+                ..SymbolQuery::default()
             },
         )
         .await
@@ -158,10 +158,13 @@ async fn definitions_and_references_answer_for_the_indexed_head() {
     assert_eq!(found.searched, [(REPO.to_owned(), first.clone())]);
 
     let mut request = ReferencesRequest {
-        repo: Some(REPO.into()),
-        symbol: "start".into(),
-        limit: Some(3),
-        ..ReferencesRequest::default()
+        query: SymbolQuery {
+            repo: Some(REPO.into()),
+            symbol: "start".into(),
+            limit: Some(3),
+            ..SymbolQuery::default()
+        },
+        cursor: None,
     };
     let mut all = Vec::new();
     loop {
@@ -196,11 +199,11 @@ async fn definitions_and_references_answer_for_the_indexed_head() {
     let error = service
         .definitions(
             &ctx(),
-            DefinitionsRequest {
+            SymbolQuery {
                 repo: Some(REPO.into()),
                 revision: Some("main".into()),
                 symbol: "start".into(),
-                ..DefinitionsRequest::default()
+                ..SymbolQuery::default()
             },
         )
         .await
@@ -215,11 +218,11 @@ async fn definitions_and_references_answer_for_the_indexed_head() {
     service
         .definitions(
             &ctx(),
-            DefinitionsRequest {
+            SymbolQuery {
                 repo: Some(REPO.into()),
                 revision: Some(first.clone()),
                 symbol: "start".into(),
-                ..DefinitionsRequest::default()
+                ..SymbolQuery::default()
             },
         )
         .await
@@ -228,9 +231,12 @@ async fn definitions_and_references_answer_for_the_indexed_head() {
         .references(
             &ctx(),
             ReferencesRequest {
-                revision: Some(first.clone()),
-                symbol: "start".into(),
-                ..ReferencesRequest::default()
+                query: SymbolQuery {
+                    revision: Some(first.clone()),
+                    symbol: "start".into(),
+                    ..SymbolQuery::default()
+                },
+                cursor: None,
             },
         )
         .await
@@ -244,9 +250,9 @@ async fn definitions_and_references_answer_for_the_indexed_head() {
         let error = service
             .definitions(
                 &ctx(),
-                DefinitionsRequest {
+                SymbolQuery {
                     symbol: bad.into(),
-                    ..DefinitionsRequest::default()
+                    ..SymbolQuery::default()
                 },
             )
             .await
@@ -272,9 +278,9 @@ async fn navigation_keeps_to_the_scope_and_to_access() {
     let found = service
         .definitions(
             &ctx(),
-            DefinitionsRequest {
+            SymbolQuery {
                 symbol: "Serve".into(),
-                ..DefinitionsRequest::default()
+                ..SymbolQuery::default()
             },
         )
         .await
@@ -324,10 +330,10 @@ async fn navigation_keeps_to_the_scope_and_to_access() {
     let error = service
         .definitions(
             &anonymous,
-            DefinitionsRequest {
+            SymbolQuery {
                 repo: Some(PRIVATE.into()),
                 symbol: "Serve".into(),
-                ..DefinitionsRequest::default()
+                ..SymbolQuery::default()
             },
         )
         .await
@@ -337,8 +343,11 @@ async fn navigation_keeps_to_the_scope_and_to_access() {
         .references(
             &anonymous,
             ReferencesRequest {
-                symbol: "Serve".into(),
-                ..ReferencesRequest::default()
+                query: SymbolQuery {
+                    symbol: "Serve".into(),
+                    ..SymbolQuery::default()
+                },
+                cursor: None,
             },
         )
         .await
@@ -401,9 +410,9 @@ async fn navigation_answers_only_retained_commits() {
     let stale = service
         .definitions(
             &ctx(),
-            DefinitionsRequest {
+            SymbolQuery {
                 symbol: "kept".into(),
-                ..DefinitionsRequest::default()
+                ..SymbolQuery::default()
             },
         )
         .await
@@ -415,9 +424,9 @@ async fn navigation_answers_only_retained_commits() {
     let fresh = service
         .definitions(
             &ctx(),
-            DefinitionsRequest {
+            SymbolQuery {
                 symbol: "rewritten".into(),
-                ..DefinitionsRequest::default()
+                ..SymbolQuery::default()
             },
         )
         .await
