@@ -303,6 +303,18 @@ impl Service {
         self.inner.stats.snapshot()
     }
 
+    /// Runs one base operation and counts it in the query statistics.
+    async fn recorded<T>(
+        &self,
+        op: fn(&stats::QueryStats) -> &stats::OpStats,
+        work: impl Future<Output = Result<T, ServiceError>>,
+    ) -> Result<T, ServiceError> {
+        let started = std::time::Instant::now();
+        let result = work.await;
+        op(&self.inner.stats).record(started, result.is_ok());
+        result
+    }
+
     /// Runs `work` on the blocking pool under the read side of the query lock.
     async fn blocking<T: Send + 'static>(
         &self,

@@ -229,69 +229,72 @@ impl Service {
         ctx: &CallContext,
         req: OutlineRequest,
     ) -> Result<OutlineAnswer, ServiceError> {
-        let caller = ctx.caller.clone();
-        self.blocking(move |inner| {
-            let (name, commit) = inner.resolve(&caller, &req.repo, req.revision.as_deref())?;
-            let lease = inner.store.lease(&name, &commit)?;
-            let path = RepoPath::parse(&req.path)?;
-            let offset = match &req.cursor {
-                Some(cursor) => decode_cursor(cursor, &commit)?,
-                None => 0,
-            };
-            // Read through the lease either way: it applies the registered scope and says
-            // what the path is (missing, a directory, binary) exactly as `read` does.
-            let text = lease.read_text(&path)?;
-            let grammar = symbols::Grammar::for_path(path.as_str());
-            let indexed = inner
-                .indexes
-                .as_ref()
-                .ok()
-                .and_then(|indexes| indexes.outline(name.as_str(), path.as_str()))
-                .filter(|outline| outline.commit == commit.to_string());
-            let (all, source) = match (indexed, grammar) {
-                (Some(outline), _) => (outline.symbols, "index"),
-                (None, None) => (Vec::new(), "parsed"),
-                (None, Some(grammar)) => {
-                    if text.as_str().len() > MAX_OUTLINE_BYTES {
-                        return Err(ServiceError::invalid(format!(
-                            "{path} is {} bytes, over the {MAX_OUTLINE_BYTES} bytes outline parses: read it by line ranges or search it",
-                            text.as_str().len()
-                        )));
+        self.recorded(|stats| &stats.outline, async move {
+            let caller = ctx.caller.clone();
+            self.blocking(move |inner| {
+                let (name, commit) = inner.resolve(&caller, &req.repo, req.revision.as_deref())?;
+                let lease = inner.store.lease(&name, &commit)?;
+                let path = RepoPath::parse(&req.path)?;
+                let offset = match &req.cursor {
+                    Some(cursor) => decode_cursor(cursor, &commit)?,
+                    None => 0,
+                };
+                // Read through the lease either way: it applies the registered scope and says
+                // what the path is (missing, a directory, binary) exactly as `read` does.
+                let text = lease.read_text(&path)?;
+                let grammar = symbols::Grammar::for_path(path.as_str());
+                let indexed = inner
+                    .indexes
+                    .as_ref()
+                    .ok()
+                    .and_then(|indexes| indexes.outline(name.as_str(), path.as_str()))
+                    .filter(|outline| outline.commit == commit.to_string());
+                let (all, source) = match (indexed, grammar) {
+                    (Some(outline), _) => (outline.symbols, "index"),
+                    (None, None) => (Vec::new(), "parsed"),
+                    (None, Some(grammar)) => {
+                        if text.as_str().len() > MAX_OUTLINE_BYTES {
+                            return Err(ServiceError::invalid(format!(
+                                "{path} is {} bytes, over the {MAX_OUTLINE_BYTES} bytes outline parses: read it by line ranges or search it",
+                                text.as_str().len()
+                            )));
+                        }
+                        let symbols = symbols::Extractor::new()
+                            .extract(grammar, text.as_str().as_bytes())
+                            .map_err(|error| {
+                                tracing::warn!(%error, "outline could not parse a file");
+                                ServiceError::internal(
+                                    "the file could not be parsed for its outline; read it instead",
+                                )
+                            })?;
+                        (symbols, "parsed")
                     }
-                    let symbols = symbols::Extractor::new()
-                        .extract(grammar, text.as_str().as_bytes())
-                        .map_err(|error| {
-                            tracing::warn!(%error, "outline could not parse a file");
-                            ServiceError::internal(
-                                "the file could not be parsed for its outline; read it instead",
-                            )
-                        })?;
-                    (symbols, "parsed")
+                };
+                let total = all.len();
+                if offset > total {
+                    return Err(ServiceError::invalid(format!(
+                        "the cursor is past the end of the outline ({total} symbols)"
+                    )));
                 }
-            };
-            let total = all.len();
-            if offset > total {
-                return Err(ServiceError::invalid(format!(
-                    "the cursor is past the end of the outline ({total} symbols)"
-                )));
-            }
-            let end = total.min(offset + MAX_OUTLINE_SYMBOLS);
-            Ok(OutlineAnswer {
-                repo: name.to_string(),
-                commit: commit.to_string(),
-                path: path.to_string(),
-                lang: grammar.map(symbols::Grammar::lang),
-                source,
-                offset,
-                symbols: all
-                    .into_iter()
-                    .skip(offset)
-                    .take(end - offset)
-                    .map(OutlineSymbol::from)
-                    .collect(),
-                total_symbols: total,
-                next_cursor: (end < total).then(|| encode_cursor(&commit, end)),
+                let end = total.min(offset + MAX_OUTLINE_SYMBOLS);
+                Ok(OutlineAnswer {
+                    repo: name.to_string(),
+                    commit: commit.to_string(),
+                    path: path.to_string(),
+                    lang: grammar.map(symbols::Grammar::lang),
+                    source,
+                    offset,
+                    symbols: all
+                        .into_iter()
+                        .skip(offset)
+                        .take(end - offset)
+                        .map(OutlineSymbol::from)
+                        .collect(),
+                    total_symbols: total,
+                    next_cursor: (end < total).then(|| encode_cursor(&commit, end)),
+                })
             })
+            .await
         })
         .await
     }
@@ -303,49 +306,52 @@ impl Service {
         ctx: &CallContext,
         req: SymbolQuery,
     ) -> Result<DefinitionsAnswer, ServiceError> {
-        let caller = ctx.caller.clone();
-        let repo = req.repo.clone().map(|repo| self.unalias(repo));
-        self.unlocked(move |inner| {
-            inner.check_indexed_revision(
-                &caller,
-                repo.as_deref(),
-                req.revision.as_deref(),
-                "definitions",
-            )?;
-            let indexes = inner.indexes()?;
-            let IndexedTargets {
-                repos,
-                leases,
-                stale,
-            } = inner.indexed_targets(&caller, repo.as_deref(), indexes)?;
-            let found = indexes.definitions(&search::DefinitionsRequest {
-                symbol: req.symbol.clone(),
-                repos,
-                path: req.path,
-                lang: req.lang,
-                limit: req.limit.unwrap_or(DEFAULT_DEFINITIONS_LIMIT),
-            })?;
-            drop(leases);
-            let mut not_indexed = found.not_indexed;
-            not_indexed.extend(stale);
-            not_indexed.sort();
-            Ok(DefinitionsAnswer {
-                symbol: req.symbol,
-                definitions: found
-                    .definitions
-                    .into_iter()
-                    .map(|d| DefinitionHit {
-                        repo: d.repo,
-                        commit: d.commit,
-                        path: d.path,
-                        symbol: d.symbol.into(),
-                        parent_name: d.parent_name,
-                    })
-                    .collect(),
-                total: found.total,
-                searched: found.searched,
-                not_indexed,
+        self.recorded(|stats| &stats.definitions, async move {
+            let caller = ctx.caller.clone();
+            let repo = req.repo.clone().map(|repo| self.unalias(repo));
+            self.unlocked(move |inner| {
+                inner.check_indexed_revision(
+                    &caller,
+                    repo.as_deref(),
+                    req.revision.as_deref(),
+                    "definitions",
+                )?;
+                let indexes = inner.indexes()?;
+                let IndexedTargets {
+                    repos,
+                    leases,
+                    stale,
+                } = inner.indexed_targets(&caller, repo.as_deref(), indexes)?;
+                let found = indexes.definitions(&search::DefinitionsRequest {
+                    symbol: req.symbol.clone(),
+                    repos,
+                    path: req.path,
+                    lang: req.lang,
+                    limit: req.limit.unwrap_or(DEFAULT_DEFINITIONS_LIMIT),
+                })?;
+                drop(leases);
+                let mut not_indexed = found.not_indexed;
+                not_indexed.extend(stale);
+                not_indexed.sort();
+                Ok(DefinitionsAnswer {
+                    symbol: req.symbol,
+                    definitions: found
+                        .definitions
+                        .into_iter()
+                        .map(|d| DefinitionHit {
+                            repo: d.repo,
+                            commit: d.commit,
+                            path: d.path,
+                            symbol: d.symbol.into(),
+                            parent_name: d.parent_name,
+                        })
+                        .collect(),
+                    total: found.total,
+                    searched: found.searched,
+                    not_indexed,
+                })
             })
+            .await
         })
         .await
     }
@@ -357,70 +363,73 @@ impl Service {
         ctx: &CallContext,
         req: ReferencesRequest,
     ) -> Result<ReferencesAnswer, ServiceError> {
-        let caller = ctx.caller.clone();
-        let ReferencesRequest { query: req, cursor } = req;
-        let repo = req.repo.clone().map(|repo| self.unalias(repo));
-        let slot = self.admit_search().await?;
-        self.unlocked(move |inner| {
-            let _slot = slot;
-            inner.check_indexed_revision(
-                &caller,
-                repo.as_deref(),
-                req.revision.as_deref(),
-                "references",
-            )?;
-            let indexes = inner.indexes()?;
-            let IndexedTargets {
-                repos,
-                leases,
-                stale,
-            } = inner.indexed_targets(&caller, repo.as_deref(), indexes)?;
-            let request = search::SearchRequest {
-                repos,
-                path: req.path,
-                lang: req.lang,
-                limit: req.limit.unwrap_or(DEFAULT_REFERENCES_LIMIT),
-                cursor,
-                ..search::SearchRequest::default()
-            };
-            let results = indexes.references(&req.symbol, &request)?;
-            drop(leases);
-            let mut not_indexed = results.not_indexed;
-            not_indexed.extend(stale);
-            not_indexed.sort();
-            Ok(ReferencesAnswer {
-                symbol: req.symbol,
-                repos: results
-                    .repos
-                    .into_iter()
-                    .map(|r| RepoReferences {
-                        repo: r.repo,
-                        commit: r.commit,
-                        references: r
-                            .hits
-                            .into_iter()
-                            .filter_map(|hit| match hit {
-                                search::Hit::Line {
-                                    path,
-                                    line,
-                                    snippet,
-                                    definition,
-                                } => Some(Reference {
-                                    path,
-                                    line,
-                                    snippet,
-                                    definition,
-                                }),
-                                search::Hit::FileName { .. } => None,
-                            })
-                            .collect(),
-                    })
-                    .collect(),
-                total: results.stats.total_hits,
-                truncated: results.stats.truncated,
-                next_cursor: results.next_cursor,
-                not_indexed,
+        self.recorded(|stats| &stats.references, async move {
+            let caller = ctx.caller.clone();
+            let ReferencesRequest { query: req, cursor } = req;
+            let repo = req.repo.clone().map(|repo| self.unalias(repo));
+            let slot = self.admit_search().await?;
+            self.unlocked(move |inner| {
+                let _slot = slot;
+                inner.check_indexed_revision(
+                    &caller,
+                    repo.as_deref(),
+                    req.revision.as_deref(),
+                    "references",
+                )?;
+                let indexes = inner.indexes()?;
+                let IndexedTargets {
+                    repos,
+                    leases,
+                    stale,
+                } = inner.indexed_targets(&caller, repo.as_deref(), indexes)?;
+                let request = search::SearchRequest {
+                    repos,
+                    path: req.path,
+                    lang: req.lang,
+                    limit: req.limit.unwrap_or(DEFAULT_REFERENCES_LIMIT),
+                    cursor,
+                    ..search::SearchRequest::default()
+                };
+                let results = indexes.references(&req.symbol, &request)?;
+                drop(leases);
+                let mut not_indexed = results.not_indexed;
+                not_indexed.extend(stale);
+                not_indexed.sort();
+                Ok(ReferencesAnswer {
+                    symbol: req.symbol,
+                    repos: results
+                        .repos
+                        .into_iter()
+                        .map(|r| RepoReferences {
+                            repo: r.repo,
+                            commit: r.commit,
+                            references: r
+                                .hits
+                                .into_iter()
+                                .filter_map(|hit| match hit {
+                                    search::Hit::Line {
+                                        path,
+                                        line,
+                                        snippet,
+                                        definition,
+                                    } => Some(Reference {
+                                        path,
+                                        line,
+                                        snippet,
+                                        definition,
+                                    }),
+                                    search::Hit::FileName { .. } => None,
+                                })
+                                .collect(),
+                        })
+                        .collect(),
+                    total: results.stats.total_hits,
+                    truncated: results.stats.truncated,
+                    next_cursor: results.next_cursor,
+                    not_indexed,
+                })
             })
+            .await
         })
         .await
     }

@@ -69,6 +69,13 @@ pub struct QueryStats {
     pub(crate) search: OpStats,
     pub(crate) list: OpStats,
     pub(crate) resolve: OpStats,
+    pub(crate) log: OpStats,
+    pub(crate) commit: OpStats,
+    pub(crate) diff: OpStats,
+    pub(crate) blame: OpStats,
+    pub(crate) outline: OpStats,
+    pub(crate) definitions: OpStats,
+    pub(crate) references: OpStats,
     /// W-38: plugin enrichment of a `read`/`read_many`, timed apart from the base read.
     pub(crate) enrichment: OpStats,
     /// Fetches of a repository (G-3), by any caller.
@@ -86,6 +93,13 @@ impl QueryStats {
             search: self.search.snapshot(),
             list: self.list.snapshot(),
             resolve: self.resolve.snapshot(),
+            log: self.log.snapshot(),
+            commit: self.commit.snapshot(),
+            diff: self.diff.snapshot(),
+            blame: self.blame.snapshot(),
+            outline: self.outline.snapshot(),
+            definitions: self.definitions.snapshot(),
+            references: self.references.snapshot(),
             enrichment: self.enrichment.snapshot(),
             sync: self.sync.snapshot(),
             index_build: self.index_build.snapshot(),
@@ -114,6 +128,13 @@ pub struct StatsSnapshot {
     pub search: OpSnapshot,
     pub list: OpSnapshot,
     pub resolve: OpSnapshot,
+    pub log: OpSnapshot,
+    pub commit: OpSnapshot,
+    pub diff: OpSnapshot,
+    pub blame: OpSnapshot,
+    pub outline: OpSnapshot,
+    pub definitions: OpSnapshot,
+    pub references: OpSnapshot,
     pub enrichment: OpSnapshot,
     pub sync: OpSnapshot,
     pub index_build: OpSnapshot,
@@ -122,13 +143,20 @@ pub struct StatsSnapshot {
 impl StatsSnapshot {
     /// The base operations by name, for exporters. Enrichment and maintenance are
     /// the other fields, never part of this list.
-    pub fn by_operation(&self) -> [(&'static str, OpSnapshot); 5] {
+    pub fn by_operation(&self) -> [(&'static str, OpSnapshot); 12] {
         [
             ("read", self.read),
             ("read_many", self.read_many),
             ("search", self.search),
             ("list", self.list),
             ("resolve", self.resolve),
+            ("log", self.log),
+            ("commit", self.commit),
+            ("diff", self.diff),
+            ("blame", self.blame),
+            ("outline", self.outline),
+            ("definitions", self.definitions),
+            ("references", self.references),
         ]
     }
 }

@@ -264,6 +264,11 @@ async fn definitions_and_references_answer_for_the_indexed_head() {
             error.message
         );
     }
+    // each call is counted under its operation, failures as errors.
+    let stats = service.stats();
+    assert_eq!((stats.definitions.calls, stats.definitions.errors), (5, 3));
+    assert_eq!(stats.references.errors, 1);
+    assert!(stats.references.calls >= 3);
 }
 
 #[tokio::test]
