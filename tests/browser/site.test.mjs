@@ -87,6 +87,8 @@ before(async () => {
   const guide = Array.from({ length: 12 }, (_, i) => `guide line ${i + 1}${i === 2 ? " <b>not bold</b>" : ""}`);
   writeFileSync(join(source, "docs/guide.md"), guide.join("\n") + "\n");
   writeFileSync(join(source, "README.md"), "# Handbook\n");
+  mkdirSync(join(source, "src"));
+  writeFileSync(join(source, "src/shop.py"), "class Shop:\n    def open(self):\n        return 1\n\n\ndef main():\n    Shop().open()\n");
   writeFileSync(join(source, "plugins/hostile.sourcegraph.wasm"), pluginModule("hostile", hostile));
   git(source, "init", "-q", "-b", "main");
   git(source, "add", ".");
@@ -143,6 +145,17 @@ test("repository → file → line anchor", async () => {
   const highlighted = await page.$$eval("tr.hl", (rows) => rows.map((r) => r.id));
   assert.deepEqual(highlighted, ["L2", "L3", "L4"]);
   await page.screenshot({ path: join(artifacts, "file-view.png"), fullPage: true });
+  await page.close();
+});
+
+test("a definition in the outline highlights its lines", async () => {
+  const page = await browser.newPage();
+  await page.goto(`${base}/sourcegraph/repos/${repo}/-/blob/HEAD/src/shop.py`);
+  assert.match(await page.textContent("details.outline summary"), /Outline \(3\)/);
+  await page.click('details.outline a:text-is("open")');
+  const highlighted = await page.$$eval("tr.hl", (rows) => rows.map((r) => r.id));
+  assert.deepEqual(highlighted, ["L2", "L3"]);
+  await page.screenshot({ path: join(artifacts, "outline.png"), fullPage: true });
   await page.close();
 });
 

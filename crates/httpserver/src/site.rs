@@ -14,8 +14,8 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 use service::{
-    AvailabilityRequest, CallContext, ErrorKind, ListRequest, ReadRequest, SearchRequest, Service,
-    ServiceError,
+    AvailabilityRequest, CallContext, ErrorKind, ListRequest, OutlineRequest, ReadRequest,
+    SearchRequest, Service, ServiceError,
 };
 use std::net::{IpAddr, SocketAddr};
 use website::{Chrome, FileView};
@@ -386,6 +386,21 @@ async fn file_view(
             Some(next) if next - first_line < PAGE_LINES => start = next,
             _ => break,
         }
+    }
+    // The outline is an aid: a file it cannot outline (too large, say) shows without one.
+    let outline = service
+        .outline(
+            ctx,
+            OutlineRequest {
+                repo: repo.to_owned(),
+                revision: Some(view.commit.clone()),
+                path: path.to_owned(),
+                cursor: None,
+            },
+        )
+        .await;
+    if let Ok(outline) = outline {
+        view.outline = outline.symbols;
     }
     Ok(view)
 }

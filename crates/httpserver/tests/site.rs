@@ -40,6 +40,10 @@ async fn site(public_read: bool, private: bool) -> Site {
             b"# Title\n<script>alert(2)</script>\nthird\n",
         ),
         ("plugins/hostile.sourcegraph.wasm", &plugin),
+        (
+            "src/shop.py",
+            b"class Shop:\n    def open(self):\n        return 1\n",
+        ),
     ]);
     let store = source.store(REPO, "");
     store
@@ -201,6 +205,25 @@ async fn w6_pages_escape_repository_text_under_a_strict_csp() {
     );
     assert!(!page.contains("<script>alert"), "{page}");
     assert!(page.contains("<tr id=\"L3\">"), "line anchors: {page}");
+    assert!(!page.contains("class=\"outline\""), "a Markdown file has no outline");
+
+    // Issue 12: a source file's outline links each definition to its line range.
+    let (status, page, _) = s
+        .get(
+            &mut jar,
+            &format!("/sourcegraph/repos/{REPO}/-/blob/HEAD/src/shop.py"),
+        )
+        .await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("Outline (2)"), "{page}");
+    assert!(
+        page.contains("<li class=\"depth-0\"><a href=\"#L1-L3\">Shop</a>"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<li class=\"depth-1\"><a href=\"#L2-L3\">open</a>"),
+        "{page}"
+    );
 
     let (status, page, _) = s
         .get(&mut jar, &format!("/sourcegraph/repos/{REPO}/-/plugins"))

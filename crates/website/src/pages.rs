@@ -4,8 +4,8 @@ use crate::paths::{blob_url, plugins_url, repo_url, tree_url};
 use crate::{CSS_PATH, Chrome, ClientConfig, JS_PATH};
 use maud::{DOCTYPE, Markup, html};
 use service::{
-    AvailabilityAnswer, EntryKind, ListAnswer, ListEntry, PluginDiscovery, PluginInfo, RepoSummary,
-    SearchAnswer, SearchRequest, TokenInfo, rfc3339,
+    AvailabilityAnswer, EntryKind, ListAnswer, ListEntry, OutlineSymbol, PluginDiscovery,
+    PluginInfo, RepoSummary, SearchAnswer, SearchRequest, TokenInfo, rfc3339,
 };
 
 /// The document around every page's content.
@@ -231,6 +231,44 @@ pub struct FileView {
     pub total_lines: u64,
     /// Where the next page starts, when the file goes on.
     pub next_start_line: Option<u64>,
+    /// The file's definitions (its outline), empty for a language without symbols.
+    pub outline: Vec<OutlineSymbol>,
+}
+
+/// Deepest nesting the outline indents.
+const MAX_OUTLINE_DEPTH: usize = 6;
+
+/// The outline beside a file: one link per definition to its line range, on this page or on
+/// the page it starts on. Names are repository data, shown as text.
+fn outline(view: &FileView, last: u64) -> Markup {
+    let mut depths: Vec<usize> = Vec::with_capacity(view.outline.len());
+    for symbol in &view.outline {
+        let depth = symbol
+            .parent
+            .and_then(|p| depths.get(p as usize))
+            .map_or(0, |d| (d + 1).min(MAX_OUTLINE_DEPTH));
+        depths.push(depth);
+    }
+    html! {
+        details.outline open {
+            summary { "Outline (" (view.outline.len()) ")" }
+            ul {
+                @for (symbol, depth) in view.outline.iter().zip(&depths) {
+                    @let anchor = format!("#L{}-L{}", symbol.start_line, symbol.end_line);
+                    @let on_page = u64::from(symbol.start_line) >= view.first_line
+                        && u64::from(symbol.start_line) < last;
+                    li class={ "depth-" (depth) } {
+                        @if on_page {
+                            a href=(anchor) { (symbol.name) }
+                        } @else {
+                            a href={ (blob_url(&view.repo, &view.commit, &view.path)) "?from=" (symbol.start_line) (anchor) } { (symbol.name) }
+                        }
+                        " " span.kind { (symbol.kind) }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// `/-/blob/<rev>/<path>`: the file with line numbers; `#L2` and `#L2-L4` anchors.
@@ -250,6 +288,7 @@ pub fn blob(chrome: &Chrome, view: &FileView) -> String {
                 " · "
                 a href=(blob_url(&view.repo, &view.commit, &view.path)) { "permalink" }
             }
+            @if !view.outline.is_empty() { (outline(view, last)) }
             table.code {
                 tbody {
                     @for (n, line) in (view.first_line..).zip(view.content.lines()) {
