@@ -333,6 +333,9 @@ async fn home(service: &Service, page: &Page, repo: &str) -> Result<String, Serv
     ))
 }
 
+/// Files longer than this show no outline: parsing one costs more than the page itself.
+const OUTLINE_MAX_LINES: u64 = 5_000;
+
 /// One page of a file: consecutive reads from `from` until the page is full.
 async fn file_view(
     service: &Service,
@@ -387,7 +390,11 @@ async fn file_view(
             _ => break,
         }
     }
-    // The outline is an aid: a file it cannot outline (too large, say) shows without one.
+    // The outline is an aid: a long file (which may need parsing, at a commit other than the
+    // indexed head) or one it cannot outline shows without one.
+    if view.total_lines > OUTLINE_MAX_LINES {
+        return Ok(view);
+    }
     let outline = service
         .outline(
             ctx,

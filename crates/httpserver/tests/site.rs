@@ -205,7 +205,10 @@ async fn w6_pages_escape_repository_text_under_a_strict_csp() {
     );
     assert!(!page.contains("<script>alert"), "{page}");
     assert!(page.contains("<tr id=\"L3\">"), "line anchors: {page}");
-    assert!(!page.contains("class=\"outline\""), "a Markdown file has no outline");
+    assert!(
+        !page.contains("class=\"outline\""),
+        "a Markdown file has no outline"
+    );
 
     // Issue 12: a source file's outline links each definition to its line range.
     let (status, page, _) = s
