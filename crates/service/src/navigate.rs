@@ -191,8 +191,21 @@ fn decode_cursor(cursor: &str, commit: &CommitId) -> Result<usize, ServiceError>
 }
 
 impl Inner {
-    /// With `revision`, checks that it names the indexed head of `repo` (symbols exist for
-    /// indexed heads only).
+    /// The indexes and the leased targets of a `definitions`/`references` call, after
+    /// checking that a `revision` names the indexed head of `repo` (symbols exist for indexed
+    /// heads only).
+    fn symbol_targets(
+        &self,
+        caller: &crate::Caller,
+        repo: Option<&str>,
+        revision: Option<&str>,
+        tool: &str,
+    ) -> Result<(&search::Indexes, IndexedTargets), ServiceError> {
+        self.check_indexed_revision(caller, repo, revision, tool)?;
+        let indexes = self.indexes()?;
+        Ok((indexes, self.indexed_targets(caller, repo, indexes)?))
+    }
+
     fn check_indexed_revision(
         &self,
         caller: &crate::Caller,
@@ -310,18 +323,17 @@ impl Service {
             let caller = ctx.caller.clone();
             let repo = req.repo.clone().map(|repo| self.unalias(repo));
             self.unlocked(move |inner| {
-                inner.check_indexed_revision(
+                let (indexes, targets) = inner.symbol_targets(
                     &caller,
                     repo.as_deref(),
                     req.revision.as_deref(),
                     "definitions",
                 )?;
-                let indexes = inner.indexes()?;
                 let IndexedTargets {
                     repos,
                     leases,
                     stale,
-                } = inner.indexed_targets(&caller, repo.as_deref(), indexes)?;
+                } = targets;
                 let found = indexes.definitions(&search::DefinitionsRequest {
                     symbol: req.symbol.clone(),
                     repos,
@@ -370,18 +382,17 @@ impl Service {
             let slot = self.admit_search().await?;
             self.unlocked(move |inner| {
                 let _slot = slot;
-                inner.check_indexed_revision(
+                let (indexes, targets) = inner.symbol_targets(
                     &caller,
                     repo.as_deref(),
                     req.revision.as_deref(),
                     "references",
                 )?;
-                let indexes = inner.indexes()?;
                 let IndexedTargets {
                     repos,
                     leases,
                     stale,
-                } = inner.indexed_targets(&caller, repo.as_deref(), indexes)?;
+                } = targets;
                 let request = search::SearchRequest {
                     repos,
                     path: req.path,
