@@ -316,6 +316,7 @@ fn partition(n: usize, before: impl Fn(usize) -> bool) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn symbol(name: &str, line: u32, parent: Option<u32>) -> Symbol {
         Symbol {
@@ -367,6 +368,64 @@ mod tests {
         assert!(table.defines(3, 7, "a"));
         assert!(!table.defines(3, 8, "a"));
         assert!(!table.defines(1, 3, "b"));
+    }
+
+    fn arbitrary_symbol(parents: u32) -> impl Strategy<Value = Symbol> {
+        (
+            0u8..10,
+            "[a-zA-Z_\\p{L}]{1,12}",
+            1u32..5000,
+            0u32..40,
+            proptest::option::of(0..parents.max(1)),
+            ".{0,60}",
+        )
+            .prop_map(move |(kind, name, line, span, parent, signature)| Symbol {
+                kind: SymbolKind::from_u8(kind),
+                name,
+                line,
+                start_line: line,
+                end_line: line + span,
+                parent: parent.filter(|_| parents > 0),
+                signature,
+            })
+    }
+
+    proptest! {
+        /// Whatever is written reads back the same, per document and by name.
+        #[test]
+        fn tables_round_trip(
+            docs in proptest::collection::vec(proptest::collection::vec(arbitrary_symbol(4), 0..6), 1..8),
+        ) {
+            let per_doc: Vec<(u32, Vec<Symbol>)> = docs
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| !s.is_empty())
+                .map(|(doc, symbols)| {
+                    // Parents point inside the document's own list.
+                    let n = symbols.len() as u32;
+                    let symbols = symbols
+                        .iter()
+                        .cloned()
+                        .map(|mut s| {
+                            s.parent = s.parent.map(|p| p % n);
+                            s
+                        })
+                        .collect();
+                    (doc as u32, symbols)
+                })
+                .collect();
+            let table = round_trip(docs.len(), &per_doc);
+            for (doc, symbols) in &per_doc {
+                prop_assert_eq!(&table.of_doc(*doc), symbols);
+                for symbol in symbols {
+                    let found = table.named(&symbol.name);
+                    prop_assert!(found.iter().any(|s| s.doc == *doc && &s.symbol == symbol));
+                    prop_assert!(table.defines(*doc, symbol.line, &symbol.name));
+                }
+            }
+            let total: usize = per_doc.iter().map(|(_, s)| s.len()).sum();
+            prop_assert_eq!(table.len(), total);
+        }
     }
 
     #[test]
