@@ -655,6 +655,7 @@ async fn navigation_json() {
     assert_eq!(body["symbols"][1]["name"], "open");
     assert_eq!(body["symbols"][1]["kind"], "method");
     assert_eq!(body["symbols"][1]["parent"], 0);
+    assert_eq!(body["symbols"][1]["depth"], 1);
     assert_eq!(
         (
             &body["symbols"][0]["start_line"],

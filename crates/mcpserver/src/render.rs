@@ -376,14 +376,8 @@ pub(crate) fn render_outline(answer: &OutlineAnswer) -> String {
         header(&mut out, "NextCursor", cursor);
     }
     out.push('\n');
-    // Depth by parent position in the whole outline: parents come before their children.
-    let mut depths: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
-    for (i, symbol) in answer.symbols.iter().enumerate() {
-        let position = (answer.offset + i) as u32;
-        let depth = symbol
-            .parent
-            .map_or(0, |p| depths.get(&p).map_or(1, |d| d + 1));
-        depths.insert(position, depth);
+    for entry in &answer.symbols {
+        let symbol = &entry.symbol;
         let _ = writeln!(
             out,
             "{:indent$}{}-{} {} {}  {}",
@@ -393,7 +387,7 @@ pub(crate) fn render_outline(answer: &OutlineAnswer) -> String {
             symbol.kind,
             header_value(&symbol.name),
             header_value(&symbol.signature),
-            indent = depth * 2
+            indent = entry.depth as usize * 2
         );
     }
     out

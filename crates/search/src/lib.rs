@@ -1026,6 +1026,28 @@ impl Indexes {
         result
     }
 
+    /// One generation per repository (sorted, deduplicated), held for a whole call, and the
+    /// repositories without one. With `need_symbols`, a generation whose symbol table is
+    /// still being written counts as not indexed.
+    fn pinned(
+        &self,
+        repos: &[String],
+        need_symbols: bool,
+    ) -> (Vec<(String, Arc<Generation>)>, Vec<String>) {
+        let names: BTreeSet<&str> = repos.iter().map(String::as_str).collect();
+        let mut pinned = Vec::new();
+        let mut not_indexed = Vec::new();
+        for name in names {
+            match self.slot(name).and_then(|slot| slot.current()) {
+                Some(generation) if !need_symbols || generation.symbols().is_some() => {
+                    pinned.push((name.to_owned(), generation));
+                }
+                Some(_) | None => not_indexed.push(name.to_owned()),
+            }
+        }
+        (pinned, not_indexed)
+    }
+
     /// Runs a compiled query over the pinned generations and ranks every hit collected: all
     /// file-name hits first, then line hits in repository, path and line order, until
     /// `max_hits`; then file names, definition-looking lines, the rest (each in that order).
@@ -1102,21 +1124,8 @@ impl Indexes {
         let compiled = query::compile(request)?;
         let limit = request.limit.clamp(1, MAX_LIMIT);
 
-        // Pin one generation per repository for the whole search.
-        let names: BTreeSet<&str> = request.repos.iter().map(String::as_str).collect();
-        let mut pinned: Vec<(String, Arc<Generation>)> = Vec::new();
-        let mut not_indexed = Vec::new();
-        for name in names {
-            match self.slot(name).and_then(|slot| slot.current()) {
-                // References need the symbol table (phase two of the build) to mark
-                // definitions: until it is there the repository counts as not indexed.
-                Some(generation) if references.is_some() && generation.symbols().is_none() => {
-                    not_indexed.push(name.to_owned());
-                }
-                Some(generation) => pinned.push((name.to_owned(), generation)),
-                None => not_indexed.push(name.to_owned()),
-            }
-        }
+        // References need the symbol table (phase two of the build) to mark definitions.
+        let (pinned, not_indexed) = self.pinned(&request.repos, references.is_some());
         let generations: Vec<(String, String, u64)> = pinned
             .iter()
             .map(|(name, g)| (name.clone(), g.meta.commit.clone(), g.meta.generation))

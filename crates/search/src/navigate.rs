@@ -2,9 +2,6 @@
 //! outline, where a name is defined, and where it occurs (a word-boundary search whose hits
 //! the symbol table marks as definitions).
 
-use std::collections::BTreeSet;
-use std::sync::Arc;
-
 use symbols::Symbol;
 
 use crate::query::DocFilter;
@@ -93,19 +90,6 @@ fn doc_by_path<'g>(generation: &'g Generation, path: &str) -> Option<(u32, &'g c
 }
 
 impl Indexes {
-    fn pinned(&self, repos: &[String]) -> (Vec<(String, Arc<Generation>)>, Vec<String>) {
-        let names: BTreeSet<&str> = repos.iter().map(String::as_str).collect();
-        let mut pinned = Vec::new();
-        let mut not_indexed = Vec::new();
-        for name in names {
-            match self.slot(name).and_then(|slot| slot.current()) {
-                Some(generation) => pinned.push((name.to_owned(), generation)),
-                None => not_indexed.push(name.to_owned()),
-            }
-        }
-        (pinned, not_indexed)
-    }
-
     /// The outline of `path` in `repo`'s current generation: `None` when the repository is
     /// not indexed, its symbol table is still being written, or the file is not a text
     /// document of it (absent, skipped by a transform, binary, too large), so the caller
@@ -134,16 +118,7 @@ impl Indexes {
         check_symbol(&request.symbol)?;
         let filter = DocFilter::new(request.path.as_deref(), request.lang.as_deref())?;
         let limit = request.limit.clamp(1, MAX_DEFINITIONS);
-        let (mut pinned, mut not_indexed) = self.pinned(&request.repos);
-        // A generation whose symbol table is still being written counts as not indexed.
-        pinned.retain(|(repo, generation)| {
-            let ready = generation.symbols().is_some();
-            if !ready {
-                not_indexed.push(repo.clone());
-            }
-            ready
-        });
-        not_indexed.sort();
+        let (pinned, not_indexed) = self.pinned(&request.repos, true);
         let mut definitions = Vec::new();
         let mut total = 0u64;
         for (repo, generation) in &pinned {
@@ -165,13 +140,10 @@ impl Indexes {
             for mut stored in found {
                 generation.fill_signatures(stored.doc, std::slice::from_mut(&mut stored.symbol));
                 let path = generation.docs[stored.doc as usize].path.clone();
-                let parent_name = stored.symbol.parent.and_then(|p| {
-                    table
-                        .of_doc(stored.doc)
-                        .into_iter()
-                        .nth(p as usize)
-                        .map(|s| s.name)
-                });
+                let parent_name = stored
+                    .symbol
+                    .parent
+                    .map(|p| table.name_in_doc(stored.doc, p));
                 definitions.push(Definition {
                     repo: repo.clone(),
                     commit: generation.meta.commit.clone(),

@@ -325,20 +325,9 @@ impl Generation {
             return;
         };
         let text = self.text(doc);
-        // Line starts up to the last line asked for, found once for the whole file.
-        let last = symbols.iter().map(|s| s.line).max().unwrap_or(0) as usize;
-        let mut starts = Vec::with_capacity(last + 1);
-        starts.push(0);
-        starts.extend(memchr::memchr_iter(b'\n', text).take(last).map(|at| at + 1));
+        let lines = symbols::LineStarts::new(text);
         for symbol in symbols.iter_mut().filter(|s| s.signature.is_empty()) {
-            let index = symbol.line.saturating_sub(1) as usize;
-            let Some(&start) = starts.get(index) else {
-                continue;
-            };
-            let end = starts
-                .get(index + 1)
-                .map_or(text.len(), |next| next.saturating_sub(1));
-            symbol.signature = symbols::signature(text.get(start..end.max(start)).unwrap_or(&[]));
+            symbol.signature = symbols::signature(lines.text(text, symbol.line));
         }
     }
 

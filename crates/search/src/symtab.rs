@@ -228,8 +228,7 @@ impl SymbolTable {
         self.text(self.u32_at(at + 20), usize::from(len))
     }
 
-    /// Symbol `number`, with its parent as a number relative to `base` (the first symbol of
-    /// its document).
+    /// Symbol `number`, its parent numbered within its document.
     fn record(&self, number: usize) -> Stored {
         let at = self.records_start() + number * RECORD;
         let bytes = self.bytes();
@@ -261,6 +260,16 @@ impl SymbolTable {
         (self.first_of(doc)..self.first_of(doc + 1))
             .map(|n| self.record(n).symbol)
             .collect()
+    }
+
+    /// The name of the `index`-th symbol of document `doc` (a [`Symbol::parent`]); empty
+    /// when there is none.
+    pub(crate) fn name_in_doc(&self, doc: u32, index: u32) -> String {
+        let number = self.first_of(doc as usize) + index as usize;
+        if number >= self.first_of(doc as usize + 1) {
+            return String::new();
+        }
+        String::from_utf8_lossy(self.name_of(number)).into_owned()
     }
 
     /// Every symbol named exactly `name`, in document and line order.

@@ -38,8 +38,8 @@ pub use index::{
 pub use model::*;
 pub use navigate::{
     DEFAULT_DEFINITIONS_LIMIT, DEFAULT_REFERENCES_LIMIT, DefinitionHit, DefinitionsAnswer,
-    MAX_OUTLINE_BYTES, MAX_OUTLINE_SYMBOLS, OutlineAnswer, OutlineRequest, OutlineSymbol,
-    Reference, ReferencesAnswer, ReferencesRequest, RepoReferences, SymbolQuery,
+    MAX_OUTLINE_BYTES, MAX_OUTLINE_SYMBOLS, OutlineAnswer, OutlineEntry, OutlineRequest,
+    OutlineSymbol, Reference, ReferencesAnswer, ReferencesRequest, RepoReferences, SymbolQuery,
 };
 pub use permissions::{AuthFailure, Caller, NewToken, Principal, TOKEN_NEEDED, TokenInfo};
 pub use prepare::{AddRepoAnswer, IndexReport, PrepareAction, PrepareAnswer, PrepareRequest};

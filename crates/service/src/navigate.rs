@@ -63,6 +63,29 @@ impl From<search::Symbol> for OutlineSymbol {
     }
 }
 
+/// One definition of an outline, with how deeply it is nested.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OutlineEntry {
+    #[serde(flatten)]
+    pub symbol: OutlineSymbol,
+    /// Enclosing definitions (0: top level), counted over the whole file, so a page that
+    /// starts inside a class indents as the first page would.
+    pub depth: u32,
+}
+
+/// Nesting depth of each symbol: parents come before their children.
+fn depths(symbols: &[search::Symbol]) -> Vec<u32> {
+    let mut depths: Vec<u32> = Vec::with_capacity(symbols.len());
+    for symbol in symbols {
+        let depth = symbol
+            .parent
+            .and_then(|p| depths.get(p as usize))
+            .map_or(0, |d| d + 1);
+        depths.push(depth);
+    }
+    depths
+}
+
 /// A file's outline, or one page of it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct OutlineAnswer {
@@ -78,7 +101,7 @@ pub struct OutlineAnswer {
     pub source: &'static str,
     /// Position of the first symbol shown in the whole outline.
     pub offset: usize,
-    pub symbols: Vec<OutlineSymbol>,
+    pub symbols: Vec<OutlineEntry>,
     /// Symbols of the whole file.
     pub total_symbols: usize,
     /// Pass it back as `cursor` for the rest; absent on the last page.
@@ -290,6 +313,7 @@ impl Service {
                     )));
                 }
                 let end = total.min(offset + MAX_OUTLINE_SYMBOLS);
+                let depths = depths(&all);
                 Ok(OutlineAnswer {
                     repo: name.to_string(),
                     commit: commit.to_string(),
@@ -299,9 +323,13 @@ impl Service {
                     offset,
                     symbols: all
                         .into_iter()
+                        .zip(depths)
                         .skip(offset)
                         .take(end - offset)
-                        .map(OutlineSymbol::from)
+                        .map(|(symbol, depth)| OutlineEntry {
+                            symbol: symbol.into(),
+                            depth,
+                        })
                         .collect(),
                     total_symbols: total,
                     next_cursor: (end < total).then(|| encode_cursor(&commit, end)),

@@ -31,7 +31,14 @@ fn names(answer: &service::OutlineAnswer) -> Vec<(String, &'static str, u32, u32
     answer
         .symbols
         .iter()
-        .map(|s| (s.name.clone(), s.kind, s.start_line, s.end_line))
+        .map(|e| {
+            (
+                e.symbol.name.clone(),
+                e.symbol.kind,
+                e.symbol.start_line,
+                e.symbol.end_line,
+            )
+        })
         .collect()
 }
 
@@ -66,7 +73,9 @@ async fn outline_from_the_index_and_parsed_at_another_commit() {
             ("start".to_owned(), "function", 7, 9),
         ]
     );
-    assert_eq!(at_head.symbols[2].parent, Some(1));
+    assert_eq!(at_head.symbols[2].symbol.parent, Some(1));
+    let depths: Vec<u32> = at_head.symbols.iter().map(|e| e.depth).collect();
+    assert_eq!(depths, [0, 0, 1, 0]);
 
     // A newer commit, not indexed: parsed for the call, pinned to its SHA.
     let second = source.commit(&[("src/lib.rs", LIB_V2)], "v2");

@@ -352,11 +352,13 @@ impl std::fmt::Debug for Extractor {
     }
 }
 
-/// Start offsets of a text's lines, to turn byte offsets into 1-based line numbers.
-struct LineStarts(Vec<usize>);
+/// Start offsets of a text's lines, to turn byte offsets into 1-based line numbers and
+/// line numbers into lines.
+pub struct LineStarts(Vec<usize>);
 
 impl LineStarts {
-    fn new(source: &[u8]) -> LineStarts {
+    /// The line starts of `source`.
+    pub fn new(source: &[u8]) -> LineStarts {
         let mut starts = Vec::with_capacity(source.len() / 32 + 1);
         starts.push(0);
         starts.extend(memchr::memchr_iter(b'\n', source).map(|at| at + 1));
@@ -364,12 +366,12 @@ impl LineStarts {
     }
 
     /// The 1-based line holding byte `at`.
-    fn line(&self, at: usize) -> u32 {
+    pub fn line(&self, at: usize) -> u32 {
         self.0.partition_point(|&start| start <= at) as u32
     }
 
-    /// The line (1-based) without its line break.
-    fn text<'a>(&self, source: &'a [u8], line: u32) -> &'a [u8] {
+    /// Line `line` (1-based) of `source` without its line break; empty past the end.
+    pub fn text<'a>(&self, source: &'a [u8], line: u32) -> &'a [u8] {
         let index = line.saturating_sub(1) as usize;
         let start = self.0.get(index).copied().unwrap_or(source.len());
         let end = self

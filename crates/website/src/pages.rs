@@ -4,7 +4,7 @@ use crate::paths::{blob_url, plugins_url, repo_url, tree_url};
 use crate::{CSS_PATH, Chrome, ClientConfig, JS_PATH};
 use maud::{DOCTYPE, Markup, html};
 use service::{
-    AvailabilityAnswer, EntryKind, ListAnswer, ListEntry, OutlineSymbol, PluginDiscovery,
+    AvailabilityAnswer, EntryKind, ListAnswer, ListEntry, OutlineEntry, PluginDiscovery,
     PluginInfo, RepoSummary, SearchAnswer, SearchRequest, TokenInfo, rfc3339,
 };
 
@@ -232,7 +232,7 @@ pub struct FileView {
     /// Where the next page starts, when the file goes on.
     pub next_start_line: Option<u64>,
     /// The file's definitions (its outline), empty for a language without symbols.
-    pub outline: Vec<OutlineSymbol>,
+    pub outline: Vec<OutlineEntry>,
 }
 
 /// Deepest nesting the outline indents.
@@ -241,19 +241,13 @@ const MAX_OUTLINE_DEPTH: usize = 6;
 /// The outline beside a file: one link per definition to its line range, on this page or on
 /// the page it starts on. Names are repository data, shown as text.
 fn outline(view: &FileView, last: u64) -> Markup {
-    let mut depths: Vec<usize> = Vec::with_capacity(view.outline.len());
-    for symbol in &view.outline {
-        let depth = symbol
-            .parent
-            .and_then(|p| depths.get(p as usize))
-            .map_or(0, |d| (d + 1).min(MAX_OUTLINE_DEPTH));
-        depths.push(depth);
-    }
     html! {
         details.outline open {
             summary { "Outline (" (view.outline.len()) ")" }
             ul {
-                @for (symbol, depth) in view.outline.iter().zip(&depths) {
+                @for entry in &view.outline {
+                    @let symbol = &entry.symbol;
+                    @let depth = (entry.depth as usize).min(MAX_OUTLINE_DEPTH);
                     @let anchor = format!("#L{}-L{}", symbol.start_line, symbol.end_line);
                     @let on_page = u64::from(symbol.start_line) >= view.first_line
                         && u64::from(symbol.start_line) < last;
