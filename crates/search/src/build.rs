@@ -390,9 +390,6 @@ pub(crate) struct SymbolInput<'a> {
 /// a replaced document's bytes fails the phase.
 pub(crate) fn extract_symbols(input: &SymbolInput<'_>) -> Result<DocSymbols, SearchError> {
     let generation = input.generation;
-    // Symbols depend on the bytes and the grammar only: the same blob under a `.c` and a `.h`
-    // path is parsed twice.
-    type Reusable<'g> = (&'g SymbolTable, HashMap<(&'g str, Grammar), u32>);
     let previous: Option<Reusable<'_>> = input.previous.and_then(|g| {
         let table = g.symbols()?;
         let ids = g
@@ -404,84 +401,41 @@ pub(crate) fn extract_symbols(input: &SymbolInput<'_>) -> Result<DocSymbols, Sea
                 Some(((d.blob_id.as_str(), Grammar::for_path(&d.path)?), id as u32))
             })
             .collect();
-        Some((table, ids))
+        Some((g, table, ids))
     });
-    let wanted: Vec<u32> = generation
+    let wanted: Vec<(u32, Grammar)> = generation
         .docs
         .iter()
         .enumerate()
-        .filter(|(_, d)| d.kind == DocKind::Text && Grammar::for_path(&d.path).is_some())
-        .map(|(id, _)| id as u32)
+        .filter(|(_, d)| d.kind == DocKind::Text)
+        .filter_map(|(id, d)| Some((id as u32, Grammar::for_path(&d.path)?)))
         .collect();
     let next_chunk = AtomicUsize::new(0);
     let cancel = AtomicBool::new(false);
     let chunks = wanted.len().div_ceil(CHUNK);
+    let work = || -> Result<DocSymbols, SearchError> {
+        let mut extractor = Extractor::new();
+        let mut out = Vec::new();
+        loop {
+            let chunk = next_chunk.fetch_add(1, Ordering::Relaxed);
+            if chunk >= chunks || cancel.load(Ordering::Relaxed) {
+                return Ok(out);
+            }
+            for &(id, grammar) in &wanted[chunk * CHUNK..((chunk + 1) * CHUNK).min(wanted.len())] {
+                match doc_symbols(input, previous.as_ref(), &mut extractor, id, grammar) {
+                    Ok(symbols) if symbols.is_empty() => {}
+                    Ok(symbols) => out.push((id, symbols)),
+                    Err(error) => {
+                        cancel.store(true, Ordering::Relaxed);
+                        return Err(error);
+                    }
+                }
+            }
+        }
+    };
     let results: Vec<Result<DocSymbols, SearchError>> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..input.threads.max(1))
-            .map(|_| {
-                let (wanted, next_chunk, cancel, previous) =
-                    (&wanted, &next_chunk, &cancel, &previous);
-                scope.spawn(move || {
-                    let mut extractor = Extractor::new();
-                    let mut out = Vec::new();
-                    loop {
-                        let chunk = next_chunk.fetch_add(1, Ordering::Relaxed);
-                        if chunk >= chunks || cancel.load(Ordering::Relaxed) {
-                            return Ok(out);
-                        }
-                        for &id in &wanted[chunk * CHUNK..((chunk + 1) * CHUNK).min(wanted.len())] {
-                            let doc = &generation.docs[id as usize];
-                            let own_text = !input.all_from_source
-                                && input.replaced.binary_search(&id).is_err();
-                            let grammar = Grammar::for_path(&doc.path);
-                            let copied = previous.as_ref().and_then(|(table, ids)| {
-                                let key = (doc.blob_id.as_str(), grammar?);
-                                let &old = ids.get(&key)?;
-                                let mut symbols = table.of_doc(old);
-                                if !own_text && let Some(g) = input.previous {
-                                    g.fill_signatures(old, &mut symbols);
-                                }
-                                Some(symbols)
-                            });
-                            let mut symbols = match copied {
-                                Some(symbols) => symbols,
-                                None => {
-                                    let own: Cow<'_, [u8]> = if input.all_from_source
-                                        || input.replaced.binary_search(&id).is_ok()
-                                    {
-                                        let entry = SourceEntry {
-                                            path: doc.path.clone(),
-                                            blob_id: doc.blob_id.clone(),
-                                            size: doc.size,
-                                        };
-                                        match input.source.read(&entry) {
-                                            Ok(bytes) => Cow::Owned(bytes),
-                                            Err(message) => {
-                                                cancel.store(true, Ordering::Relaxed);
-                                                return Err(SearchError::Source { message });
-                                            }
-                                        }
-                                    } else {
-                                        Cow::Borrowed(generation.text(doc))
-                                    };
-                                    parse_symbols(&mut extractor, &doc.path, &own)
-                                }
-                            };
-                            // A signature is a line of the file: when the content store holds
-                            // the file's own text, it is read from there instead of stored
-                            // twice (about half the table).
-                            if own_text {
-                                for symbol in &mut symbols {
-                                    symbol.signature.clear();
-                                }
-                            }
-                            if !symbols.is_empty() {
-                                out.push((id, symbols));
-                            }
-                        }
-                    }
-                })
-            })
+            .map(|_| scope.spawn(work))
             .collect();
         workers
             .into_iter()
@@ -502,12 +456,69 @@ pub(crate) fn extract_symbols(input: &SymbolInput<'_>) -> Result<DocSymbols, Sea
     Ok(all)
 }
 
-/// The definitions of one file (none for a language without a grammar; a grammar failure
-/// leaves the file without symbols, it never fails the build).
-fn parse_symbols(extractor: &mut Extractor, path: &str, bytes: &[u8]) -> Vec<Symbol> {
-    let Some(grammar) = Grammar::for_path(path) else {
-        return Vec::new();
+/// The previous generation, its symbol table and its text documents by (blob, grammar):
+/// symbols depend on the bytes and the grammar only, so the same blob under a `.c` and a
+/// `.h` path is parsed twice.
+type Reusable<'g> = (
+    &'g Generation,
+    &'g SymbolTable,
+    HashMap<(&'g str, Grammar), u32>,
+);
+
+/// The definitions of document `id`: copied from the previous table for an equal blob,
+/// else parsed from the file's own bytes (the content store's text, or the source's when a
+/// transform replaced it). A signature is a line of the file: when the content store holds
+/// the file's own text it is read from there, not stored twice (about half the table).
+fn doc_symbols(
+    input: &SymbolInput<'_>,
+    previous: Option<&Reusable<'_>>,
+    extractor: &mut Extractor,
+    id: u32,
+    grammar: Grammar,
+) -> Result<Vec<Symbol>, SearchError> {
+    let generation = input.generation;
+    let doc = &generation.docs[id as usize];
+    let own_text = !input.all_from_source && input.replaced.binary_search(&id).is_err();
+    let copied = previous.and_then(|(old_generation, table, ids)| {
+        let &old = ids.get(&(doc.blob_id.as_str(), grammar))?;
+        let mut symbols = table.of_doc(old);
+        if !own_text {
+            old_generation.fill_signatures(old, &mut symbols);
+        }
+        Some(symbols)
+    });
+    let mut symbols = match copied {
+        Some(symbols) => symbols,
+        None if own_text => parse_symbols(extractor, grammar, &doc.path, generation.text(doc)),
+        None => {
+            let entry = SourceEntry {
+                path: doc.path.clone(),
+                blob_id: doc.blob_id.clone(),
+                size: doc.size,
+            };
+            let bytes = input
+                .source
+                .read(&entry)
+                .map_err(|message| SearchError::Source { message })?;
+            parse_symbols(extractor, grammar, &doc.path, &bytes)
+        }
     };
+    if own_text {
+        for symbol in &mut symbols {
+            symbol.signature.clear();
+        }
+    }
+    Ok(symbols)
+}
+
+/// The definitions of one file; a grammar failure leaves the file without symbols, it never
+/// fails the build.
+fn parse_symbols(
+    extractor: &mut Extractor,
+    grammar: Grammar,
+    path: &str,
+    bytes: &[u8],
+) -> Vec<Symbol> {
     extractor.extract(grammar, bytes).unwrap_or_else(|error| {
         tracing::debug!(path, %error, "no symbols for a file");
         Vec::new()
