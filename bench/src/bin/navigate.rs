@@ -10,17 +10,13 @@
 //!    next to `git grep -n -w -F NAME` on the same commit (target: definitions < 10 ms p50).
 
 use anyhow::{Result, bail};
+use bench::percentile;
 use gitstore::{CommitId, RepoName, RepoPath};
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 const LINES: usize = 2_000;
 const COMMITS: usize = 300;
-
-fn percentile(times: &mut [Duration], p: f64) -> Duration {
-    times.sort();
-    times[((times.len() - 1) as f64 * p).round() as usize]
-}
 
 /// The value of `--flag N`, or `default`.
 fn flag(name: &str, default: u64) -> Result<u64> {

@@ -3,16 +3,13 @@
 //! same blob as the floor measured in the same run.
 
 use anyhow::{Context, Result, bail};
+use bench::percentile;
 use service::{Service, ServiceConfig};
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 const REPO: &str = "bench/site";
 const LINES: usize = 10_000;
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
 
 /// One HTTP/1.1 GET: the whole response.
 fn get(addr: &str, path: &str) -> Result<String> {
@@ -86,8 +83,6 @@ async fn main() -> Result<()> {
             bail!("git cat-file read {} bytes", out.stdout.len());
         }
     }
-    page_times.sort();
-    git_times.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!(
         "bench/site: file view of {LINES} lines ({} KiB, {} KiB of HTML), {runs} runs",
@@ -95,9 +90,15 @@ async fn main() -> Result<()> {
         page.len() / 1024
     );
     println!("                      p50        p99");
-    let (p50, p99) = (percentile(&page_times, 0.5), percentile(&page_times, 0.99));
+    let (p50, p99) = (
+        percentile(&mut page_times, 0.5),
+        percentile(&mut page_times, 0.99),
+    );
     println!("file view page   {:8.2} ms {:8.2} ms", ms(p50), ms(p99));
-    let (g50, g99) = (percentile(&git_times, 0.5), percentile(&git_times, 0.99));
+    let (g50, g99) = (
+        percentile(&mut git_times, 0.5),
+        percentile(&mut git_times, 0.99),
+    );
     println!(
         "git cat-file     {:8.2} ms {:8.2} ms   (ratio p50 {:.1}x)",
         ms(g50),
