@@ -123,6 +123,70 @@ impl Hook {
     }
 }
 
+/// The `on_search_results` payload in typed form: a search builds this instead of a
+/// [`Value`] tree, because the host converts it to Python objects directly, and only a hook
+/// that returns a result makes the tree exist at all. [`SearchPage::to_value`] is the payload
+/// as a hook sees it: `{"query", "caller", "hits": [{"repo", "commit", "path", "line",
+/// "snippet"}, ...]}`, the hits in page order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchPage {
+    /// The query as it ran (after `QUERY_ALIASES`).
+    pub query: String,
+    /// The caller, as P-11 lets plugins see it.
+    pub caller: Value,
+    /// The line hits, grouped by the repository and commit they were found in.
+    pub groups: Vec<PageGroup>,
+}
+
+/// The line hits of one repository at one commit, in [`SearchPage`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct PageGroup {
+    /// The repository name.
+    pub repo: String,
+    /// The commit searched (40 hex digits).
+    pub commit: String,
+    /// Its line hits, in page order.
+    pub lines: Vec<PageLine>,
+}
+
+/// One line hit of [`SearchPage`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct PageLine {
+    /// The file's path.
+    pub path: String,
+    /// The 1-based line number.
+    pub line: u64,
+    /// The line's text as the answer shows it.
+    pub snippet: String,
+}
+
+impl SearchPage {
+    /// How many line hits the page has.
+    pub fn len(&self) -> usize {
+        self.groups.iter().map(|g| g.lines.len()).sum()
+    }
+
+    /// Whether the page has no line hits.
+    pub fn is_empty(&self) -> bool {
+        self.groups.iter().all(|g| g.lines.is_empty())
+    }
+
+    /// The payload as plain data (what [`apply_in_place`] checks a hook's result against).
+    pub fn to_value(&self) -> Value {
+        let hits: Vec<Value> = self
+            .groups
+            .iter()
+            .flat_map(|group| {
+                group.lines.iter().map(|hit| {
+                    json!({"repo": group.repo, "commit": group.commit, "path": hit.path,
+                        "line": hit.line, "snippet": hit.snippet})
+                })
+            })
+            .collect();
+        json!({"query": self.query, "caller": self.caller, "hits": hits})
+    }
+}
+
 /// The `on_startup` payload (P-11: `secrets` holds booleans only).
 pub fn startup_payload(epoch: u64, files: &[String], settings: Value, secrets: Value) -> Value {
     json!({

@@ -12,9 +12,10 @@ use crate::hookset::{self, Applied, Hook, HookClass};
 use crate::names::{self, Binding};
 use crate::tables::{self, FileTables, Tables};
 use crate::{EpochData, Failure, FileStatus, HostConfig, HostError, MAX_FILE_BYTES, Outcome};
-use crate::{Rejection, startup_payload};
+use crate::{Rejection, SearchPage, startup_payload};
 use pyo3::exceptions::PyException;
 use pyo3::ffi;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyModule, PyString, PyTuple};
 use serde_json::{Map, Number, Value};
@@ -47,7 +48,7 @@ enum Work {
     Run {
         epoch: Arc<EpochData>,
         hook: Hook,
-        payload: Value,
+        payload: Payload,
         only: Option<usize>,
     },
     Release(u64),
@@ -56,8 +57,28 @@ enum Work {
 impl Work {
     fn into_payload(self) -> Option<Value> {
         match self {
-            Work::Run { payload, .. } => Some(payload),
+            Work::Run { mut payload, .. } => Some(payload.take_value()),
             Work::Load { .. } | Work::Release(_) => None,
+        }
+    }
+}
+
+/// What a run job hands the hooks.
+pub(crate) enum Payload {
+    /// Plain data, converted to Python objects as it is.
+    Value(Value),
+    /// A search page: converted to Python objects directly, and made a [`Value`] only when a
+    /// hook returns a result to check against it (a pipeline of hooks that all return None
+    /// never builds one).
+    Search(SearchPage),
+}
+
+impl Payload {
+    /// The plain-data payload, taken out (`Null` for a search page, which stays).
+    fn take_value(&mut self) -> Value {
+        match self {
+            Payload::Value(value) => std::mem::take(value),
+            Payload::Search(_) => Value::Null,
         }
     }
 }
@@ -276,7 +297,7 @@ impl Interpreter {
     }
 
     /// Runs `hook` over the epoch's files. The payload moves into the job: it is not copied.
-    pub(crate) async fn run(&self, epoch: Arc<EpochData>, hook: Hook, payload: Value) -> Outcome {
+    pub(crate) async fn run(&self, epoch: Arc<EpochData>, hook: Hook, payload: Payload) -> Outcome {
         match self.ask_spinning(epoch, hook, payload) {
             Ok(outcome) => outcome,
             Err(rx) => Self::outcome(rx.await),
@@ -291,7 +312,7 @@ impl Interpreter {
         &self,
         epoch: Arc<EpochData>,
         hook: Hook,
-        payload: Value,
+        payload: Payload,
     ) -> Result<Outcome, oneshot::Receiver<Reply>> {
         let (mut rx, idle) = self.ask_idle(Work::Run {
             epoch,
@@ -315,7 +336,7 @@ impl Interpreter {
         &self,
         epoch: Arc<EpochData>,
         hook: Hook,
-        payload: Value,
+        payload: Payload,
     ) -> Outcome {
         match self.ask_spinning(epoch, hook, payload) {
             Ok(outcome) => outcome,
@@ -334,7 +355,7 @@ impl Interpreter {
         let rx = self.ask(Work::Run {
             epoch: epoch.clone(),
             hook,
-            payload,
+            payload: Payload::Value(payload),
             only: Some(file),
         });
         match rx.blocking_recv() {
@@ -376,6 +397,8 @@ impl Interpreter {
         // thread keeps one thread state instead of creating and deleting one per job.
         Python::attach(|py| {
             while let Some(job) = py.detach(|| self.next_job()) {
+                // What the job leaves behind is freed after its caller has the answer.
+                let mut leftover = None;
                 let reply = match job {
                     Work::Load { config, epoch } => {
                         let (data, files) = self.load_epoch(py, &config, epoch);
@@ -390,13 +413,16 @@ impl Interpreter {
                     Work::Run {
                         epoch,
                         hook,
-                        payload,
+                        mut payload,
                         only,
                     } => {
                         let outcome = match epochs.get(&epoch.number) {
-                            Some(files) => self.pipeline(py, &epoch, files, hook, payload, only),
-                            None => Outcome::unchanged(payload),
+                            Some(files) => {
+                                self.pipeline(py, &epoch, files, hook, &mut payload, only)
+                            }
+                            None => Outcome::unchanged(payload.take_value()),
                         };
+                        leftover = Some(payload);
                         Some(Reply::Ran(outcome))
                     }
                     Work::Release(epoch) => {
@@ -414,6 +440,7 @@ impl Interpreter {
                 if let (Some(sender), Some(reply)) = (sender, reply) {
                     let _ = sender.send(reply);
                 }
+                drop(leftover);
             }
         });
     }
@@ -691,21 +718,27 @@ impl Interpreter {
             Value::Object(config.startup_settings.clone()),
             Value::Object(config.secrets.clone()),
         );
-        let _ = self.pipeline(py, data, files, Hook::Startup, payload, None);
+        let mut payload = Payload::Value(payload);
+        let _ = self.pipeline(py, data, files, Hook::Startup, &mut payload, None);
     }
 
     /// One hook over the epoch's files in order (P-6): each step gets a fresh copy of the
-    /// current payload (P-3); a failing or invalid step is skipped (P-5, P-10).
+    /// current payload (P-3); a failing or invalid step is skipped (P-5, P-10). For a search
+    /// page, `Outcome::value` stays `Null` until a hook returns a result.
     fn pipeline(
         &self,
         py: Python<'_>,
         epoch: &EpochData,
         files: &[PyFile],
         hook: Hook,
-        payload: Value,
+        payload: &mut Payload,
         only: Option<usize>,
     ) -> Outcome {
-        let mut outcome = Outcome::unchanged(payload);
+        let mut outcome = Outcome::unchanged(payload.take_value());
+        let mut page = match &*payload {
+            Payload::Search(page) => Some(page),
+            Payload::Value(_) => None,
+        };
         let mut converted: Option<Bound<'_, PyAny>> = None;
         let runs = |index: usize, file: &PyFile| {
             only.is_none_or(|only| only == index) && file.hooks.contains_key(&hook)
@@ -738,7 +771,11 @@ impl Interpreter {
             // it; each file gets fresh containers over it (`fresh_copy`), so no file sees
             // another's mutations, while the strings (immutable) are not copied again.
             if converted.is_none() {
-                converted = to_python(py, &outcome.value).ok();
+                converted = match page {
+                    Some(page) => page_to_python(py, page),
+                    None => to_python(py, &outcome.value),
+                }
+                .ok();
             }
             let argument = if Some(index) == last {
                 converted.take().map(Ok)
@@ -756,6 +793,9 @@ impl Interpreter {
             let error = match result {
                 Ok(None) => continue,
                 Ok(Some(returned)) => {
+                    if let Some(page) = page.take() {
+                        outcome.value = page.to_value();
+                    }
                     match hookset::apply_in_place(hook, &mut outcome.value, &returned) {
                         Ok(Applied::Same) => continue,
                         Ok(Applied::Changed) => {
@@ -940,6 +980,33 @@ fn to_python_with<'py, 'v>(
             dict.into_any()
         }
     })
+}
+
+/// A search page as the Python objects [`to_python`] would make of
+/// [`SearchPage::to_value`], built without that tree: the keys are interned and each group's
+/// repository and commit are one str shared by its hits.
+fn page_to_python<'py>(py: Python<'py>, page: &SearchPage) -> PyResult<Bound<'py, PyAny>> {
+    let hits = PyList::empty(py);
+    for group in &page.groups {
+        let repo = PyString::new(py, &group.repo);
+        let commit = PyString::new(py, &group.commit);
+        for hit in &group.lines {
+            // Keys in the order of the plain-data form (a sorted map), so either form reads
+            // the same to a hook that looks at the order.
+            let dict = PyDict::new(py);
+            dict.set_item(intern!(py, "commit"), &commit)?;
+            dict.set_item(intern!(py, "line"), hit.line)?;
+            dict.set_item(intern!(py, "path"), PyString::new(py, &hit.path))?;
+            dict.set_item(intern!(py, "repo"), &repo)?;
+            dict.set_item(intern!(py, "snippet"), PyString::new(py, &hit.snippet))?;
+            hits.append(dict)?;
+        }
+    }
+    let payload = PyDict::new(py);
+    payload.set_item(intern!(py, "caller"), to_python(py, &page.caller)?)?;
+    payload.set_item(intern!(py, "hits"), hits)?;
+    payload.set_item(intern!(py, "query"), PyString::new(py, &page.query))?;
+    Ok(payload.into_any())
 }
 
 /// A copy of a converted payload with new dicts and lists and the same immutable leaves (str,

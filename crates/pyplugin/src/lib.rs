@@ -26,8 +26,8 @@ mod tables;
 
 pub use hookset::{
     Applied, HOOKS_VERSION, HOST_CONTRACT_VERSION, Hook, HookClass, MAX_HIT_NOTE_CHARS,
-    MAX_NOTE_BYTES, MAX_NOTES, PRESETABLE_TOOLS, PRODUCT, RESERVED_TOOL_NAMES, Step, TABLES, apply,
-    apply_in_place, preset_tool_arguments, startup_payload,
+    MAX_NOTE_BYTES, MAX_NOTES, PRESETABLE_TOOLS, PRODUCT, PageGroup, PageLine, RESERVED_TOOL_NAMES,
+    SearchPage, Step, TABLES, apply, apply_in_place, preset_tool_arguments, startup_payload,
 };
 pub use tables::{Sourced, Tables, ToolPreset};
 
@@ -138,8 +138,8 @@ pub struct Failure {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
     /// The payload after the last file's hook. When nothing applied (`changed_by` empty) it
-    /// is the input, or `Null` if the host wedged while this call ran: read it through
-    /// [`Outcome::changed`].
+    /// is the input, or `Null` if the host wedged while this call ran or the input was a
+    /// [`SearchPage`]: read it through [`Outcome::changed`].
     pub value: Value,
     /// Files whose result changed the payload, in order.
     pub changed_by: Vec<String>,
@@ -372,6 +372,7 @@ impl Epoch {
         }
         #[cfg(feature = "python")]
         {
+            let payload = interp::Payload::Value(payload);
             self.host.run(self.data.clone(), hook, payload).await
         }
         #[cfg(not(feature = "python"))]
@@ -400,11 +401,33 @@ impl Epoch {
         }
         #[cfg(feature = "python")]
         {
+            let payload = interp::Payload::Value(payload);
             self.host.run_blocking(self.data.clone(), hook, payload)
         }
         #[cfg(not(feature = "python"))]
         {
             Outcome::unchanged(payload)
+        }
+    }
+
+    /// `on_search_results` over `page`, like [`Epoch::run_blocking`] with
+    /// [`SearchPage::to_value`] but cheaper: the page goes to Python without a plain-data tree,
+    /// and [`Outcome::value`] is `Null` unless a file changed the page (read it through
+    /// [`Outcome::changed`]). Must not be called from an async task.
+    pub fn run_search_blocking(&self, page: SearchPage) -> Outcome {
+        if !self.defines(Hook::SearchResults) {
+            return Outcome::unchanged(Value::Null);
+        }
+        #[cfg(feature = "python")]
+        {
+            let payload = interp::Payload::Search(page);
+            self.host
+                .run_blocking(self.data.clone(), Hook::SearchResults, payload)
+        }
+        #[cfg(not(feature = "python"))]
+        {
+            let _ = page;
+            Outcome::unchanged(Value::Null)
         }
     }
 }

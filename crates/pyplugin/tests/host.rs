@@ -5,7 +5,9 @@
 mod common;
 
 use common::{host, plugin_dir, write};
-use pyplugin::{Hook, HostConfig, PluginHost, State, check_directory};
+use pyplugin::{
+    Hook, HostConfig, PageGroup, PageLine, PluginHost, SearchPage, State, check_directory,
+};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -403,6 +405,91 @@ fn p10_an_invalid_search_result_is_discarded_for_the_unmodified_one() {
         "{:?}",
         out.failures
     );
+}
+
+/// A search page with hits in two repositories (the typed payload of `on_search_results`).
+fn two_repo_page() -> SearchPage {
+    let line = |path: &str, line, snippet: &str| PageLine {
+        path: path.into(),
+        line,
+        snippet: snippet.into(),
+    };
+    SearchPage {
+        query: "deploy".into(),
+        caller: json!({"authenticated": true}),
+        groups: vec![
+            PageGroup {
+                repo: "acme/infra".into(),
+                commit: "a".repeat(40),
+                lines: vec![
+                    line("k8s.yaml", 3, "kind: Deployment"),
+                    line("ci.yml", 9, "deploy: ✓"),
+                ],
+            },
+            PageGroup {
+                repo: "acme/kb".into(),
+                commit: "b".repeat(40),
+                lines: vec![line("docs/deploy.md", 1, "# Deploy")],
+            },
+        ],
+    }
+}
+
+#[test]
+fn p3_a_search_page_reaches_hooks_as_its_plain_data_and_pipes_like_it() {
+    // The seen files record what each call sees; rev.py reverses the hits and notes the first.
+    let dir = plugin_dir(&[(
+        "20_rev.py",
+        "def on_search_results(result):\n    hits = list(reversed(result['hits']))\n    hits[0]['note'] = 'newest first'\n    return {'hits': hits}\n",
+    )]);
+    for name in ["10", "30"] {
+        let log = dir.path().join(format!("seen_{name}.json"));
+        let source = format!(
+            "import json\ndef on_search_results(result):\n    with open({log:?}, 'a') as f:\n        f.write(json.dumps(result, separators=(',', ':'), ensure_ascii=False) + '\\n')\n"
+        );
+        write(dir.path(), &format!("{name}_seen.py"), &source);
+    }
+    let host = host(dir.path());
+    let epoch = host.current().unwrap();
+    let page = two_repo_page();
+    let typed = epoch.run_search_blocking(page.clone());
+    let plain = epoch.run_blocking(Hook::SearchResults, page.to_value());
+    assert_eq!(typed.changed_by, ["20_rev.py"], "{:?}", typed.failures);
+    assert_eq!(
+        typed, plain,
+        "the typed page pipes exactly like its plain data"
+    );
+    let hits = typed.value["hits"].as_array().unwrap();
+    assert_eq!(hits.len(), 3);
+    assert_eq!(hits[0]["path"], "docs/deploy.md");
+    assert_eq!(hits[0]["note"], "newest first");
+    assert_eq!(hits[2]["repo"], "acme/infra");
+    let seen = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+    let first: Vec<String> = seen("seen_10.json").lines().map(str::to_owned).collect();
+    assert_eq!(first.len(), 2);
+    assert_eq!(first[0], serde_json::to_string(&page.to_value()).unwrap());
+    assert_eq!(
+        first[0], first[1],
+        "the same dict, key order included, either way"
+    );
+    let last: Vec<String> = seen("seen_30.json").lines().map(str::to_owned).collect();
+    assert_eq!(last[0], last[1]);
+    assert_eq!(last[0], serde_json::to_string(&typed.value).unwrap());
+}
+
+#[test]
+fn p2_a_search_page_no_hook_changes_comes_back_as_no_change() {
+    let dir = plugin_dir(&[(
+        "a.py",
+        "def on_search_results(result):\n    result['hits'].clear()\n    return None\n",
+    )]);
+    let host = host(dir.path());
+    let out = host.current().unwrap().run_search_blocking(two_repo_page());
+    assert!(
+        out.changed().is_none() && out.failures.is_empty(),
+        "{out:?}"
+    );
+    assert_eq!(out.value, Value::Null);
 }
 
 #[test]

@@ -7,7 +7,7 @@
 //! hook (P-10). Nothing here knows MCP or HTTP: tool arguments are plain JSON objects.
 
 use crate::{CallContext, SearchAnswer, SearchHit, SearchRepoHits, Service, ServiceError};
-use pyplugin::{Epoch, Hook};
+use pyplugin::{Epoch, Hook, PageGroup, PageLine, SearchPage};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
@@ -216,32 +216,39 @@ impl SearchHook {
     /// Counts are recomputed from what is returned. Not to be called from an async task.
     pub(crate) fn apply(self, query: &str, mut answer: SearchAnswer) -> SearchAnswer {
         let SearchHook { epoch, caller } = self;
-        let mut hits = Vec::new();
-        for group in &answer.repos {
-            for hit in &group.hits {
-                if let (Some(line), Some(snippet)) = (hit.line, &hit.snippet) {
-                    // Built by hand, not with `json!`: this runs on every search's hits.
-                    let text = |s: &String| Value::String(s.clone());
-                    let mut object = serde_json::Map::new();
-                    object.insert("repo".into(), text(&group.repo));
-                    object.insert("commit".into(), text(&group.commit));
-                    object.insert("path".into(), text(&hit.path));
-                    object.insert("line".into(), Value::from(line));
-                    object.insert("snippet".into(), text(snippet));
-                    hits.push(Value::Object(object));
-                }
-            }
-        }
-        if hits.is_empty() {
+        let groups = answer
+            .repos
+            .iter()
+            .map(|group| PageGroup {
+                repo: group.repo.clone(),
+                commit: group.commit.clone(),
+                lines: group
+                    .hits
+                    .iter()
+                    .filter_map(|hit| {
+                        Some(PageLine {
+                            path: hit.path.clone(),
+                            line: hit.line?,
+                            snippet: hit.snippet.clone()?,
+                        })
+                    })
+                    .collect(),
+            })
+            .collect();
+        let page = SearchPage {
+            query: query.to_owned(),
+            caller,
+            groups,
+        };
+        if page.is_empty() {
             return answer;
         }
-        let given = hits.len() as u64;
-        let payload = json!({"query": query, "caller": caller, "hits": hits});
-        let outcome = epoch.run_blocking(Hook::SearchResults, payload);
-        let Some(returned) = outcome
-            .changed()
-            .and_then(|v| v["hits"].as_array().cloned())
-        else {
+        let given = page.len() as u64;
+        let mut outcome = epoch.run_search_blocking(page);
+        if outcome.changed().is_none() {
+            return answer;
+        }
+        let Value::Array(returned) = outcome.value["hits"].take() else {
             return answer;
         };
         // Rebuild the groups: file-name hits where they were, then the returned line hits in
