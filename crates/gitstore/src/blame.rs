@@ -1,6 +1,6 @@
 //! Blame: for each line of a file at a commit, the commit that last changed it, found the way
 //! `git blame` does. Lines start as suspects of the commit itself; at each commit, a diff
-//! against each parent in turn (`imara-diff`, histogram) passes the lines that parent already had
+//! against each parent in turn (`linediff::line_diff`) passes the lines that parent already had
 //! on to it, and the lines no parent had stay with the commit. A parent whose file is the very
 //! same blob takes every line at once. Only the asked-for lines are followed.
 
@@ -8,7 +8,7 @@ use crate::objects::odb;
 use crate::store::to_commit_id;
 use crate::{CommitSummary, Error, RepoPath};
 use gix::ObjectId;
-use imara_diff::{Algorithm, Diff, InternedInput};
+use imara_diff::InternedInput;
 use std::collections::{BTreeMap, BinaryHeap};
 
 /// Lines `[start, end]` (1-based, inclusive) of the file that one commit last changed.
@@ -35,7 +35,7 @@ fn blob_at(
 /// For each line of `new`, its line in `old` when the diff keeps it.
 fn kept_lines(old: &str, new: &str) -> Vec<Option<u32>> {
     let input = InternedInput::new(old, new);
-    let diff = Diff::compute(Algorithm::Histogram, &input);
+    let diff = crate::linediff::line_diff(&input);
     let mut map = vec![None; input.after.len()];
     let (mut o, mut n) = (0u32, 0u32);
     for hunk in diff.hunks() {

@@ -1,8 +1,9 @@
 //! What one commit changed against its first parent (or, for a root commit, against
 //! nothing): the files added, deleted and modified, with added and removed line counts as
-//! `git diff --numstat --no-renames` gives them. Trees are compared by object id, so
-//! unchanged directories are never opened; blobs are diffed with `imara-diff` (histogram: on
-//! this repository's own history its counts are git's, where imara's Myers was off by a line).
+//! `git diff --numstat --no-renames --minimal` gives them (git's default gives the same on
+//! all but very large rewrites, see `linediff`). Trees are compared by object id, so
+//! unchanged directories are never opened; blobs are diffed with the history tools' one line
+//! diff (`linediff::line_diff`), so the counts are the `diff` tool's.
 //! No rename detection.
 
 use crate::objects::odb;
@@ -218,7 +219,7 @@ fn count(
         return Ok(None);
     }
     let input = imara_diff::InternedInput::new(before.as_slice(), after.as_slice());
-    let diff = imara_diff::Diff::compute(imara_diff::Algorithm::Histogram, &input);
+    let diff = crate::linediff::line_diff(&input);
     Ok(Some((
         u64::from(diff.count_additions()),
         u64::from(diff.count_removals()),

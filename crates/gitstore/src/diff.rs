@@ -1,16 +1,14 @@
 //! The unified diff between two commits, file by file, as `git diff --no-renames
 //! --full-index BASE HEAD` prints it, except that hunk headers carry no function context
-//! (git's `@@ … @@ fn name`). Lines are diffed with `imara-diff` (histogram, with the indent
-//! heuristic); where several alignments are equally good (repeated lines such as blank lines
-//! or closing braces), hunks may be drawn differently from git's Myers. A file that is not
-//! valid UTF-8 is diffed after lossy decoding.
+//! (git's `@@ … @@ fn name`). Lines are diffed with `linediff::line_diff` (minimal, as git's
+//! are), then slid by the indent heuristic; where several minimal alignments exist (repeated
+//! lines such as blank lines or closing braces), hunks may be drawn differently from git's.
+//! A file that is not valid UTF-8 is diffed after lossy decoding.
 
 use crate::changes::{self, ChangeKind};
 use crate::{Error, RepoPath};
 use gix::ObjectId;
-use imara_diff::{
-    Algorithm, Diff, InternedInput, Interner, Token, UnifiedDiffConfig, UnifiedDiffPrinter,
-};
+use imara_diff::{InternedInput, Interner, Token, UnifiedDiffConfig, UnifiedDiffPrinter};
 use std::fmt::{self, Write as _};
 
 /// One file of a diff.
@@ -143,7 +141,7 @@ fn file_text(repo: &gix::Repository, change: &changes::Pending) -> Result<String
         String::from_utf8_lossy(&after),
     );
     let input = InternedInput::new(before.as_ref(), after.as_ref());
-    let mut diff = Diff::compute(Algorithm::Histogram, &input);
+    let mut diff = crate::linediff::line_diff(&input);
     diff.postprocess_lines(&input);
     let printer = GitPrinter(&input.interner);
     let _ = write!(

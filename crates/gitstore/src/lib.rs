@@ -23,6 +23,7 @@ mod error;
 mod gitcli;
 mod handles;
 mod history;
+mod linediff;
 mod names;
 mod objects;
 mod retention;
@@ -464,8 +465,9 @@ impl GitStore {
 
     /// `commit` (which must be readable now) with its whole message and the files it changed
     /// against its first parent, with added and removed lines (`None` for binary files), as
-    /// `git diff --numstat --no-renames` counts them; only changes inside the registered
-    /// scope (G-2); line counts for the first `max_files` changed files in path order.
+    /// `git diff --numstat --no-renames --minimal` counts them; only changes inside the
+    /// registered scope (G-2); line counts for the first `max_files` changed files in path
+    /// order.
     pub fn commit_details(
         &self,
         name: &RepoName,
