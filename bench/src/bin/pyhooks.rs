@@ -98,19 +98,33 @@ fn main() -> Result<()> {
             );
         }
         // Where the added search latency goes: the hook pipeline alone, back to back, on a
-        // payload like the search's (20 hits).
-        let hits: Vec<serde_json::Value> = (1..=20)
-            .map(|n| serde_json::json!({"repo": "bench/pyhooks", "commit": "0".repeat(40),
-                "path": "docs/a.md", "line": n, "snippet": format!("line {n}: the deploy runbook")}))
-            .collect();
-        let payload = serde_json::json!({"query": "runbook", "caller": {}, "hits": hits});
-        let mut times = Vec::with_capacity(runs);
-        for _ in 0..runs {
-            let payload = payload.clone();
-            let t = Instant::now();
-            epoch.run(pyplugin::Hook::SearchResults, payload).await;
-            times.push(t.elapsed());
-        }
+        // page like the search's (20 hits), from a blocking thread as the search calls it.
+        let page = pyplugin::SearchPage {
+            query: "runbook".into(),
+            caller: serde_json::json!({"authenticated": false}),
+            groups: vec![pyplugin::PageGroup {
+                repo: "bench/pyhooks".into(),
+                commit: "0".repeat(40),
+                lines: (1..=20)
+                    .map(|n| pyplugin::PageLine {
+                        path: "docs/a.md".into(),
+                        line: n,
+                        snippet: format!("line {n}: the deploy runbook"),
+                    })
+                    .collect(),
+            }],
+        };
+        let mut times = tokio::task::spawn_blocking(move || {
+            (0..runs)
+                .map(|_| {
+                    let page = page.clone();
+                    let t = Instant::now();
+                    epoch.run_search_blocking(page);
+                    t.elapsed()
+                })
+                .collect::<Vec<_>>()
+        })
+        .await?;
         let (p50, p99) = percentiles(&mut times);
         println!(
             "{:<28} {:>12} {:>10.1}µs {:>12} {:>10.1}µs",
@@ -134,9 +148,10 @@ fn pyplugin_config(dir: &std::path::Path) -> service::HostConfig {
 }
 
 fn percentiles(times: &mut [Duration]) -> (Duration, Duration) {
-    times.sort();
-    let at = |q: f64| times[((times.len() as f64 - 1.0) * q) as usize];
-    (at(0.5), at(0.99))
+    (
+        bench::percentile(times, 0.5),
+        bench::percentile(times, 0.99),
+    )
 }
 
 fn us(d: Duration) -> f64 {
