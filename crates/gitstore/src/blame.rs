@@ -10,6 +10,7 @@ use crate::{CommitSummary, Error, RepoPath};
 use gix::ObjectId;
 use imara_diff::InternedInput;
 use std::collections::{BTreeMap, BinaryHeap};
+use std::rc::Rc;
 
 /// Lines `[start, end]` (1-based, inclusive) of the file that one commit last changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,9 +56,24 @@ fn kept_lines(old: &str, new: &str) -> Vec<Option<u32>> {
     map
 }
 
-fn text(repo: &gix::Repository, blob: ObjectId) -> Result<String, Error> {
+fn text(repo: &gix::Repository, blob: ObjectId) -> Result<Rc<str>, Error> {
     let data = repo.find_object(blob).map_err(odb)?.detach().data;
-    Ok(String::from_utf8_lossy(&data).into_owned())
+    // Valid UTF-8 (the usual case) is taken as it is: validating is much cheaper than the
+    // lossy decoder's scan and copy.
+    Ok(match String::from_utf8(data) {
+        Ok(text) => text.into(),
+        Err(invalid) => String::from_utf8_lossy(invalid.as_bytes()).into(),
+    })
+}
+
+/// A commit whose lines are still to be blamed: its blob of the file, that blob's text once
+/// read (a parent's text is read for the diff anyway, and is kept for when the parent's own
+/// turn comes), and its suspect lines.
+struct Suspect {
+    blob: ObjectId,
+    text: Option<Rc<str>>,
+    /// (line in this commit's file → line of the blamed file), both 0-based.
+    lines: Vec<(u32, u32)>,
 }
 
 /// Blames lines `start..=end` (1-based, within the file) of the file `path` at `commit`.
@@ -74,11 +90,17 @@ pub(crate) fn blame(
             commit: to_commit_id(&commit)?,
         });
     };
-    // Suspects by commit: (line in that commit's file → line of the blamed file), both 0-based.
-    let mut suspects: BTreeMap<ObjectId, (ObjectId, Vec<(u32, u32)>)> = BTreeMap::new();
+    let mut suspects: BTreeMap<ObjectId, Suspect> = BTreeMap::new();
     let first = u32::try_from(start.saturating_sub(1)).unwrap_or(u32::MAX);
     let last = u32::try_from(end.saturating_sub(1)).unwrap_or(u32::MAX);
-    suspects.insert(commit, (blob, (first..=last).map(|l| (l, l)).collect()));
+    suspects.insert(
+        commit,
+        Suspect {
+            blob,
+            text: None,
+            lines: (first..=last).map(|l| (l, l)).collect(),
+        },
+    );
     let time = |id: ObjectId| -> Result<i64, Error> {
         Ok(repo
             .find_commit(id)
@@ -90,7 +112,12 @@ pub(crate) fn blame(
     let mut queue = BinaryHeap::from([(time(commit)?, commit)]);
     let mut owner: BTreeMap<u32, ObjectId> = BTreeMap::new();
     while let Some((_, id)) = queue.pop() {
-        let Some((blob, mut lines)) = suspects.remove(&id) else {
+        let Some(Suspect {
+            blob,
+            text: mut content,
+            mut lines,
+        }) = suspects.remove(&id)
+        else {
             continue;
         };
         let parents: Vec<ObjectId> = repo
@@ -99,7 +126,6 @@ pub(crate) fn blame(
             .parent_ids()
             .map(|p| p.detach())
             .collect();
-        let mut content = None;
         for parent in parents {
             if lines.is_empty() {
                 break;
@@ -107,14 +133,15 @@ pub(crate) fn blame(
             let Some(parent_blob) = blob_at(repo, parent, path)? else {
                 continue;
             };
-            let passed: Vec<(u32, u32)> = if parent_blob == blob {
-                std::mem::take(&mut lines)
+            let (passed, parent_text): (Vec<(u32, u32)>, _) = if parent_blob == blob {
+                (std::mem::take(&mut lines), content.clone())
             } else {
                 let mine = match &content {
                     Some(text) => text,
                     None => content.insert(text(repo, blob)?),
                 };
-                let map = kept_lines(&text(repo, parent_blob)?, mine);
+                let theirs = text(repo, parent_blob)?;
+                let map = kept_lines(&theirs, mine);
                 let mut passed = Vec::new();
                 lines.retain(
                     |&(here, target)| match map.get(here as usize).copied().flatten() {
@@ -125,15 +152,22 @@ pub(crate) fn blame(
                         None => true,
                     },
                 );
-                passed
+                (passed, Some(theirs))
             };
             if passed.is_empty() {
                 continue;
             }
             match suspects.get_mut(&parent) {
-                Some((_, existing)) => existing.extend(passed),
+                Some(existing) => existing.lines.extend(passed),
                 None => {
-                    suspects.insert(parent, (parent_blob, passed));
+                    suspects.insert(
+                        parent,
+                        Suspect {
+                            blob: parent_blob,
+                            text: parent_text,
+                            lines: passed,
+                        },
+                    );
                     queue.push((time(parent)?, parent));
                 }
             }
