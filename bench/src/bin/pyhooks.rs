@@ -1,7 +1,9 @@
 //! `bench/pyhooks`: what server plugins add to a call (issue 9's benchmark). Three plugin
 //! files, each defining every hook and returning None, against the same service without
 //! server plugins, in one run: p50 and p99 of `search` and of a 200-line `read` (target: less
-//! than 50 µs added at p50), and the throughput of 8 concurrent readers.
+//! than 50 µs added at p50), and the throughput of 8 concurrent readers. The search repeats
+//! one query, so after the first run both sides answer it from the result cache (as a page
+//! of results is); the hooks run on every answer all the same.
 
 use anyhow::{Context, Result, bail};
 use service::{CallContext, PluginHost, ReadRequest, SearchRequest, Service, ServiceConfig};

@@ -368,6 +368,14 @@ pub struct SearchStats {
     pub cached: bool,
 }
 
+/// Where a search's ranked hit list comes from.
+enum HitList {
+    /// The result cache.
+    Cached(Arc<RankedList>),
+    /// A search with this compiled query.
+    Miss(query::Compiled),
+}
+
 /// One repository's slot: its current generation and the lock that serialises its builds.
 struct Slot {
     current: RwLock<Option<Arc<Generation>>>,
@@ -1121,7 +1129,7 @@ impl Indexes {
     ) -> Result<SearchResults, SearchError> {
         let started = Instant::now();
         let deadline = started + SEARCH_BUDGET;
-        let compiled = query::compile(request)?;
+        query::check_length(&request.query)?;
         let limit = request.limit.clamp(1, MAX_LIMIT);
 
         // References need the symbol table (phase two of the build) to mark definitions.
@@ -1131,6 +1139,28 @@ impl Indexes {
             .map(|(name, g)| (name.clone(), g.meta.commit.clone(), g.meta.generation))
             .collect();
         let request_hash = request_hash(request, references.is_some());
+        let mut canonical = canonical_request(request);
+        if references.is_some() {
+            // Another hit list than the same regex searched: no file names, other ranks.
+            canonical.extend_from_slice(b"\nreferences");
+        }
+        let key = cache::Key {
+            request: canonical,
+            generations: generations.clone(),
+        };
+        let arcs: Vec<&Arc<Generation>> = pinned.iter().map(|(_, g)| g).collect();
+        let cached = self
+            .results
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key, &arcs);
+        // A cached hit list needs no regex, and compiling one is most of a small search
+        // (over 100 µs for a case-insensitive word): only a miss compiles. A query that does
+        // not compile is never cached, so its error is still reported, before the cursor's.
+        let hit_list = match cached {
+            Some(list) => HitList::Cached(list),
+            None => HitList::Miss(query::compile(request)?),
+        };
         let offset = match &request.cursor {
             None => 0,
             Some(text) => {
@@ -1149,30 +1179,15 @@ impl Indexes {
             documents: pinned.iter().map(|(_, g)| g.docs.len() as u64).sum(),
             ..SearchStats::default()
         };
-        let mut canonical = canonical_request(request);
-        if references.is_some() {
-            // Another hit list than the same regex searched: no file names, other ranks.
-            canonical.extend_from_slice(b"\nreferences");
-        }
-        let key = cache::Key {
-            request: canonical,
-            generations: generations.clone(),
-        };
-        let arcs: Vec<&Arc<Generation>> = pinned.iter().map(|(_, g)| g).collect();
-        let cached = self
-            .results
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&key, &arcs);
-        let list = match cached {
-            Some(list) => {
+        let list = match hit_list {
+            HitList::Cached(list) => {
                 self.counters
                     .result_cache_hits
                     .fetch_add(1, Ordering::Relaxed);
                 stats.cached = true;
                 list
             }
-            None => {
+            HitList::Miss(compiled) => {
                 let list =
                     Arc::new(self.rank(&pinned, &compiled, references, deadline, &mut stats)?);
                 self.results

@@ -79,17 +79,23 @@ impl DocFilter {
     }
 }
 
-/// Validates and compiles the request's query and filters.
-pub(crate) fn compile(request: &SearchRequest) -> Result<Compiled, SearchError> {
-    if request.query.is_empty() {
+/// Refuses an empty query or one over [`MAX_QUERY_BYTES`]: checked before anything else.
+pub(crate) fn check_length(query: &str) -> Result<(), SearchError> {
+    if query.is_empty() {
         return Err(SearchError::EmptyQuery);
     }
-    if request.query.len() > MAX_QUERY_BYTES {
+    if query.len() > MAX_QUERY_BYTES {
         return Err(SearchError::QueryTooLong {
-            len: request.query.len(),
+            len: query.len(),
             max: MAX_QUERY_BYTES,
         });
     }
+    Ok(())
+}
+
+/// Validates and compiles the request's query and filters.
+pub(crate) fn compile(request: &SearchRequest) -> Result<Compiled, SearchError> {
+    check_length(&request.query)?;
     let pattern = if request.regex {
         request.query.clone()
     } else {

@@ -341,3 +341,34 @@ fn s1_result_cache_can_be_turned_off() {
     }
     assert_eq!(indexes.stats().result_cache_hits, 0);
 }
+
+/// A cached hit list is answered without compiling the query again, so a query that does not
+/// compile must never be cached: it is refused every time, and before its cursor is looked at.
+#[test]
+fn s1_a_query_that_does_not_compile_is_refused_every_time() {
+    let (_repo, _tmp, indexes) = indexed(&[("a.txt", b"needle (\nneedle\n")]);
+    let mut req = request("o/r", "needle (", true, true);
+    for _ in 0..2 {
+        let refused = indexes.search(&req).unwrap_err();
+        assert!(
+            matches!(refused, SearchError::InvalidRegex { .. }),
+            "{refused:?}"
+        );
+    }
+    // A cursor of another search does not change which error comes first.
+    let valid = request("o/r", "needle", false, true);
+    let mut one = valid.clone();
+    one.limit = 1;
+    req.cursor = indexes.search(&one).unwrap().next_cursor;
+    assert!(req.cursor.is_some());
+    let refused = indexes.search(&req).unwrap_err();
+    assert!(
+        matches!(refused, SearchError::InvalidRegex { .. }),
+        "{refused:?}"
+    );
+    assert_eq!(indexes.stats().result_cache_hits, 0);
+    // The same text as a literal compiles and is cached as usual.
+    let literal = request("o/r", "needle (", false, true);
+    assert!(!indexes.search(&literal).unwrap().stats.cached);
+    assert!(indexes.search(&literal).unwrap().stats.cached);
+}
