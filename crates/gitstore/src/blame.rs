@@ -4,6 +4,7 @@
 //! on to it, and the lines no parent had stay with the commit. A parent whose file is the very
 //! same blob takes every line at once. Only the asked-for lines are followed.
 
+use crate::linediff::{self, ExactBudget};
 use crate::objects::odb;
 use crate::store::to_commit_id;
 use crate::{CommitSummary, Error, RepoPath};
@@ -34,9 +35,9 @@ fn blob_at(
 }
 
 /// For each line of `new`, its line in `old` when the diff keeps it.
-fn kept_lines(old: &str, new: &str) -> Vec<Option<u32>> {
+fn kept_lines(old: &str, new: &str, budget: &mut ExactBudget) -> Vec<Option<u32>> {
     let input = InternedInput::new(old, new);
-    let diff = crate::linediff::line_diff(&input);
+    let diff = linediff::line_diff(&input, budget);
     let mut map = vec![None; input.after.len()];
     let (mut o, mut n) = (0u32, 0u32);
     for hunk in diff.hunks() {
@@ -111,6 +112,7 @@ pub(crate) fn blame(
     };
     let mut queue = BinaryHeap::from([(time(commit)?, commit)]);
     let mut owner: BTreeMap<u32, ObjectId> = BTreeMap::new();
+    let mut exact = ExactBudget::per_call();
     while let Some((_, id)) = queue.pop() {
         let Some(Suspect {
             blob,
@@ -141,7 +143,7 @@ pub(crate) fn blame(
                     None => content.insert(text(repo, blob)?),
                 };
                 let theirs = text(repo, parent_blob)?;
-                let map = kept_lines(&theirs, mine);
+                let map = kept_lines(&theirs, mine, &mut exact);
                 let mut passed = Vec::new();
                 lines.retain(
                     |&(here, target)| match map.get(here as usize).copied().flatten() {

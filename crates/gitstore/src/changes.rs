@@ -6,6 +6,7 @@
 //! diff (`linediff::line_diff`), so the counts are the `diff` tool's.
 //! No rename detection.
 
+use crate::linediff::{self, ExactBudget};
 use crate::objects::odb;
 use crate::{Error, RepoPath};
 use gix::ObjectId;
@@ -112,12 +113,13 @@ pub(crate) fn changes(
 ) -> Result<(Vec<FileChange>, usize), Error> {
     let pending = pending(repo, old, Some(new), scope)?;
     let total = pending.len();
+    let mut budget = ExactBudget::per_call();
     let counted = pending
         .into_iter()
         .take(max)
         .map(|p| {
             Ok(FileChange {
-                lines: count(repo, p.old, p.new)?,
+                lines: count(repo, p.old, p.new, &mut budget)?,
                 path: p.path,
                 kind: p.kind,
             })
@@ -213,13 +215,14 @@ fn count(
     repo: &gix::Repository,
     old: Option<Leaf>,
     new: Option<Leaf>,
+    budget: &mut ExactBudget,
 ) -> Result<Option<(u64, u64)>, Error> {
     let (before, after) = (content(repo, old)?, content(repo, new)?);
     if binary(&before) || binary(&after) {
         return Ok(None);
     }
     let input = imara_diff::InternedInput::new(before.as_slice(), after.as_slice());
-    let diff = crate::linediff::line_diff(&input);
+    let diff = linediff::line_diff(&input, budget);
     Ok(Some((
         u64::from(diff.count_additions()),
         u64::from(diff.count_removals()),

@@ -6,6 +6,7 @@
 //! A file that is not valid UTF-8 is diffed after lossy decoding.
 
 use crate::changes::{self, ChangeKind};
+use crate::linediff::{self, ExactBudget};
 use crate::{Error, RepoPath};
 use gix::ObjectId;
 use imara_diff::{InternedInput, Interner, Token, UnifiedDiffConfig, UnifiedDiffPrinter};
@@ -96,7 +97,11 @@ impl UnifiedDiffPrinter for GitPrinter<'_> {
 }
 
 /// Git's text of one changed file.
-fn file_text(repo: &gix::Repository, change: &changes::Pending) -> Result<String, Error> {
+fn file_text(
+    repo: &gix::Repository,
+    change: &changes::Pending,
+    budget: &mut ExactBudget,
+) -> Result<String, Error> {
     let path = &change.path;
     let mut out = format!("diff --git a/{path} b/{path}\n");
     let zero = ObjectId::null(gix::hash::Kind::Sha1);
@@ -141,7 +146,7 @@ fn file_text(repo: &gix::Repository, change: &changes::Pending) -> Result<String
         String::from_utf8_lossy(&after),
     );
     let input = InternedInput::new(before.as_ref(), after.as_ref());
-    let mut diff = crate::linediff::line_diff(&input);
+    let mut diff = linediff::line_diff(&input, budget);
     diff.postprocess_lines(&input);
     let printer = GitPrinter(&input.interner);
     let _ = write!(
@@ -171,8 +176,9 @@ pub(crate) fn diff(
     let mut files = Vec::new();
     let mut used = 0usize;
     let mut next_file = None;
+    let mut exact = ExactBudget::per_call();
     for (index, change) in pending.iter().enumerate().skip(skip) {
-        let mut text = file_text(repo, change)?;
+        let mut text = file_text(repo, change, &mut exact)?;
         let mut truncated = false;
         if used + text.len() > budget {
             if !files.is_empty() {

@@ -21,20 +21,39 @@ use std::convert::Infallible;
 /// (`cargo test -p gitstore --release linediff -- --ignored --nocapture` prints it).
 const EXACT_COST_LIMIT: u64 = 50_000_000;
 
-/// The diff of `input`'s lines with the fewest changed lines (within [`EXACT_COST_LIMIT`]).
+/// The most exact-diff cost one call (a `commit`'s counts, a `diff` page, a `blame`) spends
+/// over all its files: a few rewrites at [`EXACT_COST_LIMIT`]. Ordinary changes cost little
+/// (a 2,000-line file with 10 changed lines: 40,000), so only a commit of many large
+/// rewrites, which repository content can craft, meets it; its later files keep the
+/// histogram's counts instead of costing minutes.
+const CALL_COST_LIMIT: u64 = 4 * EXACT_COST_LIMIT;
+
+/// What is left of one call's exact-diff cost ([`CALL_COST_LIMIT`]).
+#[derive(Debug)]
+pub(crate) struct ExactBudget(u64);
+
+impl ExactBudget {
+    /// The budget of one call.
+    pub(crate) fn per_call() -> Self {
+        ExactBudget(CALL_COST_LIMIT)
+    }
+}
+
+/// The diff of `input`'s lines with the fewest changed lines (within [`EXACT_COST_LIMIT`]
+/// and what is left of `budget`, which the search for it spends).
 /// Among minimal alignments, the histogram's is kept when it is one; otherwise the lines the
 /// exact diff matches are the ones kept. Call `postprocess_lines` on the result to slide
 /// hunks as git draws them.
-pub(crate) fn line_diff<T>(input: &InternedInput<T>) -> Diff {
+pub(crate) fn line_diff<T>(input: &InternedInput<T>, budget: &mut ExactBudget) -> Diff {
     let histogram = Diff::compute(Algorithm::Histogram, input);
     let (before, after) = (input.before.len(), input.after.len());
     let changed = u64::from(histogram.count_additions()) + u64::from(histogram.count_removals());
     // Only the length difference changed: nothing can change less.
-    if changed == before.abs_diff(after) as u64
-        || (before + after) as u64 * changed > EXACT_COST_LIMIT
-    {
+    let cost = (before + after) as u64 * changed;
+    if changed == before.abs_diff(after) as u64 || cost > EXACT_COST_LIMIT || cost > budget.0 {
         return histogram;
     }
+    budget.0 -= cost;
     let mut matched = Matched::default();
     // Infallible: the hook never fails.
     let Ok(()) = similar::algorithms::myers::diff(
@@ -132,7 +151,7 @@ mod tests {
         ) {
             let (old, new) = (text(&a), text(&b));
             let input = InternedInput::new(old.as_str(), new.as_str());
-            let mut diff = line_diff(&input);
+            let mut diff = line_diff(&input, &mut ExactBudget::per_call());
             let changed = diff.count_additions() + diff.count_removals();
             prop_assert_eq!(changed, minimal_changes(&a, &b));
             diff.postprocess_lines(&input);
@@ -156,8 +175,26 @@ mod tests {
             let diff = Diff::compute(algorithm, &input);
             assert!(diff.count_additions() + diff.count_removals() > 5);
         }
-        let diff = line_diff(&input);
+        let diff = line_diff(&input, &mut ExactBudget::per_call());
         assert_eq!((diff.count_additions(), diff.count_removals()), (1, 4));
+    }
+
+    /// A call's budget is spent by each exact search: once it cannot pay for one more, the
+    /// histogram's diff is kept (more lines than the minimum, never wrong ones).
+    #[test]
+    fn a_spent_call_budget_keeps_the_histogram() {
+        let (old, new) = ("}\na\nb\na\na\na\n", "b\n}\nb\n");
+        let input = InternedInput::new(old, new);
+        let changed = |diff: Diff| diff.count_additions() + diff.count_removals();
+        let histogram = changed(Diff::compute(Algorithm::Histogram, &input));
+        let one_search = (6 + 3) * u64::from(histogram);
+        let mut budget = ExactBudget(one_search);
+        assert_eq!(changed(line_diff(&input, &mut budget)), 5);
+        assert_eq!(budget.0, 0);
+        assert_eq!(changed(line_diff(&input, &mut budget)), histogram);
+        let mut budget = ExactBudget(one_search - 1);
+        assert_eq!(changed(line_diff(&input, &mut budget)), histogram);
+        assert_eq!(budget.0, one_search - 1, "nothing spent without a search");
     }
 
     /// A rewrite just under the cost limit: prints how long the exact diff takes there.
@@ -190,7 +227,7 @@ mod tests {
         let histogram = Diff::compute(Algorithm::Histogram, &input);
         let histogram_time = t.elapsed();
         let t = std::time::Instant::now();
-        let diff = line_diff(&input);
+        let diff = line_diff(&input, &mut ExactBudget::per_call());
         println!(
             "{size} lines a side, cost {} (limit {EXACT_COST_LIMIT}): histogram {} changed in \
              {histogram_time:?}, line_diff {} changed in {:?}",
