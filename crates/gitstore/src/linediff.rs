@@ -48,8 +48,8 @@ pub(crate) fn line_diff<T>(input: &InternedInput<T>, budget: &mut ExactBudget) -
     let histogram = Diff::compute(Algorithm::Histogram, input);
     let (before, after) = (input.before.len(), input.after.len());
     let changed = u64::from(histogram.count_additions()) + u64::from(histogram.count_removals());
-    // Only the length difference changed: nothing can change less.
     let cost = (before + after) as u64 * changed;
+    // When only the length difference changed, nothing can change less.
     if changed == before.abs_diff(after) as u64 || cost > EXACT_COST_LIMIT || cost > budget.0 {
         return histogram;
     }
@@ -167,10 +167,11 @@ mod tests {
     /// The smallest input found (by search) on which imara-diff's histogram and Myers both
     /// change more lines than needed: keeping `}` and the first `b` costs 4 removals and 1
     /// addition.
+    const CROSSED: (&str, &str) = ("}\na\nb\na\na\na\n", "b\n}\nb\n");
+
     #[test]
     fn repeated_lines_cost_no_more_than_the_minimum() {
-        let (old, new) = ("}\na\nb\na\na\na\n", "b\n}\nb\n");
-        let input = InternedInput::new(old, new);
+        let input = InternedInput::new(CROSSED.0, CROSSED.1);
         for algorithm in [Algorithm::Histogram, Algorithm::Myers] {
             let diff = Diff::compute(algorithm, &input);
             assert!(diff.count_additions() + diff.count_removals() > 5);
@@ -183,8 +184,7 @@ mod tests {
     /// histogram's diff is kept (more lines than the minimum, never wrong ones).
     #[test]
     fn a_spent_call_budget_keeps_the_histogram() {
-        let (old, new) = ("}\na\nb\na\na\na\n", "b\n}\nb\n");
-        let input = InternedInput::new(old, new);
+        let input = InternedInput::new(CROSSED.0, CROSSED.1);
         let changed = |diff: Diff| diff.count_additions() + diff.count_removals();
         let histogram = changed(Diff::compute(Algorithm::Histogram, &input));
         let one_search = (6 + 3) * u64::from(histogram);

@@ -93,9 +93,9 @@ pub(crate) fn check_length(query: &str) -> Result<(), SearchError> {
     Ok(())
 }
 
-/// Validates and compiles the request's query and filters.
+/// Validates and compiles the request's query and filters; its length has passed
+/// [`check_length`] already.
 pub(crate) fn compile(request: &SearchRequest) -> Result<Compiled, SearchError> {
-    check_length(&request.query)?;
     let pattern = if request.regex {
         request.query.clone()
     } else {

@@ -356,8 +356,7 @@ fn s1_a_query_that_does_not_compile_is_refused_every_time() {
         );
     }
     // A cursor of another search does not change which error comes first.
-    let valid = request("o/r", "needle", false, true);
-    let mut one = valid.clone();
+    let mut one = request("o/r", "needle", false, true);
     one.limit = 1;
     req.cursor = indexes.search(&one).unwrap().next_cursor;
     assert!(req.cursor.is_some());
