@@ -87,10 +87,14 @@ impl RepoRow {
 }
 
 pub(crate) struct Db {
+    /// The writers' connection: registrations, syncs, pins, sweeps. A write may wait up to
+    /// the busy timeout for another process's transaction while holding it.
     conn: Mutex<Connection>,
-    /// A second connection only for `PRAGMA data_version`, which changes when any *other*
-    /// connection committed: with a connection of its own, the writes of this process count
-    /// too, and the check never waits behind a long query on `conn`.
+    /// The readers' connection, never used for a write: `PRAGMA data_version` (which moves
+    /// when any *other* connection committed, so this process's own writes count too) and
+    /// the queries of the read path (registrations, pins, seen heads). In WAL mode a read
+    /// never waits for a writer, and with a connection of its own it never waits behind
+    /// `conn` either (R-8: nothing on the read path waits on a lock a writer holds).
     watch: Mutex<Connection>,
     /// Bumped after every commit: other processes look at it before `data_version`.
     changes: Changes,
@@ -302,24 +306,49 @@ impl Db {
         self.conn.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The readers' connection (see [`Db::watch`](Db)).
+    fn reads(&self) -> MutexGuard<'_, Connection> {
+        self.watch.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     pub(crate) fn all_repos(&self) -> Result<Vec<RepoRow>, Error> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare_cached(&format!("SELECT {REPO_COLUMNS} FROM repos ORDER BY name"))
+        Ok(self.registry()?.1)
+    }
+
+    /// The registry generation and every registration, read in one transaction so the
+    /// generation describes exactly these rows.
+    pub(crate) fn registry(&self) -> Result<(u64, Vec<RepoRow>), Error> {
+        let mut conn = self.reads();
+        let tx = conn
+            .transaction()
             .map_err(storage("reading registrations"))?;
-        let raws = stmt
-            .query_map([], raw_row)
+        let generation: i64 = tx
+            .query_row(
+                "SELECT value FROM meta WHERE key = ?1",
+                [REGISTRY_GENERATION],
+                |row| row.get(0),
+            )
+            .optional()
             .map_err(storage("reading registrations"))?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(storage("reading registrations"))?;
-        drop(stmt);
+            .unwrap_or(0);
+        let raws = {
+            let mut stmt = tx
+                .prepare_cached(&format!("SELECT {REPO_COLUMNS} FROM repos ORDER BY name"))
+                .map_err(storage("reading registrations"))?;
+            stmt.query_map([], raw_row)
+                .map_err(storage("reading registrations"))?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(storage("reading registrations"))?
+        };
+        tx.finish().map_err(storage("reading registrations"))?;
         drop(conn);
-        raws.into_iter().map(parse_row).collect()
+        let rows = raws.into_iter().map(parse_row).collect::<Result<_, _>>()?;
+        Ok((u64::try_from(generation).unwrap_or(0), rows))
     }
 
     pub(crate) fn repo(&self, name: &RepoName) -> Result<Option<RepoRow>, Error> {
         let raw = self
-            .conn()
+            .reads()
             .query_row(
                 &format!("SELECT {REPO_COLUMNS} FROM repos WHERE name = ?1"),
                 [name.as_str()],
@@ -367,8 +396,13 @@ impl Db {
         Ok(changed > 0)
     }
 
-    /// Removes the registration `name` if it still is `incarnation`; whether it was.
-    pub(crate) fn delete_repo(&self, name: &RepoName, incarnation: u64) -> Result<bool, Error> {
+    /// Removes the registration `name` if it still is `incarnation`; the registry generation
+    /// of the removal, `None` when it was not registered as that incarnation.
+    pub(crate) fn delete_repo(
+        &self,
+        name: &RepoName,
+        incarnation: u64,
+    ) -> Result<Option<u64>, Error> {
         let mut conn = self.conn();
         let tx = conn
             .transaction()
@@ -380,9 +414,9 @@ impl Db {
             )
             .map_err(storage("removing a registration"))?;
         if removed == 0 {
-            return Ok(false);
+            return Ok(None);
         }
-        bump_registry(&tx)?;
+        let generation = bump_registry(&tx)?;
         for sql in [
             "DELETE FROM seen_heads WHERE repo = ?1",
             "DELETE FROM pins WHERE repo = ?1",
@@ -392,7 +426,7 @@ impl Db {
         }
         tx.commit().map_err(storage("removing a registration"))?;
         self.changes.bump();
-        Ok(true)
+        Ok(Some(u64::try_from(generation).unwrap_or(0)))
     }
 
     pub(crate) fn record_sync_failure(
@@ -455,7 +489,7 @@ impl Db {
     }
 
     pub(crate) fn seen_heads(&self, name: &RepoName) -> Result<Vec<(CommitId, SystemTime)>, Error> {
-        let conn = self.conn();
+        let conn = self.reads();
         let mut stmt = conn
             .prepare_cached("SELECT sha, last_seen FROM seen_heads WHERE repo = ?1")
             .map_err(storage("reading seen heads"))?;
@@ -492,7 +526,7 @@ impl Db {
     }
 
     pub(crate) fn pins(&self, name: &RepoName) -> Result<Vec<CommitId>, Error> {
-        let conn = self.conn();
+        let conn = self.reads();
         let mut stmt = conn
             .prepare_cached("SELECT sha FROM pins WHERE repo = ?1")
             .map_err(storage("reading pins"))?;

@@ -51,6 +51,10 @@ use store::Leased;
 #[doc(hidden)]
 pub type GcHook = Arc<dyn Fn(&RepoName) + Send + Sync>;
 
+/// A test hook run inside a registry change (see [`GitStore::set_registry_hook`]).
+#[doc(hidden)]
+pub type RegistryHook = Arc<dyn Fn() + Send + Sync>;
+
 /// Default retention window for former heads (G-5).
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(30 * 24 * 60 * 60);
 
@@ -122,8 +126,10 @@ pub struct TreeEntry {
 /// A file found by [`GitStore::find_files`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FoundFile {
-    /// Repository-relative path.
+    /// Repository-relative path (lossy when [`FoundFile::path_utf8`] is false).
     pub path: String,
+    /// Whether the path's bytes are valid UTF-8, so `path` names the entry exactly.
+    pub path_utf8: bool,
     pub kind: EntryKind,
     /// Blob size in bytes (0 for symlinks and submodules).
     pub size: u64,
@@ -213,6 +219,24 @@ impl Lease {
         let Leased { state, view, key } = &self.leased;
         self.store
             .text_in(state, view, key.1, path, Some(allowance))
+    }
+
+    /// The registered path (scope) of the registration the lease was taken under.
+    pub fn registered_path(&self) -> &RepoPath {
+        self.leased.state.registered_path()
+    }
+
+    /// [`GitStore::read_bytes`] of the leased commit; with `max`, a blob over `max` bytes is
+    /// refused from its header ([`Error::TooLarge`]) before it is inflated.
+    pub fn read_bytes(&self, path: &RepoPath, max: Option<u64>) -> Result<Vec<u8>, Error> {
+        let Leased { state, view, key } = &self.leased;
+        self.store.bytes_in(state, view, key.1, path, max)
+    }
+
+    /// [`GitStore::find_files`] of the leased commit.
+    pub fn find_files(&self, suffix: &str) -> Result<Vec<FoundFile>, Error> {
+        let Leased { state, view, key } = &self.leased;
+        self.store.files_in(state, view, key.1, suffix)
     }
 }
 
@@ -531,5 +555,14 @@ impl GitStore {
     #[doc(hidden)]
     pub fn set_gc_hook(&self, hook: Option<GcHook>) {
         self.inner.set_gc_hook(hook);
+    }
+
+    /// Test support: `hook` runs on the thread of every registry change (`register`,
+    /// `unregister`) with the change's locks held, after its metadata write and before its
+    /// snapshot is published, so a test can park a registry change there and prove that no
+    /// read waits for it. Not for production use.
+    #[doc(hidden)]
+    pub fn set_registry_hook(&self, hook: Option<RegistryHook>) {
+        self.inner.set_registry_hook(hook);
     }
 }

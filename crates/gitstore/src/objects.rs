@@ -191,10 +191,14 @@ pub(crate) fn read_blob(repo: &gix::Repository, id: ObjectId) -> Result<Vec<u8>,
 
 /// Every entry below `tree` whose file name ends with `suffix`, whatever its kind (so a
 /// symlinked or submodule artifact can be diagnosed). Only matches pay a header lookup.
+/// Collects the entries below `tree` whose name ends with `suffix`. `base` is the tree's
+/// path, `base_utf8` whether every segment of it was valid UTF-8 (`base` is then exact; Git
+/// allows any bytes but `/` and NUL in a name, shown lossily).
 pub(crate) fn find_suffix(
     repo: &gix::Repository,
     tree: ObjectId,
     base: &str,
+    base_utf8: bool,
     suffix: &str,
     out: &mut Vec<FoundFile>,
 ) -> Result<(), Error> {
@@ -206,6 +210,7 @@ pub(crate) fn find_suffix(
             .map_err(odb)?
     };
     for (name, kind, id) in children {
+        let utf8 = base_utf8 && std::str::from_utf8(&name).is_ok();
         let name = String::from_utf8_lossy(&name);
         let path = if base.is_empty() {
             name.to_string()
@@ -213,7 +218,7 @@ pub(crate) fn find_suffix(
             format!("{base}/{name}")
         };
         if kind == GitKind::Tree {
-            find_suffix(repo, id, &path, suffix, out)?;
+            find_suffix(repo, id, &path, utf8, suffix, out)?;
         } else if name.ends_with(suffix) {
             let size = match kind {
                 GitKind::Blob | GitKind::BlobExecutable => {
@@ -223,6 +228,7 @@ pub(crate) fn find_suffix(
             };
             out.push(FoundFile {
                 path,
+                path_utf8: utf8,
                 kind: entry_kind(kind),
                 size,
                 id: id.to_string(),

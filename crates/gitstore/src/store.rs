@@ -2,11 +2,17 @@
 //! checks, leases and reads. What changes a mirror (sync, pins, sweep) is in `maintenance`;
 //! what coordinates processes sharing the data directory is in `shared`.
 //!
-//! Locking order (outer first): a repository's `maintenance` mutex (sync, pin, unpin, sweep,
-//! unregister: everything that runs `git` on the mirror), then its mirror file lock, then its
-//! roots file lock, then the `registry` mutex, then `leases`, then `repos`, a repository's
-//! `view` / `memo`, then the metadata connections. Reads take no maintenance lock and no
-//! file lock; only a process's first lease of a commit takes the roots lock, shared.
+//! Readers never wait on a writer. The registry (`repos`) and each repository's view
+//! are immutable snapshots behind `ArcSwap`s: a call loads them once and keeps them, and a
+//! change builds a new one and publishes it with one atomic swap. What readers lock is only
+//! ever held by readers or for a few map operations: `seen` (the check for changes made by
+//! other processes, and the reconcile that adopts them, on the metadata's read connection),
+//! `leases` (a count, never held across I/O), a repository's `memo` (the ancestor walk).
+//!
+//! Locking order of the writers (outer first): a repository's `maintenance` mutex (sync,
+//! pin, unpin, sweep, unregister: everything that runs `git` on the mirror), then its mirror
+//! file lock, then its roots file lock, then `writes` (registrations of this process), then
+//! `leases`, then the metadata's write connection.
 
 use crate::blobcache::{BlobCache, DEFAULT_BLOB_CACHE_BYTES};
 use crate::db::{Db, storage};
@@ -18,11 +24,12 @@ use crate::{
     Clock, CommitId, Error, FoundFile, Registration, RepoInfo, RepoName, RepoPath, StoreConfig,
     Text, TreeEntry,
 };
+use arc_swap::{ArcSwap, ArcSwapOption};
 use gix::ObjectId;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
 mod maintenance;
@@ -84,10 +91,10 @@ pub(crate) struct RepoState {
     mirror: PathBuf,
     /// The file lock for fetch, ref updates, gc and removal, across processes.
     mirror_lock: PathBuf,
-    /// The file lock under which sweeps read lease records and new leases write them.
-    roots_lock: PathBuf,
     maintenance: Mutex<()>,
-    view: RwLock<Option<Arc<View>>>,
+    /// The published view: replaced whole by a sync, pin, unpin or sweep, loaded without a
+    /// lock by every read.
+    view: ArcSwapOption<View>,
     /// The metadata `state_gen` the view reflects; another process's change moves the
     /// row's and the view is reloaded.
     state_gen: AtomicU64,
@@ -95,15 +102,16 @@ pub(crate) struct RepoState {
 }
 
 impl RepoState {
+    pub(crate) fn registered_path(&self) -> &RepoPath {
+        &self.registered_path
+    }
+
     fn view(&self) -> Option<Arc<View>> {
-        self.view
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.view.load_full()
     }
 
     fn set_view(&self, view: Option<Arc<View>>) {
-        *self.view.write().unwrap_or_else(PoisonError::into_inner) = view;
+        self.view.store(view);
     }
 
     /// Publishes a view built after the metadata reached `state_gen`.
@@ -113,7 +121,38 @@ impl RepoState {
     }
 }
 
-use crate::GcHook;
+use crate::{GcHook, RegistryHook};
+
+/// A lease counted but not yet granted: released again unless [`Counted::keep`] is called,
+/// so a refused lease never leaves a count behind.
+struct Counted<'a> {
+    store: &'a Inner,
+    key: Option<(u64, ObjectId)>,
+}
+
+/// This store's leases of one (registration incarnation, commit).
+#[derive(Default)]
+pub(crate) struct LeaseCount {
+    /// Leases alive now.
+    count: usize,
+    /// Whether the record on disk is written (it stays, at a count of zero too, until this
+    /// store's next sweep).
+    recorded: bool,
+}
+
+impl Counted<'_> {
+    fn keep(mut self) {
+        self.key = None;
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = &self.key {
+            self.store.release(key);
+        }
+    }
+}
 
 /// A lease just taken: the key to release, and the registration and view it was decided
 /// under, which the lease's reads go on using (one look at the registry per call).
@@ -123,18 +162,37 @@ pub(crate) struct Leased {
     pub(crate) view: Arc<View>,
 }
 
+/// One published registry: every registration this process knows, as of the metadata's
+/// registry generation it reflects. Never changed once published.
+#[derive(Default)]
+pub(crate) struct Registry {
+    /// The metadata's `registry_generation` these registrations reflect (bumped in the
+    /// transaction of every registration change, in any process).
+    generation: u64,
+    repos: BTreeMap<RepoName, Arc<RepoState>>,
+}
+
 pub(crate) struct Inner {
     config: StoreConfig,
     clock: Arc<dyn Clock>,
     db: Db,
-    repos: RwLock<BTreeMap<RepoName, Arc<RepoState>>>,
-    /// What `repos` was last reconciled against. Held across a reconcile and across this
-    /// process's own registry changes.
-    registry: Mutex<changecounter::Seen>,
-    /// Snapshot leases of this store: (incarnation, commit) → count (G-8). Every key has a
-    /// lease record on disk (written when the key was added); a count of zero keeps its key
-    /// and record until this store's next sweep, so the read path never touches a file.
-    leases: Mutex<HashMap<(u64, ObjectId), usize>>,
+    /// The registry snapshot: loaded once per call, replaced whole by a registration
+    /// change of this process or a reconcile with the metadata.
+    repos: ArcSwap<Registry>,
+    /// What `repos` was last reconciled against. Taken by the per-call check for changes of
+    /// other processes (readers only: no registry change of this process ever holds it).
+    seen: Mutex<changecounter::Seen>,
+    /// Serialises this process's registry changes (`register`, `unregister`) among
+    /// themselves; no read takes it.
+    writes: Mutex<()>,
+    /// A test hook run inside a registry change, after its metadata write and before its
+    /// snapshot is published (where a slow database write would keep a writer).
+    registry_hook: Mutex<Option<RegistryHook>>,
+    /// Snapshot leases of this store: (incarnation, commit) → count (G-8). The first lease of
+    /// a key writes its record on disk; a count of zero keeps its key and record until this
+    /// store's next sweep, so later leases of the commit never touch a file. Never held
+    /// across I/O.
+    leases: Mutex<HashMap<(u64, ObjectId), LeaseCount>>,
     /// This store's liveness lock and lease record directory.
     owner: shared::Owner,
     gc_hook: Mutex<Option<GcHook>>,
@@ -160,8 +218,10 @@ impl Inner {
             config,
             clock,
             db,
-            repos: RwLock::new(BTreeMap::new()),
-            registry: Mutex::new(changecounter::Seen::default()),
+            repos: ArcSwap::from_pointee(Registry::default()),
+            seen: Mutex::new(changecounter::Seen::default()),
+            writes: Mutex::new(()),
+            registry_hook: Mutex::new(None),
             leases: Mutex::new(HashMap::new()),
             owner,
             gc_hook: Mutex::new(None),
@@ -179,31 +239,42 @@ impl Inner {
     /// `repos` (new, removed and re-registered names), and a repository whose `state_gen`
     /// moved (another process synced, pinned or swept it) gets its view reloaded from the
     /// shared mirror.
+    ///
+    /// Only readers take `seen`; a thread that finds another one reconciling waits for that
+    /// reconcile (reads of the metadata's read connection and of mirror refs), never for a
+    /// registry change, a sync or a sweep.
     pub(crate) fn refresh(&self) -> Result<(), Error> {
-        lock(&self.registry).refresh(
+        lock(&self.seen).refresh(
             self.db.changes(),
             || self.db.data_version(),
             || self.reconcile(),
         )
     }
 
-    /// Rebuilds `repos` from the metadata (called with `registry` held).
+    /// The registry snapshot in force now (after the per-call check for changes made
+    /// elsewhere).
+    fn registry(&self) -> Result<Arc<Registry>, Error> {
+        self.refresh()?;
+        Ok(self.repos.load_full())
+    }
+
+    /// Adopts the metadata's registrations (called with `seen` held): builds the next
+    /// registry from the published one and publishes it, unless a registry change of this
+    /// process published a newer generation meanwhile (that one is adopted on the next look).
     fn reconcile(&self) -> Result<(), Error> {
-        let rows = self.db.all_repos()?;
-        let current = self
-            .repos
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let mut next = BTreeMap::new();
-        for row in rows {
-            let state = match current.get(&row.name) {
+        let (generation, rows) = self.db.registry()?;
+        let current = self.repos.load_full();
+        if current.generation > generation {
+            return Ok(());
+        }
+        let mut fresh = BTreeMap::new();
+        for row in &rows {
+            match current.repos.get(&row.name) {
                 Some(state) if state.id == row.incarnation => {
                     state.private.store(row.private, Ordering::SeqCst);
                     if state.state_gen.load(Ordering::SeqCst) != row.state_gen {
-                        self.load_into(state, &row);
+                        self.load_into(state, row);
                     }
-                    state.clone()
                 }
                 _ => {
                     let state = Arc::new(self.new_state(
@@ -214,20 +285,67 @@ impl Inner {
                         row.branch.clone(),
                         row.private,
                     ));
-                    self.load_into(&state, &row);
-                    state
+                    self.load_into(&state, row);
+                    fresh.insert(row.name.clone(), state);
                 }
-            };
-            next.insert(row.name, state);
-        }
-        for (name, state) in &current {
-            if next.get(name).is_none_or(|s| s.id != state.id) {
-                // Removed (or replaced) by another process: nothing reads it from now on.
-                state.set_view(None);
             }
         }
-        *self.repos.write().unwrap_or_else(PoisonError::into_inner) = next;
+        let mut replaced = None;
+        self.repos.rcu(|latest| {
+            if latest.generation > generation {
+                replaced = None;
+                return Arc::clone(latest);
+            }
+            let mut repos = BTreeMap::new();
+            for row in &rows {
+                // The state already published for this incarnation (by this process's own
+                // registration, say) is kept: syncs in flight publish their views into it.
+                let state = latest
+                    .repos
+                    .get(&row.name)
+                    .filter(|s| s.id == row.incarnation)
+                    .or_else(|| fresh.get(&row.name));
+                if let Some(state) = state {
+                    repos.insert(row.name.clone(), Arc::clone(state));
+                }
+            }
+            replaced = Some(Arc::clone(latest));
+            Arc::new(Registry { generation, repos })
+        });
+        if let Some(previous) = replaced {
+            let next = self.repos.load();
+            for (name, state) in &previous.repos {
+                if next.repos.get(name).is_none_or(|s| s.id != state.id) {
+                    // Removed (or replaced) by another process: nothing reads it from now on.
+                    state.set_view(None);
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// Publishes a registry change of this process (holding `writes`) at `generation`.
+    fn publish_registry(
+        &self,
+        generation: u64,
+        change: impl Fn(&mut BTreeMap<RepoName, Arc<RepoState>>),
+    ) {
+        if let Some(hook) = lock(&self.registry_hook).clone() {
+            hook();
+        }
+        self.repos.rcu(|latest| {
+            let mut repos = latest.repos.clone();
+            change(&mut repos);
+            Arc::new(Registry {
+                generation: latest.generation.max(generation),
+                repos,
+            })
+        });
+    }
+
+    /// Installs the test hook run inside registry changes (see [`Inner::registry_hook`]).
+    pub(crate) fn set_registry_hook(&self, hook: Option<RegistryHook>) {
+        *lock(&self.registry_hook) = hook;
     }
 
     /// Loads `state`'s view from its mirror as `row` describes it. On failure the old view
@@ -290,24 +408,21 @@ impl Inner {
             id: incarnation,
             mirror: self.mirror_path(&name),
             mirror_lock: locks.join(format!("{repo}.mirror.lock")),
-            roots_lock: locks.join(format!("{repo}.roots.lock")),
             name,
             source,
             registered_path,
             branch,
             private: AtomicBool::new(private),
             maintenance: Mutex::new(()),
-            view: RwLock::new(None),
+            view: ArcSwapOption::empty(),
             state_gen: AtomicU64::new(0),
             memo: Mutex::new(Memo::default()),
         }
     }
 
     fn state(&self, name: &RepoName) -> Result<Arc<RepoState>, Error> {
-        self.refresh()?;
-        self.repos
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.registry()?
+            .repos
             .get(name)
             .cloned()
             .ok_or_else(|| Error::UnknownRepo(name.clone()))
@@ -317,10 +432,15 @@ impl Inner {
     /// replaced while we waited for its maintenance lock).
     fn is_current(&self, state: &RepoState) -> bool {
         self.repos
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
+            .load()
+            .repos
             .get(&state.name)
             .is_some_and(|s| s.id == state.id)
+    }
+
+    /// Every registration of the snapshot in force now.
+    pub(crate) fn states(&self) -> Result<Vec<Arc<RepoState>>, Error> {
+        Ok(self.registry()?.repos.values().cloned().collect())
     }
 
     fn synced(&self, name: &RepoName) -> Result<(Arc<RepoState>, Arc<View>), Error> {
@@ -338,9 +458,8 @@ impl Inner {
         }
         // Held across the check and the insert so two registrations cannot race (across
         // processes the primary key decides: the loser's insert fails and it answers from
-        // the row that won).
-        let _registry = lock(&self.registry);
-        let mut repos = self.repos.write().unwrap_or_else(PoisonError::into_inner);
+        // the row that won). Readers never take it: they keep the published snapshot.
+        let _writes = lock(&self.writes);
         if let Some(row) = self.db.repo(&reg.name)? {
             return same_registration(&row, &reg);
         }
@@ -354,16 +473,17 @@ impl Inner {
                 };
             }
         };
-        let state = self.new_state(
+        let state = Arc::new(self.new_state(
             incarnation,
             reg.name.clone(),
             reg.source.clone(),
             reg.registered_path.clone(),
             reg.branch.clone(),
             reg.private.unwrap_or(false),
-        );
-        repos.insert(reg.name.clone(), Arc::new(state));
-        drop(repos);
+        ));
+        self.publish_registry(incarnation, |repos| {
+            repos.insert(reg.name.clone(), Arc::clone(&state));
+        });
         self.repo(&reg.name)
     }
 
@@ -376,15 +496,15 @@ impl Inner {
         let _maintenance = lock(&state.maintenance);
         let _mirror = shared::lock_exclusive(&state.mirror_lock)?;
         {
-            let _registry = lock(&self.registry);
+            let _writes = lock(&self.writes);
             let removed = self.db.delete_repo(name, state.id)?;
-            let mut repos = self.repos.write().unwrap_or_else(PoisonError::into_inner);
-            if repos.get(name).is_some_and(|s| s.id == state.id) {
-                repos.remove(name);
-            }
-            drop(repos);
+            self.publish_registry(removed.unwrap_or(0), |repos| {
+                if repos.get(name).is_some_and(|s| s.id == state.id) {
+                    repos.remove(name);
+                }
+            });
             state.set_view(None);
-            if !removed {
+            if removed.is_none() {
                 // Another process removed (or replaced) it meanwhile.
                 return Err(Error::UnknownRepo(name.clone()));
             }
@@ -557,7 +677,7 @@ impl Inner {
     fn is_leased(&self, state: &RepoState, id: &ObjectId) -> bool {
         lock(&self.leases)
             .get(&(state.id, *id))
-            .is_some_and(|count| *count > 0)
+            .is_some_and(|lease| lease.count > 0)
     }
 
     /// Whether `id` is reachable from the retention roots active at `now`.
@@ -678,10 +798,12 @@ impl Inner {
 
     /// Takes a lease after checking retention; returns the key to release.
     ///
-    /// Memory only when this store already has a record of (registration, commit); the
-    /// first lease of it writes the record, under the roots lock shared, after re-reading
-    /// what other processes changed: a sweep anywhere either sees the record or has already
-    /// published the expiry this check then sees.
+    /// Never waits on a writer. The lease is counted first and retention checked after,
+    /// while a sweep publishes its expiry first and reads the counts after: either the sweep
+    /// sees this count and keeps the commit, or this check sees the expiry and refuses. The
+    /// first lease of a (registration, commit) in this store writes its record on disk first
+    /// and then re-reads what other processes published, which is the same order across
+    /// processes (a sweep anywhere commits its expiry, then lists the records).
     pub(crate) fn lease(&self, name: &RepoName, commit: &CommitId) -> Result<Leased, Error> {
         let (state, view) = self.synced(name)?;
         self.lease_in(state, view, to_oid(commit)?)
@@ -705,66 +827,65 @@ impl Inner {
         view: Arc<View>,
         id: ObjectId,
     ) -> Result<Leased, Error> {
-        // Warm the memo outside the lease lock: a first ancestor walk can take a while and
-        // must not block every other lease and release.
+        // Warm the memo before counting: a first ancestor walk can take a while.
         self.check_readable(&state, &view, &id, false)?;
         let key = (state.id, id);
-        let recorded = lock(&self.leases).contains_key(&key);
-        let roots = if recorded {
-            None
-        } else {
-            let roots = shared::lock_shared(&state.roots_lock)?;
-            self.refresh()?;
-            Some(roots)
+        let recorded = {
+            let mut leases = lock(&self.leases);
+            let lease = leases.entry(key).or_default();
+            lease.count += 1;
+            lease.recorded
         };
-        let mut leases = lock(&self.leases);
-        // The decisive check, under the lock sweep() decides and publishes under: either
-        // sweep sees this lease, or we see the view sweep left behind. With a record on disk
-        // already, another process's sweep sees that record, so this process's view is all
-        // there is to check; without one, the registry was re-read above.
+        let counted = Counted {
+            store: self,
+            key: Some(key),
+        };
         let (state, view) = if recorded {
             let view = state
                 .view()
                 .ok_or_else(|| Error::NotSynced(state.name.clone()))?;
             (state, view)
         } else {
+            // Concurrent first leases may both write it: creating the record is idempotent.
+            self.owner.record(key.0, &id)?;
+            if let Some(lease) = lock(&self.leases).get_mut(&key) {
+                lease.recorded = true;
+            }
             self.synced(&state.name)?
         };
         if state.id != key.0 || !self.is_retained(&state, &view, &id, self.clock.now())? {
-            drop(leases);
             return Err(Error::OutsideRetention {
                 repo: state.name.clone(),
                 commit: to_commit_id(&id)?,
             });
         }
-        if !leases.contains_key(&key) {
-            if roots.is_none() {
-                // Reclaimed by a sweep since we looked: take the slow path.
-                drop(leases);
-                return self.lease_in(state, view, id);
-            }
-            self.owner.record(key.0, &id)?;
-        }
-        *leases.entry(key).or_insert(0) += 1;
-        drop(leases);
-        drop(roots);
+        counted.keep();
         Ok(Leased { key, state, view })
+    }
+
+    /// This store's leases of `state` now: every commit with a live count.
+    pub(crate) fn leased_here(&self, state: &RepoState) -> HashSet<ObjectId> {
+        lock(&self.leases)
+            .iter()
+            .filter(|((owner, _), lease)| *owner == state.id && lease.count > 0)
+            .map(|((_, id), _)| *id)
+            .collect()
     }
 
     /// Memory only: the record stays until this store's next sweep.
     pub(crate) fn release(&self, key: &(u64, ObjectId)) {
-        if let Some(count) = lock(&self.leases).get_mut(key) {
-            *count = count.saturating_sub(1);
+        if let Some(lease) = lock(&self.leases).get_mut(key) {
+            lease.count = lease.count.saturating_sub(1);
         }
     }
 
     /// Drops this store's lease records whose count is zero (run by its sweep).
     fn reclaim_idle_leases(&self) {
-        lock(&self.leases).retain(|(incarnation, id), count| {
-            if *count == 0 {
+        lock(&self.leases).retain(|(incarnation, id), lease| {
+            if lease.count == 0 {
                 self.owner.unrecord(*incarnation, id);
             }
-            *count > 0
+            lease.count > 0
         });
     }
 
@@ -965,13 +1086,27 @@ impl Inner {
         path: &RepoPath,
         max: Option<u64>,
     ) -> Result<Vec<u8>, Error> {
+        let (state, view) = self.synced(name)?;
+        self.bytes_in(&state, &view, to_oid(commit)?, path, max)
+    }
+
+    /// [`Inner::read_bytes`] against a view already taken (a lease's).
+    pub(crate) fn bytes_in(
+        &self,
+        state: &RepoState,
+        view: &View,
+        commit: ObjectId,
+        path: &RepoPath,
+        max: Option<u64>,
+    ) -> Result<Vec<u8>, Error> {
         if path.is_root() {
             return Err(Error::IsDirectory {
                 path: String::new(),
             });
         }
-        self.with_tree(name, commit, path, |_, repo, tree| {
-            objects::read_bytes(repo, tree, path, commit, max)
+        let shown = to_commit_id(&commit)?;
+        self.tree_in(state, view, commit, path, |_, repo, tree| {
+            objects::read_bytes(repo, tree, path, &shown, max)
         })
     }
 
@@ -981,12 +1116,25 @@ impl Inner {
         commit: &CommitId,
         suffix: &str,
     ) -> Result<Vec<FoundFile>, Error> {
-        self.with_tree(name, commit, &RepoPath::root(), |state, repo, tree| {
+        let (state, view) = self.synced(name)?;
+        self.files_in(&state, &view, to_oid(commit)?, suffix)
+    }
+
+    /// [`Inner::find_files`] against a view already taken (a lease's).
+    pub(crate) fn files_in(
+        &self,
+        state: &RepoState,
+        view: &View,
+        id: ObjectId,
+        suffix: &str,
+    ) -> Result<Vec<FoundFile>, Error> {
+        let commit = &to_commit_id(&id)?;
+        self.tree_in(state, view, id, &RepoPath::root(), |state, repo, tree| {
             let scope = &state.registered_path;
             let mut out = Vec::new();
             match objects::locate(repo, tree, scope, commit) {
                 Ok(Target::Tree(dir)) => {
-                    objects::find_suffix(repo, dir, scope.as_str(), suffix, &mut out)?
+                    objects::find_suffix(repo, dir, scope.as_str(), true, suffix, &mut out)?
                 }
                 Ok(_) | Err(Error::NotFound { .. }) => {}
                 Err(e) => return Err(e),

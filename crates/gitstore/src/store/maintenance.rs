@@ -13,7 +13,7 @@ use crate::{CommitId, Error, RepoName, SweepReport, SyncOutcome};
 use gix::ObjectId;
 use std::collections::HashSet;
 use std::path::Path;
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 
 impl Inner {
     // ----- sync --------------------------------------------------------------------------
@@ -303,13 +303,7 @@ impl Inner {
         // Idle records first: this store's own leases that ended must not keep anything.
         self.reclaim_idle_leases();
         self.refresh()?;
-        let states: Vec<Arc<RepoState>> = self
-            .repos
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .cloned()
-            .collect();
+        let states: Vec<Arc<RepoState>> = self.states()?;
         let mut report = SweepReport::default();
         let mut first_error = None;
         for state in states {
@@ -370,38 +364,45 @@ impl Inner {
             }
         }
 
-        let (expired, leased) = {
-            // Every process's lease records, read under the roots lock: a lease being taken
-            // anywhere either wrote its record before we read, or waits and then sees the
-            // expiry we publish here (the metadata change moves its `data_version`).
-            let _roots = shared::lock_exclusive(&state.roots_lock)?;
-            let leases = lock(&self.leases);
+        // Leases of every process, the expiry published, then the leases again. No lock a
+        // lease takes is held across any of it: a lease counts itself first and checks
+        // retention after, so one counted before the expiry was published is found by the
+        // second look and its commit kept by a leased ref (it is no longer a seen head, so
+        // new requests are refused); one counted after sees the expiry.
+        let leased_now = || -> Result<HashSet<ObjectId>, Error> {
             let mut leased = shared::live_leases(&self.leases_root(), state.id)?;
-            leased.extend(
-                leases
-                    .iter()
-                    .filter(|((owner, _), count)| *owner == state.id && **count > 0)
-                    .map(|((_, id), _)| *id),
-            );
-            let mut expired = Vec::new();
-            for id in &candidates {
-                let commit = to_commit_id(id)?;
-                if leased.contains(id) {
-                    report.kept_by_lease.push((state.name.clone(), commit));
-                } else {
-                    expired.push(commit);
-                }
-            }
-            let dropped: Vec<CommitId> = expired.iter().chain(&quietly_dropped).cloned().collect();
-            if !dropped.is_empty() {
-                // Decided and published under the lease lock: a lease() after this point
-                // sees the new view and refuses the expired commits.
-                let state_gen = self.db.delete_seen(&state.name, &dropped)?;
-                let view = self.refreshed_view(state, &view)?;
-                state.publish(view, state_gen);
-            }
-            (expired, leased)
+            leased.extend(self.leased_here(state));
+            Ok(leased)
         };
+        let mut leased = leased_now()?;
+        let mut expired = Vec::new();
+        for id in &candidates {
+            if leased.contains(id) {
+                report
+                    .kept_by_lease
+                    .push((state.name.clone(), to_commit_id(id)?));
+            } else {
+                expired.push(*id);
+            }
+        }
+        let mut dropped: Vec<CommitId> = quietly_dropped;
+        for id in &expired {
+            dropped.push(to_commit_id(id)?);
+        }
+        if !dropped.is_empty() {
+            let state_gen = self.db.delete_seen(&state.name, &dropped)?;
+            let view = self.refreshed_view(state, &view)?;
+            state.publish(view, state_gen);
+            let late = leased_now()?;
+            for id in expired.iter().filter(|id| late.contains(*id)) {
+                report
+                    .kept_by_lease
+                    .push((state.name.clone(), to_commit_id(id)?));
+            }
+            expired.retain(|id| !late.contains(id));
+            leased.extend(late);
+        }
+        let expired: Vec<CommitId> = expired.iter().map(to_commit_id).collect::<Result<_, _>>()?;
 
         // Leased commits that are no longer roots (a commit from the history of a head that
         // just expired, say) get a ref of their own so gc cannot take them (G-8); refs of
@@ -420,7 +421,7 @@ impl Inner {
             .filter_map(|hex| ObjectId::from_hex(hex.as_bytes()).ok())
             .collect();
         let mut edits = String::new();
-        for commit in expired.iter().chain(&quietly_dropped) {
+        for commit in &dropped {
             edits.push_str(&format!("delete {SEEN_REFS}{commit}\n"));
         }
         for id in leased.difference(&existing) {

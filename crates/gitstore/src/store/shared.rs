@@ -5,15 +5,16 @@
 //! Layout below the data directory:
 //! - `locks/<owner>/<name>.mirror.lock`: held exclusively for everything that runs `git` on
 //!   the mirror (fetch, ref updates, gc) and for unregistering it.
-//! - `locks/<owner>/<name>.roots.lock`: held exclusively by a sweep while it reads the lease
-//!   records and drops expired roots, shared by a lease that writes a new record; short.
 //! - `leases/<store-id>.lock`: flock'ed by one open store for its whole life. A record
 //!   directory whose lock can be taken belongs to a dead process (the test survives pid
 //!   reuse) and is removed by whoever notices.
 //! - `leases/<store-id>/<incarnation>-<sha>`: an empty file per (registration, commit) this
 //!   store has leased. Written on the store's first lease of that commit, kept while the
 //!   in-memory count drops to zero and rises again, removed by the store's own sweep once the
-//!   count is zero (never on a release: the read path stays in memory).
+//!   count is zero (never on a release: the read path stays in memory). No lock orders a
+//!   lease and a sweep: a first lease writes its record, *then* re-reads the metadata and
+//!   checks retention; a sweep commits its expiry, *then* lists the records. Either the
+//!   sweep finds the record or the lease sees the expiry.
 //! - `trash/<incarnation>-<owner>-<name>.git`: mirrors of removed registrations, deleted by
 //!   a sweep once no live store has a lease record on that registration.
 
@@ -76,14 +77,6 @@ pub(crate) fn try_lock_exclusive(path: &Path) -> Result<Option<FileLock>, Error>
 /// See [`try_lock_exclusive`].
 const TRY_LOCK_ATTEMPTS: u32 = 5;
 const TRY_LOCK_PAUSE: std::time::Duration = std::time::Duration::from_millis(25);
-
-/// Blocks until `path` is locked shared.
-pub(crate) fn lock_shared(path: &Path) -> Result<FileLock, Error> {
-    let file = open_lock_file(path)?;
-    file.lock_shared()
-        .map_err(storage("taking a mirror lock"))?;
-    Ok(FileLock { _file: file })
-}
 
 /// This store's identity in `leases/`: its liveness lock and its record directory.
 pub(crate) struct Owner {
