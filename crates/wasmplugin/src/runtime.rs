@@ -272,7 +272,9 @@ impl Runtime {
     /// deadline, for background preparation) and then gets PLUGIN_TIMEOUT while the worker
     /// finishes; a compile that finishes after all its callers gave up is dropped, not cached
     /// (a caller arriving for the same digest while it compiles joins it instead). At most
-    /// CONCURRENCY callers wait at once; a further one gets PLUGIN_BUSY.
+    /// CONCURRENCY callers wait at once; a further one gets PLUGIN_BUSY. A miss shares
+    /// `artifact` with the queued job instead of copying it; the last caller to give up on a
+    /// job the worker has not started removes it from the queue, artifact and all.
     ///
     /// Diagnostics: PLUGIN_ARTIFACT (not a valid core module, or over the host's table or
     /// instance limits), PLUGIN_ABI (a missing or mistyped `memory`/`alloc`/`dealloc`/`enrich`
@@ -283,7 +285,7 @@ impl Runtime {
     pub fn module(
         &self,
         digest: &str,
-        artifact: &[u8],
+        artifact: &Arc<[u8]>,
         deadline: Option<Instant>,
     ) -> Result<Arc<Module>, Diagnostic> {
         let started = Instant::now();

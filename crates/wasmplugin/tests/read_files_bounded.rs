@@ -86,7 +86,7 @@ fn w23_read_files_parses_only_the_paths_read_calls_allows() {
         ..PluginConfig::default()
     })
     .expect("runtime");
-    let bytes = wat::parse_str(BATCH).expect("wat");
+    let bytes: std::sync::Arc<[u8]> = wat::parse_str(BATCH).expect("wat").into();
     let deadline = Instant::now() + Duration::from_secs(60);
     let module = rt.module("batch", &bytes, Some(deadline)).expect("module");
     let key = InstanceKey {

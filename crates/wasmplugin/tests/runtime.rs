@@ -255,13 +255,13 @@ fn key(args: &str) -> InstanceKey {
 }
 
 fn compile(rt: &Runtime, digest: &str, wat: &str) -> Arc<Module> {
-    let bytes = wat::parse_str(wat).expect("wat");
+    let bytes: Arc<[u8]> = wat::parse_str(wat).expect("wat").into();
     rt.module(digest, &bytes, Some(soon()))
         .unwrap_or_else(|d| panic!("module {digest}: {d}"))
 }
 
 fn compile_err(rt: &Runtime, wat: &str) -> Diagnostic {
-    let bytes = wat::parse_str(wat).expect("wat");
+    let bytes: Arc<[u8]> = wat::parse_str(wat).expect("wat").into();
     rt.module("bad", &bytes, Some(soon()))
         .expect_err("module should be refused")
 }
@@ -584,13 +584,17 @@ fn w22_unknown_or_mistyped_host_import_is_plugin_abi() {
 fn w2_invalid_module_is_plugin_artifact() {
     let rt = runtime();
     let d = rt
-        .module("junk", b"\0asm\x01\0\0\0\x99garbage", Some(soon()))
+        .module(
+            "junk",
+            &Arc::from(&b"\0asm\x01\0\0\0\x99garbage"[..]),
+            Some(soon()),
+        )
         .expect_err("junk");
     assert_eq!(d.code, Code::Artifact, "{d}");
     let d = rt
         .module(
             "text",
-            b"version https://git-lfs.github.com/spec/v1\n",
+            &Arc::from(&b"version https://git-lfs.github.com/spec/v1\n"[..]),
             Some(soon()),
         )
         .expect_err("lfs");
@@ -1064,12 +1068,14 @@ fn w26_idle_instances_are_bounded_lru() {
 #[test]
 fn w30_compile_cache_hit_by_digest() {
     let rt = runtime();
-    let bytes = wat::parse_str(echo_wat()).expect("wat");
+    let bytes: Arc<[u8]> = wat::parse_str(echo_wat()).expect("wat").into();
     assert!(!rt.is_cached("blob-1"));
     let first = rt.module("blob-1", &bytes, None).expect("compile");
     assert!(rt.is_cached("blob-1"));
     // A hit does not look at the bytes again: the digest is the identity.
-    let second = rt.module("blob-1", b"", Some(soon())).expect("hit");
+    let second = rt
+        .module("blob-1", &Arc::from(&b""[..]), Some(soon()))
+        .expect("hit");
     assert!(Arc::ptr_eq(&first, &second));
     let stats = rt.stats();
     assert_eq!((stats.compiles, stats.compile_cache_hits), (1, 1));
@@ -1082,7 +1088,7 @@ fn w30_compile_cache_is_bounded_lru() {
         ..config()
     })
     .expect("runtime");
-    let bytes = wat::parse_str(echo_wat()).expect("wat");
+    let bytes: Arc<[u8]> = wat::parse_str(echo_wat()).expect("wat").into();
     for digest in ["a", "b", "a", "c"] {
         rt.module(digest, &bytes, Some(soon())).expect("compile");
     }
@@ -1114,7 +1120,7 @@ fn heavy_wat(functions: usize) -> String {
 #[test]
 fn w30_deadline_already_passed_compiles_nothing() {
     let rt = runtime();
-    let bytes = wat::parse_str(echo_wat()).expect("wat");
+    let bytes: Arc<[u8]> = wat::parse_str(echo_wat()).expect("wat").into();
     let d = rt
         .module("late", &bytes, Some(Instant::now()))
         .expect_err("timeout");
@@ -1134,7 +1140,7 @@ fn w30_deadline_already_passed_compiles_nothing() {
 #[test]
 fn w30_compile_finishing_after_its_caller_gave_up_is_dropped() {
     let rt = runtime();
-    let bytes = wat::parse_str(heavy_wat(200)).expect("wat");
+    let bytes: Arc<[u8]> = wat::parse_str(heavy_wat(200)).expect("wat").into();
     let d = rt
         .module(
             "heavy",
@@ -1160,7 +1166,7 @@ fn w30_compile_finishing_after_its_caller_gave_up_is_dropped() {
 #[test]
 fn w30_concurrent_callers_share_one_compile() {
     let rt = runtime();
-    let bytes = wat::parse_str(heavy_wat(20)).expect("wat");
+    let bytes: Arc<[u8]> = wat::parse_str(heavy_wat(20)).expect("wat").into();
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..2)
             .map(|_| scope.spawn(|| rt.module("shared", &bytes, Some(soon()))))
@@ -1206,11 +1212,11 @@ fn w35_runtime_drop_stops_its_threads() {
 fn w36_measurements() {
     // Not an assertion on time: prints numbers for the report (`--nocapture`).
     let rt = runtime();
-    let echo = wat::parse_str(echo_wat()).expect("wat");
+    let echo: Arc<[u8]> = wat::parse_str(echo_wat()).expect("wat").into();
     let started = Instant::now();
     let module = rt.module("echo", &echo, None).expect("compile");
     let echo_compile = started.elapsed();
-    let heavy = wat::parse_str(heavy_wat(200)).expect("wat");
+    let heavy: Arc<[u8]> = wat::parse_str(heavy_wat(200)).expect("wat").into();
     let started = Instant::now();
     rt.module("heavy", &heavy, None).expect("compile");
     let heavy_compile = started.elapsed();

@@ -10,11 +10,13 @@ use serde_json::{Value, json};
 use wasmplugin::runtime::{HostFiles, HostReadError, InstanceKey, Module, Runtime};
 use wasmplugin::{Code, PluginConfig};
 
-fn fixture(name: &str) -> Vec<u8> {
+fn fixture(name: &str) -> Arc<[u8]> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("testdata")
         .join(format!("{name}.sourcegraph.wasm"));
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .into()
 }
 
 fn runtime() -> Runtime {

@@ -2,10 +2,14 @@
 //!
 //! Callers of [`super::Runtime::module`] that miss the cache enqueue a job (or join the job
 //! already queued for the same digest) and wait for it until their own deadline. The one
-//! worker thread takes jobs in order; a job every caller gave up on before it started is
-//! skipped, and a result nobody waits for any more when it is ready is dropped, not cached.
+//! worker thread takes jobs in order. The last caller to give up on a job the worker has not
+//! started takes it out of the queue itself, so the queue only ever holds jobs somebody still
+//! waits for; a job the worker started runs to its end (the worker stays busy until the
+//! compiler exits) and a result nobody waits for any more is dropped, not cached.
 //! At most CONCURRENCY callers wait at once, so the queue is bounded by the callers
-//! themselves and a further caller is told PLUGIN_BUSY.
+//! themselves and a further caller is told PLUGIN_BUSY. A job shares the caller's artifact
+//! (`Arc<[u8]>`, up to ARTIFACT_BYTES) rather than copying it, and lets go of it as soon as
+//! the worker took it or the job left the queue.
 
 use std::collections::{HashMap, VecDeque};
 use std::panic::AssertUnwindSafe;
@@ -23,6 +27,9 @@ pub(super) struct Compiler {
     state: Mutex<State>,
     /// Wakes the worker: a job was queued, or shutdown.
     work: Condvar,
+    /// Lets a test keep the worker from compiling the job it took.
+    #[cfg(test)]
+    hold: tests::Hold,
 }
 
 #[derive(Default)]
@@ -31,6 +38,7 @@ struct State {
     cache: VecDeque<(String, Arc<Module>)>,
     /// The job per digest that is queued or compiling.
     inflight: HashMap<String, Arc<Job>>,
+    /// Jobs not started yet, each with at least one waiting caller.
     queue: VecDeque<Arc<Job>>,
     /// Callers blocked in `module` (bounded by CONCURRENCY).
     waiting: usize,
@@ -39,7 +47,6 @@ struct State {
 
 struct Job {
     digest: String,
-    artifact: Mutex<Option<Vec<u8>>>,
     progress: Mutex<Progress>,
     done: Condvar,
 }
@@ -48,6 +55,10 @@ struct Job {
 struct Progress {
     /// Callers still waiting for this job.
     waiters: usize,
+    /// The worker took the job: from then on it runs to its end whoever still waits.
+    started: bool,
+    /// The bytes to compile, until the worker takes them (or the job leaves the queue).
+    artifact: Option<Arc<[u8]>>,
     outcome: Option<Outcome>,
 }
 
@@ -75,7 +86,7 @@ impl Compiler {
 pub(super) fn module(
     shared: &Shared,
     digest: &str,
-    artifact: &[u8],
+    artifact: &Arc<[u8]>,
     deadline: Option<Instant>,
 ) -> (Outcome, bool) {
     let compiler = &shared.compiler;
@@ -115,9 +126,9 @@ pub(super) fn module(
             None => {
                 let job = Arc::new(Job {
                     digest: digest.to_string(),
-                    artifact: Mutex::new(Some(artifact.to_vec())),
                     progress: Mutex::new(Progress {
                         waiters: 1,
+                        artifact: Some(artifact.clone()),
                         ..Progress::default()
                     }),
                     done: Condvar::new(),
@@ -130,11 +141,12 @@ pub(super) fn module(
         }
     };
 
-    let outcome = {
+    // `None`: the deadline passed first.
+    let finished = {
         let mut progress = lock(&job.progress);
         loop {
             if let Some(outcome) = &progress.outcome {
-                break outcome.clone();
+                break Some(outcome.clone());
             }
             match deadline {
                 None => {
@@ -146,10 +158,7 @@ pub(super) fn module(
                 Some(deadline) => {
                     let now = Instant::now();
                     if now >= deadline {
-                        // Giving up under the job's lock: the worker decides "cache or drop"
-                        // under the same lock, so it sees this caller either waiting or gone.
-                        progress.waiters -= 1;
-                        break Err(timeout());
+                        break None;
                     }
                     progress = job
                         .done
@@ -160,8 +169,36 @@ pub(super) fn module(
             }
         }
     };
-    lock(&compiler.state).waiting -= 1;
+    let mut state = lock(&compiler.state);
+    state.waiting -= 1;
+    let outcome = match finished {
+        Some(outcome) => outcome,
+        None => give_up(shared, &mut state, &job),
+    };
     (outcome, false)
+}
+
+/// A caller whose deadline passed leaves `job`. Called under the compiler lock, which the
+/// worker also holds when it takes a job and when it publishes one, so the job is seen either
+/// queued, started or finished, never in between.
+fn give_up(shared: &Shared, state: &mut State, job: &Arc<Job>) -> Outcome {
+    let mut progress = lock(&job.progress);
+    if let Some(outcome) = &progress.outcome {
+        // Published while this caller reached for the lock: the worker counted it as a
+        // waiter, so take what it answered.
+        return outcome.clone();
+    }
+    progress.waiters -= 1;
+    if progress.waiters == 0 && !progress.started {
+        // The last waiter of a job the worker has not taken: the job goes now rather than
+        // when the worker reaches it, so abandoned jobs (and their artifacts) never pile up
+        // behind a long compile (W-30: no queue beyond the callers waiting).
+        progress.artifact = None;
+        state.queue.retain(|queued| !Arc::ptr_eq(queued, job));
+        forget(state, job);
+        bump(&shared.counters.compiles_skipped);
+    }
+    Err(timeout())
 }
 
 fn timeout() -> Diagnostic {
@@ -179,7 +216,7 @@ fn lost() -> Diagnostic {
 pub(super) fn work(shared: Arc<Shared>) {
     let compiler = &shared.compiler;
     loop {
-        let job = {
+        let (job, artifact) = {
             let mut state = lock(&compiler.state);
             loop {
                 if state.shutdown {
@@ -193,28 +230,39 @@ pub(super) fn work(shared: Arc<Shared>) {
                     continue;
                 };
                 // Decided under the compiler lock so that no caller can join the job between
-                // this check and its removal from `inflight`.
-                if lock(&job.progress).waiters == 0 {
+                // this check and its removal from `inflight`. Callers remove a job they all
+                // gave up on themselves; this only guards against one slipping through.
+                let mut progress = lock(&job.progress);
+                if progress.waiters == 0 {
+                    progress.artifact = None;
+                    drop(progress);
                     forget(&mut state, &job);
                     bump(&shared.counters.compiles_skipped);
                     continue;
                 }
-                break job;
+                progress.started = true;
+                let artifact = progress.artifact.take();
+                drop(progress);
+                break (job, artifact);
             }
         };
-        let artifact = lock(&job.artifact).take().unwrap_or_default();
+        #[cfg(test)]
+        compiler.hold.wait();
         // A panic inside the compiler must not take the only worker down with it (every later
         // compile would wait forever); the module is then reported as not compilable.
-        let outcome =
-            std::panic::catch_unwind(AssertUnwindSafe(|| build(&shared, &job.digest, &artifact)))
-                .unwrap_or_else(|_| {
-                    Err(Diagnostic::new(
-                        Code::Artifact,
-                        "the module could not be compiled",
-                    ))
-                })
-                .map(Arc::new);
-        drop(artifact);
+        let outcome = match artifact {
+            Some(artifact) => std::panic::catch_unwind(AssertUnwindSafe(|| {
+                build(&shared, &job.digest, &artifact)
+            }))
+            .unwrap_or_else(|_| {
+                Err(Diagnostic::new(
+                    Code::Artifact,
+                    "the module could not be compiled",
+                ))
+            })
+            .map(Arc::new),
+            None => Err(lost()),
+        };
         publish(&shared, &job, outcome);
     }
 }
@@ -294,4 +342,171 @@ fn build(shared: &Shared, digest: &str, artifact: &[u8]) -> Result<Module, Diagn
         pre,
         compile_time,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::PluginConfig;
+    use crate::runtime::Runtime;
+
+    /// Keeps the worker from compiling the job it took while set, so a test can stand for a
+    /// long compile without depending on how fast Cranelift is.
+    #[derive(Default)]
+    pub(super) struct Hold {
+        held: Mutex<bool>,
+        changed: Condvar,
+    }
+
+    impl Hold {
+        fn set(&self, held: bool) {
+            *lock(&self.held) = held;
+            self.changed.notify_all();
+        }
+
+        pub(super) fn wait(&self) {
+            let mut held = lock(&self.held);
+            while *held {
+                held = self
+                    .changed
+                    .wait(held)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+        }
+    }
+
+    /// What the compiler holds besides its cache.
+    #[derive(Debug, PartialEq, Eq)]
+    struct Backlog {
+        queued: usize,
+        inflight: usize,
+        started: usize,
+        /// Artifact bytes held by jobs (a started job has handed its bytes to the worker).
+        artifact_bytes: usize,
+    }
+
+    impl Compiler {
+        fn backlog(&self) -> Backlog {
+            let state = lock(&self.state);
+            let mut backlog = Backlog {
+                queued: state.queue.len(),
+                inflight: state.inflight.len(),
+                started: 0,
+                artifact_bytes: 0,
+            };
+            // Every queued job is in `inflight` too.
+            for job in state.inflight.values() {
+                let progress = lock(&job.progress);
+                backlog.started += usize::from(progress.started);
+                backlog.artifact_bytes += progress.artifact.as_ref().map_or(0, |a| a.len());
+            }
+            backlog
+        }
+    }
+
+    fn artifact() -> Arc<[u8]> {
+        wat::parse_str(
+            r#"(module (memory (export "memory") 1)
+                (func (export "alloc") (param i32) (result i32) (i32.const 16))
+                (func (export "dealloc") (param i32 i32))
+                (func (export "enrich") (param i32 i32) (result i64) (i64.const 0)))"#,
+        )
+        .unwrap()
+        .into()
+    }
+
+    fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+        let until = Instant::now() + Duration::from_secs(30);
+        while !done() {
+            assert!(Instant::now() < until, "never happened: {what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    fn within(ms: u64) -> Option<Instant> {
+        Some(Instant::now() + Duration::from_millis(ms))
+    }
+
+    /// W-30: behind a long compile, callers that time out take their jobs (and artifacts) out
+    /// of the queue themselves; a job stays queued exactly while somebody waits for it; a later
+    /// caller for an abandoned digest still gets its module.
+    #[test]
+    fn w30_abandoned_jobs_leave_the_queue_with_their_artifacts() {
+        let rt = Runtime::new(PluginConfig {
+            concurrency: 3,
+            ..PluginConfig::default()
+        })
+        .unwrap();
+        let compiler = &rt.shared.compiler;
+        let long_bytes = artifact();
+        let bytes = artifact();
+        let idle = Backlog {
+            queued: 0,
+            inflight: 1,
+            started: 1,
+            artifact_bytes: 0,
+        };
+        compiler.hold.set(true);
+        std::thread::scope(|scope| {
+            let long = scope.spawn(|| rt.module("long", &long_bytes, None));
+            wait_for("the worker takes the long compile", || {
+                compiler.backlog().started == 1
+            });
+
+            for i in 0..20 {
+                let timed_out = rt
+                    .module(&format!("short-{i}"), &bytes, within(5))
+                    .unwrap_err();
+                assert_eq!(timed_out.code, Code::Timeout, "{timed_out}");
+                assert_eq!(compiler.backlog(), idle, "after caller {i}");
+            }
+            assert_eq!(Arc::strong_count(&bytes), 1, "no job keeps the artifact");
+
+            // Two callers of one digest: the job stays while one of them still waits.
+            let patient = scope.spawn(|| rt.module("shared", &bytes, within(1_000)));
+            wait_for("the patient caller queues its job", || {
+                compiler.backlog().queued == 1
+            });
+            let hurried = rt.module("shared", &bytes, within(5)).unwrap_err();
+            assert_eq!(hurried.code, Code::Timeout);
+            assert_eq!(
+                compiler.backlog(),
+                Backlog {
+                    queued: 1,
+                    inflight: 2,
+                    started: 1,
+                    artifact_bytes: bytes.len(),
+                },
+                "one caller still waits"
+            );
+            let patient = patient.join().unwrap().unwrap_err();
+            assert_eq!(patient.code, Code::Timeout);
+            assert_eq!(compiler.backlog(), idle);
+            assert_eq!(Arc::strong_count(&bytes), 1);
+            assert_eq!(rt.stats().compiles_skipped, 21);
+
+            compiler.hold.set(false);
+            long.join().unwrap().expect("the long compile");
+        });
+        assert!(rt.is_cached("long"));
+
+        // A later caller for an abandoned digest compiles it.
+        rt.module("shared", &bytes, within(30_000))
+            .expect("compiles");
+        assert!(rt.is_cached("shared"));
+        let stats = rt.stats();
+        assert_eq!((stats.compiles, stats.compiles_dropped_late), (2, 0));
+        assert_eq!(stats.faults.timeout, 22);
+        assert_eq!(
+            compiler.backlog(),
+            Backlog {
+                queued: 0,
+                inflight: 0,
+                started: 0,
+                artifact_bytes: 0
+            }
+        );
+    }
 }
