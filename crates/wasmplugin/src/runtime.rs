@@ -131,6 +131,19 @@ pub enum RuntimeError {
     Thread(&'static str, std::io::Error),
 }
 
+/// What [`Runtime::prepare_module`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrepareOutcome {
+    /// The module was cached already; nothing changed.
+    Cached,
+    /// The module was compiled and cached (in a free slot or in place of a module no read
+    /// used).
+    Compiled,
+    /// Not cached: every cache slot holds a module a read used since it was cached, and
+    /// preparation never evicts one. Not an error.
+    NoRoom,
+}
+
 /// A compiled, linked plugin module, ready to instantiate. Shared via `Arc` with the cache.
 pub struct Module {
     digest: String,
@@ -269,10 +282,12 @@ impl Runtime {
     ///
     /// A cache hit (CACHE_ENTRIES, LRU) returns at once. A miss compiles on the single compile
     /// worker; the caller waits for the worker and the compile only until `deadline` (None: no
-    /// deadline, for background preparation) and then gets PLUGIN_TIMEOUT while the worker
-    /// finishes; a compile that finishes after all its callers gave up is dropped, not cached
-    /// (a caller arriving for the same digest while it compiles joins it instead). At most
-    /// CONCURRENCY callers wait at once; a further one gets PLUGIN_BUSY. A miss shares
+    /// deadline; background preparation uses [`Runtime::prepare_module`]) and then gets
+    /// PLUGIN_TIMEOUT while the worker finishes; a compile that finishes after all its callers
+    /// gave up is dropped, not cached (a caller arriving for the same digest while it compiles
+    /// joins it instead). A call with a deadline is a read: the module it gets is marked as
+    /// used by a read, which [`Runtime::prepare_module`] never evicts. At most CONCURRENCY
+    /// callers wait at once; a further one gets PLUGIN_BUSY. A miss shares
     /// `artifact` with the queued job instead of copying it; the last caller to give up on a
     /// job the worker has not started removes it from the queue, artifact and all.
     ///
@@ -299,6 +314,48 @@ impl Runtime {
             wait_us = started.elapsed().as_micros() as u64,
             fault = outcome.as_ref().err().map_or("none", |d| d.code.as_str()),
             "plugin module"
+        );
+        outcome
+    }
+
+    /// Background preparation of the module of `digest` (W-31): like [`Runtime::module`] without
+    /// a deadline, except that it never evicts a module a read used since it was cached (a read
+    /// being a `module` call with a deadline), whatever the order it happens in.
+    ///
+    /// A hit answers [`PrepareOutcome::Cached`] and changes nothing (neither the module's
+    /// recency nor whether a read used it). A miss compiles only if the module can be cached in
+    /// a free slot or in place of a module no read used ([`PrepareOutcome::Compiled`]), and
+    /// the prepared module enters as least recently used, so until a read uses it, it is the
+    /// first a read's miss evicts. When every slot holds a module a read used, nothing is
+    /// compiled, or a module compiled while reads filled the cache is dropped:
+    /// [`PrepareOutcome::NoRoom`], counted in [`RuntimeStats::preparations_without_room`],
+    /// not as a fault. It waits like any caller and counts against CONCURRENCY (PLUGIN_BUSY).
+    ///
+    /// Diagnostics: those of [`Runtime::module`] but PLUGIN_TIMEOUT.
+    pub fn prepare_module(
+        &self,
+        digest: &str,
+        artifact: &Arc<[u8]>,
+    ) -> Result<PrepareOutcome, Diagnostic> {
+        let started = Instant::now();
+        let outcome = compiler::prepare(&self.shared, digest, artifact).map(|got| match got {
+            compiler::Got::Hit(_) => PrepareOutcome::Cached,
+            compiler::Got::Compiled { cached: true, .. } => PrepareOutcome::Compiled,
+            compiler::Got::Compiled { cached: false, .. } | compiler::Got::NoRoom => {
+                PrepareOutcome::NoRoom
+            }
+        });
+        match &outcome {
+            Err(diagnostic) => self.shared.counters.fault(diagnostic.code),
+            Ok(PrepareOutcome::NoRoom) => bump(&self.shared.counters.preparations_without_room),
+            Ok(_) => {}
+        }
+        tracing::debug!(
+            digest,
+            outcome = ?outcome.as_ref().ok(),
+            wait_us = started.elapsed().as_micros() as u64,
+            fault = outcome.as_ref().err().map_or("none", |d| d.code.as_str()),
+            "plugin module prepared"
         );
         outcome
     }

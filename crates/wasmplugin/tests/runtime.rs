@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use wasmplugin::runtime::{HostFiles, HostReadError, InstanceKey, Module, Runtime};
+use wasmplugin::runtime::{HostFiles, HostReadError, InstanceKey, Module, PrepareOutcome, Runtime};
 use wasmplugin::{Code, Diagnostic, PluginConfig};
 
 // ---------------------------------------------------------------------------------------------
@@ -1179,6 +1179,70 @@ fn w30_concurrent_callers_share_one_compile() {
     });
     // The second caller joined the first one's job (or, if late, hit the cache).
     assert_eq!(rt.stats().compiles, 1);
+}
+
+/// W-31, W-30: background preparation never evicts a module a read used since it was
+/// cached; with every slot held by such modules it compiles nothing and says so (not a
+/// fault). A prepared module takes a free slot or the place of one no read used, and enters
+/// least recently used; a preparation's cache hit is not a use. Reads keep plain LRU.
+#[test]
+fn w31_w30_preparation_never_evicts_a_module_reads_use() {
+    let rt = Runtime::new(PluginConfig {
+        cache_entries: 2,
+        ..config()
+    })
+    .expect("runtime");
+    let bytes: Arc<[u8]> = wat::parse_str(echo_wat()).expect("wat").into();
+    let read = |digest: &str| rt.module(digest, &bytes, Some(soon())).expect("read");
+    let prepare = |digest: &str| rt.prepare_module(digest, &bytes).expect("prepare");
+    let cached = |digests: &[&str]| {
+        ["a", "b", "p", "q", "r"]
+            .into_iter()
+            .filter(|d| rt.is_cached(d))
+            .eq(digests.iter().copied())
+    };
+
+    // A free slot; a hit changes nothing (not a use, not more recent).
+    read("a");
+    assert_eq!(prepare("p"), PrepareOutcome::Compiled);
+    assert_eq!(prepare("p"), PrepareOutcome::Cached);
+    assert!(cached(&["a", "p"]));
+    // The next preparation takes the place of the module no read used, never of `a`.
+    assert_eq!(prepare("q"), PrepareOutcome::Compiled);
+    assert!(cached(&["a", "q"]));
+    // A read's miss is plain LRU, and the prepared module entered least recently used.
+    read("b");
+    assert!(
+        cached(&["a", "b"]),
+        "the prepared, unread module goes first"
+    );
+    // Every slot holds a module a read used: preparation compiles nothing.
+    let compiles = rt.stats().compiles;
+    assert_eq!(prepare("r"), PrepareOutcome::NoRoom);
+    assert!(cached(&["a", "b"]));
+    let stats = rt.stats();
+    assert_eq!(stats.compiles, compiles, "nothing compiled");
+    assert_eq!(stats.preparations_without_room, 1);
+    assert_eq!(stats.faults.total(), 0, "no room is not a fault");
+    // A read's hit marks a prepared module as used.
+    let rt = Runtime::new(PluginConfig {
+        cache_entries: 2,
+        ..config()
+    })
+    .expect("runtime");
+    assert_eq!(rt.prepare_module("p", &bytes), Ok(PrepareOutcome::Compiled));
+    rt.module("p", &bytes, Some(soon())).expect("hit");
+    rt.module("a", &bytes, Some(soon())).expect("read");
+    assert_eq!(rt.prepare_module("q", &bytes), Ok(PrepareOutcome::NoRoom));
+    assert!(rt.is_cached("p") && rt.is_cached("a") && !rt.is_cached("q"));
+    // No cache at all: nothing to prepare into.
+    let rt = Runtime::new(PluginConfig {
+        cache_entries: 0,
+        ..config()
+    })
+    .expect("runtime");
+    assert_eq!(rt.prepare_module("p", &bytes), Ok(PrepareOutcome::NoRoom));
+    assert_eq!(rt.stats().compiles, 0);
 }
 
 #[test]

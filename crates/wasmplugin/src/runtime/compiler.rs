@@ -10,6 +10,14 @@
 //! themselves and a further caller is told PLUGIN_BUSY. A job shares the caller's artifact
 //! (`Arc<[u8]>`, up to ARTIFACT_BYTES) rather than copying it, and lets go of it as soon as
 //! the worker took it or the job left the queue.
+//!
+//! Background preparation ([`super::Runtime::prepare_module`], W-31) goes through the same
+//! queue and worker but never evicts a module a read used since it was cached: each cache
+//! entry remembers whether a read (a `module` call with a request deadline) got it.
+//! Preparation caches its module only in a free slot or in place of a module no read used,
+//! and compiles nothing when there is no such room. A prepared module enters at the least
+//! recently used end, so that until a read uses it, it is also the first a read's miss evicts
+//! (reads themselves keep plain LRU).
 
 use std::collections::{HashMap, VecDeque};
 use std::panic::AssertUnwindSafe;
@@ -34,15 +42,45 @@ pub(super) struct Compiler {
 
 #[derive(Default)]
 struct State {
-    /// Compiled modules by digest, least recently used first.
-    cache: VecDeque<(String, Arc<Module>)>,
+    /// Compiled modules, least recently used first.
+    cache: VecDeque<Entry>,
     /// The job per digest that is queued or compiling.
     inflight: HashMap<String, Arc<Job>>,
     /// Jobs not started yet, each with at least one waiting caller.
     queue: VecDeque<Arc<Job>>,
-    /// Callers blocked in `module` (bounded by CONCURRENCY).
+    /// Callers blocked in `module` or `prepare_module` (bounded by CONCURRENCY).
     waiting: usize,
     shutdown: bool,
+}
+
+/// One compiled module in the cache.
+struct Entry {
+    digest: String,
+    module: Arc<Module>,
+    /// A read got this module since it was cached: preparation never evicts it.
+    read: bool,
+}
+
+/// Who asks for a module: decides what a cache hit refreshes and how a compile is cached.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Caller {
+    /// `module` with a request deadline: a read.
+    Read,
+    /// `module` without a deadline.
+    Unbounded,
+    /// `prepare_module`: background preparation.
+    Prepare,
+}
+
+/// What a caller of [`obtain`] got.
+pub(super) enum Got {
+    /// The cached module.
+    Hit(Arc<Module>),
+    /// A module compiled for this caller. `cached` is false only when nobody but preparation
+    /// waited for it and the cache had filled up with modules reads use meanwhile.
+    Compiled { module: Arc<Module>, cached: bool },
+    /// Preparation only: every cache slot holds a module a read used; nothing was compiled.
+    NoRoom,
 }
 
 struct Job {
@@ -55,11 +93,17 @@ struct Job {
 struct Progress {
     /// Callers still waiting for this job.
     waiters: usize,
+    /// Of those, reads (the only callers with a deadline, so the only ones who give up).
+    readers: usize,
+    /// Of those, preparations.
+    preparers: usize,
     /// The worker took the job: from then on it runs to its end whoever still waits.
     started: bool,
     /// The bytes to compile, until the worker takes them (or the job leaves the queue).
     artifact: Option<Arc<[u8]>>,
     outcome: Option<Outcome>,
+    /// Set with `outcome`: the module went into the cache.
+    cached: bool,
 }
 
 /// Poisoning only means another thread panicked while holding the lock; the protected data
@@ -71,7 +115,10 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Compiler {
     /// Whether `digest` is in the cache (does not refresh its recency).
     pub fn is_cached(&self, digest: &str) -> bool {
-        lock(&self.state).cache.iter().any(|(d, _)| d == digest)
+        lock(&self.state)
+            .cache
+            .iter()
+            .any(|entry| entry.digest == digest)
     }
 
     /// Asks the worker to stop after its current compile.
@@ -82,55 +129,106 @@ impl Compiler {
 }
 
 /// The cached module (and `true`: a cache hit), or a compile by the worker waited for until
-/// `deadline`.
+/// `deadline`. A hit refreshes the module's recency; a hit or compile with a deadline marks
+/// it as used by a read.
 pub(super) fn module(
     shared: &Shared,
     digest: &str,
     artifact: &Arc<[u8]>,
     deadline: Option<Instant>,
 ) -> (Outcome, bool) {
+    let caller = if deadline.is_some() {
+        Caller::Read
+    } else {
+        Caller::Unbounded
+    };
+    match obtain(shared, digest, artifact, deadline, caller) {
+        Ok(Got::Hit(module)) => (Ok(module), true),
+        Ok(Got::Compiled { module, .. }) => (Ok(module), false),
+        // Only preparation is ever refused for room; never seen here.
+        Ok(Got::NoRoom) => (Err(lost()), false),
+        Err(diagnostic) => (Err(diagnostic), false),
+    }
+}
+
+/// Background preparation of one module: a hit changes nothing (neither recency nor the
+/// read mark), a miss compiles without a deadline and caches the module only where it evicts
+/// no module a read used.
+pub(super) fn prepare(
+    shared: &Shared,
+    digest: &str,
+    artifact: &Arc<[u8]>,
+) -> Result<Got, Diagnostic> {
+    obtain(shared, digest, artifact, None, Caller::Prepare)
+}
+
+fn obtain(
+    shared: &Shared,
+    digest: &str,
+    artifact: &Arc<[u8]>,
+    deadline: Option<Instant>,
+    caller: Caller,
+) -> Result<Got, Diagnostic> {
     let compiler = &shared.compiler;
     let job = {
         let mut state = lock(&compiler.state);
-        if let Some(at) = state.cache.iter().position(|(d, _)| d == digest) {
+        if let Some(at) = state.cache.iter().position(|entry| entry.digest == digest) {
+            if caller == Caller::Prepare {
+                // Preparation is a guess about future reads, not a use: it leaves the order
+                // reads made alone.
+                return state
+                    .cache
+                    .get(at)
+                    .map(|entry| Got::Hit(entry.module.clone()))
+                    .ok_or_else(lost);
+            }
             // Move to the back: most recently used.
-            let Some(entry) = state.cache.remove(at) else {
-                return (Err(lost()), false);
+            let Some(mut entry) = state.cache.remove(at) else {
+                return Err(lost());
             };
-            let module = entry.1.clone();
+            entry.read |= caller == Caller::Read;
+            let module = entry.module.clone();
             state.cache.push_back(entry);
             bump(&shared.counters.compile_cache_hits);
-            return (Ok(module), true);
+            return Ok(Got::Hit(module));
+        }
+        if caller == Caller::Prepare && !room_for_prepared(&state, shared.config.cache_entries) {
+            // Checked before compiling: a compile whose module could not be kept is wasted
+            // worker time that reads may be waiting behind.
+            return Ok(Got::NoRoom);
         }
         if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
-            return (Err(timeout()), false);
+            return Err(timeout());
         }
         if state.waiting >= shared.config.concurrency {
-            return (
-                Err(Diagnostic::new(
-                    Code::Busy,
-                    format!(
-                        "{} plugin compiles are already waiting (CONCURRENCY)",
-                        state.waiting
-                    ),
-                )),
-                false,
-            );
+            return Err(Diagnostic::new(
+                Code::Busy,
+                format!(
+                    "{} plugin compiles are already waiting (CONCURRENCY)",
+                    state.waiting
+                ),
+            ));
         }
         state.waiting += 1;
+        let join = |progress: &mut Progress| {
+            progress.waiters += 1;
+            progress.readers += usize::from(caller == Caller::Read);
+            progress.preparers += usize::from(caller == Caller::Prepare);
+        };
         match state.inflight.get(digest) {
             Some(job) => {
-                lock(&job.progress).waiters += 1;
+                join(&mut lock(&job.progress));
                 job.clone()
             }
             None => {
+                let mut progress = Progress {
+                    artifact: Some(artifact.clone()),
+                    ..Progress::default()
+                };
+                join(&mut progress);
                 let job = Arc::new(Job {
                     digest: digest.to_string(),
-                    progress: Mutex::new(Progress {
-                        waiters: 1,
-                        artifact: Some(artifact.clone()),
-                        ..Progress::default()
-                    }),
+                    progress: Mutex::new(progress),
                     done: Condvar::new(),
                 });
                 state.inflight.insert(digest.to_string(), job.clone());
@@ -146,7 +244,7 @@ pub(super) fn module(
         let mut progress = lock(&job.progress);
         loop {
             if let Some(outcome) = &progress.outcome {
-                break Some(outcome.clone());
+                break Some(answer(outcome, progress.cached));
             }
             match deadline {
                 None => {
@@ -171,24 +269,37 @@ pub(super) fn module(
     };
     let mut state = lock(&compiler.state);
     state.waiting -= 1;
-    let outcome = match finished {
-        Some(outcome) => outcome,
+    match finished {
+        Some(answer) => answer,
         None => give_up(shared, &mut state, &job),
-    };
-    (outcome, false)
+    }
+}
+
+/// A finished job's outcome as one waiter's answer.
+fn answer(outcome: &Outcome, cached: bool) -> Result<Got, Diagnostic> {
+    outcome
+        .clone()
+        .map(|module| Got::Compiled { module, cached })
+}
+
+/// Whether a prepared module can be cached without evicting one a read used.
+fn room_for_prepared(state: &State, capacity: usize) -> bool {
+    capacity > 0 && (state.cache.len() < capacity || state.cache.iter().any(|entry| !entry.read))
 }
 
 /// A caller whose deadline passed leaves `job`. Called under the compiler lock, which the
 /// worker also holds when it takes a job and when it publishes one, so the job is seen either
 /// queued, started or finished, never in between.
-fn give_up(shared: &Shared, state: &mut State, job: &Arc<Job>) -> Outcome {
+fn give_up(shared: &Shared, state: &mut State, job: &Arc<Job>) -> Result<Got, Diagnostic> {
     let mut progress = lock(&job.progress);
     if let Some(outcome) = &progress.outcome {
         // Published while this caller reached for the lock: the worker counted it as a
         // waiter, so take what it answered.
-        return outcome.clone();
+        return answer(outcome, progress.cached);
     }
+    // Only a read has a deadline to give up at.
     progress.waiters -= 1;
+    progress.readers -= 1;
     if progress.waiters == 0 && !progress.started {
         // The last waiter of a job the worker has not taken: the job goes now rather than
         // when the worker reaches it, so abandoned jobs (and their artifacts) never pile up
@@ -281,15 +392,19 @@ fn publish(shared: &Shared, job: &Arc<Job>, outcome: Outcome) {
         }
         if let Ok(module) = &outcome {
             bump(&shared.counters.compiles);
-            if shared.config.cache_entries > 0 {
-                state.cache.retain(|(digest, _)| digest != &job.digest);
-                state.cache.push_back((job.digest.clone(), module.clone()));
-                while state.cache.len() > shared.config.cache_entries {
-                    if let Some((digest, _)) = state.cache.pop_front() {
-                        evicted.push(digest);
-                    }
-                }
-            }
+            let entry = Entry {
+                digest: job.digest.clone(),
+                module: module.clone(),
+                read: progress.readers > 0,
+            };
+            let capacity = shared.config.cache_entries;
+            // Some `module` caller waits: plain LRU. Only preparation waits: no read's
+            // module is evicted for it.
+            progress.cached = if progress.waiters > progress.preparers {
+                cache_requested(&mut state, capacity, entry, &mut evicted)
+            } else {
+                cache_prepared(&mut state, capacity, entry, &mut evicted)
+            };
         }
         progress.outcome = Some(outcome);
         job.done.notify_all();
@@ -299,6 +414,48 @@ fn publish(shared: &Shared, job: &Arc<Job>, outcome: Outcome) {
     for digest in evicted {
         shared.purge_idle(&digest);
     }
+}
+
+/// Caches a module a `module` caller asked for: most recently used, evicting the least
+/// recently used beyond `capacity`.
+fn cache_requested(
+    state: &mut State,
+    capacity: usize,
+    entry: Entry,
+    evicted: &mut Vec<String>,
+) -> bool {
+    if capacity == 0 {
+        return false;
+    }
+    state.cache.retain(|cached| cached.digest != entry.digest);
+    state.cache.push_back(entry);
+    while state.cache.len() > capacity {
+        if let Some(old) = state.cache.pop_front() {
+            evicted.push(old.digest);
+        }
+    }
+    true
+}
+
+/// Caches a module only preparation asked for, in a free slot or in place of the least
+/// recently used module no read used; `false` when every slot holds a module a read used.
+/// It enters least recently used: a guess about future reads ranks below any real use.
+fn cache_prepared(
+    state: &mut State,
+    capacity: usize,
+    entry: Entry,
+    evicted: &mut Vec<String>,
+) -> bool {
+    state.cache.retain(|cached| cached.digest != entry.digest);
+    if state.cache.len() >= capacity {
+        let unread = state.cache.iter().position(|cached| !cached.read);
+        let Some(old) = unread.and_then(|at| state.cache.remove(at)) else {
+            return false;
+        };
+        evicted.push(old.digest);
+    }
+    state.cache.push_front(entry);
+    true
 }
 
 /// Removes `job` from the in-flight map (unless a newer job for its digest replaced it).
@@ -508,5 +665,41 @@ mod tests {
                 artifact_bytes: 0
             }
         );
+    }
+
+    /// W-31: a read that uses the only module no read had used, while a preparation compiles,
+    /// leaves the preparation no room: its module is dropped, not cached in place of the one
+    /// the read now uses.
+    #[test]
+    fn w31_preparation_finding_the_cache_filled_by_reads_drops_its_module() {
+        let rt = Runtime::new(PluginConfig {
+            cache_entries: 1,
+            ..PluginConfig::default()
+        })
+        .unwrap();
+        let compiler = &rt.shared.compiler;
+        let bytes = artifact();
+        assert_eq!(
+            rt.prepare_module("first", &bytes),
+            Ok(crate::runtime::PrepareOutcome::Compiled)
+        );
+        compiler.hold.set(true);
+        std::thread::scope(|scope| {
+            let second = scope.spawn(|| rt.prepare_module("second", &bytes));
+            wait_for("the worker takes the preparation", || {
+                compiler.backlog().started == 1
+            });
+            rt.module("first", &bytes, within(30_000))
+                .expect("a read's hit");
+            compiler.hold.set(false);
+            assert_eq!(
+                second.join().unwrap(),
+                Ok(crate::runtime::PrepareOutcome::NoRoom)
+            );
+        });
+        assert!(rt.is_cached("first") && !rt.is_cached("second"));
+        let stats = rt.stats();
+        assert_eq!(stats.preparations_without_room, 1);
+        assert_eq!(stats.faults.total(), 0);
     }
 }

@@ -16,6 +16,9 @@ pub struct RuntimeStats {
     pub compiles_dropped_late: u64,
     /// Queued compiles that every caller gave up on before the worker started them: skipped.
     pub compiles_skipped: u64,
+    /// `prepare_module` calls that cached nothing because every cache slot held a module a
+    /// read used (W-31: preparation never evicts one). Not a fault.
+    pub preparations_without_room: u64,
     /// Fresh instances created.
     pub instantiations: u64,
     /// Executions that took an idle instance from the pool.
@@ -79,6 +82,7 @@ pub(super) struct Counters {
     pub compile_cache_hits: AtomicU64,
     pub compiles_dropped_late: AtomicU64,
     pub compiles_skipped: AtomicU64,
+    pub preparations_without_room: AtomicU64,
     pub instantiations: AtomicU64,
     pub instance_reuses: AtomicU64,
     pub executions: AtomicU64,
@@ -127,6 +131,7 @@ impl Counters {
             compile_cache_hits: get(&self.compile_cache_hits),
             compiles_dropped_late: get(&self.compiles_dropped_late),
             compiles_skipped: get(&self.compiles_skipped),
+            preparations_without_room: get(&self.preparations_without_room),
             instantiations: get(&self.instantiations),
             instance_reuses: get(&self.instance_reuses),
             executions: get(&self.executions),
