@@ -3,11 +3,12 @@
 use crate::names::{valid_token_name, valid_user_name};
 use crate::token::{self, TokenHash};
 use crate::{Error, NewToken, Principal};
+use arc_swap::ArcSwap;
 use changecounter::{Changes, Seen};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const SCHEMA: &str = "
@@ -90,13 +91,15 @@ struct View {
 /// Users, tokens and grants of one data directory.
 pub struct AccessStore {
     conn: Mutex<Connection>,
-    /// For `PRAGMA data_version` only (see `gitstore`'s metadata: the same scheme).
+    /// The readers' connection, never used for a write: `PRAGMA data_version` and the reload
+    /// of the view (see `gitstore`'s metadata: the same scheme).
     watch: Mutex<Connection>,
     /// Last-use writes: a connection of their own that never waits for a lock.
     last_use: Mutex<(Connection, HashMap<i64, Instant>)>,
     changes: Changes,
     seen: Mutex<Seen>,
-    view: RwLock<Arc<View>>,
+    /// The published view: loaded without a lock by every check, replaced whole by a reload.
+    view: ArcSwap<View>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -149,7 +152,7 @@ impl AccessStore {
             conn: Mutex::new(conn),
             changes: Changes::open(&path.with_extension("changes")),
             seen: Mutex::new(Seen::default()),
-            view: RwLock::new(Arc::default()),
+            view: ArcSwap::from_pointee(View::default()),
         };
         store.refresh()?;
         Ok(store)
@@ -159,11 +162,7 @@ impl AccessStore {
     /// did).
     fn current(&self) -> Result<Arc<View>, Error> {
         self.refresh()?;
-        Ok(self
-            .view
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone())
+        Ok(self.view.load_full())
     }
 
     fn refresh(&self) -> Result<(), Error> {
@@ -177,14 +176,17 @@ impl AccessStore {
             },
             || {
                 let view = self.load()?;
-                *self.view.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(view);
+                self.view.store(Arc::new(view));
                 Ok(())
             },
         )
     }
 
+    /// Reads the tables on the readers' connection: in WAL mode it never waits for a writer,
+    /// and a writer holding `conn` (waiting on another process's transaction, say) never
+    /// keeps a check of a token or grant waiting (R-8).
     fn load(&self) -> Result<View, Error> {
-        let conn = lock(&self.conn);
+        let conn = lock(&self.watch);
         let fail = || storage("reading the access tables");
         let mut view = View::default();
         let mut stmt = conn
