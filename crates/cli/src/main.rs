@@ -123,11 +123,12 @@ struct ServeArgs {
     #[arg(long, env = "CSG_LISTEN")]
     listen: Option<String>,
     /// The public URL of this deployment (e.g. https://csg.example.org), used in the
-    /// printed client configuration and the Origin/Host allow-lists.
+    /// printed client configuration, on the access page and in the Origin/Host allow-lists.
     #[arg(long, env = "CSG_PUBLIC_URL")]
     public_url: Option<String>,
     /// Allowed `Host` header values for MCP (DNS-rebinding protection). Default: loopback
-    /// names, plus the public URL's host. Repeatable or comma-separated.
+    /// names, plus the public URL's host. Without a public URL the access page names the
+    /// origin a visitor reached only for these. Repeatable or comma-separated.
     #[arg(
         long = "allowed-host",
         env = "CSG_ALLOWED_HOSTS",
@@ -548,7 +549,7 @@ async fn serve(
     let mcp = mcpserver::http_service(
         service.clone(),
         mcpserver::McpConfig {
-            allowed_hosts: hosts,
+            allowed_hosts: hosts.clone(),
             allowed_origins: origins,
         },
         signal.clone(),
@@ -556,8 +557,19 @@ async fn serve(
     let site_config = httpserver::SiteConfig {
         origin: site.clone(),
     };
+    // M-6: the access page names the public URL when there is one, else the origin a visitor
+    // reached, if the MCP endpoint would accept its Host.
+    let connect = if public_url.is_some() {
+        httpserver::ConnectOrigin::Fixed
+    } else {
+        httpserver::ConnectOrigin::RequestHost(hosts)
+    };
     let app = httpserver::router(service.clone(), readiness.clone())
-        .merge(httpserver::site_router(service.clone(), &site_config))
+        .merge(httpserver::site_router_with_origin(
+            service.clone(),
+            &site_config,
+            connect,
+        ))
         .nest_service("/sourcegraph/mcp", mcp);
     // who calls, for the API, MCP and the site alike.
     let app = httpserver::with_access(app, service.clone(), &site_config);
@@ -566,7 +578,7 @@ async fn serve(
     let mut maintenance =
         service::spawn_maintenance(service.clone(), settings.sync_interval, maintenance_signal);
     readiness.set_ready();
-    print!("{}", repos::startup_banner(&site));
+    print!("{}", repos::startup_banner(&site, !service.public_read()));
 
     let grace = settings.shutdown_grace;
     let stop_accepting = signal.clone();

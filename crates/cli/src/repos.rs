@@ -128,14 +128,20 @@ pub fn default_allowed_origins(bound: SocketAddr, public_url: Option<&str>) -> V
 }
 
 /// What `serve` prints on start (M-6): the endpoint, the site and the access page's
-/// client configurations. Tokens never go into the URL.
-pub fn startup_banner(site: &str) -> String {
-    let config = website::ClientConfig::for_origin(site);
+/// client configurations. `token_required`: public read is off, so every caller needs a
+/// token. Tokens never go into the URL.
+pub fn startup_banner(site: &str, token_required: bool) -> String {
+    let config = website::ClientConfig::for_origin(site, token_required);
+    let token_note = if token_required {
+        "This server requires a token (never put it in the URL)"
+    } else {
+        "If the server requires a token (never put it in the URL)"
+    };
     format!(
         "MCP endpoint: {url}\nHTTP API: {site}/sourcegraph/api/\nWebsite: {site}/sourcegraph/ \
          (client configuration with copy buttons: {site}/sourcegraph/connect)\n\n\
          Client configuration (JSON):\n{json}\n\
-         If the server requires a token (never put it in the URL):\n{with_token}\n\n\
+         {token_note}:\n{with_token}\n\n\
          Codex (~/.codex/config.toml; the token in SOURCEGRAPH_API_TOKEN):\n{codex}\n",
         url = config.url,
         json = config.json,
@@ -273,7 +279,7 @@ mod tests {
     /// M-6: the printed configuration carries the endpoint with `plugins=auto`, both forms.
     #[test]
     fn m6_banner_has_client_configs() {
-        let banner = startup_banner("https://csg.example.org");
+        let banner = startup_banner("https://csg.example.org", false);
         assert!(
             banner.contains("MCP endpoint: https://csg.example.org/sourcegraph/mcp?plugins=auto")
         );
@@ -282,6 +288,20 @@ mod tests {
         assert!(banner.contains("[mcp_servers.context-sourcegraph]"));
         assert!(banner.contains("SOURCEGRAPH_API_TOKEN"));
         assert!(!banner.contains("token="), "tokens never go into the URL");
+    }
+
+    /// M-6, seed 000: the banner's Codex table has the bearer line commented out while public
+    /// read is on, and active when it is off.
+    #[test]
+    fn m6_banner_bearer_line_follows_public_read() {
+        let bearer = "bearer_token_env_var = \"SOURCEGRAPH_API_TOKEN\"";
+        let open = startup_banner("http://127.0.0.1:7878", false);
+        assert!(open.contains(&format!("\n# {bearer}\n")), "{open}");
+        assert!(!open.contains(&format!("\n{bearer}\n")), "{open}");
+        let closed = startup_banner("http://127.0.0.1:7878", true);
+        assert!(closed.contains(&format!("\n{bearer}\n")), "{closed}");
+        assert!(!closed.contains(&format!("# {bearer}")), "{closed}");
+        assert!(closed.contains("This server requires a token"), "{closed}");
     }
 
     #[test]

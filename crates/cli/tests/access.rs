@@ -461,3 +461,90 @@ fn a1_tokens_needed_and_brute_force_is_rate_limited() {
         assert!(!log.contains(leak), "`{leak}` in the server log:\n{log}");
     }
 }
+
+/// `GET path` with exactly `host` as the `Host` header: the status and the body.
+fn get_with_host(base: &str, host: &str, path: &str) -> (u16, String) {
+    let addr = base.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).expect("server reachable");
+    let head = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    stream.write_all(head.as_bytes()).expect("request sent");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("response read");
+    let (headers, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let status = headers
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, body.to_owned())
+}
+
+/// M-6: `csg serve` without `--public-url` and with public read off prints a Codex table
+/// whose `bearer_token_env_var` line is active, and its access page names the origin a
+/// visitor reached when the `Host` is one the MCP endpoint accepts (`localhost`, any port),
+/// the listen address's for any other `Host`.
+#[test]
+fn m6_serve_banner_and_access_page_follow_host_and_public_read() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let mut child = Command::new(CSG)
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["serve", "--listen", "127.0.0.1:0", "--public-read", "false"])
+        .env_remove("CSG_LISTEN")
+        .env_remove("CSG_PUBLIC_READ")
+        .env_remove("CSG_PUBLIC_URL")
+        .env_remove("CSG_ALLOWED_HOSTS")
+        .env_remove("CSG_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("csg starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let server = Server(child, String::new());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    // The banner ends with the Codex table, whose last line is the bearer line.
+    let mut banner = Vec::new();
+    while !banner
+        .last()
+        .is_some_and(|line: &String| line.contains("bearer_token_env_var"))
+    {
+        banner.push(
+            rx.recv_timeout(Duration::from_secs(60))
+                .expect("csg serve printed its banner"),
+        );
+    }
+    let banner = banner.join("\n");
+    assert!(
+        banner.ends_with("\nbearer_token_env_var = \"SOURCEGRAPH_API_TOKEN\""),
+        "active without public read: {banner}"
+    );
+    let endpoint = banner
+        .lines()
+        .find_map(|line| line.strip_prefix("MCP endpoint: "))
+        .expect("the endpoint line");
+    let base = &endpoint[..endpoint.find("/sourcegraph/").expect("a path")];
+    let port = base.rsplit(':').next().expect("a port");
+
+    let endpoint_shown = |host: &str| {
+        let (status, page) = get_with_host(base, host, "/sourcegraph/connect");
+        assert_eq!(status, 200, "{host}: {page}");
+        assert!(
+            page.contains("\nbearer_token_env_var = &quot;SOURCEGRAPH_API_TOKEN&quot;\n"),
+            "{page}"
+        );
+        let start = page.find("<code id=\"endpoint\">").expect("the endpoint") + 20;
+        page[start..start + page[start..].find("</code>").expect("its end")].to_owned()
+    };
+    assert_eq!(
+        endpoint_shown(&format!("localhost:{port}")),
+        format!("http://localhost:{port}/sourcegraph/mcp?plugins=auto")
+    );
+    assert_eq!(endpoint_shown("csg.evil.example"), endpoint);
+    drop(server);
+}

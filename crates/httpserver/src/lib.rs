@@ -58,10 +58,34 @@ impl SiteConfig {
     }
 }
 
+/// Which origin the access page's client configuration names (M-6).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ConnectOrigin {
+    /// Always [`SiteConfig::origin`] (the deployment's `--public-url`, which wins over any
+    /// request).
+    #[default]
+    Fixed,
+    /// The request's own `Host`, as `http://host[:port]` (the service itself speaks plain
+    /// HTTP), when it is one of these allowed hosts: the list the MCP endpoint validates
+    /// `Host` against, matched the same way (a name without a port accepts any port). Any
+    /// other `Host`, or none, gets [`SiteConfig::origin`]; an empty list trusts no `Host`
+    /// (the MCP endpoint would accept every one, so it says nothing about this one).
+    RequestHost(Vec<String>),
+}
+
 /// The router of the website's pages (SPEC §9 routes): mount it beside [`router`], behind
-/// [`with_access`].
+/// [`with_access`]. The access page names [`SiteConfig::origin`] ([`ConnectOrigin::Fixed`]).
 pub fn site_router(service: service::Service, site: &SiteConfig) -> Router {
-    site::router(service, site)
+    site::router(service, site, ConnectOrigin::Fixed)
+}
+
+/// [`site_router`] whose access page names the origin `connect` picks per request (M-6).
+pub fn site_router_with_origin(
+    service: service::Service,
+    site: &SiteConfig,
+    connect: ConnectOrigin,
+) -> Router {
+    site::router(service, site, connect)
 }
 
 /// Serves `app` on `listener` until `shutdown` completes, then lets in-flight requests finish

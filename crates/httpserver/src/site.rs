@@ -3,13 +3,14 @@
 //! layer (`crate::auth`: a session or nobody); every form post is checked against the CSRF
 //! token here. Every page is sent with a strict Content-Security-Policy and is never cached.
 
-use crate::SiteConfig;
 use crate::auth::{SignInRefusal, SiteAccess, Visitor};
 use crate::session::same_secret;
+use crate::{ConnectOrigin, SiteConfig};
 use axum::Router;
 use axum::extract::{ConnectInfo, Form, FromRequestParts, Query, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderValue, StatusCode, Uri, header};
+use axum::http::uri::Authority;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
@@ -28,18 +29,107 @@ const PAGE_READS: usize = 8;
 #[derive(Clone)]
 struct SiteState {
     service: Service,
-    config: ClientConfigs,
+    connect: std::sync::Arc<Connect>,
 }
 
-#[derive(Clone)]
-struct ClientConfigs(std::sync::Arc<website::ClientConfig>);
+/// How the access page picks the origin its client configuration names (M-6).
+struct Connect {
+    /// The origin computed at start: `--public-url`, else the listen address's.
+    fallback: String,
+    /// The allowed hosts a request's `Host` may name to be shown its own origin; none when
+    /// the origin is fixed.
+    hosts: Vec<AllowedHost>,
+}
 
-pub(crate) fn router(service: Service, site: &SiteConfig) -> Router {
+/// One allowed `Host`, normalized as the MCP endpoint's check (rmcp) normalizes it.
+struct AllowedHost {
+    /// Lower case, IPv6 without brackets.
+    host: String,
+    /// `None`: any port.
+    port: Option<u16>,
+}
+
+impl Connect {
+    fn new(site: &SiteConfig, connect: ConnectOrigin) -> Self {
+        let hosts = match connect {
+            ConnectOrigin::Fixed => Vec::new(),
+            ConnectOrigin::RequestHost(hosts) => hosts
+                .iter()
+                .map(|allowed| allowed.trim())
+                .filter(|allowed| !allowed.is_empty())
+                .map(|allowed| match Authority::try_from(allowed) {
+                    Ok(authority) => AllowedHost {
+                        host: normalize_host(authority.host()),
+                        port: authority.port_u16(),
+                    },
+                    // `::1` is no authority, but rmcp takes it as a bare host name.
+                    Err(_) => AllowedHost {
+                        host: normalize_host(allowed),
+                        port: None,
+                    },
+                })
+                .collect(),
+        };
+        Connect {
+            fallback: site.origin.trim_end_matches('/').to_string(),
+            hosts,
+        }
+    }
+
+    /// The origin for a request with these headers: its own `Host` when allowed, else the
+    /// fallback. A `Host` is never reflected unchecked: the page would hand visitors an
+    /// endpoint of an attacker's choosing.
+    fn origin(&self, headers: &HeaderMap, uri: &Uri) -> String {
+        self.request_origin(headers, uri)
+            .unwrap_or_else(|| self.fallback.clone())
+    }
+
+    fn request_origin(&self, headers: &HeaderMap, uri: &Uri) -> Option<String> {
+        if self.hosts.is_empty() {
+            return None;
+        }
+        // HTTP/2 carries the host in `:authority`, which hyper leaves in the URI.
+        let authority = match headers.get(header::HOST) {
+            Some(value) => Authority::try_from(value.as_bytes()).ok()?,
+            None => uri.authority()?.clone(),
+        };
+        // User information is no part of a `Host`; such a value is not taken at its word.
+        if authority.as_str().contains('@') {
+            return None;
+        }
+        let host = normalize_host(authority.host());
+        let port = authority.port_u16();
+        let allowed = self
+            .hosts
+            .iter()
+            .any(|a| a.host == host && a.port.is_none_or(|p| Some(p) == port));
+        if !allowed {
+            return None;
+        }
+        // What is shown is an allowed name and a number, nothing else of the header.
+        let host = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host
+        };
+        Some(match port {
+            Some(port) => format!("http://{host}:{port}"),
+            None => format!("http://{host}"),
+        })
+    }
+}
+
+/// A host as rmcp compares it: brackets of an IPv6 address dropped, lower case.
+fn normalize_host(host: &str) -> String {
+    host.trim_matches('[')
+        .trim_matches(']')
+        .to_ascii_lowercase()
+}
+
+pub(crate) fn router(service: Service, site: &SiteConfig, origin: ConnectOrigin) -> Router {
     let state = SiteState {
         service,
-        config: ClientConfigs(std::sync::Arc::new(website::ClientConfig::for_origin(
-            &site.origin,
-        ))),
+        connect: std::sync::Arc::new(Connect::new(site, origin)),
     };
     Router::new()
         .route(
@@ -462,13 +552,17 @@ async fn search(
     }
 }
 
-/// `GET /sourcegraph/connect` (M-6).
-async fn connect(State(state): State<SiteState>, page: Page) -> Response {
-    let token_needed = !state.service.public_read();
-    html(
-        StatusCode::OK,
-        website::connect_page(&page.chrome, &state.config.0, token_needed),
-    )
+/// `GET /sourcegraph/connect` (M-6): the configuration for the origin this visitor reached,
+/// when that is one of the deployment's own (see [`Connect::origin`]).
+async fn connect(
+    State(state): State<SiteState>,
+    page: Page,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    let origin = state.connect.origin(&headers, &uri);
+    let config = website::ClientConfig::for_origin(&origin, !state.service.public_read());
+    html(StatusCode::OK, website::connect_page(&page.chrome, &config))
 }
 
 /// `GET /sourcegraph/settings/tokens`.

@@ -412,3 +412,150 @@ async fn a2_private_repositories_only_for_granted_users() {
         assert_eq!(status, if granted { 200 } else { 404 }, "{user:?}");
     }
 }
+
+/// A site whose access page picks its origin by `connect` (M-6), with `fallback` as the
+/// origin computed at start; answers the source (kept alive) and the listen address.
+async fn connect_site(
+    public_read: bool,
+    fallback: &str,
+    connect: httpserver::ConnectOrigin,
+) -> (SourceRepo, String) {
+    let source = SourceRepo::with_files(&[("a.md", b"a\n")]);
+    let config = ServiceConfig {
+        public_read,
+        ..ServiceConfig::default()
+    };
+    let service = Service::new(source.store(REPO, ""), config);
+    let site = httpserver::SiteConfig {
+        origin: fallback.into(),
+    };
+    let app = httpserver::with_access(
+        httpserver::site_router_with_origin(service.clone(), &site, connect),
+        service,
+        &site,
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(httpserver::serve(listener, app, std::future::pending()));
+    (source, addr)
+}
+
+/// `GET /sourcegraph/connect` over a raw connection, so the `Host` header is exactly `host`
+/// (none at all for `None`, as HTTP/1.0 allows): the status and the body.
+async fn access_page(addr: &str, host: Option<&str>) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = match host {
+        Some(host) => {
+            format!(
+                "GET /sourcegraph/connect HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+            )
+        }
+        None => "GET /sourcegraph/connect HTTP/1.0\r\n\r\n".to_owned(),
+    };
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.unwrap();
+    let response = String::from_utf8_lossy(&response).into_owned();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, body.to_owned())
+}
+
+/// The endpoint URL the access page shows in its `#endpoint` element.
+fn endpoint_shown(page: &str) -> &str {
+    let start = page
+        .find("<code id=\"endpoint\">")
+        .expect("the endpoint is shown")
+        + "<code id=\"endpoint\">".len();
+    &page[start..start + page[start..].find("</code>").unwrap()]
+}
+
+/// M-6: without a public URL the access page names the origin the visitor reached when its
+/// `Host` is one of the deployment's allowed hosts (the MCP endpoint's list, a name without
+/// a port matching any port); any other `Host`, a `Host` with user information, a malformed
+/// one or none gets the origin computed at start, and nothing of such a header is shown.
+#[tokio::test]
+async fn m6_access_page_names_an_allowed_request_host() {
+    let fallback = "http://127.0.0.1:7878";
+    let allowed = ["localhost", "::1", "CSG.internal:8443"].map(String::from);
+    let (_source, addr) = connect_site(
+        true,
+        fallback,
+        httpserver::ConnectOrigin::RequestHost(allowed.to_vec()),
+    )
+    .await;
+    let mcp = |origin: &str| format!("{origin}/sourcegraph/mcp?plugins=auto");
+    for (host, origin) in [
+        (Some("localhost:4321"), "http://localhost:4321"),
+        (Some("LocalHost"), "http://localhost"),
+        (Some("[::1]:4321"), "http://[::1]:4321"),
+        (Some("csg.internal:8443"), "http://csg.internal:8443"),
+        // Disallowed: another name, another port of a host listed with one.
+        (Some("evil.example"), fallback),
+        (Some("evil.example:4321"), fallback),
+        (Some("csg.internal:9999"), fallback),
+        (Some("csg.internal"), fallback),
+        // An allowed name behind user information is not taken at its word.
+        (Some("evil.example@localhost:4321"), fallback),
+        (Some("localhost\"><b>evil</b>"), fallback),
+        (None, fallback),
+    ] {
+        let (status, page) = access_page(&addr, host).await;
+        assert_eq!(status, 200, "{host:?}: {page}");
+        assert_eq!(endpoint_shown(&page), mcp(origin), "{host:?}");
+        let url_in_json = format!("&quot;url&quot;: &quot;{}&quot;", mcp(origin));
+        assert!(page.contains(&url_in_json), "{host:?}: {page}");
+        assert!(!page.contains("evil"), "{host:?}: {page}");
+    }
+}
+
+/// M-6: a public URL always wins over the request's `Host`.
+#[tokio::test]
+async fn m6_access_page_public_url_wins_over_host() {
+    let public = "https://csg.example.org";
+    let (_source, addr) = connect_site(true, public, httpserver::ConnectOrigin::Fixed).await;
+    for host in [Some("localhost:4321"), Some("evil.example"), None] {
+        let (status, page) = access_page(&addr, host).await;
+        assert_eq!(status, 200, "{page}");
+        assert_eq!(
+            endpoint_shown(&page),
+            "https://csg.example.org/sourcegraph/mcp?plugins=auto",
+            "{host:?}"
+        );
+        assert!(
+            !page.contains("localhost") && !page.contains("evil"),
+            "{page}"
+        );
+    }
+}
+
+/// M-6, seed 000: the Codex table's `bearer_token_env_var` line is commented out under its
+/// note while public read is on, and active when it is off (every caller needs a token).
+#[tokio::test]
+async fn m6_access_page_bearer_line_active_without_public_read() {
+    let line = "bearer_token_env_var = &quot;SOURCEGRAPH_API_TOKEN&quot;";
+    let note = "# Set only when authentication is required; the token comes from a local environment variable";
+    let connect = || httpserver::ConnectOrigin::RequestHost(vec!["localhost".into()]);
+
+    let (_open_source, open) = connect_site(true, "http://127.0.0.1:7878", connect()).await;
+    let (status, page) = access_page(&open, Some("localhost:7878")).await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains(&format!("{note}\n# {line}\n")), "{page}");
+    assert!(!page.contains("This server needs an API token"), "{page}");
+
+    let (_closed_source, closed) = connect_site(false, "http://127.0.0.1:7878", connect()).await;
+    let (status, page) = access_page(&closed, Some("localhost:7878")).await;
+    assert_eq!(status, 200, "the access page needs no session: {page}");
+    assert_eq!(
+        endpoint_shown(&page),
+        "http://localhost:7878/sourcegraph/mcp?plugins=auto"
+    );
+    assert!(page.contains(&format!("\n{line}\n")), "{page}");
+    assert!(!page.contains(&format!("# {line}")), "{page}");
+    assert!(page.contains("This server needs an API token"), "{page}");
+}

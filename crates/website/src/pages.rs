@@ -424,8 +424,8 @@ fn search_hits(request: &SearchRequest, answer: &SearchAnswer) -> Markup {
 }
 
 /// `/sourcegraph/connect` (M-6): the client configuration for this deployment, with copy
-/// buttons. `token_needed`: anonymous callers cannot read here.
-pub fn connect_page(chrome: &Chrome, config: &ClientConfig, token_needed: bool) -> String {
+/// buttons. [`ClientConfig::token_required`]: anonymous callers cannot read here.
+pub fn connect_page(chrome: &Chrome, config: &ClientConfig) -> String {
     let block = |id: &str, label: &str, text: &str| {
         html! {
             section.config {
@@ -441,7 +441,7 @@ pub fn connect_page(chrome: &Chrome, config: &ClientConfig, token_needed: bool) 
         html! {
             h1 { "Connect an agent" }
             p { "MCP endpoint (Streamable HTTP): " code id="endpoint" { (config.url) } }
-            @if token_needed {
+            @if config.token_required {
                 p { "This server needs an API token: use the form with the header. " }
             }
             p {
