@@ -204,9 +204,9 @@ async fn s5_s6_s7_navigation_routes() {
     );
 }
 
-/// W-6, SPEC §9: `availability` with `include_plugins` answers plain JSON: a `plugins` array
-/// (each entry untrusted text plus its directory), never Rust's `{"Ok": …}` encoding; without
-/// `include_plugins` there is no plugin key at all.
+/// W-6, W-3, SPEC §9: `availability` with `include_plugins` answers plain JSON: a `plugins`
+/// array (each entry untrusted text plus its directory, its `input_schema` included), never
+/// Rust's `{"Ok": …}` encoding; without `include_plugins` there is no plugin key at all.
 #[tokio::test]
 async fn w6_availability_plugins_plain_json() {
     let echo = std::fs::read(concat!(
@@ -227,6 +227,12 @@ async fn w6_availability_plugins_plain_json() {
     assert_eq!(plugins[0]["name"], "echo");
     assert_eq!(plugins[0]["directory"], "docs");
     assert!(plugins[0]["operations"].is_array(), "{body}");
+    // W-3: the metadata's input_schema, as the compact JSON text every face shows.
+    assert_eq!(
+        plugins[0]["input_schema"],
+        json!({"type": "object"}).to_string(),
+        "{body}"
+    );
     assert!(body.get("plugins_error").is_none(), "{body}");
     assert!(body.get("Ok").is_none() && plugins[0].get("Ok").is_none());
 

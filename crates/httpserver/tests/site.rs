@@ -8,11 +8,13 @@ use testgit::SourceRepo;
 
 const REPO: &str = "acme/site";
 const HOSTILE: &str = "<script>alert(1)</script>";
+const HOSTILE_SCHEMA: &str = "</code><script>alert(3)</script>";
 
-/// A plugin module whose description is [`HOSTILE`] (discovery reads it, never runs it).
+/// A plugin module whose description is [`HOSTILE`] and whose `input_schema` carries
+/// [`HOSTILE_SCHEMA`] (discovery reads them, never runs the module).
 fn hostile_plugin() -> Vec<u8> {
     let json = format!(
-        r#"{{"name":"hostile","abi_version":2,"operations":["read"],"description":"{HOSTILE}"}}"#
+        r#"{{"name":"hostile","abi_version":2,"operations":["read"],"description":"{HOSTILE}","input_schema":{{"description":"{HOSTILE_SCHEMA}"}}}}"#
     )
     .replace('"', "\\\"");
     wat::parse_str(format!(
@@ -237,6 +239,17 @@ async fn w6_pages_escape_repository_text_under_a_strict_csp() {
         "{page}"
     );
     assert!(!page.contains(HOSTILE), "{page}");
+    // W-3, W-6: the input schema is shown as its compact JSON, escaped.
+    assert!(
+        page.contains(
+            "<td class=\"schema\"><code>{&quot;description&quot;:&quot;&lt;/code&gt;&lt;script&gt;alert(3)&lt;/script&gt;&quot;}</code></td>"
+        ),
+        "{page}"
+    );
+    assert!(
+        !page.contains(HOSTILE_SCHEMA) && !page.contains("<script>alert(3)"),
+        "{page}"
+    );
 
     let (status, _, _) = s.get(&mut jar, "/sourcegraph/repos/nobody/here").await;
     assert_eq!(status, 404);

@@ -515,10 +515,12 @@ pub(crate) fn render_availability(answer: &AvailabilityAnswer, include_plugins: 
                     out.push_str(&header_value(value));
                 };
                 field("Directory", &plugin.directory);
+                // InputSchema is compact one-line JSON, bounded by discovery (W-3).
                 for (name, value) in [
                     ("Title", &plugin.title),
                     ("Description", &plugin.description),
                     ("Version", &plugin.version),
+                    ("InputSchema", &plugin.input_schema),
                 ] {
                     if let Some(value) = value {
                         field(name, value);

@@ -1009,3 +1009,47 @@ async fn m2_w9_w10_connection_off_and_named_list_with_artifacts() {
         "{blocks:?}"
     );
 }
+
+/// W-3, W-6, SPEC §9: `availability` with `include_plugins` shows each plugin's
+/// `input_schema` from its embedded metadata (real Wasm fixtures), as one compact JSON line
+/// in the `Name: value` style; without `include_plugins` there is no plugin line at all.
+#[tokio::test]
+async fn w3_w6_availability_shows_input_schema() {
+    let fixture = Fixture::start_with_plugins().await;
+    let client = fixture.client("?plugins=auto").await;
+    let result = client
+        .call_tool(call(
+            "availability",
+            json!({"repo": REPO, "include_plugins": true}),
+        ))
+        .await
+        .expect("availability");
+    assert_eq!(result.is_error, Some(false));
+    let block = &texts(&result)[0];
+    // serde_json's compact form, in its own key order.
+    let echo = json!({"type": "object"}).to_string();
+    let related = json!({"type": "object", "properties": {}}).to_string();
+    assert!(block.contains("\nPlugins: 2\n"), "{block}");
+    assert!(
+        block.contains(&format!(
+            "- Name: echo\n  Directory: \n  Title: Echo\n  Description: Test fixture: echoes item metadata and a per-instance call counter.\n  Version: 0.1.0\n  InputSchema: {echo}\n  Operations: read, read_many\n  DefaultEnabled: true\n"
+        )),
+        "{block}"
+    );
+    assert!(block.contains("- Name: related-content\n"), "{block}");
+    assert!(
+        block.contains(&format!("\n  InputSchema: {related}\n")),
+        "{block}"
+    );
+
+    let result = client
+        .call_tool(call("availability", json!({"repo": REPO})))
+        .await
+        .expect("availability");
+    let block = &texts(&result)[0];
+    assert!(
+        !block.contains("Plugins") && !block.contains("InputSchema"),
+        "{block}"
+    );
+    client.cancel().await.ok();
+}

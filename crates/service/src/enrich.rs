@@ -230,9 +230,11 @@ impl Inner {
         repo: &RepoName,
         commit: &CommitId,
     ) -> Result<usize, String> {
-        let catalog = self
-            .catalog(repo, commit, None)
-            .map_err(|diagnostic| diagnostic.message)?;
+        let catalog = self.catalog(repo, commit, None).map_err(|diagnostic| {
+            // The code tells a timeout from an unreadable artifact; the caller keeps the message.
+            tracing::debug!(%repo, %commit, code = %diagnostic.code, error = %diagnostic.message, "plugin discovery failed");
+            diagnostic.message
+        })?;
         let Some(runtime) = self.plugins.runtime() else {
             return Ok(0);
         };
@@ -369,6 +371,7 @@ impl Inner {
             match self.catalog(repo, commit, Some(deadline)) {
                 Ok(catalog) => catalog,
                 Err(diagnostic) => {
+                    tracing::debug!(%repo, %commit, code = %diagnostic.code, error = %diagnostic.message, "plugin discovery failed");
                     attachments.diagnostics.push(diagnostic);
                     return Some(finish(attachments, started));
                 }
@@ -446,9 +449,11 @@ impl Inner {
         repo: &RepoName,
         commit: &CommitId,
     ) -> Result<Vec<PluginInfo>, String> {
-        let catalog = self
-            .catalog(repo, commit, None)
-            .map_err(|diagnostic| diagnostic.message)?;
+        let catalog = self.catalog(repo, commit, None).map_err(|diagnostic| {
+            // The answer carries the message only; the log keeps the code beside it.
+            tracing::debug!(%repo, %commit, code = %diagnostic.code, error = %diagnostic.message, "plugin discovery failed");
+            diagnostic.message
+        })?;
         let runnable = catalog.plugins.iter().map(|p| PluginInfo {
             name: p.name.clone(),
             directory: p.dir.clone(),
@@ -457,6 +462,7 @@ impl Inner {
             version: p.metadata.version.clone(),
             operations: p.metadata.operations.clone(),
             default_enabled: p.metadata.default_enabled,
+            input_schema: p.metadata.input_schema.clone(),
             diagnostic: None,
         });
         let broken = catalog.broken.iter().map(|b| PluginInfo {
@@ -467,6 +473,7 @@ impl Inner {
             version: None,
             operations: Vec::new(),
             default_enabled: false,
+            input_schema: None,
             diagnostic: Some(b.diagnostic.to_string()),
         });
         let mut infos: Vec<PluginInfo> = runnable.chain(broken).collect();
@@ -484,6 +491,7 @@ impl Inner {
                 version: None,
                 operations: Vec::new(),
                 default_enabled: false,
+                input_schema: None,
                 diagnostic: Some(truncated.to_string()),
             });
         }

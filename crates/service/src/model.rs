@@ -279,6 +279,9 @@ pub struct PluginInfo {
     pub version: Option<String>,
     pub operations: Vec<String>,
     pub default_enabled: bool,
+    /// The metadata's `input_schema` as compact one-line JSON, display only (W-3): at most
+    /// `wasmplugin::INPUT_SCHEMA_BYTES`, a longer one cut and ending in `…`.
+    pub input_schema: Option<String>,
     /// Why the artifact cannot run (SPEC §9 diagnostic line), when it cannot.
     pub diagnostic: Option<String>,
 }

@@ -407,6 +407,30 @@ async fn w2_gitlink_artifact_is_plugin_artifact() {
     assert_eq!(codes(&e), ["code=PLUGIN_ARTIFACT"], "{e:?}");
 }
 
+/// W-3, W-6: `availability(include_plugins: true)` carries each plugin's `input_schema` from
+/// the metadata embedded in the module, as compact one-line JSON (display only); a module
+/// whose metadata has none, here one that cannot run, shows none.
+#[tokio::test]
+async fn w3_w6_availability_carries_input_schema() {
+    let source = SourceRepo::with_files(&[
+        ("docs/echo.sourcegraph.wasm", &artifact("echo")),
+        ("wasi.sourcegraph.wasm", WASI_MODULE),
+        ("docs/a.md", b"a\n"),
+    ]);
+    let service = service_with(&source, "", PluginConfig::default());
+    let plugins = discovered_plugins(&service).await;
+    let schemas: Vec<(&str, Option<&str>)> = plugins
+        .iter()
+        .map(|p| (p.name.as_str(), p.input_schema.as_deref()))
+        .collect();
+    let echo = json!({"type": "object"}).to_string();
+    assert_eq!(
+        schemas,
+        [("echo", Some(echo.as_str())), ("wasi", None)],
+        "{plugins:?}"
+    );
+}
+
 /// `availability {include_plugins: true}` of the head: the plugins discovery found.
 async fn discovered_plugins(service: &Service) -> Vec<service::PluginInfo> {
     let request = AvailabilityRequest {

@@ -22,5 +22,7 @@ pub use catalog::{
 pub use config::{ConfigError, ENV_PREFIX, PluginConfig, parse_duration};
 pub use connection::{ConnectionPlugins, InvalidConnectionPlugins, PluginSelection};
 pub use diagnostic::{Code, Diagnostic};
-pub use metadata::{ABI_VERSION, ARTIFACT_SUFFIX, Metadata, SECTION, read_metadata};
+pub use metadata::{
+    ABI_VERSION, ARTIFACT_SUFFIX, INPUT_SCHEMA_BYTES, Metadata, SECTION, read_metadata,
+};
 pub use plan::{ATTACHMENT_CAP, Attachments, Execution, ItemRef, Plan, plan, plan_without_catalog};

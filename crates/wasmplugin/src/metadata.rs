@@ -14,6 +14,11 @@ pub const ABI_VERSION: i64 = 2;
 /// The artifact suffix (W-2).
 pub const ARTIFACT_SUFFIX: &str = ".sourcegraph.wasm";
 
+/// The most of an `input_schema` kept, in bytes of its compact JSON: it is shown on one line
+/// in `availability` and on the Plugins tab, and catalogs are cached per commit, so a plugin
+/// must not make either carry the whole METADATA_BYTES of it.
+pub const INPUT_SCHEMA_BYTES: usize = 4096;
+
 /// What a plugin says about itself. Display fields are untrusted text.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Metadata {
@@ -24,8 +29,10 @@ pub struct Metadata {
     pub operations: Vec<String>,
     /// Only the boolean `true` counts (W-3).
     pub default_enabled: bool,
-    /// Shown, never fetched or enforced.
-    pub input_schema: Option<Value>,
+    /// `input_schema` as compact one-line JSON, for display only: never fetched or enforced
+    /// (W-3). Cut on a character boundary with a trailing `…` when over
+    /// [`INPUT_SCHEMA_BYTES`] (then no longer valid JSON).
+    pub input_schema: Option<String>,
 }
 
 impl Metadata {
@@ -125,8 +132,23 @@ pub fn read_metadata(
         version: text("version"),
         operations,
         default_enabled: fields.get("default_enabled") == Some(&Value::Bool(true)),
-        input_schema: fields.get("input_schema").cloned(),
+        input_schema: fields.get("input_schema").map(compact_schema),
     })
+}
+
+/// `schema` as one line of JSON (control characters inside strings stay escaped), at most
+/// [`INPUT_SCHEMA_BYTES`] plus the `…` that marks a cut.
+fn compact_schema(schema: &Value) -> String {
+    let mut text = schema.to_string();
+    if text.len() > INPUT_SCHEMA_BYTES {
+        let mut end = INPUT_SCHEMA_BYTES;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
 }
 
 fn metadata(message: String) -> Diagnostic {
@@ -181,6 +203,39 @@ mod tests {
             ("p", true, Some("T"))
         );
         assert!(meta.declares("read") && !meta.declares("read_many"));
+    }
+
+    /// W-3: `input_schema` is kept as compact one-line JSON, display only; absent stays
+    /// absent, and one over INPUT_SCHEMA_BYTES is cut on a character boundary and marked.
+    #[test]
+    fn w3_input_schema_kept_compact_and_bounded() {
+        let json = GOOD.replace(
+            "\"extra\":1",
+            "\"input_schema\":{\"type\": \"object\",  \"properties\": {\"q\": {\"description\": \"a\\nb <i>\"}}}",
+        );
+        let meta = read_metadata("p", &module(&[&json]), 4096).unwrap();
+        // Compact: serde_json's own one-line form (its key order, with or without
+        // `preserve_order`), the newline inside the string still escaped.
+        let expected =
+            serde_json::json!({"type": "object", "properties": {"q": {"description": "a\nb <i>"}}});
+        let shown = meta.input_schema.unwrap();
+        assert_eq!(shown, expected.to_string());
+        assert!(!shown.contains('\n') && !shown.contains(", ") && shown.contains("a\\nb"));
+        assert_eq!(
+            read_metadata("p", &module(&[GOOD]), 1024)
+                .unwrap()
+                .input_schema,
+            None
+        );
+
+        // Multi-byte characters across the bound: the cut falls before the one it splits.
+        let long = "é".repeat(INPUT_SCHEMA_BYTES);
+        let json = GOOD.replace("\"extra\":1", &format!("\"input_schema\":\"{long}\""));
+        let meta = read_metadata("p", &module(&[&json]), 1 << 20).unwrap();
+        let shown = meta.input_schema.unwrap();
+        assert!(shown.ends_with('…') && shown.starts_with("\"éé"), "{shown}");
+        assert!(shown.len() <= INPUT_SCHEMA_BYTES + '…'.len_utf8());
+        assert!(shown.len() > INPUT_SCHEMA_BYTES - 2);
     }
 
     /// W-3: `default_enabled` counts only as the boolean true.

@@ -331,7 +331,7 @@ pub fn plugins(chrome: &Chrome, rev: Option<&str>, answer: &AvailabilityAnswer) 
 fn plugin_table(found: &[PluginInfo]) -> Markup {
     html! {
         table.list.plugins {
-            thead { tr { th { "Name" } th { "Title" } th { "Description" } th { "Version" } th { "Directory" } th { "Operations" } th { "Default" } th { "Diagnostics" } } }
+            thead { tr { th { "Name" } th { "Title" } th { "Description" } th { "Version" } th { "Directory" } th { "Operations" } th { "Default" } th { "Input schema" } th { "Diagnostics" } } }
             tbody {
                 @for plugin in found {
                     tr {
@@ -342,6 +342,8 @@ fn plugin_table(found: &[PluginInfo]) -> Markup {
                         td { code { (display_path(&plugin.directory)) } }
                         td { (plugin.operations.join(", ")) }
                         td { @if plugin.default_enabled { "on" } @else { "off" } }
+                        // Compact JSON, bounded by discovery; shown, never interpreted (W-3).
+                        td.schema { @if let Some(schema) = &plugin.input_schema { code { (schema) } } }
                         td.error { (plugin.diagnostic.as_deref().unwrap_or("")) }
                     }
                 }
