@@ -11,6 +11,9 @@ use std::time::Instant;
 /// stops there and says so (W-29: the catalog's work is bounded like its cache).
 pub const CATALOG_ARTIFACTS: usize = 1024;
 
+/// The longest artifact path accepted, in bytes (as gitstore's `RepoPath`, G-6).
+const MAX_PATH_BYTES: usize = 4096;
+
 /// At most this many artifact bytes are read per catalog: the 128 MiB catalog budget of W-29.
 /// Discovery stops before the artifact that would pass it and says so.
 pub const CATALOG_ARTIFACT_BYTES: u64 = 128 * 1024 * 1024;
@@ -27,8 +30,13 @@ pub enum ArtifactKind {
 /// A `*.sourcegraph.wasm` entry found in the commit's tree inside the registered scope.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArtifactEntry {
-    /// Repository-relative path.
+    /// Repository-relative path (a lossy rendering when `path_utf8` is false).
     pub path: String,
+    /// Whether the path in the tree is valid UTF-8. Git allows any bytes but `/` and NUL in a
+    /// file name; a path that is not UTF-8 (`false`, `path` then being its lossy rendering,
+    /// U+FFFD for each bad sequence) cannot be read back by name, so [`discover`] refuses
+    /// the artifact (PLUGIN_ARTIFACT) without reading it.
+    pub path_utf8: bool,
     pub kind: ArtifactKind,
     /// Blob size in bytes (0 for non-blobs).
     pub size: u64,
@@ -86,6 +94,47 @@ fn split_artifact(path: &str) -> Option<(&str, &str)> {
     (!name.is_empty()).then_some((dir, name))
 }
 
+/// Why `entry`'s path cannot be an artifact's, or `None` for a plain repository path. The
+/// rules are those of gitstore's `RepoPath::parse` (G-6), by which the service reads an
+/// artifact: a path it would refuse is refused here first, as that artifact's own diagnostic,
+/// instead of failing the read and with it the whole discovery.
+fn path_refusal(entry: &ArtifactEntry) -> Option<&'static str> {
+    let path = entry.path.as_str();
+    if !entry.path_utf8 {
+        Some("is not valid UTF-8")
+    } else if path.len() > MAX_PATH_BYTES {
+        Some("is longer than 4096 bytes")
+    } else if path.contains('\\') {
+        Some("contains a backslash")
+    } else if path.chars().any(char::is_control) {
+        Some("contains a control character")
+    } else if path.starts_with('/') {
+        Some("is absolute")
+    } else if path
+        .split('/')
+        .any(|segment| matches!(segment, "" | "." | ".."))
+    {
+        Some("has an empty, `.` or `..` segment")
+    } else {
+        None
+    }
+}
+
+/// `text` with each control character written as its escape (`\t`, `\u{1b}`), so that the
+/// name, directory and path of a refused artifact never carry one into `availability`, the
+/// website or a diagnostic.
+fn shown(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// Whether `path` (repository-relative) lies in plugin directory `dir`.
 pub(crate) fn in_dir(path: &str, dir: &str) -> bool {
     dir.is_empty() || (path.starts_with(dir) && path.as_bytes().get(dir.len()) == Some(&b'/'))
@@ -96,6 +145,10 @@ pub(crate) fn in_dir(path: &str, dir: &str) -> bool {
 /// cached as "no plugins" (W-29). `deadline` is the request's (W-26: TIMEOUT covers artifact
 /// reads too; `None` for background preparation): once it passed, discovery stops with
 /// PLUGIN_TIMEOUT, also a transient failure.
+///
+/// An artifact whose path is not plain (not UTF-8, a backslash, a control character, or
+/// anything else gitstore's `RepoPath` refuses) is listed as broken (PLUGIN_ARTIFACT) without
+/// calling `read`; its name, directory and path are shown with control characters escaped.
 ///
 /// Static only (W-6): every artifact is validated and checked against the ABI (exports,
 /// imports, initial memory) without compiling, so a module that can never run is listed as
@@ -128,6 +181,21 @@ pub fn discover(
                 format!("more than {CATALOG_ARTIFACTS} plugin artifacts in this commit"),
             ));
             break;
+        }
+        if let Some(why) = path_refusal(entry) {
+            // One bad name costs only its own artifact: it is listed as broken, never read.
+            let (name, dir) = (shown(name), shown(dir));
+            let message = format!(
+                "the artifact's path {why}; plugin artifacts need a plain `/`-separated UTF-8 \
+                 path without backslashes or control characters (rename it)"
+            );
+            catalog.broken.push(Broken {
+                diagnostic: Diagnostic::new(Code::Artifact, message).at(&name, &dir),
+                name,
+                dir,
+                artifact_path: shown(&entry.path),
+            });
+            continue;
         }
         let refusal = match entry.kind {
             ArtifactKind::Symlink => {
@@ -291,6 +359,7 @@ mod tests {
     fn entry(path: &str, kind: ArtifactKind, size: u64) -> ArtifactEntry {
         ArtifactEntry {
             path: path.into(),
+            path_utf8: true,
             kind,
             size,
             digest: format!("digest-of-{path}"),
@@ -358,6 +427,109 @@ mod tests {
         assert_eq!(dir_of(catalog.nearest("p", "docsx/a.md")), "ok:");
         assert_eq!(dir_of(catalog.nearest("q", "README.md")), "none");
         assert_eq!(catalog.names(), ["big", "lfs", "link", "m", "p", "q"]);
+    }
+
+    /// W-2, W-29 (issue 28): an artifact whose path Git allows but the host cannot read by
+    /// name (a backslash, a control character, not UTF-8, a `.`/`..`/empty segment, absolute)
+    /// is one PLUGIN_ARTIFACT diagnostic of its own, never read; the artifacts next to it are
+    /// read and cataloged as usual, and nothing shown carries a raw control character.
+    #[test]
+    fn w2_w29_bad_artifact_paths_cost_only_themselves() {
+        let mut entries = vec![
+            entry("docs/p.sourcegraph.wasm", ArtifactKind::Blob, 10),
+            entry("a\\b/q.sourcegraph.wasm", ArtifactKind::Blob, 10),
+            entry("docs/c\u{1b}[2J.sourcegraph.wasm", ArtifactKind::Blob, 10),
+            entry("docs\n/n.sourcegraph.wasm", ArtifactKind::Blob, 10),
+            entry("x\u{FFFD}/r.sourcegraph.wasm", ArtifactKind::Blob, 10),
+            entry("d/../s.sourcegraph.wasm", ArtifactKind::Blob, 10),
+            entry("d//t.sourcegraph.wasm", ArtifactKind::Blob, 10),
+            entry("z.sourcegraph.wasm", ArtifactKind::Blob, 10),
+        ];
+        entries[4].path_utf8 = false;
+        let mut read = Vec::new();
+        let catalog = discover(&entries, &PluginConfig::default(), None, |e| {
+            read.push(e.path.clone());
+            Ok(wasm(split_artifact(&e.path).unwrap().1, ""))
+        })
+        .unwrap();
+        assert_eq!(read, ["docs/p.sourcegraph.wasm", "z.sourcegraph.wasm"]);
+        assert_eq!(
+            catalog
+                .plugins
+                .iter()
+                .map(|p| (p.name.as_str(), p.dir.as_str()))
+                .collect::<Vec<_>>(),
+            [("p", "docs"), ("z", "")]
+        );
+        let mut broken: Vec<(&str, &str, Code)> = catalog
+            .broken
+            .iter()
+            .map(|b| (b.artifact_path.as_str(), b.name.as_str(), b.diagnostic.code))
+            .collect();
+        broken.sort_by(|a, b| a.0.cmp(b.0));
+        assert_eq!(
+            broken,
+            [
+                ("a\\b/q.sourcegraph.wasm", "q", Code::Artifact),
+                ("d/../s.sourcegraph.wasm", "s", Code::Artifact),
+                ("d//t.sourcegraph.wasm", "t", Code::Artifact),
+                (
+                    "docs/c\\u{1b}[2J.sourcegraph.wasm",
+                    "c\\u{1b}[2J",
+                    Code::Artifact
+                ),
+                ("docs\\n/n.sourcegraph.wasm", "n", Code::Artifact),
+                ("x\u{FFFD}/r.sourcegraph.wasm", "r", Code::Artifact),
+            ]
+        );
+        let message = |path: &str| {
+            let b = catalog
+                .broken
+                .iter()
+                .find(|b| b.artifact_path == path)
+                .unwrap();
+            b.diagnostic.message.clone()
+        };
+        assert!(message("a\\b/q.sourcegraph.wasm").contains("contains a backslash"));
+        assert!(message("docs\\n/n.sourcegraph.wasm").contains("contains a control character"));
+        assert!(message("x\u{FFFD}/r.sourcegraph.wasm").contains("is not valid UTF-8"));
+        assert!(message("d/../s.sourcegraph.wasm").contains("`..` segment"));
+        for b in &catalog.broken {
+            let shown = [
+                &b.name,
+                &b.dir,
+                &b.artifact_path,
+                &b.diagnostic.plugin,
+                &b.diagnostic.root,
+            ];
+            assert!(
+                shown.iter().all(|text| !text.chars().any(char::is_control)),
+                "{b:?}"
+            );
+            assert!(
+                !b.diagnostic.to_string().chars().any(char::is_control),
+                "{b:?}"
+            );
+        }
+        let escape = &catalog
+            .broken
+            .iter()
+            .find(|b| b.name.starts_with('c'))
+            .unwrap();
+        assert_eq!(
+            escape
+                .diagnostic
+                .to_string()
+                .split(" message=")
+                .next()
+                .unwrap(),
+            "code=PLUGIN_ARTIFACT plugin=c\\\\u{1b}[2J root=docs"
+        );
+        // The reading paths still resolve: the bad artifacts apply nowhere they could shadow.
+        assert!(matches!(
+            catalog.nearest("p", "docs/a.md"),
+            Some(Nearest::Runnable(_))
+        ));
     }
 
     /// W-29: a read failure is transient, not "no plugins".

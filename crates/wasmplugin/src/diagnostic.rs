@@ -106,13 +106,28 @@ impl Diagnostic {
 }
 
 impl fmt::Display for Diagnostic {
-    /// The §9 line without its leading `- `. Values are kept on one line: a newline in
-    /// untrusted text (a plugin name from metadata, a message) is escaped.
+    /// The §9 line without its leading `- `. Values are kept on one line and free of control
+    /// characters: in untrusted text (a plugin name from metadata or a file name, a message) a
+    /// backslash is doubled, a newline or carriage return becomes `\n` or `\r`, and every
+    /// other control character (and the Unicode line and paragraph separators) its Rust
+    /// escape, such as `\t` or `\u{1b}`; other text is shown as it is.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let one_line = |s: &str| {
-            s.replace('\\', "\\\\")
-                .replace('\n', "\\n")
-                .replace('\r', "\\r")
+            let mut line = String::with_capacity(s.len());
+            for c in s.chars() {
+                match c {
+                    '\\' => line.push_str("\\\\"),
+                    '\n' => line.push_str("\\n"),
+                    '\r' => line.push_str("\\r"),
+                    // An escape sequence or a stray line break in a terminal, a log or the
+                    // MCP text must come from the host, never from a plugin or a file name.
+                    c if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') => {
+                        line.extend(c.escape_default())
+                    }
+                    c => line.push(c),
+                }
+            }
+            line
         };
         write!(f, "code={} plugin={}", self.code, one_line(&self.plugin))?;
         write!(
@@ -149,5 +164,20 @@ mod tests {
             hostile.to_string(),
             "code=PLUGIN_METADATA plugin=x\\ny root=\"\" message=bad\\nline"
         );
+    }
+
+    /// §9, W-6: every control character of untrusted text is escaped in the line (a terminal
+    /// escape in a plugin name or a file name never reaches a reader raw); backslashes are
+    /// doubled so an escape cannot be forged; other text is unchanged.
+    #[test]
+    fn w6_diagnostic_line_escapes_every_control_character() {
+        let d = Diagnostic::new(Code::Artifact, "nul\0 del\u{7f} c1\u{85} sep\u{2028} ok é")
+            .at("red\u{1b}[31m", "tab\there\\x");
+        assert_eq!(
+            d.to_string(),
+            "code=PLUGIN_ARTIFACT plugin=red\\u{1b}[31m root=tab\\there\\\\x \
+             message=nul\\u{0} del\\u{7f} c1\\u{85} sep\\u{2028} ok é"
+        );
+        assert!(!d.to_string().chars().any(char::is_control));
     }
 }

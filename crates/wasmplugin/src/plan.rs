@@ -383,6 +383,7 @@ mod tests {
             .iter()
             .map(|(path, _)| ArtifactEntry {
                 path: path.to_string(),
+                path_utf8: true,
                 kind: ArtifactKind::Blob,
                 size: 1,
                 digest: path.to_string(),
