@@ -8,7 +8,8 @@ use crate::Code;
 /// A snapshot of the runtime's counters since it started.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RuntimeStats {
-    /// Modules compiled and handed to a caller that was still waiting (and cached).
+    /// Modules compiled and handed to a caller that was still waiting (and cached, unless
+    /// CACHE_ENTRIES is 0 or only a preparation waited and found no room).
     pub compiles: u64,
     /// `module` calls answered from the compiled-module cache.
     pub compile_cache_hits: u64,
