@@ -1,15 +1,17 @@
-//! Enrichment by repository plugins (W-33, W-34): after the base read, outside the query
-//! lock, holding the snapshot lease. Discovery results are cached per commit and scope
+//! Enrichment by repository plugins (W-33, W-34): after the base read, holding the snapshot
+//! lease, never waiting on a lock a registry change can hold. Discovery results are cached per commit and scope
 //! (W-29); the plugin host (`wasmplugin`) compiles, runs and bounds the plugins.
 
 use crate::model::{Enrichment, PluginInfo, ReadItem};
 use crate::{CallContext, Inner};
-use gitstore::{CommitId, EntryKind, RepoName, RepoPath};
+use gitstore::{CommitId, EntryKind, Lease, RepoName, RepoPath};
 use std::collections::{HashMap, VecDeque};
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Instant;
-use wasmplugin::runtime::{ExecutionReport, HostFiles, HostReadError, InstanceKey, Runtime};
+use wasmplugin::runtime::{
+    ExecutionReport, HostFiles, HostReadError, InstanceKey, PrepareOutcome, Runtime,
+};
 use wasmplugin::{
     ArtifactEntry, ArtifactKind, Attachments, Catalog, Code, Diagnostic, ItemRef, PluginConfig,
     PluginSelection,
@@ -120,23 +122,68 @@ struct CatalogCache {
 struct Cached {
     catalog: Arc<Catalog>,
     used: Instant,
+    /// A request (a read or `availability`) used it; background preparation never evicts
+    /// such an entry (W-31).
+    requested: bool,
+}
+
+/// Who looks a catalog up: a request, bounded by its deadline, or background preparation.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Lookup {
+    Request,
+    Preparation,
 }
 
 impl CatalogCache {
-    fn get(&mut self, key: &CatalogKey) -> Option<Arc<Catalog>> {
+    fn get(&mut self, key: &CatalogKey, lookup: Lookup) -> Option<Arc<Catalog>> {
         let found = self.entries.get_mut(key)?;
+        if lookup == Lookup::Preparation {
+            // Ready already: preparation neither refreshes it nor counts as its use.
+            return Some(found.catalog.clone());
+        }
         found.used = Instant::now();
+        found.requested = true;
         let catalog = found.catalog.clone();
         self.order.retain(|k| k != key);
         self.order.push_back(key.clone());
         Some(catalog)
     }
 
-    fn put(&mut self, key: CatalogKey, catalog: Arc<Catalog>) {
-        self.bytes += catalog.artifact_bytes();
+    /// Caches `catalog`. A request's catalog evicts the least recently used ones as needed;
+    /// a preparation's is kept only if it fits by evicting other prepared catalogs nobody
+    /// asked for, never one a request used (W-31: warming new heads must not make current
+    /// readers discover again).
+    fn put(&mut self, key: CatalogKey, catalog: Arc<Catalog>, lookup: Lookup) {
+        let bytes = catalog.artifact_bytes();
+        if lookup == Lookup::Preparation && !self.entries.contains_key(&key) {
+            let over = |entries: usize, total: usize| {
+                entries + 1 > CATALOG_ENTRIES || total + bytes > CATALOG_BYTES
+            };
+            let (mut entries, mut total) = (self.entries.len(), self.bytes);
+            let mut evict = Vec::new();
+            for k in &self.order {
+                if !over(entries, total) {
+                    break;
+                }
+                if let Some(c) = self.entries.get(k).filter(|c| !c.requested) {
+                    evict.push(k.clone());
+                    entries -= 1;
+                    total -= c.catalog.artifact_bytes();
+                }
+            }
+            if over(entries, total) {
+                return;
+            }
+            for k in &evict {
+                self.remove(k);
+            }
+            self.order.retain(|k| self.entries.contains_key(k));
+        }
+        self.bytes += bytes;
         let cached = Cached {
             catalog,
             used: Instant::now(),
+            requested: lookup == Lookup::Request,
         };
         if let Some(old) = self.entries.insert(key.clone(), cached) {
             self.bytes -= old.catalog.artifact_bytes();
@@ -223,14 +270,11 @@ impl Plugins {
 
 impl Inner {
     /// Background preparation (W-31): discovery, caching of metadata and bytes, and
-    /// compilation of default-enabled modules of `commit`, with no deadline. Never calls
-    /// `enrich`. Answers how many modules are compiled and cached.
-    pub(crate) fn prepare_plugins(
-        &self,
-        repo: &RepoName,
-        commit: &CommitId,
-    ) -> Result<usize, String> {
-        let catalog = self.catalog(repo, commit, None).map_err(|diagnostic| {
+    /// compilation of default-enabled modules of the leased commit, with no deadline. Never
+    /// calls `enrich`. Answers how many modules are compiled and cached.
+    pub(crate) fn prepare_plugins(&self, lease: &Lease) -> Result<usize, String> {
+        let (repo, commit) = (lease.repo(), lease.commit());
+        let catalog = self.catalog(lease, None).map_err(|diagnostic| {
             // The code tells a timeout from an unreadable artifact; the caller keeps the message.
             tracing::debug!(%repo, %commit, code = %diagnostic.code, error = %diagnostic.message, "plugin discovery failed");
             diagnostic.message
@@ -244,8 +288,13 @@ impl Inner {
             .iter()
             .filter(|p| p.metadata.default_enabled)
         {
-            match runtime.module(&plugin.digest, &plugin.bytes, None) {
-                Ok(_) => ready += 1,
+            // Preparation never evicts a module a read used (W-31): with no room, the first
+            // read compiles it on demand.
+            match runtime.prepare_module(&plugin.digest, &plugin.bytes) {
+                Ok(PrepareOutcome::Cached | PrepareOutcome::Compiled) => ready += 1,
+                Ok(PrepareOutcome::NoRoom) => {
+                    tracing::debug!(plugin = %plugin.name, dir = %plugin.dir, "plugin not prepared: every module slot holds one a read uses")
+                }
                 Err(diagnostic) => {
                     tracing::info!(plugin = %plugin.name, dir = %plugin.dir, %diagnostic, "plugin not prepared")
                 }
@@ -256,11 +305,10 @@ impl Inner {
 }
 
 /// Host reads of one execution: the same repository, commit and scope, inside the plugin
-/// directory (W-22). Each read takes the query lock briefly and re-checks retention.
+/// directory (W-22). Each read goes through the call's lease, so it uses the registry
+/// snapshot of its call and re-checks retention there (W-33).
 struct PluginFiles<'a> {
-    inner: &'a Inner,
-    repo: &'a RepoName,
-    commit: &'a CommitId,
+    lease: &'a Lease,
     dir: String,
     deadline: Instant,
 }
@@ -281,16 +329,7 @@ impl HostFiles for PluginFiles<'_> {
             format!("{}/{}", self.dir, relative)
         };
         let full = RepoPath::parse(&full).map_err(refused)?;
-        let _guard = self
-            .inner
-            .query_lock
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        match self
-            .inner
-            .store
-            .read_bytes_within(self.repo, self.commit, &full, max_bytes)
-        {
+        match self.lease.read_bytes(&full, Some(max_bytes)) {
             Err(gitstore::Error::TooLarge { size, .. }) => Err(HostReadError::TooLarge(size)),
             other => other.map_err(refused),
         }
@@ -302,6 +341,8 @@ impl HostFiles for PluginFiles<'_> {
 pub(crate) struct EnrichRequest<'a> {
     pub ctx: &'a CallContext,
     pub operation: &'a str,
+    /// The base read's lease: its commit and registry snapshot (W-33).
+    pub lease: &'a Lease,
     pub repo: &'a RepoName,
     pub commit: &'a CommitId,
     pub items: &'a [ReadItem],
@@ -344,6 +385,7 @@ impl Inner {
         let EnrichRequest {
             ctx,
             operation,
+            lease,
             repo,
             commit,
             items,
@@ -366,9 +408,9 @@ impl Inner {
             return Some(finish(attachments, started));
         }
         let catalog = if in_place {
-            self.cached_catalog(repo, commit)?
+            self.cached_catalog(lease)?
         } else {
-            match self.catalog(repo, commit, Some(deadline)) {
+            match self.catalog(lease, Some(deadline)) {
                 Ok(catalog) => catalog,
                 Err(diagnostic) => {
                     tracing::debug!(%repo, %commit, code = %diagnostic.code, error = %diagnostic.message, "plugin discovery failed");
@@ -414,9 +456,7 @@ impl Inner {
                 };
                 let input = execution.input(operation, repo.as_str(), commit.as_str(), &refs);
                 let files = PluginFiles {
-                    inner: self,
-                    repo,
-                    commit,
+                    lease,
                     dir: plugin.dir.clone(),
                     deadline,
                 };
@@ -446,10 +486,11 @@ impl Inner {
     /// What `availability(include_plugins: true)` shows (W-6): static information only.
     pub(crate) fn plugin_infos(
         &self,
-        repo: &RepoName,
-        commit: &CommitId,
+        lease: &Lease,
+        deadline: Instant,
     ) -> Result<Vec<PluginInfo>, String> {
-        let catalog = self.catalog(repo, commit, None).map_err(|diagnostic| {
+        let (repo, commit) = (lease.repo(), lease.commit());
+        let catalog = self.catalog(lease, Some(deadline)).map_err(|diagnostic| {
             // The answer carries the message only; the log keeps the code beside it.
             tracing::debug!(%repo, %commit, code = %diagnostic.code, error = %diagnostic.message, "plugin discovery failed");
             diagnostic.message
@@ -498,48 +539,58 @@ impl Inner {
         Ok(infos)
     }
 
-    /// The catalog of (repo, commit) in the repository's current registered scope: cached,
+    /// The catalog of the leased commit in the scope of the lease's registration: cached,
     /// else discovered (W-29). A failure is never cached. `deadline` bounds the discovery and
-    /// the wait on another request's discovery of the same key (PLUGIN_TIMEOUT); `None` for
-    /// background preparation and `availability`.
+    /// the wait on another request's discovery of the same key (PLUGIN_TIMEOUT); `None` only
+    /// for background preparation.
     fn catalog(
         &self,
-        repo: &RepoName,
-        commit: &CommitId,
+        lease: &Lease,
         deadline: Option<Instant>,
     ) -> Result<Arc<Catalog>, Diagnostic> {
-        self.catalog_observed(repo, commit, deadline, || {})
+        self.catalog_observed(lease, deadline, || {})
     }
 
-    /// The catalog of (repo, commit) if it is cached now (no discovery, no wait).
-    fn cached_catalog(&self, repo: &RepoName, commit: &CommitId) -> Option<Arc<Catalog>> {
-        let key = self.catalog_key(repo, commit).ok()?;
-        self.plugins.cache().get(&key)
+    /// The catalog of the leased commit if it is cached now (no discovery, no wait).
+    fn cached_catalog(&self, lease: &Lease) -> Option<Arc<Catalog>> {
+        self.plugins
+            .cache()
+            .get(&self.catalog_key(lease), Lookup::Request)
     }
 
-    fn catalog_key(&self, repo: &RepoName, commit: &CommitId) -> Result<CatalogKey, Diagnostic> {
-        Ok(CatalogKey {
+    /// The key of the leased commit's catalog. The scope comes from the lease's registration
+    /// (G-2): a registration that changes the scope is another key, and a discovery under
+    /// one lease reads and caches under that one scope only.
+    fn catalog_key(&self, lease: &Lease) -> CatalogKey {
+        CatalogKey {
             storage_root: self.store.storage_root().to_string_lossy().into_owned(),
-            repo: repo.to_string(),
-            commit: commit.to_string(),
-            scope: self.registered_scope(repo)?,
-        })
+            repo: lease.repo().to_string(),
+            commit: lease.commit().to_string(),
+            scope: lease.registered_path().to_string(),
+        }
     }
 
     /// [`Inner::catalog`]; `discovered` runs in the owner after its discovery succeeded,
     /// before the catalog is cached (a test uses it to send a request into that moment).
+    ///
+    /// Nothing here holds a lock a registry change can take: the flight table's
+    /// mutex is held for map operations only, and a waiter waits on its flight alone, until
+    /// its own deadline (W-26).
     fn catalog_observed(
         &self,
-        repo: &RepoName,
-        commit: &CommitId,
+        lease: &Lease,
         deadline: Option<Instant>,
         discovered: impl FnOnce(),
     ) -> Result<Arc<Catalog>, Diagnostic> {
         let mut discovered = Some(discovered);
-        let key = self.catalog_key(repo, commit)?;
+        let key = self.catalog_key(lease);
+        let lookup = match deadline {
+            Some(_) => Lookup::Request,
+            None => Lookup::Preparation,
+        };
         let cached = || {
             let mut cache = self.plugins.cache();
-            let found = cache.get(&key);
+            let found = cache.get(&key, lookup);
             cache.hits += u64::from(found.is_some());
             found
         };
@@ -587,51 +638,32 @@ impl Inner {
             self.plugins
                 .discoveries
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let catalog = Arc::new(self.discover(repo, commit, deadline)?);
+            let catalog = Arc::new(self.discover(lease, deadline)?);
             if let Some(observe) = discovered.take() {
                 observe();
             }
-            // G-2: a registration that changed the scope while this discovery ran must not
-            // leave a catalog of one scope under the key of the other.
-            if self.registered_scope(repo).as_ref() == Ok(&key.scope) {
-                self.plugins.cache().put(key.clone(), catalog.clone());
-            }
+            self.plugins
+                .cache()
+                .put(key.clone(), catalog.clone(), lookup);
             drop(end);
             return Ok(catalog);
         }
     }
 
-    /// The repository's registered path now (part of the catalog key).
-    fn registered_scope(&self, repo: &RepoName) -> Result<String, Diagnostic> {
-        self.store
-            .registered_path(repo)
-            .map(|scope| scope.to_string())
-            .map_err(|e| Diagnostic::new(Code::Artifact, format!("plugin discovery failed: {e}")))
-    }
-
-    /// Discovery proper: the artifacts of the commit inside the scope, read and checked,
-    /// within `deadline`.
-    fn discover(
-        &self,
-        repo: &RepoName,
-        commit: &CommitId,
-        deadline: Option<Instant>,
-    ) -> Result<Catalog, Diagnostic> {
+    /// Discovery proper: the artifacts of the leased commit inside the lease's scope, read
+    /// and checked, within `deadline`. Holds no lock: the lease carries its snapshot.
+    fn discover(&self, lease: &Lease, deadline: Option<Instant>) -> Result<Catalog, Diagnostic> {
         let failed = |e: gitstore::Error| {
             Diagnostic::new(Code::Artifact, format!("plugin discovery failed: {e}"))
         };
-        let _guard = self
-            .query_lock
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        let found = self
-            .store
-            .find_files(repo, commit, wasmplugin::ARTIFACT_SUFFIX)
+        let found = lease
+            .find_files(wasmplugin::ARTIFACT_SUFFIX)
             .map_err(failed)?;
         let entries: Vec<ArtifactEntry> = found
             .into_iter()
             .map(|f| ArtifactEntry {
                 path: f.path,
+                path_utf8: f.path_utf8,
                 kind: match f.kind {
                     EntryKind::Symlink => ArtifactKind::Symlink,
                     EntryKind::Submodule => ArtifactKind::Submodule,
@@ -643,7 +675,7 @@ impl Inner {
             .collect();
         wasmplugin::discover(&entries, &self.plugins.config, deadline, |entry| {
             let path = RepoPath::parse(&entry.path).map_err(failed)?;
-            self.store.read_bytes(repo, commit, &path).map_err(failed)
+            lease.read_bytes(&path, None).map_err(failed)
         })
     }
 }
@@ -797,12 +829,13 @@ mod tests {
                 .discoveries
                 .load(std::sync::atomic::Ordering::Relaxed)
         };
+        let lease = || inner.store.lease(&repo, &commit).unwrap();
         let mut newcomer = None;
-        let owner = inner.catalog_observed(&repo, &commit, None, || {
-            let (inner, repo, commit) = (inner.clone(), repo.clone(), commit.clone());
+        let owner = inner.catalog_observed(&lease(), None, || {
+            let (inner, lease) = (inner.clone(), lease());
             let bounded = Instant::now() + std::time::Duration::from_millis(200);
             newcomer = Some(
-                std::thread::spawn(move || inner.catalog(&repo, &commit, Some(bounded)))
+                std::thread::spawn(move || inner.catalog(&lease, Some(bounded)))
                     .join()
                     .unwrap(),
             );
@@ -815,8 +848,68 @@ mod tests {
             "the newcomer waited for the flight"
         );
         assert_eq!(discoveries(), 1);
-        assert!(inner.catalog(&repo, &commit, None).is_ok());
+        assert!(inner.catalog(&lease(), None).is_ok());
         assert_eq!(discoveries(), 1, "cached");
+    }
+
+    /// W-26, R-8: `availability` with plugins, finding another request's discovery of the
+    /// same commit in flight, waits only until its own TIMEOUT and answers the discovery as
+    /// failed with PLUGIN_TIMEOUT's message; and while the discovery is parked, a registry
+    /// change (removing the very repository) completes: nothing the discovery holds is a
+    /// lock a registry change takes.
+    #[test]
+    fn w26_r8_availability_waits_for_a_flight_only_until_its_timeout() {
+        let source = testgit::SourceRepo::with_files(&[("a.md", b"a\n")]);
+        let config = crate::ServiceConfig {
+            plugins: PluginConfig {
+                timeout: std::time::Duration::from_millis(300),
+                ..PluginConfig::default()
+            },
+            ..crate::ServiceConfig::default()
+        };
+        let service = crate::Service::new(source.store("test/repo", ""), config);
+        let inner = service.inner.clone();
+        let repo = RepoName::parse("test/repo").unwrap();
+        let commit = CommitId::parse(&source.head()).unwrap();
+        let lease = inner.store.lease(&repo, &commit).unwrap();
+        let guard = std::time::Duration::from_secs(20);
+        let mut seen = None;
+        let owner = inner.catalog_observed(&lease, None, || {
+            let service = service.clone();
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .unwrap();
+                let asked = Instant::now();
+                let answer = runtime.block_on(service.availability(
+                    &CallContext::default(),
+                    crate::AvailabilityRequest {
+                        repo: "test/repo".into(),
+                        revision: None,
+                        include_plugins: true,
+                    },
+                ));
+                let waited = asked.elapsed();
+                let removed = runtime.block_on(service.unregister("test/repo".into()));
+                let _ = tx.send((answer, waited, removed));
+            });
+            seen = Some(
+                rx.recv_timeout(guard)
+                    .expect("availability and the removal answered while the discovery was parked"),
+            );
+        });
+        assert!(owner.is_ok());
+        let (answer, waited, removed) = seen.unwrap();
+        match answer.unwrap().plugins {
+            Some(crate::PluginDiscovery::Failed(why)) => assert!(why.contains("TIMEOUT"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            waited < guard,
+            "bounded by TIMEOUT, not by the flight: {waited:?}"
+        );
+        removed.expect("the registry change completed");
     }
 
     /// W-26, W-29: a request waiting on another request's discovery waits only until its own

@@ -257,7 +257,7 @@ impl Service {
         repo: String,
         mut progress: impl FnMut(BuildProgress) + Send + 'static,
     ) -> Result<BuildStats, ServiceError> {
-        self.unlocked(move |inner| inner.index(&repo, false, &mut progress))
+        self.blocking(move |inner| inner.index(&repo, false, &mut progress))
             .await
     }
 
@@ -295,7 +295,7 @@ impl Service {
         hook: Option<crate::serverplugins::SearchHook>,
     ) -> Result<SearchAnswer, ServiceError> {
         let slot = self.admit_search().await?;
-        self.unlocked(move |inner| {
+        self.blocking(move |inner| {
             // Held until the search is done, even if the caller went away meanwhile: the
             // work still runs on a blocking thread.
             let _slot = slot;
@@ -349,7 +349,7 @@ impl Service {
     /// Drops the indexes of repositories no longer registered (a `csg repo remove` while the
     /// server was down, or by another process). Answers the names dropped.
     pub async fn prune_indexes(&self) -> Result<Vec<String>, ServiceError> {
-        self.unlocked(|inner| {
+        self.blocking(|inner| {
             let indexes = inner.indexes()?;
             let registered: std::collections::HashSet<String> = inner
                 .store
@@ -441,30 +441,27 @@ impl Inner {
     ) -> Result<BuildStats, ServiceError> {
         let indexes = self.indexes()?;
         let started = Instant::now();
-        let (name, commit, _lease, source) = self.locked(|| -> Result<_, ServiceError> {
-            let (name, commit) = self.resolve(&crate::Caller::Local, repo, None)?;
-            let lease = self.store.lease(&name, &commit)?;
-            let entries = self
-                .store
-                .find_files(&name, &commit, "")?
-                .into_iter()
-                .filter(|f| matches!(f.kind, EntryKind::File | EntryKind::Executable))
-                .map(|f| search::SourceEntry {
-                    path: f.path,
-                    blob_id: f.id,
-                    size: f.size,
-                })
-                .collect();
-            let blobs = self.store.blob_reader(&name, &commit)?;
-            let source = StoreSource {
-                repo: name.to_string(),
-                commit: commit.to_string(),
-                entries,
-                blobs,
-                plugins: self.derived_epoch(indexes, name.as_str(), fresh),
-            };
-            Ok((name, commit, lease, source))
-        })?;
+        let (name, commit) = self.resolve(&crate::Caller::Local, repo, None)?;
+        let _lease = self.store.lease(&name, &commit)?;
+        let entries = self
+            .store
+            .find_files(&name, &commit, "")?
+            .into_iter()
+            .filter(|f| matches!(f.kind, EntryKind::File | EntryKind::Executable))
+            .map(|f| search::SourceEntry {
+                path: f.path,
+                blob_id: f.id,
+                size: f.size,
+            })
+            .collect();
+        let blobs = self.store.blob_reader(&name, &commit)?;
+        let source = StoreSource {
+            repo: name.to_string(),
+            commit: commit.to_string(),
+            entries,
+            blobs,
+            plugins: self.derived_epoch(indexes, name.as_str(), fresh),
+        };
         let mut log = TenthLog::default();
         let mut report = |p: BuildProgress| {
             if log.crossed("indexing", p.done, p.total) {

@@ -3,9 +3,10 @@
 //! (SPEC sections 2 and 3). Transports (`mcpserver`, `httpserver`) turn requests into these calls and answers
 //! into their own formats; nothing here knows MCP, JSON-RPC or HTTP.
 //!
-//! Every operation is `async` but does its Git work on the blocking pool, under the read side
-//! of the query lock. Enrichment by repository plugins will run after the base read,
-//! outside that lock.
+//! Every operation is `async` but does its Git work on the blocking pool (or in place, when
+//! it is cheap). Reads run on the registry snapshot of their lease and never wait on a lock
+//! a registry change can hold; enrichment by repository plugins runs after the base
+//! read.
 
 mod background;
 mod enrich;
@@ -51,7 +52,7 @@ pub use stats::{LATENCY_BUCKETS_MICROS, OpSnapshot, OpStats, QueryStats, StatsSn
 pub use wasmplugin::{ConnectionPlugins, InvalidConnectionPlugins, PluginConfig};
 
 use gitstore::{CommitId, GitStore, RepoName, RepoPath};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// Branch heads of one repository whose plugins background preparation keeps warm (W-31).
@@ -125,10 +126,6 @@ pub struct Service {
 struct Inner {
     store: GitStore,
     config: ServiceConfig,
-    /// The query lock: base reads and each plugin host read hold the read side;
-    /// registry changes made through this service ([`Service::register`]) hold the write
-    /// side, so no call sees a registration change half-way.
-    query_lock: RwLock<()>,
     stats: QueryStats,
     /// The repository-plugin host (W-*).
     plugins: enrich::Plugins,
@@ -138,6 +135,8 @@ struct Inner {
     searches: Arc<tokio::sync::Semaphore>,
     /// The server-plugin host (P-*): disabled unless the operator turned it on.
     server_plugins: PluginHost,
+    /// What background preparation did per repository (W-31).
+    preparations: Preparations,
     /// Epochs whose `on_source_file` shaped a published index generation, by derived
     /// fingerprint: incremental builds keep using them until a rebuild (P-7).
     derived_epochs: std::sync::Mutex<std::collections::HashMap<String, pyplugin::Epoch>>,
@@ -164,7 +163,6 @@ impl Service {
                 access,
                 indexes: index::open(&store, config.index.clone()),
                 store,
-                query_lock: RwLock::new(()),
                 stats: QueryStats::default(),
                 plugins: enrich::Plugins::new(config.plugins.clone()),
                 searches: Arc::new(tokio::sync::Semaphore::new(
@@ -175,6 +173,7 @@ impl Service {
                 config,
                 server_plugins,
                 derived_epochs: Default::default(),
+                preparations: Preparations::default(),
             }),
         }
     }
@@ -210,25 +209,19 @@ impl Service {
         Ok(())
     }
 
-    /// Runs a registry change on the blocking pool under the write side of the query lock: a
-    /// read in flight finishes on the registrations it started with, so one `read_many`
-    /// never sees its repository's scope change between items.
+    /// Runs a registry change on the blocking pool. It publishes a new registry snapshot and
+    /// takes no lock a read takes: a read in flight finishes on the snapshot its lease
+    /// holds, so one `read_many` never sees its repository's scope change between items.
     async fn registry_change<T: Send + 'static>(
         &self,
         change: impl FnOnce(&GitStore) -> Result<T, ServiceError> + Send + 'static,
     ) -> Result<T, ServiceError> {
         let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || {
-            let _writer = inner
-                .query_lock
-                .write()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            change(&inner.store)
-        })
-        .await
-        .map_err(|_| {
-            ServiceError::internal("a registry change was interrupted; see the server log")
-        })?
+        tokio::task::spawn_blocking(move || change(&inner.store))
+            .await
+            .map_err(|_| {
+                ServiceError::internal("a registry change was interrupted; see the server log")
+            })?
     }
 
     /// The limits in force.
@@ -269,15 +262,21 @@ impl Service {
 
     /// Prepares the repository plugins of `repo`'s branch heads in the background sense of
     /// W-31: discovery plus compilation of default-enabled modules, never `enrich`. The
-    /// default branch comes first; at most [`PREPARED_BRANCHES`] distinct heads, so a
-    /// repository with many branches cannot flush the catalog cache every minute. Answers
-    /// how many modules are ready (summed over the heads).
+    /// default branch comes first; at most [`PREPARED_BRANCHES`] distinct heads, and only
+    /// heads not prepared by an earlier call, so the every-minute round costs nothing for a
+    /// repository that did not move. What preparation caches never evicts a catalog or
+    /// module that reads use. One preparation per repository at a time: a call while
+    /// another runs answers 0 at once. Answers how many modules this call made ready.
     pub async fn prepare_plugins(&self, repo: String) -> Result<usize, ServiceError> {
-        self.unlocked(move |inner| {
-            let (name, head) = inner.locked(|| inner.resolve(&Caller::Local, &repo, None))?;
+        self.blocking(move |inner| {
             if inner.plugins.config.disabled {
                 return Ok(0);
             }
+            let resolved = inner.resolve(&Caller::Local, &repo, None);
+            let Some(_running) = inner.preparations.start(&repo, resolved.is_ok()) else {
+                return Ok(0);
+            };
+            let (name, head) = resolved?;
             let mut heads = vec![head];
             for (_, commit) in inner.store.branch_heads(&name)? {
                 if heads.len() >= PREPARED_BRANCHES {
@@ -288,11 +287,26 @@ impl Service {
                 }
             }
             let mut ready = 0;
+            let mut prepared = Vec::new();
             for commit in &heads {
-                ready += inner
-                    .prepare_plugins(&name, commit)
-                    .map_err(ServiceError::internal)?;
+                let lease = inner.store.lease(&name, commit)?;
+                let key = format!("{commit}:{}", lease.registered_path());
+                if inner.preparations.done(&repo, &key) {
+                    prepared.push(key);
+                    continue;
+                }
+                match inner.prepare_plugins(&lease) {
+                    Ok(modules) => {
+                        ready += modules;
+                        prepared.push(key);
+                    }
+                    // Not recorded: the next round tries this head again.
+                    Err(why) => {
+                        tracing::debug!(repo = %name, %commit, %why, "plugin preparation failed")
+                    }
+                }
             }
+            inner.preparations.finish(&repo, prepared);
             Ok(ready)
         })
         .await
@@ -315,17 +329,8 @@ impl Service {
         result
     }
 
-    /// Runs `work` on the blocking pool under the read side of the query lock.
+    /// Runs `work` on the blocking pool.
     async fn blocking<T: Send + 'static>(
-        &self,
-        work: impl FnOnce(&Inner) -> Result<T, ServiceError> + Send + 'static,
-    ) -> Result<T, ServiceError> {
-        self.unlocked(move |inner| inner.locked(|| work(inner)))
-            .await
-    }
-
-    /// Runs `work` on the blocking pool; `work` takes the query lock where it needs it.
-    async fn unlocked<T: Send + 'static>(
         &self,
         work: impl FnOnce(&Inner) -> Result<T, ServiceError> + Send + 'static,
     ) -> Result<T, ServiceError> {
@@ -341,8 +346,8 @@ impl Service {
     }
 
     /// The frame of `read` and `read_many`: the base read (resolve, lease, `base`), its
-    /// statistics (R-7: the base figures stop there), then enrichment outside the query lock
-    /// while the lease still holds the commit (W-33).
+    /// statistics (R-7: the base figures stop there), then enrichment while the lease still
+    /// holds the commit and its registry snapshot (W-33).
     ///
     /// A read that is cheap runs right here on the async thread: a thread hand-off costs more
     /// than reading a cached or small file. What is not cheap moves to the blocking pool: a
@@ -373,7 +378,7 @@ impl Service {
             Some(read) => read,
             None => {
                 let (frame, base) = (frame.clone(), base.clone());
-                self.unlocked(move |inner| {
+                self.blocking(move |inner| {
                     inner.base_read(&frame, &*base, None).unwrap_or_else(|| {
                         Err(ServiceError::internal(
                             "a read without allowance stopped early; see the server log",
@@ -393,7 +398,7 @@ impl Service {
             return Ok((answer, enrichment));
         }
         let ctx = ctx.clone();
-        self.unlocked(move |inner| {
+        self.blocking(move |inner| {
             let enrichment = inner.enrich(frame.enrichment(&ctx, &lease, items(&answer)));
             drop(lease);
             Ok((answer, enrichment))
@@ -676,13 +681,18 @@ impl Service {
                 answer.reason = Some(gitstore::Error::UnknownRepo(name).to_string());
                 return Ok(answer);
             }
-            match inner.store.resolve(&name, req.revision.as_deref()) {
-                Ok(commit) => {
+            // One lease: the answer and the plugin discovery use one registry snapshot.
+            match inner.store.lease_revision(&name, req.revision.as_deref()) {
+                Ok(lease) => {
+                    let commit = lease.commit();
                     answer.commit = Some(commit.to_string());
                     answer.readable = true;
-                    answer.indexed = inner.indexed(&name, Some(&commit));
+                    answer.indexed = inner.indexed(&name, Some(commit));
                     if req.include_plugins {
-                        answer.plugins = Some(match inner.plugin_infos(&name, &commit) {
+                        // W-26: TIMEOUT bounds the discovery, and the wait on another
+                        // request's discovery of the same commit, as it bounds enrichment.
+                        let deadline = Instant::now() + inner.plugins.config.timeout;
+                        answer.plugins = Some(match inner.plugin_infos(&lease, deadline) {
                             Ok(found) => PluginDiscovery::Found(found),
                             Err(why) => PluginDiscovery::Failed(why),
                         });
@@ -751,27 +761,15 @@ impl Inner {
         })
     }
 
-    /// The base read of a frame: resolve and lease on one look at the registry, under the
-    /// read side of the query lock, then `base`. In place (`allowance` set), `None` when the
-    /// query lock is held by a registry change or `base` ran out of allowance: redo it on the
-    /// blocking pool.
+    /// The base read of a frame: resolve and lease on one look at the registry (the lease
+    /// keeps that snapshot for the whole call, R-8), then `base`. In place (`allowance` set),
+    /// `None` when `base` ran out of allowance: redo it on the blocking pool.
     fn base_read<A>(
         &self,
         frame: &Frame,
         base: &Base<A>,
         mut allowance: Allowance,
     ) -> Option<Result<(A, gitstore::Lease), ServiceError>> {
-        let _guard = match allowance {
-            Some(_) => match self.query_lock.try_read() {
-                Ok(guard) => guard,
-                Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => return None,
-            },
-            None => self
-                .query_lock
-                .read()
-                .unwrap_or_else(|poisoned| poisoned.into_inner()),
-        };
         let mut read = || -> Result<Option<(A, gitstore::Lease)>, ServiceError> {
             let name = RepoName::parse(&frame.repo)?;
             self.check_read(&frame.caller, &name)?;
@@ -781,15 +779,6 @@ impl Inner {
             Ok(base(self, &lease, &mut allowance)?.map(|answer| (answer, lease)))
         };
         read().transpose()
-    }
-
-    /// Runs `work` under the read side of the query lock.
-    fn locked<T>(&self, work: impl FnOnce() -> T) -> T {
-        let _guard = self
-            .query_lock
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        work()
     }
 
     fn resolve(
@@ -864,6 +853,67 @@ impl Inner {
     }
 }
 
+/// Background preparation's memory (W-31): the heads each repository had prepared (as
+/// `commit:scope`), and which repositories are being prepared now.
+#[derive(Default)]
+struct Preparations {
+    state: std::sync::Mutex<PreparationState>,
+}
+
+#[derive(Default)]
+struct PreparationState {
+    prepared: std::collections::HashMap<String, std::collections::HashSet<String>>,
+    running: std::collections::HashSet<String>,
+}
+
+/// A preparation of one repository in progress; ends when dropped.
+struct Preparing<'a> {
+    preparations: &'a Preparations,
+    repo: String,
+}
+
+impl Drop for Preparing<'_> {
+    fn drop(&mut self) {
+        self.preparations.state().running.remove(&self.repo);
+    }
+}
+
+impl Preparations {
+    fn state(&self) -> std::sync::MutexGuard<'_, PreparationState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Starts preparing `repo`, unless that runs already (`None`). A repository that is not
+    /// registered (`registered` false) forgets what it had prepared.
+    fn start(&self, repo: &str, registered: bool) -> Option<Preparing<'_>> {
+        let mut state = self.state();
+        if !registered {
+            state.prepared.remove(repo);
+        }
+        state.running.insert(repo.to_string()).then(|| Preparing {
+            preparations: self,
+            repo: repo.to_string(),
+        })
+    }
+
+    /// Whether `head` of `repo` was prepared by an earlier call.
+    fn done(&self, repo: &str, head: &str) -> bool {
+        self.state()
+            .prepared
+            .get(repo)
+            .is_some_and(|heads| heads.contains(head))
+    }
+
+    /// Records the heads prepared now; heads no longer current are forgotten.
+    fn finish(&self, repo: &str, heads: Vec<String>) {
+        self.state()
+            .prepared
+            .insert(repo.to_string(), heads.into_iter().collect());
+    }
+}
+
 /// Formats a time as RFC 3339 UTC (`2026-12-02T11:56:03Z`), without a date crate.
 pub fn rfc3339(time: SystemTime) -> String {
     let secs = time
@@ -912,6 +962,7 @@ impl Frame {
         enrich::EnrichRequest {
             ctx,
             operation: self.operation,
+            lease,
             repo: lease.repo(),
             commit: lease.commit(),
             items,

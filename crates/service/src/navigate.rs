@@ -350,7 +350,7 @@ impl Service {
         self.recorded(|stats| &stats.definitions, async move {
             let caller = ctx.caller.clone();
             let repo = req.repo.clone().map(|repo| self.unalias(repo));
-            self.unlocked(move |inner| {
+            self.blocking(move |inner| {
                 let (indexes, targets) = inner.symbol_targets(
                     &caller,
                     repo.as_deref(),
@@ -408,7 +408,7 @@ impl Service {
             let ReferencesRequest { query: req, cursor } = req;
             let repo = req.repo.clone().map(|repo| self.unalias(repo));
             let slot = self.admit_search().await?;
-            self.unlocked(move |inner| {
+            self.blocking(move |inner| {
                 let _slot = slot;
                 let (indexes, targets) = inner.symbol_targets(
                     &caller,

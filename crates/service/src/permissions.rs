@@ -131,7 +131,7 @@ impl Service {
         ctx: &crate::CallContext,
     ) -> Result<Vec<TokenInfo>, ServiceError> {
         let user = signed_in(&ctx.caller)?.to_owned();
-        self.unlocked(move |inner| Ok(inner.access()?.tokens(Some(&user))?))
+        self.blocking(move |inner| Ok(inner.access()?.tokens(Some(&user))?))
             .await
     }
 
@@ -142,7 +142,7 @@ impl Service {
         name: Option<String>,
     ) -> Result<NewToken, ServiceError> {
         let user = signed_in(&ctx.caller)?.to_owned();
-        self.unlocked(move |inner| Ok(inner.access()?.create_token(&user, name.as_deref())?))
+        self.blocking(move |inner| Ok(inner.access()?.create_token(&user, name.as_deref())?))
             .await
     }
 
@@ -153,7 +153,7 @@ impl Service {
         id: i64,
     ) -> Result<(), ServiceError> {
         let user = signed_in(&ctx.caller)?.to_owned();
-        self.unlocked(move |inner| {
+        self.blocking(move |inner| {
             let access = inner.access()?;
             if !access.tokens(Some(&user))?.iter().any(|t| t.id == id) {
                 return Err(ServiceError {

@@ -164,7 +164,7 @@ impl Service {
                 None
             }
         };
-        self.prepare_plugins_quietly(&name).await;
+        self.prepare_plugins_in_background(&name);
         let private = self.blocking({
             let name = name.clone();
             move |inner| Ok(inner.store.repo(&name)?.private)
@@ -199,13 +199,13 @@ impl Service {
                 // G-3: a successful sync triggers indexing, then plugin preparation (W-31).
                 let outcome = self.sync(name.to_string()).await?;
                 let stats = self.index(name.to_string(), progress).await?;
-                self.prepare_plugins_quietly(&name).await;
+                self.prepare_plugins_in_background(&name);
                 Ok(answer(outcome.head, Some(stats.into())))
             }
             PrepareAction::Reindex => {
                 let repo = name.to_string();
                 let (commit, stats) = self
-                    .unlocked(move |inner| {
+                    .blocking(move |inner| {
                         let stats = inner.index(&repo, true, &mut progress)?;
                         let commit = inner.indexes()?.current(&repo).map(|info| info.commit);
                         Ok((commit, stats))
@@ -240,11 +240,15 @@ impl Service {
 }
 
 impl Service {
-    /// W-31 after a sync: prepare the plugins of the new heads; a failure only costs the
+    /// W-31 after a sync: prepare the plugins of the new heads in the background, so the
+    /// caller's answer does not wait for discovery and compiles; a failure only costs the
     /// first enriched read its discovery.
-    async fn prepare_plugins_quietly(&self, name: &RepoName) {
-        if let Err(error) = self.prepare_plugins(name.to_string()).await {
-            tracing::debug!(repo = %name, %error, "plugin preparation skipped");
-        }
+    fn prepare_plugins_in_background(&self, name: &RepoName) {
+        let (service, repo) = (self.clone(), name.to_string());
+        tokio::spawn(async move {
+            if let Err(error) = service.prepare_plugins(repo.clone()).await {
+                tracing::debug!(%repo, %error, "plugin preparation skipped");
+            }
+        });
     }
 }

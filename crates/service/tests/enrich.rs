@@ -873,3 +873,134 @@ async fn w31_preparation_covers_branch_heads() {
     assert_eq!((stats.compiles, stats.executions), (2, 0));
     assert_eq!(service.plugin_discoveries(), 2, "one catalog per head");
 }
+
+/// W-31: background preparation stays within the cache caps. A second round over heads
+/// that did not move discovers nothing, and preparing a new head never evicts a catalog
+/// that reads use: with the cache full of catalogs that reads asked for, the new head's
+/// catalog is not kept, and every earlier commit still reads from the cache.
+#[tokio::test]
+async fn w31_preparation_prepares_new_heads_and_never_evicts_what_reads_use() {
+    /// The catalog cache's entry cap (W-29).
+    const CATALOGS: usize = 64;
+    let source = SourceRepo::with_files(&[
+        ("echo.sourcegraph.wasm", &artifact("echo")),
+        ("a.md", b"a\n"),
+    ]);
+    let service = service(&source, "");
+    assert_eq!(
+        service.prepare_plugins("test/repo".into()).await.unwrap(),
+        1
+    );
+    assert_eq!(service.plugin_discoveries(), 1);
+    assert_eq!(
+        service.prepare_plugins("test/repo".into()).await.unwrap(),
+        0,
+        "the head did not move: nothing to prepare"
+    );
+    assert_eq!(
+        service.plugin_discoveries(),
+        1,
+        "and nothing discovered again"
+    );
+
+    // Reads at as many commits as the cache holds: every catalog is one a read used.
+    let mut commits = Vec::new();
+    for n in 0..CATALOGS {
+        commits.push(source.commit(&[("a.md", format!("{n}\n").as_bytes())], "n"));
+    }
+    service.sync("test/repo".into()).await.unwrap();
+    let at = |commit: &String| ReadRequest {
+        revision: Some(commit.clone()),
+        ..read("a.md")
+    };
+    for commit in &commits {
+        let (_, e) = service.read_enriched(&auto(), at(commit)).await.unwrap();
+        assert_eq!(texts(&e, 0).len(), 1);
+    }
+    let discovered = service.plugin_discoveries();
+    assert_eq!(service.plugin_catalogs(), CATALOGS);
+
+    // A new head: preparation discovers it but keeps nothing a read used out of the cache.
+    source.commit(&[("b.md", b"b\n")], "new head");
+    service.sync("test/repo".into()).await.unwrap();
+    service.prepare_plugins("test/repo".into()).await.unwrap();
+    assert_eq!(service.plugin_discoveries(), discovered + 1);
+    let hits = service.plugin_catalog_hits();
+    for commit in &commits {
+        service.read_enriched(&auto(), at(commit)).await.unwrap();
+    }
+    assert_eq!(
+        service.plugin_discoveries(),
+        discovered + 1,
+        "every catalog the reads used is still cached"
+    );
+    assert_eq!(service.plugin_catalog_hits(), hits + CATALOGS as u64);
+}
+
+/// W-5, W-29 (issue 28, point 4): artifacts whose paths Git allows but a read cannot name —
+/// a backslash, a control character, bytes that are not UTF-8 — are one PLUGIN_ARTIFACT
+/// diagnostic each; the commit's other plugins run, and the catalog is cached like any other
+/// (before, the whole discovery failed and every read discovered again).
+#[tokio::test]
+async fn w5_w29_an_artifact_with_an_odd_path_costs_only_itself() {
+    let echo = artifact("echo");
+    let source = SourceRepo::with_files(&[("echo.sourcegraph.wasm", &echo), ("a.md", b"a\n")]);
+    let blob = testgit::git_with_input(
+        source.path(),
+        &["hash-object", "-w", "--stdin"],
+        Some(&echo),
+    );
+    let mut index = Vec::new();
+    for name in [
+        &b"back\\slash.sourcegraph.wasm"[..],
+        b"bell\x07.sourcegraph.wasm",
+        b"caf\xe9.sourcegraph.wasm",
+    ] {
+        index.extend_from_slice(format!("100644 {blob}\tdir/").as_bytes());
+        index.extend_from_slice(name);
+        index.push(b'\n');
+    }
+    testgit::git_with_input(
+        source.path(),
+        &["update-index", "--index-info"],
+        Some(&index),
+    );
+    source.commit_index("artifacts with odd names");
+    let service = service(&source, "");
+
+    let (_, e) = service.read_enriched(&auto(), read("a.md")).await.unwrap();
+    assert_eq!(texts(&e, 0).len(), 1, "the good plugin ran: {e:?}");
+    let answer = service
+        .availability(
+            &auto(),
+            service::AvailabilityRequest {
+                repo: "test/repo".into(),
+                revision: None,
+                include_plugins: true,
+            },
+        )
+        .await
+        .unwrap();
+    let Some(service::PluginDiscovery::Found(found)) = answer.plugins else {
+        panic!("discovery failed: {answer:?}");
+    };
+    let broken: Vec<&String> = found.iter().filter_map(|p| p.diagnostic.as_ref()).collect();
+    assert_eq!(broken.len(), 3, "{found:?}");
+    for diagnostic in &broken {
+        assert!(
+            diagnostic.starts_with("code=PLUGIN_ARTIFACT"),
+            "{diagnostic}"
+        );
+        assert!(
+            !diagnostic.chars().any(|c| c.is_control()),
+            "control characters escaped: {diagnostic:?}"
+        );
+    }
+    assert!(
+        found
+            .iter()
+            .any(|p| p.name == "echo" && p.diagnostic.is_none())
+    );
+    service.read_enriched(&auto(), read("a.md")).await.unwrap();
+    assert_eq!(service.plugin_discoveries(), 1, "the catalog was cached");
+}
