@@ -9,13 +9,9 @@ use service::{
 };
 use testgit::SourceRepo;
 
-fn artifact(name: &str) -> Vec<u8> {
-    let path = format!(
-        "{}/../wasmplugin/testdata/{name}.sourcegraph.wasm",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read(&path).unwrap_or_else(|e| panic!("fixture {path}: {e}"))
-}
+mod common;
+
+use common::artifact;
 
 fn service(source: &SourceRepo, scope: &str) -> Service {
     Service::new(source.store("test/repo", scope), ServiceConfig::default())

@@ -9,13 +9,9 @@ use service::{
 };
 use testgit::SourceRepo;
 
-fn artifact(name: &str) -> Vec<u8> {
-    let path = format!(
-        "{}/../wasmplugin/testdata/{name}.sourcegraph.wasm",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read(&path).unwrap_or_else(|e| panic!("fixture {path}: {e}"))
-}
+mod common;
+
+use common::artifact;
 
 /// A module with valid metadata (`wasi`, ABI 2, read/read_many, default on) and the W-1
 /// exports that imports `wasi_snapshot_preview1::fd_write`, so it can never run. Built from:

@@ -18,13 +18,9 @@ use testgit::SourceRepo;
 /// How long one call may take before it counts as hung (far above any real answer here).
 const HUNG: Duration = Duration::from_secs(20);
 
-fn artifact(name: &str) -> Vec<u8> {
-    let path = format!(
-        "{}/../wasmplugin/testdata/{name}.sourcegraph.wasm",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read(&path).unwrap_or_else(|e| panic!("fixture {path}: {e}"))
-}
+mod common;
+
+use common::artifact;
 
 fn register(name: &str, source: &SourceRepo) -> RegisterRequest {
     RegisterRequest {
