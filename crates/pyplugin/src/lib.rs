@@ -31,10 +31,12 @@ pub use hookset::{
 };
 pub use tables::{Sourced, Tables, ToolPreset};
 
+use arc_swap::ArcSwapOption;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 /// The hook reference shipped in the binary (P-14): `csg plugins api` prints it.
@@ -442,7 +444,13 @@ struct HostInner {
     config: HostConfig,
     /// Disabled or unavailable: the reason no interpreter runs.
     off: Option<State>,
-    current: RwLock<Option<Epoch>>,
+    /// The epoch new calls run on: loaded without a lock, replaced whole by a reload.
+    current: ArcSwapOption<Epoch>,
+    /// Serialises reloads (P-12): each gets the next epoch number and publishes in order, so
+    /// the last reload's hooks are the ones applied and `plugin_status` shows them.
+    reloading: Mutex<()>,
+    /// The last epoch number handed out; never reused, also after a failed load.
+    epochs: AtomicU64,
     last_reload: Mutex<Result<(), String>>,
     #[cfg(feature = "python")]
     interpreter: Option<Arc<interp::Interpreter>>,
@@ -476,7 +484,9 @@ impl PluginHost {
             inner: Arc::new(HostInner {
                 config,
                 off: Some(state),
-                current: RwLock::new(None),
+                current: ArcSwapOption::empty(),
+                reloading: Mutex::new(()),
+                epochs: AtomicU64::new(0),
                 last_reload: Mutex::new(Ok(())),
                 #[cfg(feature = "python")]
                 interpreter: None,
@@ -499,7 +509,9 @@ impl PluginHost {
                         inner: Arc::new(HostInner {
                             config,
                             off: None,
-                            current: RwLock::new(None),
+                            current: ArcSwapOption::empty(),
+                            reloading: Mutex::new(()),
+                            epochs: AtomicU64::new(0),
                             last_reload: Mutex::new(Ok(())),
                             interpreter: Some(interpreter),
                         }),
@@ -546,11 +558,7 @@ impl PluginHost {
         if self.state() != State::Active {
             return None;
         }
-        self.inner
-            .current
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.inner.current.load_full().map(|epoch| (*epoch).clone())
     }
 
     /// Re-reads the directory into a new epoch (P-12); calls in flight finish on theirs.
@@ -567,8 +575,15 @@ impl PluginHost {
             let Some(interpreter) = &self.inner.interpreter else {
                 return Err(HostError::Unavailable("no interpreter".into()));
             };
-            let previous = self.current().map_or(0, |epoch| epoch.number());
-            let loaded = interpreter.load(&self.inner.config, previous + 1);
+            // Two reloads at once would share an epoch number, and the release of one would
+            // drop the other's modules: the hooks would go dead while the status said active.
+            let _reloading = self
+                .inner
+                .reloading
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let number = self.inner.epochs.fetch_add(1, Ordering::SeqCst) + 1;
+            let loaded = interpreter.load(&self.inner.config, number);
             let result = match loaded {
                 Ok(data) => {
                     let epoch = Epoch {
@@ -584,11 +599,7 @@ impl PluginHost {
                         rejected = epoch.data.rejected.len(),
                         "server plugins loaded"
                     );
-                    *self
-                        .inner
-                        .current
-                        .write()
-                        .unwrap_or_else(PoisonError::into_inner) = Some(epoch);
+                    self.inner.current.store(Some(Arc::new(epoch)));
                     Ok(())
                 }
                 Err(error) => Err(error),
@@ -609,12 +620,7 @@ impl PluginHost {
 
     /// What `plugin_status` shows (P-12).
     pub fn status(&self) -> Status {
-        let epoch = self
-            .inner
-            .current
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        let epoch = self.inner.current.load_full();
         let last = self
             .inner
             .last_reload
