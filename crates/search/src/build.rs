@@ -162,6 +162,14 @@ fn prepare<'a>(
                             let text = replaced.map_or(bytes, String::into_bytes);
                             (DocKind::Text, Cow::Owned(text), false)
                         }
+                        Ok(Transform::Abort(why)) => {
+                            return Err(SearchError::Source {
+                                message: format!(
+                                    "the derived-state transform could not run at {}: {why}; the published index keeps answering",
+                                    entry.path
+                                ),
+                            });
+                        }
                         Err(message) if input.strict_transforms => {
                             return Err(SearchError::Source {
                                 message: format!(

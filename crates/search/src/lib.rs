@@ -128,6 +128,10 @@ pub enum Transform {
         /// The language the `lang` filter sees.
         lang: DocLang,
     },
+    /// The transform could not run at all (its host stopped answering): the build fails,
+    /// strict or not, and the published generation keeps answering. A generation built
+    /// without the transforms it should have run is never published (P-7).
+    Abort(String),
 }
 
 /// Where the indexer gets files; the service implements it over its git store.
