@@ -5,6 +5,22 @@ binary (`csg plugins api` prints it, `csg plugins api --out FILE` writes it). In
 directory it would load as a plugin and be rejected: its version constants are upper-case names
 that are not tables. For a file to start from, run `csg plugins init DIR` (writes example.py).
 
+The blocks between "# <generated:…>" and "# </generated:…>" lines are generated from the very
+definitions the server uses (hook names and classes, sample payloads, applied keys, tables,
+presetable tools, versions), so they are what this server does.
+
+At a glance
+  # <generated:hooks>
+  Hooks of this server (HOOKS_VERSION 1):
+    on_startup(info)            call-scoped    applies: nothing (the result is ignored)
+    on_tool_call(call)          call-scoped    applies: arguments
+    on_search_results(result)   call-scoped    applies: hits
+    on_read_result(result)      call-scoped    applies: notes
+    on_source_file(file)        derived-state  applies: skip, text, language
+  Tables: QUERY_ALIASES, ALIASES, TOOL_PRESETS. Version pin: REQUIRES (HOST_CONTRACT_VERSION,
+    HOOKS_VERSION, PRODUCT).
+  # </generated:hooks>
+
 The model in five lines
   1. One plugin = one .py file in the plugins directory. No base class, decorator, registration,
      manifest, build step or import is needed.
@@ -87,25 +103,41 @@ Versions and REQUIRES
       REQUIRES = {"HOST_CONTRACT_VERSION": 1}
 """
 
+# <generated:versions>
 HOST_CONTRACT_VERSION = 1
 HOOKS_VERSION = 1
 PRODUCT = "context-sourcegraph"
+# </generated:versions>
 
 
 def on_startup(info):
-    """call-scoped. Runs once each time an epoch loads: at server start and after each reload.
+    r"""call-scoped. Runs once each time an epoch loads: at server start and after each reload.
 
-    Payload:
-        {"product": "context-sourcegraph", "version": "0.1.0", "host_contract_version": 1,
-         "hooks_version": 1, "epoch": 3, "plugin_files": ["10_aliases.py", "20_notes.py"],
-         "settings": {"public_read": True, "hook_timeout_ms": 2000, "strict": False},
+    Payload (the sample `csg plugins check` runs the hook on):
+        # <generated:payload:on_startup>
+        {
+            "epoch": 1,
+            "hooks_version": 1,
+            "host_contract_version": 1,
+            "plugin_files": ["example.py"],
+            "product": "context-sourcegraph",
+            "secrets": {},
+            "settings": {},
+            "version": "0.1.0",
+        }
+        # </generated:payload:on_startup>
+    In a server, "settings" and "secrets" hold its configuration, for example:
+        {"settings": {"public_read": True, "hook_timeout_ms": 2000, "strict": False},
          "secrets": {"SOURCEGRAPH_API_TOKEN": False, "CSG_ADMIN_PASSWORD": True}}
 
-    Applied: nothing, the return value is ignored. Use it to prepare private module state for
-    the other hooks of the same file. `secrets` lists every secret-looking setting (its name
-    contains TOKEN, KEY, SECRET or PASSWORD) as a boolean "set / not set"; the value itself
-    never reaches a plugin. Read `settings` and `secrets` with .get(): the names they hold
-    depend on the configuration (the sample payload of `csg plugins check` may have none).
+    # <generated:applied:on_startup>
+    Applied keys: none; the return value is ignored.
+    # </generated:applied:on_startup>
+    Use it to prepare private module state for the other hooks of the same file. `secrets`
+    lists every secret-looking setting (its name contains TOKEN, KEY, SECRET or PASSWORD) as a
+    boolean "set / not set"; the value itself never reaches a plugin. Read `settings` and
+    `secrets` with .get(): the names they hold depend on the configuration (the sample payload
+    of `csg plugins check` has none).
 
     Example:
         import sys
@@ -119,17 +151,25 @@ def on_startup(info):
 
 
 def on_tool_call(call):
-    """call-scoped. Runs before an MCP or JSON-API tool runs; may rewrite its arguments.
+    r"""call-scoped. Runs before an MCP or JSON-API tool runs; may rewrite its arguments.
 
     Payload:
-        {"tool": "search", "arguments": {"query": "k8s deploy", "repo": "acme/infra"},
-         "caller": {"authenticated": False}}
+        # <generated:payload:on_tool_call>
+        {
+            "arguments": {"query": "k8s deploy", "repo": "acme/infra"},
+            "caller": {"authenticated": False},
+            "tool": "search",
+        }
+        # </generated:payload:on_tool_call>
 
-    Applied: return None, or {"arguments": {...}}: the complete new arguments object for the
-    same tool (not a patch; copy what you keep). The tool cannot be changed: any other key,
-    such as "tool", makes the result invalid. The new arguments must pass the tool's strict
-    argument check, otherwise the rewrite is discarded. When the arguments changed, the answer
-    ends with a disclosure block naming the plugin file and both argument objects.
+    # <generated:applied:on_tool_call>
+    Applied keys: "arguments"; any other key makes the result invalid.
+    # </generated:applied:on_tool_call>
+    Return None, or {"arguments": {...}}: the complete new arguments object for the same tool
+    (not a patch; copy what you keep). The tool cannot be changed: "tool" is not applied. The
+    new arguments must pass the tool's strict argument check, otherwise the rewrite is
+    discarded. When the arguments changed, the answer ends with a disclosure block naming the
+    plugin file and both argument objects.
 
     Example:
         def on_tool_call(call):
@@ -143,18 +183,41 @@ def on_tool_call(call):
 
 
 def on_search_results(result):
-    """call-scoped. Runs after a search, before the answer is rendered.
+    r"""call-scoped. Runs after a search, before the answer is rendered.
 
     Payload:
-        {"query": "kubernetes deploy", "caller": {"authenticated": False},
-         "hits": [{"repo": "acme/infra",
-                   "commit": "0123456789abcdef0123456789abcdef01234567",
-                   "path": "deploy/k8s.yaml", "line": 12, "snippet": "kind: Deployment"}]}
+        # <generated:payload:on_search_results>
+        {
+            "caller": {"authenticated": False},
+            "hits": [
+                {
+                    "commit": "0123456789abcdef0123456789abcdef01234567",
+                    "line": 12,
+                    "path": "deploy/k8s.yaml",
+                    "repo": "acme/infra",
+                    "snippet": "kind: Deployment",
+                },
+                {
+                    "commit": "0123456789abcdef0123456789abcdef01234567",
+                    "line": 3,
+                    "path": "docs/deploy.md",
+                    "repo": "acme/infra",
+                    "snippet": "How we deploy to kubernetes",
+                },
+            ],
+            "query": "kubernetes deploy",
+        }
+        # </generated:payload:on_search_results>
 
-    Applied: return None, or {"hits": [...]}: a reordered and/or shortened list of the hits
-    given. Each returned hit must be one of the given hits (same repo, commit, path, line,
-    snippet), each at most once, and may carry one extra key "note": a string of at most 1024
-    characters on one line, shown after the hit. Anything else (a new hit, a changed snippet, a
+    # <generated:applied:on_search_results>
+    Applied keys: "hits"; any other key makes the result invalid. Each hit keeps "repo",
+    "commit", "path", "line", "snippet" as given and may add "note": one line of at most 1024
+    characters.
+    # </generated:applied:on_search_results>
+    Return None, or {"hits": [...]}: a reordered and/or shortened list of the hits given.
+    Each returned hit must be one of the given hits (same repo, commit, path, line, snippet),
+    each at most once, and may carry one extra key "note": a string of at most 1024 characters
+    on one line, shown after the hit. Anything else (a new hit, a changed snippet, a
     wrong type, another key) makes the whole result invalid and it is discarded. File-name
     matches are not in the payload and are kept as they are. Counts are recomputed from the
     hits returned.
@@ -172,18 +235,35 @@ def on_search_results(result):
 
 
 def on_read_result(result):
-    """call-scoped. Runs after `read` / `read_many`, before the answer is rendered.
+    r"""call-scoped. Runs after `read` / `read_many`, before the answer is rendered.
 
     Payload (an item that failed has "path" and "error" only):
-        {"tool": "read", "repo": "acme/kb",
-         "commit": "0123456789abcdef0123456789abcdef01234567",
-         "caller": {"authenticated": False},
-         "items": [{"path": "docs/a.md", "start_line": 1, "end_line": 30, "total_lines": 120,
-                    "has_more": True, "text": "<the lines returned>"},
-                   {"path": "docs/missing.md", "error": "no such file at this commit"}],
-         "notes": []}
+        # <generated:payload:on_read_result>
+        {
+            "caller": {"authenticated": False},
+            "commit": "0123456789abcdef0123456789abcdef01234567",
+            "items": [
+                {
+                    "end_line": 2,
+                    "has_more": False,
+                    "path": "docs/a.md",
+                    "start_line": 1,
+                    "text": "# Onboarding\nRead the handbook first.\n",
+                    "total_lines": 2,
+                },
+                {"error": "no such file at this commit", "path": "docs/missing.md"},
+            ],
+            "notes": [],
+            "repo": "acme/kb",
+            "tool": "read",
+        }
+        # </generated:payload:on_read_result>
 
-    Applied: return None, or {"notes": ["...", ...]}: operator notes (at most 16 strings, each
+    # <generated:applied:on_read_result>
+    Applied keys: "notes": at most 16 str of at most 65536 bytes each; any other key makes the
+    result invalid.
+    # </generated:applied:on_read_result>
+    Return None, or {"notes": ["...", ...]}: operator notes (at most 16 strings, each
     at most 64 KiB) appended to the answer as their own `OperatorNotes:` block. The file text
     is never replaced. Notes of several files accumulate: each file receives the payload with
     "notes" holding the notes so far and returns the full new list, so keep what you got.
@@ -199,18 +279,29 @@ def on_read_result(result):
 
 
 def on_source_file(file):
-    """derived-state. Runs once per text file while the search index is built.
+    r"""derived-state. Runs once per text file while the search index is built.
 
     Payload ("language" is the search language name of the path, or None):
-        {"repo": "acme/kb", "commit": "0123456789abcdef0123456789abcdef01234567",
-         "path": "docs/a.md", "language": "markdown", "text": "<file text>"}
+        # <generated:payload:on_source_file>
+        {
+            "commit": "0123456789abcdef0123456789abcdef01234567",
+            "language": "markdown",
+            "path": "docs/a.md",
+            "repo": "acme/kb",
+            "text": "# Onboarding\nRead the handbook first.\n",
+        }
+        # </generated:payload:on_source_file>
 
-    Applied: return None (index the file as it is), {"skip": True} (leave the file out of the
+    # <generated:applied:on_source_file>
+    Applied keys: "skip" alone, or "text" and "language" (either or both); any other key makes
+    the result invalid.
+    # </generated:applied:on_source_file>
+    Return None (index the file as it is), {"skip": True} (leave the file out of the
     index; later files' on_source_file do not see it), or {"text": "...", "language": "..."}
     with either key or both (index this text instead; index under this language, which the
     search `lang` filter matches: a name or alias of its table, or None for none). This
-    changes what search finds, never what `read` returns. Editing a file that defines this hook marks the index stale and costs
-    a rebuild (see "Hook classes" above).
+    changes what search finds, never what `read` returns. Editing a file that defines this
+    hook marks the index stale and costs a rebuild (see "Hook classes" above).
 
     Example:
         def on_source_file(file):
@@ -244,10 +335,26 @@ def on_source_file(file):
 #
 # TOOL_PRESETS: new MCP tools that are an existing tool with fixed arguments. The name matches
 #   [a-z][a-z0-9_]{0,63} and is not a built-in tool. The value is a dict with "tool" (one of
-#   read, read_many, search, list, resolve, discovery, availability), "description" (non-empty
-#   str of at most 1024 characters) and "arguments" (a dict of that tool's argument names; the
-#   values are checked when the tool is called). The preset appears as a new MCP tool whose
-#   arguments are the base tool's minus the fixed ones.
+#   the tools below), "description" (non-empty str of at most 1024 characters) and "arguments"
+#   (a dict of that tool's argument names; the values are checked when the tool is called). The
+#   preset appears as a new MCP tool whose arguments are the base tool's minus the fixed ones.
+#   The tools a preset can use, with their arguments:
+# <generated:presets>
+#     read: repo, revision, path, start_line, end_line, plugins
+#     read_many: repo, revision, files, plugins
+#     search: query, repo, path, lang, regex, case_sensitive, limit, cursor
+#     list: repo, revision, path, depth
+#     resolve: repo, revision
+#     discovery: (no arguments)
+#     availability: repo, revision, include_plugins
+#     log: repo, revision, path, limit, cursor
+#     commit: repo, revision
+#     diff: repo, base, head, path, cursor
+#     blame: repo, revision, path, start_line, end_line
+#     outline: repo, revision, path, cursor
+#     definitions: symbol, repo, revision, lang, path, limit
+#     references: symbol, repo, revision, lang, path, limit, cursor
+# </generated:presets>
 #
 #       TOOL_PRESETS = {
 #           "search_docs": {

@@ -14,6 +14,13 @@ pub const HOOKS_VERSION: i64 = 1;
 /// The product name a plugin may pin with `REQUIRES`.
 pub const PRODUCT: &str = "context-sourcegraph";
 
+/// What identifies a hit of `on_search_results`: a returned hit must carry these unchanged.
+pub const SEARCH_HIT_FIELDS: [&str; 5] = ["repo", "commit", "path", "line", "snippet"];
+/// The one key a returned search hit may add.
+pub const SEARCH_HIT_NOTE: &str = "note";
+/// What `on_source_file` may return: `skip` alone, or `text` and/or `language`.
+pub const SOURCE_FILE_FIELDS: [&str; 3] = ["skip", "text", "language"];
+
 /// Largest operator note `on_read_result` may add (P-20).
 pub const MAX_NOTE_BYTES: usize = 64 * 1024;
 /// Most operator notes one answer carries.
@@ -76,6 +83,29 @@ impl Hook {
         match self {
             Hook::SourceFile => HookClass::DerivedState,
             _ => HookClass::CallScoped,
+        }
+    }
+
+    /// The name of the function's one parameter in the reference (`plugin_api.py`).
+    pub fn parameter(self) -> &'static str {
+        match self {
+            Hook::Startup => "info",
+            Hook::ToolCall => "call",
+            Hook::SearchResults | Hook::ReadResult => "result",
+            Hook::SourceFile => "file",
+        }
+    }
+
+    /// The keys of a hook's returned dict that the host applies (P-3, P-10); any other key
+    /// makes the result invalid. `on_startup`'s result is ignored. `on_source_file` takes
+    /// `skip` alone, or `text` and/or `language` ([`SOURCE_FILE_FIELDS`]).
+    pub fn applied_fields(self) -> &'static [&'static str] {
+        match self {
+            Hook::Startup => &[],
+            Hook::ToolCall => &["arguments"],
+            Hook::SearchResults => &["hits"],
+            Hook::ReadResult => &["notes"],
+            Hook::SourceFile => &SOURCE_FILE_FIELDS,
         }
     }
 
@@ -360,7 +390,7 @@ fn changes(hook: Hook, input: &Value, output: &Value) -> Result<Change, String> 
     match hook {
         Hook::Startup => Ok(Change::Set(sets)),
         Hook::ToolCall => {
-            only_keys(out, &["arguments"])?;
+            only_keys(out, hook.applied_fields())?;
             let arguments = out
                 .get("arguments")
                 .ok_or("a rewrite must return {\"arguments\": {...}}")?;
@@ -374,7 +404,7 @@ fn changes(hook: Hook, input: &Value, output: &Value) -> Result<Change, String> 
             Ok(Change::Set(sets))
         }
         Hook::SearchResults => {
-            only_keys(out, &["hits"])?;
+            only_keys(out, hook.applied_fields())?;
             let hits = out.get("hits").ok_or("must return {\"hits\": [...]}")?;
             let given = input
                 .get("hits")
@@ -386,15 +416,16 @@ fn changes(hook: Hook, input: &Value, output: &Value) -> Result<Change, String> 
             Ok(Change::Set(sets))
         }
         Hook::ReadResult => {
-            only_keys(out, &["notes"])?;
+            only_keys(out, hook.applied_fields())?;
             let notes = out.get("notes").ok_or("must return {\"notes\": [...]}")?;
             check_notes(notes)?;
             sets.push(("notes", notes.clone()));
             Ok(Change::Set(sets))
         }
         Hook::SourceFile => {
-            if let Some(skip) = out.get("skip") {
-                only_keys(out, &["skip"])?;
+            let (skip_only, replace) = SOURCE_FILE_FIELDS.split_at(1);
+            if let Some(skip) = out.get(skip_only[0]) {
+                only_keys(out, skip_only)?;
                 return match skip {
                     Value::Bool(true) => Ok(Change::Stop),
                     Value::Bool(false) => Ok(Change::Set(sets)),
@@ -404,7 +435,7 @@ fn changes(hook: Hook, input: &Value, output: &Value) -> Result<Change, String> 
                     )),
                 };
             }
-            only_keys(out, &["text", "language"])?;
+            only_keys(out, replace)?;
             match out.get("text") {
                 Some(Value::String(text)) => {
                     sets.push(("text", Value::String(text.clone())));
@@ -449,9 +480,7 @@ fn only_keys(out: &Map<String, Value>, allowed: &[&str]) -> Result<(), String> {
 
 /// A hit's identity: everything but its `note`.
 fn same_hit(a: &Value, b: &Value) -> bool {
-    ["repo", "commit", "path", "line", "snippet"]
-        .iter()
-        .all(|key| a.get(key) == b.get(key))
+    SEARCH_HIT_FIELDS.iter().all(|key| a.get(key) == b.get(key))
 }
 
 fn check_hits(given: &[Value], hits: &Value) -> Result<Vec<Value>, String> {
@@ -465,7 +494,7 @@ fn check_hits(given: &[Value], hits: &Value) -> Result<Vec<Value>, String> {
             .as_object()
             .ok_or_else(|| format!("hit {i} must be a dict, not {}", kind(hit)))?;
         for key in obj.keys() {
-            if !["repo", "commit", "path", "line", "snippet", "note"].contains(&key.as_str()) {
+            if !SEARCH_HIT_FIELDS.contains(&key.as_str()) && key != SEARCH_HIT_NOTE {
                 return Err(format!("hit {i} has an unknown key {key:?}"));
             }
         }
@@ -492,7 +521,7 @@ fn check_hits(given: &[Value], hits: &Value) -> Result<Vec<Value>, String> {
             ));
         };
         used[j] = true;
-        if let Some(note) = obj.get("note") {
+        if let Some(note) = obj.get(SEARCH_HIT_NOTE) {
             match note {
                 Value::String(text)
                     if text.chars().count() <= MAX_HIT_NOTE_CHARS
@@ -548,9 +577,364 @@ pub(crate) fn kind(value: &Value) -> &'static str {
     }
 }
 
+// ---- the hook reference (`plugin_api.py`, P-14) ----
+//
+// `assets/plugin_api.py` is committed text with generated blocks: a line `# <generated:NAME>`
+// up to the line `# </generated:NAME>`. Everything between comes from the definitions above
+// (the hooks, their classes, sample payloads and applied fields, the tables, the presetable
+// tools, the versions); everything outside is hand-written prose and stays as it is. A test
+// regenerates the blocks and fails when the committed file differs (`CSG_BLESS=1` rewrites it).
+
+/// The generator of the reference's blocks. Only the test that keeps `plugin_api.py` in step
+/// with this hook set needs it: the binary ships the committed file.
+#[cfg(test)]
+mod reference {
+    use super::*;
+    use std::fmt::Write as _;
+
+    /// Widest line of a generated block, indentation included.
+    const REFERENCE_WIDTH: usize = 96;
+
+    /// Every generated block the reference must have.
+    pub(super) fn reference_sections() -> Vec<String> {
+        let mut names = vec!["versions".to_owned(), "hooks".to_owned(), "presets".to_owned()];
+        for hook in Hook::ALL {
+            names.push(format!("payload:{}", hook.name()));
+            names.push(format!("applied:{}", hook.name()));
+        }
+        names
+    }
+
+    /// `template` with every generated block filled from this hook set. `Err` names a block
+    /// this hook set does not know or one without its end line.
+    pub(super) fn render_reference(template: &str) -> Result<String, String> {
+        let mut out = String::with_capacity(template.len() + 1024);
+        let mut lines = template.split_inclusive('\n');
+        while let Some(line) = lines.next() {
+            out.push_str(line);
+            let Some(name) = line
+                .trim()
+                .strip_prefix("# <generated:")
+                .and_then(|rest| rest.strip_suffix('>'))
+            else {
+                continue;
+            };
+            let indent = &line[..line.len() - line.trim_start().len()];
+            let body = reference_section(name, indent.len())
+                .ok_or_else(|| format!("unknown generated block <generated:{name}>"))?;
+            for body_line in body.lines() {
+                if !body_line.is_empty() {
+                    out.push_str(indent);
+                    out.push_str(body_line);
+                }
+                out.push('\n');
+            }
+            let end = format!("# </generated:{name}>");
+            loop {
+                match lines.next() {
+                    Some(line) if line.trim() == end => {
+                        out.push_str(line);
+                        break;
+                    }
+                    Some(_) => {}
+                    None => return Err(format!("<generated:{name}> has no line {end:?}")),
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The text of one generated block (without its indentation, which is `indent` wide).
+    fn reference_section(name: &str, indent: usize) -> Option<String> {
+        let width = REFERENCE_WIDTH.saturating_sub(indent);
+        if let Some(hook) = name.strip_prefix("payload:").and_then(Hook::from_name) {
+            let mut out = String::new();
+            python_literal(&hook.sample_payload(), 0, 0, width, &mut out);
+            return Some(out);
+        }
+        if let Some(hook) = name.strip_prefix("applied:").and_then(Hook::from_name) {
+            return Some(wrap(&applied_sentence(hook), width, "", ""));
+        }
+        match name {
+            "versions" => Some(format!(
+                "HOST_CONTRACT_VERSION = {HOST_CONTRACT_VERSION}\nHOOKS_VERSION = {HOOKS_VERSION}\n\
+                 PRODUCT = {}\n",
+                quoted(PRODUCT)
+            )),
+            "hooks" => {
+                let mut out = format!("Hooks of this server (HOOKS_VERSION {HOOKS_VERSION}):\n");
+                for hook in Hook::ALL {
+                    let class = match hook.class() {
+                        HookClass::CallScoped => "call-scoped",
+                        HookClass::DerivedState => "derived-state",
+                    };
+                    let applied = match hook.applied_fields() {
+                        [] => "nothing (the result is ignored)".to_owned(),
+                        fields => fields.join(", "),
+                    };
+                    let signature = format!("{}({})", hook.name(), hook.parameter());
+                    let _ = writeln!(out, "  {signature:<27} {class:<14} applies: {applied}");
+                }
+                let tables = TABLES.join(", ");
+                out.push_str(&wrap(
+                    &format!(
+                        "Tables: {tables}. Version pin: {REQUIRES} (HOST_CONTRACT_VERSION, \
+                         HOOKS_VERSION, PRODUCT)."
+                    ),
+                    width,
+                    "",
+                    "  ",
+                ));
+                Some(out)
+            }
+            "presets" => {
+                let mut out = String::new();
+                for (tool, arguments) in PRESETABLE_TOOLS {
+                    let arguments = if arguments.is_empty() {
+                        "(no arguments)".to_owned()
+                    } else {
+                        arguments.join(", ")
+                    };
+                    out.push_str(&wrap(
+                        &format!("{tool}: {arguments}"),
+                        width,
+                        "#     ",
+                        "#       ",
+                    ));
+                }
+                Some(out)
+            }
+            _ => None,
+        }
+    }
+
+    /// What the reference says a hook's result may carry, from [`Hook::applied_fields`].
+    fn applied_sentence(hook: Hook) -> String {
+        let keys = |fields: &[&str]| {
+            fields
+                .iter()
+                .map(|f| quoted(f))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match hook {
+            Hook::Startup => "Applied keys: none; the return value is ignored.".to_owned(),
+            Hook::SourceFile => {
+                let (skip, replace) = SOURCE_FILE_FIELDS.split_at(1);
+                format!(
+                    "Applied keys: {} alone, or {} (either or both); any other key makes the result \
+                     invalid.",
+                    keys(skip),
+                    keys(replace).replace(", ", " and ")
+                )
+            }
+            Hook::SearchResults => format!(
+                "Applied keys: {}; any other key makes the result invalid. Each hit keeps {} as \
+                 given and may add {}: one line of at most {MAX_HIT_NOTE_CHARS} characters.",
+                keys(hook.applied_fields()),
+                keys(&SEARCH_HIT_FIELDS),
+                quoted(SEARCH_HIT_NOTE)
+            ),
+            Hook::ReadResult => format!(
+                "Applied keys: {}: at most {MAX_NOTES} str of at most {MAX_NOTE_BYTES} bytes each; \
+                 any other key makes the result invalid.",
+                keys(hook.applied_fields())
+            ),
+            Hook::ToolCall => format!(
+                "Applied keys: {}; any other key makes the result invalid.",
+                keys(hook.applied_fields())
+            ),
+        }
+    }
+
+    /// `text` as a Python string literal (JSON's escapes are Python's too).
+    fn quoted(text: &str) -> String {
+        serde_json::to_string(text).unwrap_or_else(|_| format!("{text:?}"))
+    }
+
+    /// `value` as a Python literal on one line.
+    fn python_compact(value: &Value) -> String {
+        match value {
+            Value::Null => "None".to_owned(),
+            Value::Bool(true) => "True".to_owned(),
+            Value::Bool(false) => "False".to_owned(),
+            Value::Number(n) => n.to_string(),
+            Value::String(s) => quoted(s),
+            Value::Array(items) => {
+                let items: Vec<String> = items.iter().map(python_compact).collect();
+                format!("[{}]", items.join(", "))
+            }
+            Value::Object(map) => {
+                let items: Vec<String> = map
+                    .iter()
+                    .map(|(k, v)| format!("{}: {}", quoted(k), python_compact(v)))
+                    .collect();
+                format!("{{{}}}", items.join(", "))
+            }
+        }
+    }
+
+    /// `value` as a Python literal starting at `column`, nested lines indented from `indent`,
+    /// broken into one item per line where it does not fit in `width`.
+    pub(super) fn python_literal(value: &Value, column: usize, indent: usize, width: usize, out: &mut String) {
+        let compact = python_compact(value);
+        if column + compact.chars().count() <= width {
+            out.push_str(&compact);
+            return;
+        }
+        let pad = " ".repeat(indent + 4);
+        match value {
+            Value::Array(items) => {
+                out.push_str("[\n");
+                for item in items {
+                    out.push_str(&pad);
+                    python_literal(item, indent + 4, indent + 4, width, out);
+                    out.push_str(",\n");
+                }
+            }
+            Value::Object(map) => {
+                out.push_str("{\n");
+                for (key, item) in map {
+                    let key = format!("{}: ", quoted(key));
+                    out.push_str(&pad);
+                    out.push_str(&key);
+                    python_literal(item, indent + 4 + key.len(), indent + 4, width, out);
+                    out.push_str(",\n");
+                }
+            }
+            _ => {
+                out.push_str(&compact);
+                return;
+            }
+        }
+        out.push_str(&" ".repeat(indent));
+        out.push(if value.is_array() { ']' } else { '}' });
+    }
+
+    /// `text` in lines of at most `width` characters (a longer word stays whole), the first
+    /// starting with `prefix`, the others with `hang`.
+    fn wrap(text: &str, width: usize, prefix: &str, hang: &str) -> String {
+        let mut out = String::new();
+        let mut line = prefix.to_owned();
+        let mut empty = true;
+        for word in text.split_whitespace() {
+            if !empty && line.chars().count() + 1 + word.chars().count() > width {
+                out.push_str(&line);
+                out.push('\n');
+                line = hang.to_owned();
+                empty = true;
+            }
+            if !empty {
+                line.push(' ');
+            }
+            line.push_str(word);
+            empty = false;
+        }
+        out.push_str(&line);
+        out.push('\n');
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::reference::{python_literal, reference_sections, render_reference};
     use super::*;
+
+    fn class_name(hook: Hook) -> &'static str {
+        match hook.class() {
+            HookClass::CallScoped => "call-scoped",
+            HookClass::DerivedState => "derived-state",
+        }
+    }
+
+    /// P-14: `plugin_api.py` documents exactly this hook set: its generated blocks are what
+    /// the definitions above give, each hook is there with its class, and there is no other.
+    /// `CSG_BLESS=1 cargo test -p pyplugin --lib p14_plugin_api` rewrites the blocks instead
+    /// (the hand-written prose around them stays).
+    #[test]
+    fn p14_plugin_api_is_generated_from_the_hook_set() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/plugin_api.py");
+        let committed = std::fs::read_to_string(path).unwrap();
+        let fresh = render_reference(&committed).unwrap();
+        if std::env::var_os("CSG_BLESS").is_some() && fresh != committed {
+            std::fs::write(path, &fresh).unwrap();
+            return;
+        }
+        for name in reference_sections() {
+            assert!(
+                committed.contains(&format!("# <generated:{name}>\n")),
+                "plugin_api.py has no block <generated:{name}>: add its begin and end lines \
+                 where it belongs, then bless"
+            );
+        }
+        for hook in Hook::ALL {
+            let def = format!(
+                "def {}({}):\n    r\"\"\"{}.",
+                hook.name(),
+                hook.parameter(),
+                class_name(hook)
+            );
+            assert!(committed.contains(&def), "plugin_api.py lacks {def:?}");
+        }
+        for line in committed.lines() {
+            if let Some(rest) = line.strip_prefix("def ") {
+                let name = rest.split('(').next().unwrap_or(rest);
+                assert!(
+                    Hook::from_name(name).is_some(),
+                    "plugin_api.py documents {name}, which is not a hook of this server"
+                );
+            }
+        }
+        assert!(committed.starts_with(&format!(
+            "\"\"\"Server-plugin hook reference of csg (Context Source Graph), HOOKS_VERSION \
+             {HOOKS_VERSION}."
+        )));
+        assert!(
+            fresh == committed,
+            "plugin_api.py has drifted from the hook set it documents; regenerate it with \
+             `CSG_BLESS=1 cargo test -p pyplugin --lib p14_plugin_api` and review the diff"
+        );
+        assert_eq!(crate::PLUGIN_API, committed, "the binary ships this file");
+    }
+
+    /// P-14: regenerating is stable, keeps the text outside the blocks and refuses a block
+    /// it does not know or one that does not end.
+    #[test]
+    fn p14_reference_blocks_are_replaced_and_prose_is_kept() {
+        let template = "prose before\n  # <generated:versions>\n  stale\n  # </generated:versions>\nprose after\n";
+        let once = render_reference(template).unwrap();
+        assert_eq!(
+            once,
+            format!(
+                "prose before\n  # <generated:versions>\n  HOST_CONTRACT_VERSION = \
+                 {HOST_CONTRACT_VERSION}\n  HOOKS_VERSION = {HOOKS_VERSION}\n  PRODUCT = \
+                 \"{PRODUCT}\"\n  # </generated:versions>\nprose after\n"
+            )
+        );
+        assert_eq!(render_reference(&once).unwrap(), once);
+        assert!(render_reference("# <generated:nope>\n# </generated:nope>\n").is_err());
+        assert!(render_reference("# <generated:versions>\nno end\n").is_err());
+        let mut payload = String::new();
+        python_literal(&json!({"a": [true, null, 1.5, "x\ny"]}), 0, 0, 80, &mut payload);
+        assert_eq!(payload, r#"{"a": [True, None, 1.5, "x\ny"]}"#);
+        let mut broken = String::new();
+        python_literal(&json!({"key": ["aaaa", "bbbb"]}), 0, 0, 12, &mut broken);
+        assert_eq!(broken, "{\n    \"key\": [\n        \"aaaa\",\n        \"bbbb\",\n    ],\n}");
+    }
+
+    /// P-14: `example.py` has every hook and table, commented out.
+    #[test]
+    fn p14_example_has_every_hook_and_table() {
+        for hook in Hook::ALL {
+            let def = format!("# def {}(", hook.name());
+            assert!(crate::EXAMPLE.contains(&def), "example.py lacks {def:?}");
+        }
+        for table in TABLES.iter().chain([&REQUIRES]) {
+            let line = format!("# {table} = ");
+            assert!(crate::EXAMPLE.contains(&line), "example.py lacks {line:?}");
+        }
+    }
 
     #[test]
     fn p10_search_hits_may_be_reordered_dropped_and_noted_but_not_invented() {
