@@ -558,6 +558,9 @@ fn prepare_streamed(
     ([(header::CONTENT_TYPE, NDJSON)], body).into_response()
 }
 
+/// `/readyz`: an atomic flag set at the end of start-up. Like `/healthz` it never asks the
+/// service for anything that could wait on the server-plugin interpreter (P-23: a wedged
+/// interpreter bypasses hooks; the server stays ready and `/metrics` shows the wedge).
 async fn readyz(State(state): State<AppState>) -> Response {
     if state.readiness.is_ready() {
         (StatusCode::OK, "ready\n").into_response()
@@ -737,6 +740,7 @@ async fn metrics(State(state): State<AppState>) -> Response {
             );
         }
     }
+    server_plugins_state(&mut out, &state.service.server_plugins().state());
     let auth = &crate::auth::COUNTERS;
     let load =
         |counter: &std::sync::atomic::AtomicU64| counter.load(std::sync::atomic::Ordering::Relaxed);
@@ -766,6 +770,24 @@ async fn metrics(State(state): State<AppState>) -> Response {
         ],
     );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+}
+
+/// The server-plugin subsystem's state as one gauge per state, 1 for the current one (O-4,
+/// P-23): a wedged interpreter shows as `csg_server_plugins_state{state="wedged"} 1`.
+/// [`service::HostState`] is read from flags the watchdog sets: no job is queued on the
+/// interpreter thread and no lock it holds is taken, so a wedged or busy interpreter never
+/// delays a scrape.
+fn server_plugins_state(out: &mut String, current: &service::HostState) {
+    let name = "csg_server_plugins_state";
+    let _ = writeln!(
+        out,
+        "# HELP {name} State of the server-plugin subsystem: 1 for the current state \
+         (wedged: every hook is bypassed until a restart).\n# TYPE {name} gauge"
+    );
+    for state in ["disabled", "unavailable", "active", "wedged"] {
+        let value = u8::from(current.name() == state);
+        let _ = writeln!(out, "{name}{{state=\"{state}\"}} {value}");
+    }
 }
 
 /// One counter family with an `operation` label.
