@@ -516,9 +516,10 @@ async fn add_repo(
     }
 }
 
-/// `GET /sourcegraph/api/plugins/status` (P-12): the server plugins' status.
-async fn plugins_status(State(state): State<AppState>) -> Response {
-    Json(state.service.server_plugins_status()).into_response()
+/// `GET /sourcegraph/api/plugins/status` (P-12): the server plugins' status, with as much
+/// detail as the service gives this caller (tracebacks and paths for operators only).
+async fn plugins_status(State(state): State<AppState>, Ctx(ctx): Ctx) -> Response {
+    Json(state.service.server_plugins_status_for(&ctx)).into_response()
 }
 
 /// `POST /sourcegraph/api/plugins/reload` (P-12): an operator action, like `prepare`.

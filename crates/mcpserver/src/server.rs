@@ -531,7 +531,7 @@ impl McpServer {
     ) -> Result<CallToolResult, ErrorData> {
         let _: DiscoveryArgs = args::parse(name, arguments)?;
         let answer = if name == "plugin_status" {
-            Ok(self.service.server_plugins_status())
+            Ok(self.service.server_plugins_status_for(ctx))
         } else {
             self.service.reload_server_plugins(ctx).await
         };

@@ -6,7 +6,7 @@ use crate::render::header_value;
 use rmcp::ErrorData;
 use rmcp::model::{JsonObject, Tool};
 use serde_json::Value;
-use service::{ArgumentRewrite, ServerPluginsStatus, ToolPreset};
+use service::{ArgumentRewrite, ServerPluginsStatus, StatusDetail, ToolPreset};
 use std::fmt::Write;
 use std::sync::Arc;
 
@@ -19,7 +19,8 @@ wedged, and to callers without the prepare capability (over HTTP: a token of a u
 pub(crate) const STATUS_DESCRIPTION: &str = "\
 Show the server plugins (operator Python plugins, not repository plugins): state, epoch, \
 loaded files with their hooks and tables, rejected files and why, hooks disabled until the \
-next reload and why, versions, and whether the search index waits for a rebuild.";
+next reload and why, versions, and whether the search index waits for a rebuild. Tracebacks \
+and server paths are shown to operators (the prepare capability) only.";
 
 /// The MCP tool of a preset: the base tool's schema without the fixed arguments.
 pub(crate) fn preset_tool(name: &str, preset: &ToolPreset, base: &Tool) -> Tool {
@@ -114,7 +115,7 @@ pub(crate) fn merge_rewrites(
     Some(merged)
 }
 
-/// The `plugin_status` answer (P-12).
+/// The `plugin_status` answer (P-12), as detailed as the service decided for the caller.
 pub(crate) fn render_status(status: &ServerPluginsStatus) -> String {
     let host = &status.host;
     let mut out = String::new();
@@ -160,6 +161,7 @@ pub(crate) fn render_status(status: &ServerPluginsStatus) -> String {
         );
     }
     let _ = writeln!(out, "Rejected: {}", host.rejected.len());
+    let full = status.detail == StatusDetail::Full;
     for rejected in &host.rejected {
         for reason in &rejected.reasons {
             // A reason names its file already unless it is a traceback's last line.
@@ -167,6 +169,15 @@ pub(crate) fn render_status(status: &ServerPluginsStatus) -> String {
             let prefix = format!("{}: ", rejected.file);
             let line = line.strip_prefix(&prefix).unwrap_or(&line);
             let _ = writeln!(out, "- {}: {line}", header_value(&rejected.file));
+            // Operators get the whole message (a traceback) under its summary line; the
+            // service has already cut it to that line for everyone else.
+            let whole = reason.trim_end();
+            if full && whole.contains('\n') {
+                let whole = whole.strip_prefix(&prefix).unwrap_or(whole);
+                for line in whole.lines() {
+                    let _ = writeln!(out, "    {}", header_value(line));
+                }
+            }
         }
     }
     let _ = writeln!(out, "Disabled: {}", host.disabled.len());
@@ -179,6 +190,12 @@ pub(crate) fn render_status(status: &ServerPluginsStatus) -> String {
             first_line(&disabled.reason)
         );
     }
+    out.push_str(if full {
+        "Detail: full (operator view: tracebacks and paths included)\n"
+    } else {
+        "Detail: summary (one-line reasons without tracebacks or host paths; operators, the \
+         local user and callers with the prepare capability, see the full detail)\n"
+    });
     out
 }
 

@@ -397,3 +397,67 @@ async fn p1_disabled_server_plugins_say_so() {
         .unwrap();
     assert!(texts(&status)[0].starts_with("ServerPlugins: disabled\nEnable:"));
 }
+
+/// Plugins whose failures name host paths: one rejected at load with a traceback through the
+/// standard library (`/usr/lib/python3.11/json/…`), one whose `on_read_result` fails with an
+/// absolute path in its message.
+const LEAKY: [(&str, &str); 2] = [
+    ("a_load.py", "import json\njson.loads('{')\n"),
+    (
+        "b_hook.py",
+        "def on_read_result(result):\n    open('/nonexistent/csg-secret/key.txt')\n",
+    ),
+];
+
+/// P-12, A-3: anonymous and read-only callers get file names, states and one-line reasons,
+/// never a traceback or a host path; operators get the whole traceback and the paths.
+#[tokio::test]
+async fn p12_plugin_status_shows_tracebacks_and_paths_to_operators_only() {
+    let reader = Caller::User(Principal {
+        user: "reader".into(),
+        prepare: false,
+        token_id: 2,
+    });
+    for (caller, full) in [(None, false), (Some(reader), false), (Some(operator()), true)] {
+        let who = format!("{caller:?}");
+        let f = start(&LEAKY, caller, true).await;
+        // The read runs b_hook.py's on_read_result, which fails and is disabled.
+        let (result, _) = read(&f, REPO, "docs/guide.md").await;
+        assert_ne!(result.is_error, Some(true), "{who}");
+        let status = f
+            .client
+            .call_tool(call("plugin_status", json!({})))
+            .await
+            .unwrap();
+        let text = &texts(&status)[0];
+        assert!(text.starts_with("ServerPlugins: active\n"), "{who}: {text}");
+        assert!(
+            text.contains("Rejected: 1\n- a_load.py: json.decoder.JSONDecodeError: Expecting"),
+            "{who}: {text}"
+        );
+        assert!(
+            text.contains("- b_hook.py on_read_result: FileNotFoundError: [Errno 2]"),
+            "{who}: {text}"
+        );
+        let directory = f.plugins.path().to_str().unwrap();
+        if full {
+            for detail in [
+                "Traceback (most recent call last)",
+                "/usr/lib/python3",
+                "'/nonexistent/csg-secret/key.txt'",
+                "Detail: full",
+            ] {
+                assert!(text.contains(detail), "{who}: no {detail:?} in {text}");
+            }
+        } else {
+            for leak in ["Traceback", "File \"", "/usr/lib", "/nonexistent", directory] {
+                assert!(!text.contains(leak), "{who}: {leak:?} in {text}");
+            }
+            assert!(
+                text.contains("No such file or directory: '<path>'"),
+                "{who}: {text}"
+            );
+            assert!(text.contains("Detail: summary"), "{who}: {text}");
+        }
+    }
+}

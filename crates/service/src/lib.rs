@@ -17,6 +17,7 @@ mod lines;
 mod model;
 mod navigate;
 mod permissions;
+mod pluginstatus;
 mod prepare;
 mod progress;
 mod serverplugins;
@@ -47,7 +48,9 @@ pub use prepare::{AddRepoAnswer, IndexReport, PrepareAction, PrepareAnswer, Prep
 pub use progress::TenthLog;
 pub use pyplugin::HostConfig;
 pub use pyplugin::{State as HostState, summary as failure_summary};
-pub use serverplugins::{ArgumentRewrite, HostStatus, PluginHost, ServerPluginsStatus, ToolPreset};
+pub use serverplugins::{
+    ArgumentRewrite, HostStatus, PluginHost, ServerPluginsStatus, StatusDetail, ToolPreset,
+};
 pub use stats::{LATENCY_BUCKETS_MICROS, OpSnapshot, OpStats, QueryStats, StatsSnapshot};
 pub use wasmplugin::{ConnectionPlugins, InvalidConnectionPlugins, PluginConfig};
 

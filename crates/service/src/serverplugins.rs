@@ -35,6 +35,19 @@ pub struct ServerPluginsStatus {
     pub index: String,
     /// The repositories whose index was built under other derived-state sources.
     pub index_stale_repos: Vec<String>,
+    /// How much the caller is shown (`Service::server_plugins_status_for`).
+    pub detail: StatusDetail,
+}
+
+/// How much of the status a caller sees (P-12, A-3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StatusDetail {
+    /// Everything the host keeps, tracebacks and paths included: operators (the local caller,
+    /// users with the prepare capability).
+    Full,
+    /// File names, states and one-line reasons without host paths: everyone else.
+    Summary,
 }
 
 fn caller(ctx: &CallContext) -> Value {
@@ -53,7 +66,8 @@ impl Service {
         self.inner.server_plugins.current()
     }
 
-    /// `plugin_status` (P-12).
+    /// `plugin_status` (P-12) with the full detail, for operators and in-process callers; a
+    /// transport answers `Service::server_plugins_status_for` its caller.
     pub fn server_plugins_status(&self) -> ServerPluginsStatus {
         let host = self.inner.server_plugins.status();
         let stale = self.index_stale_repos(&host.derived_fingerprint);
@@ -66,6 +80,7 @@ impl Service {
             host,
             index,
             index_stale_repos: stale,
+            detail: StatusDetail::Full,
         }
     }
 
