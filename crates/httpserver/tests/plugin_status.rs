@@ -58,7 +58,11 @@ async fn p12_http_plugin_status_shows_tracebacks_and_paths_to_operators_only() {
     let directory = plugins.path().to_str().unwrap();
 
     for (token, full) in [(None, false), (Some(&reader), false), (Some(&ops), true)] {
-        let who = if full { "ops" } else { token.map_or("anonymous", |_| "reader") };
+        let who = if full {
+            "ops"
+        } else {
+            token.map_or("anonymous", |_| "reader")
+        };
         let mut request = client.get(format!("{base}/sourcegraph/api/plugins/status"));
         if let Some(token) = token {
             request = request.bearer_auth(token);
@@ -70,7 +74,10 @@ async fn p12_http_plugin_status_shows_tracebacks_and_paths_to_operators_only() {
         assert_eq!(body["state"], "active", "{who}: {text}");
         assert_eq!(body["rejected"][0]["file"], "a_load.py", "{who}: {text}");
         let rejected = body["rejected"][0]["reasons"][0].as_str().unwrap();
-        assert!(rejected.contains("JSONDecodeError: Expecting"), "{who}: {text}");
+        assert!(
+            rejected.contains("JSONDecodeError: Expecting"),
+            "{who}: {text}"
+        );
         assert_eq!(body["disabled"][0]["file"], "b_hook.py", "{who}: {text}");
         assert_eq!(body["disabled"][0]["hook"], "on_tool_call", "{who}: {text}");
         let disabled = body["disabled"][0]["reason"].as_str().unwrap();
@@ -88,7 +95,13 @@ async fn p12_http_plugin_status_shows_tracebacks_and_paths_to_operators_only() {
             );
         } else {
             assert_eq!(body["detail"], "summary", "{who}: {text}");
-            for leak in ["Traceback", "File \\\"", "/usr/lib", "/nonexistent", directory] {
+            for leak in [
+                "Traceback",
+                "File \\\"",
+                "/usr/lib",
+                "/nonexistent",
+                directory,
+            ] {
                 assert!(!text.contains(leak), "{who}: {leak:?} in {text}");
             }
             assert!(

@@ -57,11 +57,7 @@ async fn o4_p23_probes_answer_while_the_interpreter_is_wedged_and_metrics_show_t
     let plugins = tempfile::tempdir().unwrap();
     // Not a `.py` file: the host does not load it.
     let marker = plugins.path().join("wedge-started");
-    std::fs::write(
-        plugins.path().join("wedge.py"),
-        wedging_plugin(&marker),
-    )
-    .unwrap();
+    std::fs::write(plugins.path().join("wedge.py"), wedging_plugin(&marker)).unwrap();
     let mut config = HostConfig::new(plugins.path().to_path_buf());
     config.hook_timeout = Duration::from_millis(300);
     config.wedge_grace = Duration::from_millis(300);
@@ -70,11 +66,8 @@ async fn o4_p23_probes_answer_while_the_interpreter_is_wedged_and_metrics_show_t
         .unwrap();
     assert_eq!(host.state().name(), "active");
     let source = SourceRepo::with_files(&[("a.md", b"# A\n")]);
-    let service = Service::with_server_plugins(
-        source.store("test/api", ""),
-        ServiceConfig::default(),
-        host,
-    );
+    let service =
+        Service::with_server_plugins(source.store("test/api", ""), ServiceConfig::default(), host);
     let readiness = Readiness::default();
     readiness.set_ready();
     let site = httpserver::SiteConfig {
@@ -143,7 +136,10 @@ async fn o4_p23_probes_answer_while_the_interpreter_is_wedged_and_metrics_show_t
         "{text}"
     );
     assert_eq!(after["csg_server_plugins_state{state=\"active\"}"], 0.0);
-    assert!(text.contains("# TYPE csg_server_plugins_state gauge"), "{text}");
+    assert!(
+        text.contains("# TYPE csg_server_plugins_state gauge"),
+        "{text}"
+    );
     let status: Value =
         serde_json::from_str(&prompt(&client, &base, "/sourcegraph/api/plugins/status").await)
             .unwrap();

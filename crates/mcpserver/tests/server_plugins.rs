@@ -418,7 +418,11 @@ async fn p12_plugin_status_shows_tracebacks_and_paths_to_operators_only() {
         prepare: false,
         token_id: 2,
     });
-    for (caller, full) in [(None, false), (Some(reader), false), (Some(operator()), true)] {
+    for (caller, full) in [
+        (None, false),
+        (Some(reader), false),
+        (Some(operator()), true),
+    ] {
         let who = format!("{caller:?}");
         let f = start(&LEAKY, caller, true).await;
         // The read runs b_hook.py's on_read_result, which fails and is disabled.
@@ -450,7 +454,13 @@ async fn p12_plugin_status_shows_tracebacks_and_paths_to_operators_only() {
                 assert!(text.contains(detail), "{who}: no {detail:?} in {text}");
             }
         } else {
-            for leak in ["Traceback", "File \"", "/usr/lib", "/nonexistent", directory] {
+            for leak in [
+                "Traceback",
+                "File \"",
+                "/usr/lib",
+                "/nonexistent",
+                directory,
+            ] {
                 assert!(!text.contains(leak), "{who}: {leak:?} in {text}");
             }
             assert!(

@@ -597,7 +597,11 @@ mod reference {
 
     /// Every generated block the reference must have.
     pub(super) fn reference_sections() -> Vec<String> {
-        let mut names = vec!["versions".to_owned(), "hooks".to_owned(), "presets".to_owned()];
+        let mut names = vec![
+            "versions".to_owned(),
+            "hooks".to_owned(),
+            "presets".to_owned(),
+        ];
         for hook in Hook::ALL {
             names.push(format!("payload:{}", hook.name()));
             names.push(format!("applied:{}", hook.name()));
@@ -776,7 +780,13 @@ mod reference {
 
     /// `value` as a Python literal starting at `column`, nested lines indented from `indent`,
     /// broken into one item per line where it does not fit in `width`.
-    pub(super) fn python_literal(value: &Value, column: usize, indent: usize, width: usize, out: &mut String) {
+    pub(super) fn python_literal(
+        value: &Value,
+        column: usize,
+        indent: usize,
+        width: usize,
+        out: &mut String,
+    ) {
         let compact = python_compact(value);
         if column + compact.chars().count() <= width {
             out.push_str(&compact);
@@ -916,11 +926,20 @@ mod tests {
         assert!(render_reference("# <generated:nope>\n# </generated:nope>\n").is_err());
         assert!(render_reference("# <generated:versions>\nno end\n").is_err());
         let mut payload = String::new();
-        python_literal(&json!({"a": [true, null, 1.5, "x\ny"]}), 0, 0, 80, &mut payload);
+        python_literal(
+            &json!({"a": [true, null, 1.5, "x\ny"]}),
+            0,
+            0,
+            80,
+            &mut payload,
+        );
         assert_eq!(payload, r#"{"a": [True, None, 1.5, "x\ny"]}"#);
         let mut broken = String::new();
         python_literal(&json!({"key": ["aaaa", "bbbb"]}), 0, 0, 12, &mut broken);
-        assert_eq!(broken, "{\n    \"key\": [\n        \"aaaa\",\n        \"bbbb\",\n    ],\n}");
+        assert_eq!(
+            broken,
+            "{\n    \"key\": [\n        \"aaaa\",\n        \"bbbb\",\n    ],\n}"
+        );
     }
 
     /// P-14: `example.py` has every hook and table, commented out.
