@@ -848,9 +848,11 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let plugins = self.connection_plugins(&context)?;
+        // One context per tool call: its rewrite, the tool and its hooks share one epoch.
         let ctx = CallContext {
             plugins,
             caller: self.caller(&context),
+            ..CallContext::default()
         };
         let name = request.name.to_string();
         if name == "reload_plugins" || name == "plugin_status" {

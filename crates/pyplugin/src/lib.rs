@@ -35,7 +35,7 @@ use arc_swap::ArcSwapOption;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -582,7 +582,7 @@ impl PluginHost {
                 .reloading
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            let number = self.inner.epochs.fetch_add(1, Ordering::SeqCst) + 1;
+            let number = self.inner.epochs.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
             let loaded = interpreter.load(&self.inner.config, number);
             let result = match loaded {
                 Ok(data) => {

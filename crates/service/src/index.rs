@@ -167,6 +167,14 @@ impl From<search::SearchError> for ServiceError {
     }
 }
 
+/// What a build of a repository runs its derived-state hooks with (P-7).
+enum Derived {
+    /// Build, with this epoch's `on_source_file` (`None`: no transform).
+    Run(Option<pyplugin::Epoch>),
+    /// Do not build: the published generation keeps answering; the text says why.
+    Keep(String),
+}
+
 /// The files of one commit, read from the store's mirror by blob id, shaped by the
 /// derived-state hook `on_source_file` of `plugins` when there is one (P-21).
 struct StoreSource {
@@ -175,6 +183,13 @@ struct StoreSource {
     entries: Vec<search::SourceEntry>,
     blobs: BlobReader,
     plugins: Option<pyplugin::Epoch>,
+    /// The host behind `plugins`: a hook it could not run (wedged) aborts the build.
+    host: pyplugin::PluginHost,
+    /// STRICT (P-7): any failing `on_source_file` fails the build.
+    strict: bool,
+    /// Plugin steps that failed on a file while the others' transforms were kept (not
+    /// strict): counted into the build's report.
+    failed_steps: std::sync::Mutex<(u64, Vec<String>)>,
 }
 
 impl search::Source for StoreSource {
@@ -207,14 +222,40 @@ impl search::Source for StoreSource {
             "text": text,
         });
         let outcome = epoch.run_blocking(pyplugin::Hook::SourceFile, payload);
+        if let pyplugin::State::Wedged(why) = self.host.state() {
+            // P-7: the hooks did not run (and will not, until a restart): publishing would
+            // pass the file off as transformed.
+            return Ok(search::Transform::Abort(format!(
+                "server plugins are wedged ({})",
+                pyplugin::summary(&why)
+            )));
+        }
         if !outcome.failures.is_empty() {
-            // P-7: a failing derived-state hook leaves its unit unprocessed.
-            return Err(outcome
+            let failures: Vec<String> = outcome
                 .failures
                 .iter()
-                .map(|f| format!("{} {}: {}", f.file, f.hook, pyplugin::summary(&f.message)))
-                .collect::<Vec<_>>()
-                .join("; "));
+                .map(|f| {
+                    format!(
+                        "{}: {} {}: {}",
+                        entry.path,
+                        f.file,
+                        f.hook,
+                        pyplugin::summary(&f.message)
+                    )
+                })
+                .collect();
+            if self.strict {
+                return Err(failures.join("; "));
+            }
+            // P-7: a failing step leaves only its own transform of this file out; the other
+            // files' steps in the pipeline still apply (the host skipped the failed one).
+            let mut failed = self
+                .failed_steps
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            failed.0 += failures.len() as u64;
+            let room = search::MAX_FAILURE_MESSAGES.saturating_sub(failed.1.len());
+            failed.1.extend(failures.into_iter().take(room));
         }
         if outcome.stopped {
             return Ok(search::Transform::Skip);
@@ -269,9 +310,11 @@ impl Service {
         ctx: &CallContext,
         mut req: SearchRequest,
     ) -> Result<SearchAnswer, ServiceError> {
-        req.repo = req.repo.map(|repo| self.unalias(repo));
+        req.repo = req.repo.map(|repo| self.unalias(ctx, repo));
         let mut rewrite = None;
-        if let Some((query, files)) = self.alias_query(&req.query, req.regex, req.case_sensitive) {
+        if let Some((query, files)) =
+            self.alias_query(ctx, &req.query, req.regex, req.case_sensitive)
+        {
             rewrite = Some(crate::ArgumentRewrite {
                 files,
                 original: serde_json::json!({"query": req.query}),
@@ -455,12 +498,19 @@ impl Inner {
             })
             .collect();
         let blobs = self.store.blob_reader(&name, &commit)?;
+        let plugins = match self.derived_epoch(indexes, name.as_str(), fresh) {
+            Derived::Run(plugins) => plugins,
+            Derived::Keep(why) => return Err(ServiceError::unavailable(why)),
+        };
         let source = StoreSource {
             repo: name.to_string(),
             commit: commit.to_string(),
             entries,
             blobs,
-            plugins: self.derived_epoch(indexes, name.as_str(), fresh),
+            plugins,
+            host: self.server_plugins.clone(),
+            strict: self.config.index.strict_transforms,
+            failed_steps: Default::default(),
         };
         let mut log = TenthLog::default();
         let mut report = |p: BuildProgress| {
@@ -469,22 +519,37 @@ impl Inner {
             }
             progress(p);
         };
-        let stats = if fresh {
+        let mut stats = if fresh {
             indexes.rebuild(name.as_str(), commit.as_str(), &source, &mut report)?
         } else {
             indexes.build(name.as_str(), commit.as_str(), &source, &mut report)?
         };
+        {
+            let (count, messages) = &*source
+                .failed_steps
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            stats.transform_failures += count;
+            let room = search::MAX_FAILURE_MESSAGES.saturating_sub(stats.failure_messages.len());
+            stats
+                .failure_messages
+                .extend(messages.iter().take(room).cloned());
+        }
         if let Some(epoch) = &source.plugins
             && !epoch.derived_fingerprint().is_empty()
         {
             self.remember_derived(indexes, epoch.clone());
         }
+        self.indexed_here
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(name.to_string());
         if stats.transform_failures > 0 {
             tracing::warn!(
                 repo = %name,
                 failures = stats.transform_failures,
                 first = ?stats.failure_messages,
-                "on_source_file failed for some files; they are indexed as they are"
+                "on_source_file failed for some files; those plugins' transforms of them are left out"
             );
         }
         if !stats.skipped_same {
@@ -507,28 +572,49 @@ impl Inner {
 }
 
 impl Inner {
-    /// The server-plugin epoch whose `on_source_file` a build of `repo` runs (P-7). An
-    /// explicit rebuild, a first build, and a build whose published generation came from the
-    /// current sources use the current epoch; an incremental build keeps the sources the
-    /// published generation was built with (no mixing) while this process still holds them.
-    /// After a restart with edited sources it does not: the current ones rebuild in full.
-    fn derived_epoch(
-        &self,
-        indexes: &search::Indexes,
-        repo: &str,
-        fresh: bool,
-    ) -> Option<pyplugin::Epoch> {
+    /// The server-plugin epoch whose `on_source_file` a build of `repo` runs (P-7), or why
+    /// this process must not build it at all.
+    ///
+    /// - An explicit rebuild, a first build, and a build whose published generation came
+    ///   from the current sources use the current epoch.
+    /// - An incremental build keeps the sources the published generation was built with (no
+    ///   mixing) while this process holds them: a hook added, edited or removed by a reload
+    ///   marks the index stale until an explicit rebuild.
+    /// - The first build of a repository since this process started uses the current
+    ///   sources whatever the published ones were: a hook added, edited or removed while the
+    ///   server was down is seen at start and rebuilt in full.
+    /// - A process without server plugins (off, or wedged) never rebuilds or republishes a
+    ///   generation built with hooks: it serves it as built and says so.
+    fn derived_epoch(&self, indexes: &search::Indexes, repo: &str, fresh: bool) -> Derived {
         let current = self.server_plugins.current();
         let current_fp = current.as_ref().map_or("", |e| e.derived_fingerprint());
         let Some(published) = indexes.current(repo) else {
-            return current;
+            return Derived::Run(current);
         };
         let published_fp = search::plugin_part(&published.fingerprint).unwrap_or_default();
-        if fresh || published_fp == current_fp {
-            return current;
+        if published_fp == current_fp {
+            return Derived::Run(current);
+        }
+        if current.is_none() && !published_fp.is_empty() {
+            let state = self.server_plugins.state();
+            return Derived::Keep(format!(
+                "the index of {repo} was built with server plugins (on_source_file) that this process does not run (server plugins {}); it keeps answering as built: rebuild it from a server running those plugins",
+                state.name()
+            ));
+        }
+        if fresh {
+            return Derived::Run(current);
+        }
+        let seen_here = self
+            .indexed_here
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(repo);
+        if !seen_here {
+            return Derived::Run(current);
         }
         if published_fp.is_empty() {
-            return None;
+            return Derived::Run(None);
         }
         let held = self
             .derived_epochs
@@ -536,7 +622,7 @@ impl Inner {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(published_fp)
             .cloned();
-        held.or(current)
+        Derived::Run(held.or(current))
     }
 
     /// Keeps `epoch` for incremental builds of the generations it shaped; forgets epochs no

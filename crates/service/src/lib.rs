@@ -61,14 +61,40 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 /// Branch heads of one repository whose plugins background preparation keeps warm (W-31).
 pub const PREPARED_BRANCHES: usize = 16;
 
-/// Per-call context a transport hands to the service.
+/// Per-call context a transport hands to the service. One per call: its clones belong to the
+/// same call (they share its server-plugin epoch).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CallContext {
     /// The connection's `plugins` parameter (M-2).
     pub plugins: ConnectionPlugins,
     /// Who is calling.
     pub caller: Caller,
+    /// The server-plugin epoch of this call (P-12): empty until the call first needs it.
+    pub server_plugins: EpochPin,
 }
+
+/// The server-plugin epoch a call runs on, taken once when the call first needs it and shared
+/// by every clone of its [`CallContext`], so one call never sees two epochs (P-12).
+#[derive(Clone, Default)]
+pub struct EpochPin(Arc<std::sync::OnceLock<Option<pyplugin::Epoch>>>);
+
+impl std::fmt::Debug for EpochPin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.get() {
+            None => f.write_str("EpochPin(unpinned)"),
+            Some(epoch) => write!(f, "EpochPin({:?})", epoch.as_ref().map(|e| e.number())),
+        }
+    }
+}
+
+/// Contexts compare by who calls and how: the epoch a call happened to pin is not part of it.
+impl PartialEq for EpochPin {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for EpochPin {}
 
 /// Limits of the read operations. Defaults are the SPEC's.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,6 +169,9 @@ struct Inner {
     /// Epochs whose `on_source_file` shaped a published index generation, by derived
     /// fingerprint: incremental builds keep using them until a rebuild (P-7).
     derived_epochs: std::sync::Mutex<std::collections::HashMap<String, pyplugin::Epoch>>,
+    /// Repositories this process built (or found current) at least once: until then a
+    /// published generation's derived-state sources are not this process's (P-7).
+    indexed_here: std::sync::Mutex<std::collections::HashSet<String>>,
     /// Users, tokens and grants, or why they could not open (then only the local
     /// caller and anonymous reads of public repositories work).
     access: Result<access::AccessStore, String>,
@@ -176,6 +205,7 @@ impl Service {
                 config,
                 server_plugins,
                 derived_epochs: Default::default(),
+                indexed_here: Default::default(),
                 preparations: Preparations::default(),
             }),
         }
@@ -437,7 +467,7 @@ impl Service {
         let frame = Frame {
             operation: "read",
             stats: |stats| &stats.read,
-            repo: self.unalias(req.repo),
+            repo: self.unalias(ctx, req.repo),
             revision: req.revision.clone(),
             plugins: req.plugins.clone(),
             enrich,
@@ -520,7 +550,7 @@ impl Service {
         let frame = Frame {
             operation: "read_many",
             stats: |stats| &stats.read_many,
-            repo: self.unalias(req.repo),
+            repo: self.unalias(ctx, req.repo),
             revision: req.revision,
             plugins: req.plugins,
             enrich,

@@ -349,7 +349,7 @@ impl Service {
     ) -> Result<DefinitionsAnswer, ServiceError> {
         self.recorded(|stats| &stats.definitions, async move {
             let caller = ctx.caller.clone();
-            let repo = req.repo.clone().map(|repo| self.unalias(repo));
+            let repo = req.repo.clone().map(|repo| self.unalias(ctx, repo));
             self.blocking(move |inner| {
                 let (indexes, targets) = inner.symbol_targets(
                     &caller,
@@ -406,7 +406,7 @@ impl Service {
         self.recorded(|stats| &stats.references, async move {
             let caller = ctx.caller.clone();
             let ReferencesRequest { query: req, cursor } = req;
-            let repo = req.repo.clone().map(|repo| self.unalias(repo));
+            let repo = req.repo.clone().map(|repo| self.unalias(ctx, repo));
             let slot = self.admit_search().await?;
             self.blocking(move |inner| {
                 let _slot = slot;

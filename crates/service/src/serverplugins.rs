@@ -61,9 +61,14 @@ impl Service {
         &self.inner.server_plugins
     }
 
-    /// The epoch a new call runs on, if server plugins are active.
-    fn epoch(&self) -> Option<Epoch> {
-        self.inner.server_plugins.current()
+    /// The epoch of the call `ctx` belongs to, if server plugins are active: taken when the
+    /// call first needs it and kept for the rest of the call (P-12), so its arguments
+    /// rewrite, aliases, result and read hooks all run on one epoch whatever reloads happen.
+    fn epoch(&self, ctx: &CallContext) -> Option<Epoch> {
+        ctx.server_plugins
+            .0
+            .get_or_init(|| self.inner.server_plugins.current())
+            .clone()
     }
 
     /// `plugin_status` (P-12) with the full detail, for operators and in-process callers; a
@@ -107,7 +112,9 @@ impl Service {
 
     /// The `TOOL_PRESETS` of the current epoch, by name (P-22).
     pub fn tool_presets(&self) -> Vec<(String, ToolPreset)> {
-        self.epoch()
+        self.inner
+            .server_plugins
+            .current()
             .map(|epoch| {
                 epoch
                     .tables()
@@ -128,7 +135,7 @@ impl Service {
         tool: &str,
         arguments: Map<String, Value>,
     ) -> (Map<String, Value>, Option<ArgumentRewrite>) {
-        let Some(epoch) = self.epoch().filter(|e| e.defines(Hook::ToolCall)) else {
+        let Some(epoch) = self.epoch(ctx).filter(|e| e.defines(Hook::ToolCall)) else {
             return (arguments, None);
         };
         let original = Value::Object(arguments.clone());
@@ -149,8 +156,8 @@ impl Service {
 
     /// `ALIASES` (P-22): the repository `repo` names. A registered repository of that very
     /// name wins over an alias.
-    pub(crate) fn unalias(&self, repo: String) -> String {
-        let Some(epoch) = self.epoch() else {
+    pub(crate) fn unalias(&self, ctx: &CallContext, repo: String) -> String {
+        let Some(epoch) = self.epoch(ctx) else {
             return repo;
         };
         let Some(target) = epoch.tables().aliases.get(&repo) else {
@@ -170,11 +177,12 @@ impl Service {
     /// key (case-insensitively unless `case_sensitive`) is replaced; separators are kept.
     pub(crate) fn alias_query(
         &self,
+        ctx: &CallContext,
         query: &str,
         regex: bool,
         case_sensitive: bool,
     ) -> Option<(String, Vec<String>)> {
-        let epoch = self.epoch()?;
+        let epoch = self.epoch(ctx)?;
         let aliases = &epoch.tables().query_aliases;
         if regex || aliases.is_empty() {
             return None;
@@ -209,7 +217,7 @@ impl Service {
     /// The `on_search_results` step of a search about to run, if an epoch defines the hook.
     /// The plugin host is told now, so it is ready when the search is done.
     pub(crate) fn search_hook(&self, ctx: &CallContext) -> Option<SearchHook> {
-        let epoch = self.epoch().filter(|e| e.defines(Hook::SearchResults))?;
+        let epoch = self.epoch(ctx).filter(|e| e.defines(Hook::SearchResults))?;
         epoch.expect(Hook::SearchResults);
         Some(SearchHook {
             epoch,
@@ -315,7 +323,7 @@ impl Service {
         commit: &str,
         items: &[crate::ReadItem],
     ) -> Vec<String> {
-        let Some(epoch) = self.epoch().filter(|e| e.defines(Hook::ReadResult)) else {
+        let Some(epoch) = self.epoch(ctx).filter(|e| e.defines(Hook::ReadResult)) else {
             return Vec::new();
         };
         let items: Vec<Value> = items

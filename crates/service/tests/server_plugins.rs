@@ -165,3 +165,169 @@ async fn p21_on_source_file_sets_the_indexed_language() {
         ["build/gen.txt:Some(1)", "docs/a.md:Some(1)"]
     );
 }
+
+/// P-12 (issue 29, point 7): one call sees one epoch. The epoch is taken when the call first
+/// needs it; a reload between the call's hooks (its arguments rewrite, then its read hook)
+/// does not change what the rest of the call runs: the note comes from the epoch that
+/// rewrote the arguments. A new call runs on the new epoch.
+#[tokio::test]
+async fn p12_one_call_sees_one_epoch_across_a_reload() {
+    let version = |v: &str| {
+        format!(
+            "def on_tool_call(call):\n    return {{'arguments': dict(call['arguments'], seen='{v}')}}\n\ndef on_read_result(result):\n    return {{'notes': result['notes'] + ['{v}']}}\n"
+        )
+    };
+    let (plugins, _source, service) = start("v.py", &version("v1"), &[("a.md", b"a\n")]).await;
+    let read = service::ReadRequest {
+        repo: REPO.into(),
+        revision: None,
+        path: "a.md".into(),
+        start_line: None,
+        end_line: None,
+        plugins: None,
+    };
+    let ctx = CallContext::default();
+    let (arguments, rewrite) = service
+        .rewrite_tool_call(&ctx, "read", serde_json::Map::new())
+        .await;
+    assert_eq!(arguments["seen"], "v1");
+    assert!(rewrite.is_some());
+
+    std::fs::write(plugins.path().join("v.py"), version("v2")).unwrap();
+    let reloaded = service
+        .reload_server_plugins(&CallContext {
+            caller: service::Caller::Local,
+            ..CallContext::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(reloaded.host.epoch, 2);
+
+    let (_, enrichment) = service.read_enriched(&ctx, read.clone()).await.unwrap();
+    assert_eq!(
+        enrichment.operator_notes,
+        ["v1"],
+        "the call's read hook ran on the epoch its rewrite ran on"
+    );
+    let (_, fresh) = service
+        .read_enriched(&CallContext::default(), read)
+        .await
+        .unwrap();
+    assert_eq!(
+        fresh.operator_notes,
+        ["v2"],
+        "a new call runs on the new epoch"
+    );
+}
+
+/// A service over `source`'s data directory (a second process's view of it, as after a
+/// restart), with the server plugins of `plugins` (`None`: server plugins off).
+async fn restart(source: &testgit::SourceRepo, plugins: Option<&std::path::Path>) -> Service {
+    let host = match plugins {
+        Some(dir) => {
+            let config = HostConfig::new(dir.to_path_buf());
+            tokio::task::spawn_blocking(move || PluginHost::start(config))
+                .await
+                .unwrap()
+        }
+        None => PluginHost::disabled(),
+    };
+    Service::with_server_plugins(source.store(REPO, ""), ServiceConfig::default(), host)
+}
+
+/// P-7 (issue 29, point 10): the first `on_source_file` ever added, while the server was
+/// down, makes the stored index stale at the next start, and the first build rebuilds it
+/// with the hook (before, only a change to an existing hook's sources was seen: the index
+/// stayed untransformed and "current").
+#[tokio::test]
+async fn p7_a_hook_added_while_down_rebuilds_at_start() {
+    let source = testgit::SourceRepo::with_files(&[("docs/a.md", b"one alpha line\n")]);
+    let before = restart(&source, None).await;
+    before.index(REPO.into(), |_| {}).await.unwrap();
+    assert_eq!(paths(&before, "alpha").await, ["docs/a.md:Some(1)"]);
+    drop(before);
+
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::write(plugins.path().join("shape.py"), hook("omega")).unwrap();
+    let after = restart(&source, Some(plugins.path())).await;
+    assert_eq!(after.server_plugins_status().index_stale_repos, [REPO]);
+    let built = after.index(REPO.into(), |_| {}).await.unwrap();
+    assert!(!built.skipped_same, "rebuilt with the new hook");
+    assert_eq!(built.transformed, 1);
+    assert_eq!(paths(&after, "omega").await, ["docs/a.md:Some(1)"]);
+    assert_eq!(after.server_plugins_status().index, "current");
+}
+
+/// P-7 (issue 29, point 10): a process with server plugins off never rebuilds or
+/// republishes an index built with hooks: its build says why and the published generation
+/// keeps answering, transformed, for it and for the next process with the plugins.
+#[tokio::test]
+async fn p7_a_process_without_plugins_never_republishes_a_hooked_index() {
+    let (plugins, source, with) = start(
+        "shape.py",
+        &hook("omega"),
+        &[("docs/a.md", b"one alpha line\n")],
+    )
+    .await;
+    with.index(REPO.into(), |_| {}).await.unwrap();
+    drop(with);
+
+    let without = restart(&source, None).await;
+    let refused = without.index(REPO.into(), |_| {}).await.unwrap_err();
+    assert!(
+        refused.message.contains("built with server plugins"),
+        "{refused}"
+    );
+    let reindex = PrepareRequest {
+        repo: REPO.into(),
+        action: PrepareAction::Reindex,
+        revision: None,
+    };
+    assert!(
+        without
+            .prepare(&CallContext::default(), reindex, |_| {})
+            .await
+            .is_err(),
+        "nor an explicit rebuild"
+    );
+    assert_eq!(paths(&without, "omega").await, ["docs/a.md:Some(1)"]);
+    drop(without);
+
+    let again = restart(&source, Some(plugins.path())).await;
+    let built = again.index(REPO.into(), |_| {}).await.unwrap();
+    assert!(built.skipped_same, "still the generation the hooks built");
+    assert_eq!(paths(&again, "omega").await, ["docs/a.md:Some(1)"]);
+}
+
+/// P-7 (issue 29, point 11): each plugin's `on_source_file` is isolated. One plugin failing
+/// on a file drops only its own transform of that file: the next plugin of the pipeline
+/// still shapes it, and the failure is counted in the build's report.
+#[tokio::test]
+async fn p7_one_failing_plugin_drops_only_its_own_transform() {
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::write(
+        plugins.path().join("a_fails.py"),
+        "def on_source_file(file):\n    if file['path'] == 'docs/b.md':\n        raise ValueError('no')\n    return {'text': file['text'] + 'marked\\n'}\n",
+    )
+    .unwrap();
+    std::fs::write(plugins.path().join("z_shape.py"), hook("omega")).unwrap();
+    let source = testgit::SourceRepo::with_files(&[
+        ("docs/a.md", b"one alpha line\n"),
+        ("docs/b.md", b"two alpha line\n"),
+    ]);
+    let service = restart(&source, Some(plugins.path())).await;
+    let built = service.index(REPO.into(), |_| {}).await.unwrap();
+    assert_eq!(built.transform_failures, 1, "{:?}", built.failure_messages);
+    assert!(
+        built.failure_messages[0].contains("docs/b.md")
+            && built.failure_messages[0].contains("ValueError"),
+        "{:?}",
+        built.failure_messages
+    );
+    assert_eq!(
+        paths(&service, "omega").await,
+        ["docs/a.md:Some(1)", "docs/b.md:Some(1)"],
+        "z_shape.py still shaped the file a_fails.py failed on"
+    );
+    assert!(paths(&service, "alpha").await.is_empty());
+}
