@@ -39,6 +39,199 @@ const EXPECT_SPIN: Duration = Duration::from_millis(1);
 const MAX_NODES: usize = 1_000_000;
 /// Most bytes of strings in one returned value.
 const MAX_STRING_BYTES: usize = 32 * 1024 * 1024;
+/// The recursion limit set on the interpreter, and the most a plugin may raise it to.
+const RECURSION_LIMIT: u32 = 1000;
+/// Stack of the interpreter thread and of threads plugins start. CPython 3.11 checks only its
+/// recursion limit, not the C stack: recursion through C code (`sorted(key=...)`, `map`,
+/// `functools.reduce`, `__eq__`) costs C stack for every Python frame. Measured with Debian's
+/// 3.11 at the limit of 1000: `sorted(key=...)` needs about 2.5 MiB (so the default 2 MiB
+/// thread stack overflowed and aborted the process before `RecursionError`), `map` 0.7 MiB,
+/// `reduce` and `__eq__` 0.3 MiB. 64 MiB leaves a wide margin for heavier C paths; only the
+/// pages touched are ever committed.
+const INTERPRETER_STACK: usize = 64 * 1024 * 1024;
+
+/// The host's own Python, run once when the interpreter thread starts: the `HookTimeout`
+/// exception and `install`, which scrubs secrets from the plugins' view of the environment
+/// (P-11) and replaces what would end, signal or overflow the server process with functions
+/// that raise `PluginForbidden` (documented in `plugin_api.py`).
+const GUARD: &std::ffi::CStr = cr##"
+import _thread
+import faulthandler
+import os
+import posix
+import re
+import signal
+import sys
+
+try:
+    import _signal
+except ImportError:
+    _signal = None
+try:
+    import resource
+except ImportError:
+    resource = None
+
+
+class HookTimeout(BaseException):
+    """Raised into a hook that overran its time limit."""
+
+
+class PluginForbidden(RuntimeError):
+    """Raised into a plugin that calls what would end, signal or stall the server process."""
+
+
+_SECRET_NAME = re.compile("TOKEN|SECRET|PASSWORD|KEY", re.IGNORECASE)
+# scheme://userinfo@ : a user and password (or a token as the user) in a URL.
+_URL_CREDENTIALS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s]*@")
+
+
+def _secret(name, value):
+    name, value = os.fsdecode(name), os.fsdecode(value)
+    return bool(_SECRET_NAME.search(name) or _URL_CREDENTIALS.search(value))
+
+
+def _scrub_environ():
+    # Only the interpreter's copies: deleting through os.environ would unsetenv() the variable
+    # in the server process, which still needs it. os.environb shares os.environ's dict.
+    for mapping in (os.environ._data, posix.environ):
+        for key in [k for k, v in mapping.items() if _secret(k, v)]:
+            del mapping[key]
+
+
+def _refuse(what, why):
+    raise PluginForbidden(f"{what} is not available to server plugins: {why}")
+
+
+def _forbid(module, names, why):
+    for name in names:
+        if hasattr(module, name):
+            def refused(*args, _what=f"{module.__name__}.{name}", **kwargs):
+                _refuse(_what, why)
+            refused.__name__ = refused.__qualname__ = name
+            setattr(module, name, refused)
+
+
+def install(recursion_limit, thread_stack):
+    """Makes the interpreter safe to hand to plugins; once per process (hosts share it)."""
+    if getattr(sys, "_csg_guarded", False):
+        return
+    sys._csg_guarded = True
+    sys.setrecursionlimit(recursion_limit)
+    _thread.stack_size(thread_stack)
+    _scrub_environ()
+
+    getpid, getpgid = os.getpid, os.getpgid
+    host_pid = getpid()
+
+    def in_host():
+        # A child a plugin forked (multiprocessing) may still exit or exec itself.
+        return getpid() == host_pid
+
+    def own_group(group):
+        try:
+            return group == getpgid(0)
+        except OSError:
+            return False
+
+    real_exit, real_abort, real_kill = os._exit, os.abort, os.kill
+    real_killpg = getattr(os, "killpg", None)
+
+    def _exit(status):
+        if in_host():
+            _refuse("os._exit", "it would end the server process; raise an exception instead")
+        real_exit(status)
+
+    def abort():
+        if in_host():
+            _refuse("os.abort", "it would end the server process")
+        real_abort()
+
+    def kill(pid, sig, /):
+        # 0: this process's group; -1: every process it may signal; -N: group N.
+        if (in_host() and isinstance(pid, int) and sig != 0
+                and (pid in (0, -1, host_pid) or (pid < -1 and own_group(-pid)))):
+            _refuse(f"os.kill({pid}, {sig})", "it would signal the server process")
+        return real_kill(pid, sig)
+
+    def killpg(pgid, sig, /):
+        if in_host() and isinstance(pgid, int) and sig != 0 and (pgid == 0 or own_group(pgid)):
+            _refuse(f"os.killpg({pgid}, {sig})", "it would signal the server's process group")
+        return real_killpg(pgid, sig)
+
+    replaced = {"_exit": _exit, "abort": abort, "kill": kill}
+    if real_killpg is not None:
+        replaced["killpg"] = killpg
+    for name in ("execv", "execve"):
+        real = getattr(os, name, None)
+        if real is None:
+            continue
+
+        def exec_(*args, _real=real, _name=name):
+            if in_host():
+                _refuse(f"os.{_name}", "it would replace the server process")
+            return _real(*args)
+
+        replaced[name] = exec_
+    for name, function in replaced.items():
+        function.__name__ = function.__qualname__ = name
+        setattr(os, name, function)
+        if hasattr(posix, name):
+            setattr(posix, name, function)
+
+    signals = "it would change or send the server process's signals"
+    for module in (signal, _signal):
+        if module is not None:
+            _forbid(module, ("signal", "raise_signal", "pthread_kill", "alarm", "setitimer",
+                             "siginterrupt"), signals)
+    _forbid(_thread, ("interrupt_main",), signals)
+    _forbid(faulthandler, ("register", "_sigsegv", "_sigabrt", "_sigfpe", "_fatal_error",
+                           "_fatal_error_c_thread", "_stack_overflow", "_read_null"),
+            "it would crash the server or take over its signals")
+    real_later = faulthandler.dump_traceback_later
+
+    def dump_traceback_later(timeout, repeat=False, file=sys.__stderr__, exit=False):
+        if exit:
+            _refuse("faulthandler.dump_traceback_later(exit=True)",
+                    "it would end the server process")
+        return real_later(timeout, repeat, file, exit)
+
+    faulthandler.dump_traceback_later = dump_traceback_later
+    if resource is not None:
+        _forbid(resource, ("setrlimit", "prlimit"), "it would change the server process's limits")
+
+    real_recursion = sys.setrecursionlimit
+
+    def setrecursionlimit(limit, /):
+        if isinstance(limit, int) and limit > recursion_limit:
+            _refuse(f"sys.setrecursionlimit({limit})",
+                    f"the interpreter's stack is sized for a limit of {recursion_limit}")
+        real_recursion(limit)
+
+    real_switch = sys.setswitchinterval
+    switch = sys.getswitchinterval()
+
+    def setswitchinterval(interval, /):
+        if interval > switch:
+            _refuse(f"sys.setswitchinterval({interval})",
+                    f"a plugin thread would hold the interpreter for longer than {switch} s")
+        real_switch(interval)
+
+    real_stack = _thread.stack_size
+
+    def stack_size(size=0, /):
+        if size and size < thread_stack:
+            _refuse(f"threading.stack_size({size})",
+                    f"threads need at least {thread_stack} bytes of stack for the recursion limit")
+        return real_stack(size) if size else real_stack()
+
+    sys.setrecursionlimit = setrecursionlimit
+    sys.setswitchinterval = setswitchinterval
+    _thread.stack_size = stack_size
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        threading.stack_size = stack_size
+"##;
 
 enum Work {
     Load {
@@ -189,6 +382,7 @@ impl Interpreter {
         let thread = interpreter.clone();
         std::thread::Builder::new()
             .name("csg-python".into())
+            .stack_size(INTERPRETER_STACK)
             .spawn(move || thread.main(ready_tx))
             .map_err(|e| format!("the Python thread did not start: {e}"))?;
         ready_rx
@@ -376,11 +570,11 @@ impl Interpreter {
             // `csg mcp` speaks MCP on stdout: a plugin's print() must not corrupt it.
             sys.setattr("stdout", sys.getattr("stderr")?)?;
             let host = PyModule::new(py, "_csg_host")?;
-            py.run(
-                c"class HookTimeout(BaseException):\n    \"\"\"Raised into a hook that overran its time limit.\"\"\"\n",
-                Some(&host.dict()),
-                None,
-            )?;
+            py.run(GUARD, Some(&host.dict()), None)?;
+            // Before any plugin code runs (P-11, P-23): secrets out of os.environ, the
+            // recursion limit the stack is sized for, nothing that ends or signals the process.
+            host.getattr("install")?
+                .call1((RECURSION_LIMIT, INTERPRETER_STACK))?;
             let class = host.getattr("HookTimeout")?;
             let _ = self.timeout_class.set(class.unbind());
             let _ = self.ident.set(unsafe { ffi::PyThread_get_thread_ident() });
@@ -550,7 +744,7 @@ impl Interpreter {
                         any_derived = true;
                         derived.update(name.as_bytes());
                         derived.update([0]);
-                        derived.update(source.as_bytes());
+                        derived.update(&source);
                         derived.update([0]);
                     }
                     merged.merge(&name, tables);
@@ -560,7 +754,7 @@ impl Interpreter {
                         file: name.clone(),
                         hooks: hook_names.iter().map(|h| h.name().to_owned()).collect(),
                         tables: table_names,
-                        sha256: hex(&Sha256::digest(source.as_bytes())),
+                        sha256: hex(&Sha256::digest(&source)),
                     });
                     files.push(PyFile { module_name, hooks });
                 }
@@ -605,7 +799,7 @@ impl Interpreter {
         &self,
         py: Python<'_>,
         name: &str,
-        source: &str,
+        source: &[u8],
         module_name: &str,
     ) -> Result<(HashMap<Hook, Py<PyAny>>, FileTables, Vec<String>), Vec<String>> {
         let fail = |e: PyErr| vec![format!("{name}: {}", describe(py, &e))];
@@ -618,9 +812,14 @@ impl Interpreter {
             .and_then(|s| s.getattr("modules"))
             .and_then(|m| m.set_item(module_name, &module))
             .map_err(fail)?;
+        // Compiled from the file's bytes, as CPython compiles a file: a UTF-8 BOM and a PEP 263
+        // coding cookie are honoured, and bytes that are not valid in the declared (or the
+        // default UTF-8) encoding are a SyntaxError naming the line.
         let code = builtins
             .getattr("compile")
-            .and_then(|compile| compile.call1((source, name, "exec", 0, true)))
+            .and_then(|compile| {
+                compile.call1((pyo3::types::PyBytes::new(py, source), name, "exec", 0, true))
+            })
             .map_err(fail)?;
         let (ran, interrupted) = self.timed(format!("{name} (loading)"), || {
             builtins
@@ -893,7 +1092,7 @@ fn list_plugin_files(directory: &std::path::Path) -> Result<Vec<String>, String>
     Ok(names)
 }
 
-fn read_source(path: &std::path::Path) -> Result<String, String> {
+fn read_source(path: &std::path::Path) -> Result<Vec<u8>, String> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -904,9 +1103,8 @@ fn read_source(path: &std::path::Path) -> Result<String, String> {
             "{name}: {size} bytes is over the {MAX_FILE_BYTES}-byte limit of a plugin file"
         ));
     }
-    let bytes =
-        std::fs::read(path).map_err(|e| format!("{name}: could not be read ({})", e.kind()))?;
-    String::from_utf8(bytes).map_err(|_| format!("{name}: is not UTF-8 text"))
+    // Bytes, not text: the encoding is Python's to decide (a BOM, a coding cookie).
+    std::fs::read(path).map_err(|e| format!("{name}: could not be read ({})", e.kind()))
 }
 
 fn hex(bytes: &[u8]) -> String {
