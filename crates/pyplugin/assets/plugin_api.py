@@ -364,3 +364,69 @@ def on_source_file(file):
 #           },
 #       }
 # ---------------------------------------------------------------------------------------------
+
+
+# =============================================================================================
+# BEGIN host isolation (maintained with crates/pyplugin/src/interp.rs; not generated)
+#
+# A plugin runs inside the server process. The host does not sandbox it; it makes sure that
+# what a plugin does by mistake costs that plugin, not the server. What it does, and what it
+# cannot prevent:
+#
+# Time. Every line of plugin code runs under the time limit of a hook call (P-23): the hooks,
+#   on_startup, the file's top-level code at load, what runs while the host inspects the file's
+#   names (a property such as __class__, a __signature__), formatting an exception (__str__,
+#   __repr__ of the exception and its arguments; a failure message is cut to 16 KiB), converting
+#   and freeing a returned value, and __del__ of plugin objects (when a reload releases an
+#   epoch, its objects are collected at once, under the limit). Overrunning code is interrupted
+#   (an overrunning load rejects the file, an overrunning hook is disabled); code that cannot be
+#   interrupted wedges the subsystem (see "Time limit" above).
+#
+# Recursion. The interpreter runs with a recursion limit of 1000 on a 64 MiB stack, and the
+#   threads a plugin starts get 64 MiB too, so deep recursion, also through C code
+#   (sorted(key=...), map(), functools.reduce(), __eq__ chains), raises RecursionError: an
+#   ordinary hook failure. sys.setrecursionlimit() above 1000 and threading.stack_size() below
+#   64 MiB raise PluginForbidden.
+#
+# Ending or signalling the process: neutralised. Before any plugin code runs, these are
+#   replaced by functions that raise PluginForbidden (a RuntimeError) in the server process:
+#     os._exit, os.abort, os.execv, os.execve (so every os.exec*), os.kill and os.killpg of
+#     the server's own process or process group (pid 0, -1, os.getpid(), -os.getpgid(0)),
+#     signal.signal, signal.raise_signal, signal.pthread_kill, signal.alarm, signal.setitimer,
+#     signal.siginterrupt, _thread.interrupt_main, faulthandler.register and its crash helpers
+#     (faulthandler._sigsegv, ...), faulthandler.dump_traceback_later(exit=True),
+#     resource.setrlimit, resource.prlimit, and sys.setswitchinterval() above its default
+#     (a thread would keep the interpreter from every call).
+#   The same names in the posix and _signal modules are replaced too. Signalling other
+#   processes, signal 0 and, in a child a plugin forked, os._exit and exec work as usual.
+#   sys.exit() in a hook raises SystemExit, a failure like any other; in a thread the plugin
+#   started it ends only that thread (CPython's rule).
+#
+# Secrets. os.environ, os.environb, os.getenv() and posix.environ as plugins see them have no
+#   variable whose name contains TOKEN, SECRET, PASSWORD or KEY (in any case) and none whose
+#   value holds credentials in a URL (scheme://user:password@... or scheme://token@...) (P-11).
+#   Only the interpreter's copy is scrubbed: the server's own environment is unchanged.
+#
+# Threads a plugin starts. The host does not stop them: they keep running across reloads (on
+#   the module objects of the epoch that started them) until they end or the server restarts;
+#   each reload starts the file's top-level code again, so a file that starts a thread at load
+#   starts another one per reload. A call waits for the interpreter (its queue and the
+#   interpreter lock) at most the hook time limit; past it the call answers as without server
+#   plugins and is counted (plugin_status: interpreter_wait_timeouts). So a thread that keeps
+#   the interpreter in C code (a long sum(), a regular expression) slows calls to that limit
+#   and makes them answer without plugins; if it keeps it while a hook runs, the subsystem
+#   wedges.
+#
+# What the host cannot prevent (documented, not enforced):
+#   - ctypes, cffi or any C extension: calling exit(), abort(), kill() or writing memory from C
+#     ends the process; C code that never returns to Python wedges the subsystem.
+#   - Other processes: subprocess, os.system, os.posix_spawn can run `kill` on the server, and
+#     children get the process's real environment (secrets included), as does reading
+#     /proc/self/environ. os.fork() copies the whole server.
+#   - Recursion inside C code alone (no Python frames between levels, e.g. a chain of a million
+#     nested map() objects) is not counted by CPython 3.11 and can overflow any stack.
+#   - Memory: a plugin can exhaust the process's memory.
+#   - Deliberate circumvention: the original functions stay reachable to code that looks for
+#     them (the replacements' closures, ctypes). The guarantees are against accidents.
+# END host isolation
+# =============================================================================================

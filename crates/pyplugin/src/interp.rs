@@ -21,7 +21,7 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyModule, PyString, Py
 use serde_json::{Map, Number, Value};
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::oneshot;
@@ -39,6 +39,9 @@ const EXPECT_SPIN: Duration = Duration::from_millis(1);
 const MAX_NODES: usize = 1_000_000;
 /// Most bytes of strings in one returned value.
 const MAX_STRING_BYTES: usize = 32 * 1024 * 1024;
+/// Most bytes of a failure message (a traceback): an exception over a huge object must not
+/// fill the status and the log.
+const MAX_MESSAGE_BYTES: usize = 16 * 1024;
 /// The recursion limit set on the interpreter, and the most a plugin may raise it to.
 const RECURSION_LIMIT: u32 = 1000;
 /// Stack of the interpreter thread and of threads plugins start. CPython 3.11 checks only its
@@ -295,6 +298,9 @@ enum Reply {
 struct Job {
     work: Work,
     reply: Option<oneshot::Sender<Reply>>,
+    /// A call-scoped hook's deadline on getting the interpreter (queue wait and interpreter
+    /// lock): past it the call is answered as without plugins (`Interpreter::wait_timeouts`).
+    start_by: Option<Instant>,
 }
 
 /// The hook step being timed.
@@ -334,6 +340,8 @@ pub(crate) struct Interpreter {
     is_wedged: AtomicBool,
     /// Jobs in `Queue::jobs`, readable without the lock (the thread's spin before it sleeps).
     queued: AtomicUsize,
+    /// Calls answered without plugins because the interpreter was not theirs in time.
+    wait_timeouts: AtomicU64,
 }
 
 impl std::fmt::Debug for Interpreter {
@@ -377,6 +385,7 @@ impl Interpreter {
             timeout_class: OnceLock::new(),
             is_wedged: AtomicBool::new(false),
             queued: AtomicUsize::new(0),
+            wait_timeouts: AtomicU64::new(0),
         });
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let thread = interpreter.clone();
@@ -417,6 +426,12 @@ impl Interpreter {
         lock(&self.queue).wedged.clone()
     }
 
+    /// Calls answered as without plugins because they did not get the interpreter within
+    /// their deadline (a long job ahead of them, or a plugin thread holding the interpreter).
+    pub(crate) fn wait_timeouts(&self) -> u64 {
+        self.wait_timeouts.load(Ordering::Relaxed)
+    }
+
     /// Queues a job; answers whether the thread was idle (nothing queued or running).
     fn submit(&self, work: Work, reply: Option<oneshot::Sender<Reply>>) -> bool {
         let mut queue = lock(&self.queue);
@@ -427,7 +442,19 @@ impl Interpreter {
             return false;
         }
         let idle = queue.jobs.is_empty() && queue.in_flight.is_none();
-        queue.jobs.push_back(Job { work, reply });
+        // Only a call waits for its answer: the dry-run (`only`), derived-state hooks (an
+        // index build needs every file run), loads and releases have no deadline to start.
+        let start_by = match &work {
+            Work::Run {
+                hook, only: None, ..
+            } if hook.class() == HookClass::CallScoped => Some(Instant::now() + self.timeout),
+            _ => None,
+        };
+        queue.jobs.push_back(Job {
+            work,
+            reply,
+            start_by,
+        });
         self.queued.fetch_add(1, Ordering::AcqRel);
         drop(queue);
         self.work.notify_one();
@@ -590,57 +617,82 @@ impl Interpreter {
         // Attached for the thread's whole life, detached only while it waits for work: the
         // thread keeps one thread state instead of creating and deleting one per job.
         Python::attach(|py| {
-            while let Some(job) = py.detach(|| self.next_job()) {
-                // What the job leaves behind is freed after its caller has the answer.
-                let mut leftover = None;
-                let reply = match job {
-                    Work::Load { config, epoch } => {
-                        let (data, files) = self.load_epoch(py, &config, epoch);
-                        if let Ok(data) = &data
-                            && let Some(files) = files
-                        {
-                            epochs.insert(epoch, files);
-                            self.startup(py, data, &epochs[&epoch], &config);
-                        }
-                        Some(Reply::Loaded(data))
-                    }
-                    Work::Run {
-                        epoch,
-                        hook,
-                        mut payload,
-                        only,
-                    } => {
-                        let outcome = match epochs.get(&epoch.number) {
-                            Some(files) => {
-                                self.pipeline(py, &epoch, files, hook, &mut payload, only)
-                            }
-                            None => Outcome::unchanged(payload.take_value()),
-                        };
-                        leftover = Some(payload);
-                        Some(Reply::Ran(outcome))
-                    }
-                    Work::Release(epoch) => {
-                        if let Some(files) = epochs.remove(&epoch)
-                            && let Ok(modules) = py.import("sys").and_then(|s| s.getattr("modules"))
-                        {
-                            for file in files {
-                                let _ = modules.del_item(file.module_name);
-                            }
-                        }
-                        None
-                    }
+            // A job stays queued until the thread holds the interpreter again, so a call
+            // whose deadline passes meanwhile (a plugin thread holding the interpreter) can
+            // still be answered, with its payload, by the watchdog.
+            while py.detach(|| self.wait_for_job()) {
+                let Some((job, what)) = self.pop_job() else {
+                    continue;
                 };
+                // The whole job is one watched step, so host-side Python (conversions, a
+                // `__del__` that a collection runs, formatting an exception) is under the
+                // watchdog and the wedge rule too; each hook call and each file's load is
+                // a step of its own inside it.
+                let (reply, _) = self.timed(what, || self.run_job(py, job, &mut epochs));
                 let sender = lock(&self.queue).in_flight.take();
                 if let (Some(sender), Some(reply)) = (sender, reply) {
                     let _ = sender.send(reply);
                 }
-                drop(leftover);
             }
         });
     }
 
-    /// Waits for the next job; `None` once the host is wedged or stopped.
-    fn next_job(&self) -> Option<Work> {
+    /// Runs one job; the reply to send, if the job has a caller.
+    fn run_job(
+        &self,
+        py: Python<'_>,
+        job: Work,
+        epochs: &mut HashMap<u64, Vec<PyFile>>,
+    ) -> Option<Reply> {
+        match job {
+            Work::Load { config, epoch } => {
+                let (data, files) = self.load_epoch(py, &config, epoch);
+                if let Ok(data) = &data
+                    && let Some(files) = files
+                {
+                    epochs.insert(epoch, files);
+                    self.startup(py, data, &epochs[&epoch], &config);
+                }
+                Some(Reply::Loaded(data))
+            }
+            Work::Run {
+                epoch,
+                hook,
+                mut payload,
+                only,
+            } => {
+                let outcome = match epochs.get(&epoch.number) {
+                    Some(files) => self.pipeline(py, &epoch, files, hook, &mut payload, only),
+                    None => Outcome::unchanged(payload.take_value()),
+                };
+                // What the job leaves behind is freed after its caller has the answer.
+                let sender = lock(&self.queue).in_flight.take();
+                if let Some(sender) = sender {
+                    let _ = sender.send(Reply::Ran(outcome));
+                }
+                drop(payload);
+                None
+            }
+            Work::Release(epoch) => {
+                if let Some(files) = epochs.remove(&epoch)
+                    && let Ok(modules) = py.import("sys").and_then(|s| s.getattr("modules"))
+                {
+                    for file in &files {
+                        let _ = modules.del_item(file.module_name.as_str());
+                    }
+                    drop(files);
+                    // The epoch's objects are freed now, while this step is watched, rather
+                    // than by a collection in the middle of some later call: a plugin's
+                    // `__del__` that loops is interrupted here (P-23).
+                    let _ = py.import("gc").and_then(|gc| gc.call_method0("collect"));
+                }
+                None
+            }
+        }
+    }
+
+    /// Waits until a job is queued; `false` once the host is wedged or stopped.
+    fn wait_for_job(&self) -> bool {
         // Calls often come in bursts: look for the next one for a moment before sleeping,
         // so it does not pay for waking this thread.
         let until = Instant::now() + IDLE_SPIN;
@@ -650,13 +702,10 @@ impl Interpreter {
         let mut queue = lock(&self.queue);
         loop {
             if queue.wedged.is_some() || queue.stopped {
-                return None;
+                return false;
             }
-            if let Some(job) = queue.jobs.pop_front() {
-                self.queued.fetch_sub(1, Ordering::AcqRel);
-                queue.in_flight = job.reply;
-                queue.expected_until = None;
-                return Some(job.work);
+            if !queue.jobs.is_empty() {
+                return true;
             }
             match queue.expected_until.take() {
                 Some(until) if Instant::now() < until => {
@@ -678,20 +727,74 @@ impl Interpreter {
         }
     }
 
-    /// Runs `f` as one timed step (a hook call or a file's top level). Answers whether the
-    /// watchdog interrupted it.
+    /// Takes the next job to run (with the interpreter held), answering those whose deadline
+    /// to start has passed as without plugins; with what the job is, for the watchdog.
+    fn pop_job(&self) -> Option<(Work, String)> {
+        let mut expired = Vec::new();
+        let found = {
+            let mut queue = lock(&self.queue);
+            let now = Instant::now();
+            let mut found = None;
+            while let Some(job) = queue.jobs.pop_front() {
+                self.queued.fetch_sub(1, Ordering::AcqRel);
+                if job.start_by.is_some_and(|by| by <= now) {
+                    expired.push(job);
+                    continue;
+                }
+                queue.in_flight = job.reply;
+                queue.expected_until = None;
+                let what = match &job.work {
+                    Work::Load { epoch, .. } => format!("loading epoch {epoch}"),
+                    Work::Run { hook, .. } => format!("the host running {}", hook.name()),
+                    Work::Release(epoch) => format!("releasing epoch {epoch}"),
+                };
+                found = Some((job.work, what));
+                break;
+            }
+            found
+        };
+        // Outside the lock: answering may drop the last handle on an epoch, which queues
+        // its release.
+        for job in expired {
+            self.expire(job);
+        }
+        found
+    }
+
+    /// Answers a call that did not get the interpreter in time as without plugins, and
+    /// counts it.
+    fn expire(&self, job: Job) {
+        self.wait_timeouts.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            limit_ms = self.timeout.as_millis() as u64,
+            "a server plugin call did not get the interpreter in time and answers without plugins"
+        );
+        if let Some(reply) = job.reply {
+            let _ = reply.send(Reply::Bypassed(job.work.into_payload()));
+        }
+    }
+
+    /// Runs `f` as one timed step (a job, a hook call or a file's load). Answers whether the
+    /// watchdog interrupted it. Steps nest: the enclosing step is paused meanwhile and gets a
+    /// full time limit again when the inner one ends, so the limit bounds each stretch of work.
     fn timed<R>(&self, what: String, f: impl FnOnce() -> R) -> (R, bool) {
-        {
+        let outer = {
             let mut queue = lock(&self.queue);
             queue.seq += 1;
             let seq = queue.seq;
-            queue.step = Some(Watched {
+            let outer = queue.step.replace(Watched {
                 seq,
                 deadline: Instant::now() + self.timeout,
                 interrupted_at: None,
                 what,
             });
-        }
+            if outer.as_ref().is_some_and(|o| o.interrupted_at.is_some()) {
+                // The enclosing step's interrupt may not have hit Python code yet: it must
+                // not hit this step's instead.
+                self.clear_interrupt();
+            }
+            outer
+        };
         // The watchdog is not woken: it polls at a fraction of the limit (`poll`), so a step
         // costs no thread wake-up.
         let result = f();
@@ -700,14 +803,29 @@ impl Interpreter {
             .step
             .take()
             .is_some_and(|step| step.interrupted_at.is_some());
-        if interrupted && let Some(ident) = self.ident.get() {
+        if interrupted {
             // An interrupt that arrived just as the step ended is still pending: clear it, so
             // it cannot hit the next step. The interpreter lock is held here, and the
             // interrupter checks the step under `queue` while holding it too, so no new one
             // can arrive for this step.
-            unsafe { ffi::PyThreadState_SetAsyncExc(*ident as _, std::ptr::null_mut()) };
+            self.clear_interrupt();
+        }
+        if let Some(mut outer) = outer {
+            queue.seq += 1;
+            outer.seq = queue.seq;
+            outer.deadline = Instant::now() + self.timeout;
+            outer.interrupted_at = None;
+            queue.step = Some(outer);
         }
         (result, interrupted)
+    }
+
+    /// Drops a `HookTimeout` raised into the interpreter thread and not delivered yet. Only
+    /// on the interpreter thread, with the interpreter held.
+    fn clear_interrupt(&self) {
+        if let Some(ident) = self.ident.get() {
+            unsafe { ffi::PyThreadState_SetAsyncExc(*ident as _, std::ptr::null_mut()) };
+        }
     }
 
     fn load_epoch(
@@ -759,10 +877,6 @@ impl Interpreter {
                     files.push(PyFile { module_name, hooks });
                 }
                 Err(reasons) => {
-                    let _ = py
-                        .import("sys")
-                        .and_then(|s| s.getattr("modules"))
-                        .and_then(|m| m.del_item(&module_name));
                     rejected.push(Rejection {
                         file: name,
                         reasons,
@@ -793,7 +907,9 @@ impl Interpreter {
     }
 
     /// Compiles and runs one file into a fresh module, then checks its names (P-4), tables
-    /// (P-8) and `REQUIRES` (P-9). `Err` lists every reason to reject it.
+    /// (P-8) and `REQUIRES` (P-9). `Err` lists every reason to reject it. All of it is one
+    /// watched step: besides the top-level code, looking at the names runs plugin code too (a
+    /// `__class__` property, a `__signature__`, a table's `__del__`).
     #[allow(clippy::type_complexity)]
     fn load_file(
         &self,
@@ -802,46 +918,78 @@ impl Interpreter {
         source: &[u8],
         module_name: &str,
     ) -> Result<(HashMap<Hook, Py<PyAny>>, FileTables, Vec<String>), Vec<String>> {
-        let fail = |e: PyErr| vec![format!("{name}: {}", describe(py, &e))];
-        let builtins = py.import("builtins").map_err(fail)?;
-        let module = PyModule::new(py, module_name).map_err(fail)?;
-        module.setattr("__file__", name).map_err(fail)?;
+        let (loaded, interrupted) = self.timed(format!("{name} (loading)"), || {
+            let loaded = self.load_module(py, name, source, module_name);
+            // Whatever the check leaves (the module on a rejection, the objects it made) is
+            // freed inside the step: a `__del__` runs under the watchdog.
+            loaded.map_err(|error| {
+                let reasons = error.into_reasons(py, name);
+                let _ = py
+                    .import("sys")
+                    .and_then(|s| s.getattr("modules"))
+                    .and_then(|m| m.del_item(module_name));
+                reasons
+            })
+        });
+        if interrupted {
+            return Err(vec![format!(
+                "{name}: loading it (its top-level code, or the names it defines as the host \
+                 inspected them) ran longer than the {} ms time limit and was interrupted",
+                self.timeout.as_millis()
+            )]);
+        }
+        loaded
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn load_module(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        source: &[u8],
+        module_name: &str,
+    ) -> Result<(HashMap<Hook, Py<PyAny>>, FileTables, Vec<String>), LoadError> {
+        let builtins = py.import("builtins")?;
+        let module = PyModule::new(py, module_name)?;
+        module.setattr("__file__", name)?;
         // Registered under a name of this load only (never reused), because `dataclasses`
         // and friends look a class's module up in `sys.modules` while the file runs.
-        py.import("sys")
-            .and_then(|s| s.getattr("modules"))
-            .and_then(|m| m.set_item(module_name, &module))
-            .map_err(fail)?;
+        py.import("sys")?
+            .getattr("modules")?
+            .set_item(module_name, &module)?;
         // Compiled from the file's bytes, as CPython compiles a file: a UTF-8 BOM and a PEP 263
         // coding cookie are honoured, and bytes that are not valid in the declared (or the
         // default UTF-8) encoding are a SyntaxError naming the line.
-        let code = builtins
-            .getattr("compile")
-            .and_then(|compile| {
-                compile.call1((pyo3::types::PyBytes::new(py, source), name, "exec", 0, true))
-            })
-            .map_err(fail)?;
-        let (ran, interrupted) = self.timed(format!("{name} (loading)"), || {
+        let code = builtins.getattr("compile")?.call1((
+            pyo3::types::PyBytes::new(py, source),
+            name,
+            "exec",
+            0,
+            true,
+        ))?;
+        let (ran, interrupted) = self.timed(format!("{name} (top-level code)"), || {
             builtins
                 .getattr("exec")
                 .and_then(|exec| exec.call1((code, module.dict())))
         });
         if interrupted {
-            return Err(vec![format!(
+            return Err(LoadError::Reasons(vec![format!(
                 "{name}: its top-level code ran longer than the {} ms time limit",
                 self.timeout.as_millis()
-            )]);
+            )]));
         }
-        ran.map_err(fail)?;
-        let types = py.import("types").map_err(fail)?;
-        let module_type = types.getattr("ModuleType").map_err(fail)?;
-        let function_type = types.getattr("FunctionType").map_err(fail)?;
-        let inspect = py.import("inspect").map_err(fail)?;
+        ran?;
+        let types = py.import("types")?;
+        let module_type = types.getattr("ModuleType")?;
+        let function_type = types.getattr("FunctionType")?;
+        let inspect = py.import("inspect")?;
         let mut reasons = Vec::new();
         let mut hooks = HashMap::new();
         let mut tables = FileTables::default();
         let mut table_names = Vec::new();
-        for (key, value) in module.dict().iter() {
+        // A snapshot of the names: inspecting a value may run plugin code that changes the
+        // module's dict, which a live iteration would not survive.
+        for (key, value) in module.dict().copy()?.iter() {
             let Ok(key) = key.cast_into::<PyString>() else {
                 continue;
             };
@@ -849,9 +997,11 @@ impl Interpreter {
             if key.starts_with('_') {
                 continue;
             }
-            let binding = if value.is_instance(&module_type).unwrap_or(false) {
+            // An error here (a `__class__` property that raises, or the watchdog's interrupt)
+            // rejects the file: going on would run the same plugin code again.
+            let binding = if value.is_instance(&module_type)? {
                 Binding::Module
-            } else if value.is_instance(&function_type).unwrap_or(false)
+            } else if value.is_instance(&function_type)?
                 && value
                     .getattr("__module__")
                     .ok()
@@ -902,7 +1052,7 @@ impl Interpreter {
         if reasons.is_empty() {
             Ok((hooks, tables, table_names))
         } else {
-            Err(reasons)
+            Err(LoadError::Reasons(reasons))
         }
     }
 
@@ -1041,8 +1191,21 @@ impl Interpreter {
         function: &Py<PyAny>,
         argument: Bound<'_, PyAny>,
     ) -> Result<Option<Value>, (String, bool)> {
+        // One step for everything the hook's objects can run plugin code in: the call, the
+        // conversion of what it returned, formatting its exception (`__str__`, `__repr__`)
+        // and freeing the argument, the result and the exception (`__del__`).
         let (result, interrupted) = self.timed(format!("{file}: {}", hook.name()), || {
-            function.bind(py).call1((argument,))
+            let result = function.bind(py).call1((argument,));
+            match result {
+                Err(error) => Err((describe(py, &error), true)),
+                Ok(returned) if returned.is_none() => Ok(None),
+                Ok(returned) => to_value(&returned).map(Some).map_err(|why| {
+                    (
+                        format!("returned a value that is not plain data: {why}"),
+                        false,
+                    )
+                }),
+            }
         });
         if interrupted {
             return Err((
@@ -1054,16 +1217,28 @@ impl Interpreter {
                 true,
             ));
         }
-        let returned = result.map_err(|e| (describe(py, &e), true))?;
-        if returned.is_none() {
-            return Ok(None);
+        result
+    }
+}
+
+/// Why a file did not load: Python raised, or the checks found reasons.
+enum LoadError {
+    Python(PyErr),
+    Reasons(Vec<String>),
+}
+
+impl From<PyErr> for LoadError {
+    fn from(error: PyErr) -> Self {
+        LoadError::Python(error)
+    }
+}
+
+impl LoadError {
+    fn into_reasons(self, py: Python<'_>, file: &str) -> Vec<String> {
+        match self {
+            LoadError::Python(error) => vec![format!("{file}: {}", describe(py, &error))],
+            LoadError::Reasons(reasons) => reasons,
         }
-        to_value(&returned).map(Some).map_err(|why| {
-            (
-                format!("returned a value that is not plain data: {why}"),
-                false,
-            )
-        })
     }
 }
 
@@ -1111,7 +1286,10 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// A Python error as text, with its traceback and its final `Type: message` line.
+/// A Python error as text, with its traceback and its final `Type: message` line, at most
+/// [`MAX_MESSAGE_BYTES`]. Formatting runs plugin code (`__str__`, `__repr__` of the exception
+/// and its arguments), so it belongs in a watched step; if it fails or is interrupted, the
+/// text falls back to the exception's type name, read without running any Python code.
 fn describe(py: Python<'_>, error: &PyErr) -> String {
     let formatted = py
         .import("traceback")
@@ -1121,10 +1299,43 @@ fn describe(py: Python<'_>, error: &PyErr) -> String {
                 .call1((error.get_type(py), error.value(py), trace))
         })
         .and_then(|lines| lines.extract::<Vec<String>>());
-    match formatted {
+    let text = match formatted {
         Ok(lines) => lines.concat().trim_end().to_owned(),
-        Err(_) => error.to_string(),
+        Err(_) => {
+            let type_ptr = error.get_type(py).as_type_ptr();
+            // SAFETY: a type object lives while `error` holds it, and `tp_name` is a C string
+            // the type owns.
+            let type_name = unsafe { std::ffi::CStr::from_ptr((*type_ptr).tp_name) };
+            format!(
+                "{}: (the exception could not be formatted)",
+                type_name.to_string_lossy()
+            )
+        }
+    };
+    truncate_message(text)
+}
+
+/// `text`, cut to [`MAX_MESSAGE_BYTES`] by dropping its middle: a traceback's head says where
+/// and its last line what.
+fn truncate_message(text: String) -> String {
+    if text.len() <= MAX_MESSAGE_BYTES {
+        return text;
     }
+    let half = MAX_MESSAGE_BYTES / 2;
+    let mut head = half;
+    while !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = text.len() - half;
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!(
+        "{}\n[... {} bytes left out ...]\n{}",
+        &text[..head],
+        tail - head,
+        &text[tail..]
+    )
 }
 
 /// A fresh Python object tree for a plain value (P-3: every hook call gets its own copy).
@@ -1330,6 +1541,23 @@ fn watchdog_loop(interpreter: Weak<Interpreter>) {
         let Some(host) = interpreter.upgrade() else {
             return;
         };
+        // Calls whose deadline to get the interpreter passed while queued (behind a long job,
+        // or with a plugin thread holding the interpreter) are answered now, without plugins;
+        // outside the lock, because answering one may drop the last handle on its epoch,
+        // which queues the epoch's release.
+        let expired: VecDeque<Job> = {
+            let mut queue = lock(&host.queue);
+            let now = Instant::now();
+            let (expired, kept): (VecDeque<Job>, VecDeque<Job>) = std::mem::take(&mut queue.jobs)
+                .into_iter()
+                .partition(|job| job.start_by.is_some_and(|by| by <= now));
+            queue.jobs = kept;
+            host.queued.fetch_sub(expired.len(), Ordering::AcqRel);
+            expired
+        };
+        for job in expired {
+            host.expire(job);
+        }
         let mut queue = lock(&host.queue);
         if queue.wedged.is_some() || queue.stopped {
             return;
@@ -1342,7 +1570,8 @@ fn watchdog_loop(interpreter: Weak<Interpreter>) {
                 None if now >= step.deadline => {
                     step.interrupted_at = Some(now);
                     interrupt(&host, step.seq);
-                    wait = host.grace;
+                    // Polled, not slept through: the step may end and a new one start.
+                    wait = host.grace.min(poll);
                 }
                 None => wait = (step.deadline - now).min(poll),
                 Some(at) if now >= at + host.grace => {
@@ -1364,8 +1593,11 @@ fn watchdog_loop(interpreter: Weak<Interpreter>) {
                     bypass(waiting.into_iter());
                     return;
                 }
-                Some(at) => wait = (at + host.grace) - now,
+                Some(at) => wait = ((at + host.grace) - now).min(poll),
             }
+        }
+        if queue.jobs.iter().any(|job| job.start_by.is_some()) {
+            wait = wait.min(poll);
         }
         let (queue, _) = host
             .watch

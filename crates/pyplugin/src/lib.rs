@@ -266,6 +266,10 @@ pub struct Status {
     pub derived_fingerprint: String,
     /// Per-call time limit of a hook, in milliseconds.
     pub hook_timeout_ms: u64,
+    /// Calls answered as without server plugins because they did not get the interpreter
+    /// within the hook time limit (queued behind a long job, or a plugin thread holding the
+    /// interpreter), since start (P-23).
+    pub interpreter_wait_timeouts: u64,
     /// HOST_CONTRACT_VERSION, HOOKS_VERSION, PRODUCT.
     pub host_contract_version: i64,
     /// This server's hook set version.
@@ -618,6 +622,16 @@ impl PluginHost {
         }
     }
 
+    /// Calls answered as without server plugins because they did not get the interpreter in
+    /// time (see [`Status::interpreter_wait_timeouts`]); for metrics.
+    pub fn interpreter_wait_timeouts(&self) -> u64 {
+        #[cfg(feature = "python")]
+        if let Some(interpreter) = &self.inner.interpreter {
+            return interpreter.wait_timeouts();
+        }
+        0
+    }
+
     /// What `plugin_status` shows (P-12).
     pub fn status(&self) -> Status {
         let epoch = self.inner.current.load_full();
@@ -674,6 +688,7 @@ impl PluginHost {
             last_reload_error: last.err(),
             derived_fingerprint: derived,
             hook_timeout_ms: self.inner.config.hook_timeout.as_millis() as u64,
+            interpreter_wait_timeouts: self.interpreter_wait_timeouts(),
             host_contract_version: HOST_CONTRACT_VERSION,
             hooks_version: HOOKS_VERSION,
             product: PRODUCT,
