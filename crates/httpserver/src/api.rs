@@ -741,7 +741,17 @@ async fn metrics(State(state): State<AppState>) -> Response {
             );
         }
     }
-    server_plugins_state(&mut out, &state.service.server_plugins().state());
+    let server_plugins = state.service.server_plugins();
+    server_plugins_state(&mut out, &server_plugins.state());
+    counter_lines(
+        &mut out,
+        &[(
+            "csg_server_plugins_interpreter_wait_timeouts_total",
+            "Calls answered as without server plugins because they did not get the plugin \
+             interpreter within the hook time limit (P-23).",
+            server_plugins.interpreter_wait_timeouts(),
+        )],
+    );
     let auth = &crate::auth::COUNTERS;
     let load =
         |counter: &std::sync::atomic::AtomicU64| counter.load(std::sync::atomic::Ordering::Relaxed);

@@ -60,7 +60,9 @@ async fn o4_p23_probes_answer_while_the_interpreter_is_wedged_and_metrics_show_t
     std::fs::write(plugins.path().join("wedge.py"), wedging_plugin(&marker)).unwrap();
     let mut config = HostConfig::new(plugins.path().to_path_buf());
     config.hook_timeout = Duration::from_millis(300);
-    config.wedge_grace = Duration::from_millis(300);
+    // A long grace: a second call gives up waiting for the interpreter (after the hook time
+    // limit) well before the wedge is declared.
+    config.wedge_grace = Duration::from_millis(1500);
     let host = tokio::task::spawn_blocking(move || PluginHost::start(config))
         .await
         .unwrap();
@@ -116,6 +118,26 @@ async fn o4_p23_probes_answer_while_the_interpreter_is_wedged_and_metrics_show_t
     ] {
         prompt(&client, &base, path).await;
     }
+    // Another call waits for the interpreter only as long as a hook may run, then answers as
+    // without server plugins; the wait is counted.
+    let started = Instant::now();
+    let Value::Object(arguments) = json!({"query": "y"}) else {
+        unreachable!()
+    };
+    let (_, second) = service
+        .rewrite_tool_call(&CallContext::default(), "search", arguments)
+        .await;
+    assert!(second.is_none());
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    let waited = samples(&prompt(&client, &base, "/metrics").await);
+    assert_eq!(
+        waited["csg_server_plugins_interpreter_wait_timeouts_total"], 1.0,
+        "{waited:?}"
+    );
 
     // The watchdog gives up on it: the call answers as without server plugins.
     let (arguments, rewrite): (Map<String, Value>, _) =
