@@ -586,7 +586,11 @@ impl PluginHost {
                 .reloading
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            let number = self.inner.epochs.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            let number = self
+                .inner
+                .epochs
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+                + 1;
             let loaded = interpreter.load(&self.inner.config, number);
             let result = match loaded {
                 Ok(data) => {
