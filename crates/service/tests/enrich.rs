@@ -11,37 +11,10 @@ use testgit::SourceRepo;
 
 mod common;
 
-use common::artifact;
+use common::{artifact, batch, read};
 
 fn service(source: &SourceRepo, scope: &str) -> Service {
     Service::new(source.store("test/repo", scope), ServiceConfig::default())
-}
-
-fn read(path: &str) -> ReadRequest {
-    ReadRequest {
-        repo: "test/repo".into(),
-        revision: None,
-        path: path.into(),
-        start_line: None,
-        end_line: None,
-        plugins: None,
-    }
-}
-
-fn batch(paths: &[&str]) -> ReadManyRequest {
-    ReadManyRequest {
-        repo: "test/repo".into(),
-        revision: None,
-        files: paths
-            .iter()
-            .map(|p| FileRange {
-                path: p.to_string(),
-                start_line: None,
-                end_line: None,
-            })
-            .collect(),
-        plugins: None,
-    }
 }
 
 fn auto() -> CallContext {

@@ -6,8 +6,8 @@
 //! stuck test.
 
 use service::{
-    AvailabilityRequest, CallContext, FileRange, PluginConfig, PluginDiscovery, ReadManyRequest,
-    ReadRequest, RegisterRequest, Service, ServiceConfig,
+    AvailabilityRequest, CallContext, PluginConfig, PluginDiscovery, RegisterRequest, Service,
+    ServiceConfig,
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -20,7 +20,7 @@ const HUNG: Duration = Duration::from_secs(20);
 
 mod common;
 
-use common::artifact;
+use common::{artifact, batch, read};
 
 fn register(name: &str, source: &SourceRepo) -> RegisterRequest {
     RegisterRequest {
@@ -37,17 +37,6 @@ fn availability(repo: &str, revision: Option<String>) -> AvailabilityRequest {
         repo: repo.into(),
         revision,
         include_plugins: true,
-    }
-}
-
-fn read(path: &str) -> ReadRequest {
-    ReadRequest {
-        repo: "test/repo".into(),
-        revision: None,
-        path: path.into(),
-        start_line: None,
-        end_line: None,
-        plugins: None,
     }
 }
 
@@ -99,22 +88,12 @@ async fn r8_reads_answer_while_a_registry_change_is_parked() {
         .unwrap();
     assert_eq!(item.outcome.unwrap().content, "one\ntwo\n");
     assert!(enrichment.diagnostics.is_empty(), "{enrichment:?}");
-    let batch = ReadManyRequest {
-        repo: "test/repo".into(),
-        revision: None,
-        files: ["docs/a.md", "b.md"]
-            .iter()
-            .map(|p| FileRange {
-                path: p.to_string(),
-                start_line: None,
-                end_line: None,
-            })
-            .collect(),
-        plugins: None,
-    };
-    let (answer, _) = bounded("read_many", service.read_many_enriched(&ctx, batch))
-        .await
-        .unwrap();
+    let (answer, _) = bounded(
+        "read_many",
+        service.read_many_enriched(&ctx, batch(&["docs/a.md", "b.md"])),
+    )
+    .await
+    .unwrap();
     assert_eq!(answer.items.len(), 2);
     let available = bounded(
         "availability",

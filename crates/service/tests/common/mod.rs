@@ -1,4 +1,7 @@
 //! Helpers shared by the service's integration tests.
+#![allow(dead_code)]
+
+use service::{FileRange, ReadManyRequest, ReadRequest};
 
 /// The bytes of a committed fixture artifact (W-37), `crates/wasmplugin/testdata/<name>.sourcegraph.wasm`.
 pub fn artifact(name: &str) -> Vec<u8> {
@@ -7,4 +10,33 @@ pub fn artifact(name: &str) -> Vec<u8> {
         env!("CARGO_MANIFEST_DIR")
     );
     std::fs::read(&path).unwrap_or_else(|e| panic!("fixture {path}: {e}"))
+}
+
+/// `read` of the whole of `path` in `test/repo` at its head.
+pub fn read(path: &str) -> ReadRequest {
+    ReadRequest {
+        repo: "test/repo".into(),
+        revision: None,
+        path: path.into(),
+        start_line: None,
+        end_line: None,
+        plugins: None,
+    }
+}
+
+/// `read_many` of the whole of each of `paths` in `test/repo` at its head.
+pub fn batch(paths: &[&str]) -> ReadManyRequest {
+    ReadManyRequest {
+        repo: "test/repo".into(),
+        revision: None,
+        files: paths
+            .iter()
+            .map(|p| FileRange {
+                path: p.to_string(),
+                start_line: None,
+                end_line: None,
+            })
+            .collect(),
+        plugins: None,
+    }
 }
