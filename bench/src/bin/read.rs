@@ -30,7 +30,6 @@ use std::process::{ChildStdin, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use tokio::io::AsyncBufReadExt;
 
 const CORPUS_BYTES: u64 = 40 * 1024 * 1024;
 /// Whole-file reads use files of this size range: real source of ~10 KB on average, like the
@@ -849,22 +848,8 @@ impl Server {
             .spawn()
             .with_context(|| format!("cannot start {}", options.csg.display()))?;
         let pid = child.id().context("the child has a pid")?;
-        let mut lines = tokio::io::BufReader::new(child.stdout.take().context("stdout")?).lines();
-        let url = tokio::time::timeout(Duration::from_secs(600), async {
-            while let Some(line) = lines.next_line().await? {
-                if let Some(url) = line.strip_prefix("MCP endpoint: ") {
-                    return anyhow::Ok(url.trim().to_string());
-                }
-            }
-            bail!(
-                "csg serve exited before printing its endpoint; see {}",
-                log.display()
-            )
-        })
-        .await
-        .context("csg serve did not print its endpoint within 10 minutes")??;
-        // Keep reading stdout so the server never writes into a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let stdout = child.stdout.take().context("stdout")?;
+        let url = bench::mcp_endpoint(stdout, Duration::from_secs(600), log).await?;
         // A session for the readiness checks only.
         let client = ().serve(StreamableHttpClientTransport::from_uri(url.clone())).await?;
         let server = Server {

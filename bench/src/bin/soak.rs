@@ -39,7 +39,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const USAGE: &str = "usage: bench/soak [--minutes N] [--clients N] [--repo PATH] [--debug] \
 [--csg PATH] [--logs DIR] [--ready-timeout SECONDS]
@@ -1401,21 +1401,7 @@ async fn run(options: Options) -> Result<bool> {
     let stdout = child.stdout.take().context("stdout")?;
     let mut server_guard = Guard::new("csg serve", child, false)?;
     let pid = server_guard.pid;
-    let mut lines = tokio::io::BufReader::new(stdout).lines();
-    let endpoint = tokio::time::timeout(Duration::from_secs(120), async {
-        while let Some(line) = lines.next_line().await? {
-            if let Some(url) = line.strip_prefix("MCP endpoint: ") {
-                return anyhow::Ok(url.trim().to_string());
-            }
-        }
-        bail!(
-            "csg serve exited before printing its endpoint; see {}",
-            log.display()
-        )
-    })
-    .await
-    .context("csg serve printed no endpoint within 120 s")??;
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let endpoint = bench::mcp_endpoint(stdout, Duration::from_secs(120), &log).await?;
     let url = if endpoint.contains('?') {
         endpoint.clone()
     } else {

@@ -4,8 +4,8 @@
 
 use serde_json::json;
 use service::{
-    AvailabilityRequest, CallContext, ConnectionPlugins, Enrichment, FileRange, PluginConfig,
-    PluginSelection, ReadManyRequest, ReadRequest, Service, ServiceConfig,
+    AvailabilityRequest, CallContext, ConnectionPlugins, Enrichment, PluginConfig, PluginSelection,
+    ReadRequest, Service, ServiceConfig,
 };
 use testgit::SourceRepo;
 
@@ -279,19 +279,7 @@ async fn w14_items_without_lines_are_not_passed() {
         ..ServiceConfig::default()
     };
     let service = Service::new(source.store(REPO, ""), config);
-    let request = ReadManyRequest {
-        repo: REPO.into(),
-        revision: None,
-        files: ["long.md", "short.md", "empty.md", "missing.md"]
-            .iter()
-            .map(|p| FileRange {
-                path: p.to_string(),
-                start_line: None,
-                end_line: None,
-            })
-            .collect(),
-        plugins: None,
-    };
+    let request = common::batch(&["long.md", "short.md", "empty.md", "missing.md"]);
     let (answer, e) = service
         .read_many_enriched(&ctx(ConnectionPlugins::Auto), request)
         .await
