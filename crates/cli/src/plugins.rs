@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use std::io::{BufRead, BufReader, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Starts the line on which the dry-run's child process hands its report to `csg plugins
@@ -94,11 +95,13 @@ pub async fn run(command: PluginsCommand) -> Result<()> {
             dir,
             hook_timeout_ms,
         } => {
-            let timeout = Duration::from_millis(hook_timeout_ms.max(1));
-            let report =
-                tokio::task::spawn_blocking(move || pyplugin::check_directory(dir, timeout))
-                    .await
-                    .context("the dry-run stopped")?;
+            let mut config = HostConfig::new(dir);
+            config.hook_timeout = Duration::from_millis(hook_timeout_ms.max(1));
+            config.tool_schemas =
+                Arc::new(mcpserver::tool_schemas(&service::ServiceConfig::default()));
+            let report = tokio::task::spawn_blocking(move || pyplugin::check_directory(config))
+                .await
+                .context("the dry-run stopped")?;
             let json = serde_json::to_string(&report).context("cannot encode the report")?;
             // On a line of its own: plugin output may have left a line unfinished.
             let mut stdout = std::io::stdout().lock();
@@ -487,7 +490,8 @@ pub async fn service(
     transport: &str,
 ) -> Result<service::Service> {
     let settings = Map::from_iter([("transport".to_owned(), Value::from(transport))]);
-    let host_config = host_from_env(store.storage_root(), settings)?;
+    let mut host_config = host_from_env(store.storage_root(), settings)?;
+    host_config.tool_schemas = Arc::new(mcpserver::tool_schemas(&config));
     // P-7: SOURCEGRAPH_SERVER_PLUGINS_STRICT makes a failing on_source_file fail the build.
     config.index.strict_transforms = host_config.strict;
     let host = start_host(host_config).await?;

@@ -56,6 +56,23 @@ impl Default for McpConfig {
     }
 }
 
+/// Tool name → the input schema `tools/list` advertises for it under `config`: what a
+/// server plugin's `TOOL_PRESETS` arguments are checked against when it loads (P-8).
+pub fn tool_schemas(
+    config: &service::ServiceConfig,
+) -> std::collections::BTreeMap<String, serde_json::Value> {
+    Catalogue::new(&Limits::new(config))
+        .tools()
+        .iter()
+        .map(|tool| {
+            (
+                tool.name.to_string(),
+                serde_json::Value::Object((*tool.input_schema).clone()),
+            )
+        })
+        .collect()
+}
+
 /// The Streamable HTTP service type [`http_service`] returns: a tower `Service` over
 /// `http::Request<B>` for any body `B`.
 pub type HttpService = StreamableHttpService<McpServer, NeverSessionManager>;

@@ -56,6 +56,8 @@ async fn start(files: &[(&str, &str)], caller: Option<Caller>, enabled: bool) ->
     let commit = source.commit_index("initial");
     let mut host_config = HostConfig::new(plugins.path().to_path_buf());
     host_config.enabled = enabled;
+    host_config.tool_schemas =
+        std::sync::Arc::new(mcpserver::tool_schemas(&service::ServiceConfig::default()));
     let host = tokio::task::spawn_blocking(move || PluginHost::start(host_config))
         .await
         .unwrap();
@@ -470,4 +472,94 @@ async fn p12_plugin_status_shows_tracebacks_and_paths_to_operators_only() {
             assert!(text.contains("Detail: summary"), "{who}: {text}");
         }
     }
+}
+
+/// P-8: `TOOL_PRESETS` argument values are checked at load against the schema `tools/list`
+/// advertises for the target tool (types, ranges, nested keys): a bad value rejects the file
+/// naming the entry, where before it failed only when an agent called the preset.
+#[tokio::test]
+async fn p8_preset_arguments_are_checked_against_the_tool_schema_at_load() {
+    let preset = |name: &str, tool: &str, arguments: &str| {
+        format!(
+            "TOOL_PRESETS = {{\"{name}\": {{\"tool\": \"{tool}\", \"description\": \"d\", \"arguments\": {arguments}}}}}\n"
+        )
+    };
+    let files = [
+        (
+            "a_type.py",
+            preset("by_text", "search", "{\"limit\": \"20\"}"),
+        ),
+        ("b_range.py", preset("many", "search", "{\"limit\": 5000}")),
+        ("c_bool.py", preset("rx", "search", "{\"regex\": \"yes\"}")),
+        (
+            "d_nested.py",
+            preset(
+                "pair",
+                "read_many",
+                "{\"files\": [{\"path\": \"a\", \"start_line\": 0}]}",
+            ),
+        ),
+        (
+            "e_empty.py",
+            preset("none_at_all", "read_many", "{\"files\": []}"),
+        ),
+        (
+            "f_good.py",
+            preset(
+                "search_docs",
+                "search",
+                "{\"path\": \"docs/**\", \"limit\": 20}",
+            ),
+        ),
+    ];
+    let files: Vec<(&str, &str)> = files.iter().map(|(n, s)| (*n, s.as_str())).collect();
+    let f = start(&files, Some(operator()), true).await;
+    let status = {
+        let result = f
+            .client
+            .call_tool(call("plugin_status", json!({})))
+            .await
+            .unwrap();
+        texts(&result)[0].clone()
+    };
+    let reason = |file: &str| -> String {
+        let prefix = format!("- {file}: ");
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .map(str::to_owned)
+            .unwrap_or_else(|| panic!("{file} was not rejected: {status}"))
+    };
+    let type_reason = reason("a_type.py");
+    assert!(
+        type_reason.contains("TOOL_PRESETS[\"by_text\"]")
+            && type_reason.contains("\"limit\" must be int or None, not str"),
+        "{type_reason}"
+    );
+    assert!(
+        reason("b_range.py").contains("at most 1000, not 5000"),
+        "{status}"
+    );
+    assert!(
+        reason("c_bool.py").contains("must be bool or None, not str"),
+        "{status}"
+    );
+    let nested = reason("d_nested.py");
+    assert!(
+        nested.contains("files\"[0].start_line must be at least 1, not 0"),
+        "{nested}"
+    );
+    assert!(
+        reason("e_empty.py").contains("must have at least 1 entry, not 0"),
+        "{status}"
+    );
+    assert!(status.contains("Rejected: 5\n"), "{status}");
+    assert!(!status.contains("- f_good.py: "), "{status}");
+    let tools = f.client.list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "search_docs"));
+    assert!(
+        !tools
+            .iter()
+            .any(|t| t.name == "by_text" || t.name == "many")
+    );
 }

@@ -336,8 +336,10 @@ def on_source_file(file):
 # TOOL_PRESETS: new MCP tools that are an existing tool with fixed arguments. The name matches
 #   [a-z][a-z0-9_]{0,63} and is not a built-in tool. The value is a dict with "tool" (one of
 #   the tools below), "description" (non-empty str of at most 1024 characters) and "arguments"
-#   (a dict of that tool's argument names; the values are checked when the tool is called). The
-#   preset appears as a new MCP tool whose arguments are the base tool's minus the fixed ones.
+#   (a dict of that tool's argument names). Each value is checked when the file loads against
+#   the tool's input schema as tools/list shows it (type, range, nested keys): a bad value
+#   rejects the file, naming the entry. The preset appears as a new MCP tool whose arguments are
+#   the base tool's minus the fixed ones.
 #   The tools a preset can use, with their arguments:
 # <generated:presets>
 #     read: repo, revision, path, start_line, end_line, plugins

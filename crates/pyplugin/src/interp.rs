@@ -20,7 +20,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyModule, PyString, PyTuple};
 use serde_json::{Map, Number, Value};
 use sha2::{Digest, Sha256};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant, SystemTime};
@@ -856,7 +856,7 @@ impl Interpreter {
                 }
             };
             let module_name = format!("_csg_plugin_e{epoch}_{index}");
-            match self.load_file(py, &name, &source, &module_name) {
+            match self.load_file(py, &name, &source, &module_name, &config.tool_schemas) {
                 Ok((hooks, tables, table_names)) => {
                     if hooks.contains_key(&Hook::SourceFile) {
                         any_derived = true;
@@ -917,9 +917,10 @@ impl Interpreter {
         name: &str,
         source: &[u8],
         module_name: &str,
+        schemas: &BTreeMap<String, Value>,
     ) -> Result<(HashMap<Hook, Py<PyAny>>, FileTables, Vec<String>), Vec<String>> {
         let (loaded, interrupted) = self.timed(format!("{name} (loading)"), || {
-            let loaded = self.load_module(py, name, source, module_name);
+            let loaded = self.load_module(py, name, source, module_name, schemas);
             // Whatever the check leaves (the module on a rejection, the objects it made) is
             // freed inside the step: a `__del__` runs under the watchdog.
             loaded.map_err(|error| {
@@ -948,6 +949,7 @@ impl Interpreter {
         name: &str,
         source: &[u8],
         module_name: &str,
+        schemas: &BTreeMap<String, Value>,
     ) -> Result<(HashMap<Hook, Py<PyAny>>, FileTables, Vec<String>), LoadError> {
         let builtins = py.import("builtins")?;
         let module = PyModule::new(py, module_name)?;
@@ -1042,7 +1044,9 @@ impl Interpreter {
             } else if hookset::TABLES.contains(&key.as_str()) {
                 let checked = to_value(&value)
                     .map_err(|why| format!("{key} {why}"))
-                    .and_then(|table| tables::check_table(&key, &table, name, &mut tables));
+                    .and_then(|table| {
+                        tables::check_table(&key, &table, name, schemas, &mut tables)
+                    });
                 match checked {
                     Ok(()) => table_names.push(key),
                     Err(reason) => reasons.push(format!("{name}: {reason}")),

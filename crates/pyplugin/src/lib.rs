@@ -22,6 +22,7 @@ mod hookset;
 #[cfg(feature = "python")]
 mod interp;
 mod names;
+mod schema;
 mod tables;
 
 pub use hookset::{
@@ -34,6 +35,7 @@ pub use tables::{Sourced, Tables, ToolPreset};
 use arc_swap::ArcSwapOption;
 use serde::Serialize;
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -69,6 +71,10 @@ pub struct HostConfig {
     pub startup_settings: Map<String, Value>,
     /// `secrets` of the `on_startup` payload: name → set or not (P-11), see [`redact_secrets`].
     pub secrets: Map<String, Value>,
+    /// Tool name → the input schema `tools/list` advertises for it. `TOOL_PRESETS` arguments
+    /// are checked against these at load (P-8); a tool without one has its argument names
+    /// checked only, and the call checks the rest when the preset is used.
+    pub tool_schemas: Arc<BTreeMap<String, Value>>,
 }
 
 impl HostConfig {
@@ -82,6 +88,7 @@ impl HostConfig {
             strict: false,
             startup_settings: Map::new(),
             secrets: Map::new(),
+            tool_schemas: Arc::default(),
         }
     }
 }
@@ -751,10 +758,10 @@ impl CheckReport {
 
 /// Dry-run of a plugins directory (P-13): no data, no index, no server. Loads and validates
 /// every file as the server would, then runs each file's hooks once, alone, on the documented
-/// sample payloads.
-pub fn check_directory(directory: PathBuf, hook_timeout: Duration) -> CheckReport {
-    let mut config = HostConfig::new(directory);
-    config.hook_timeout = hook_timeout;
+/// sample payloads. `config` gives the directory, the hook time limit and the tool schemas
+/// presets are checked against; it is loaded as if enabled.
+pub fn check_directory(mut config: HostConfig) -> CheckReport {
+    config.enabled = true;
     let host = PluginHost::start(config);
     let failed = |error: String| CheckReport {
         files: Vec::new(),

@@ -6,6 +6,7 @@
 use crate::hookset::{
     self, HOOKS_VERSION, HOST_CONTRACT_VERSION, PRODUCT, RESERVED_TOOL_NAMES, kind,
 };
+use crate::schema;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -91,6 +92,7 @@ pub(crate) fn check_table(
     name: &str,
     value: &Value,
     file: &str,
+    schemas: &BTreeMap<String, Value>,
     into: &mut FileTables,
 ) -> Result<(), String> {
     let entries = value
@@ -145,7 +147,7 @@ pub(crate) fn check_table(
                 into.aliases.insert(key.clone(), target.to_owned());
             }
             "TOOL_PRESETS" => {
-                let preset = check_preset(key, entry, file).map_err(bad)?;
+                let preset = check_preset(key, entry, file, schemas).map_err(bad)?;
                 into.presets.insert(key.clone(), preset);
             }
             _ => return Err(format!("{name} is not a table of this server")),
@@ -167,7 +169,12 @@ fn is_repo_name(name: &str) -> bool {
         })
 }
 
-fn check_preset(name: &str, entry: &Value, file: &str) -> Result<ToolPreset, String> {
+fn check_preset(
+    name: &str,
+    entry: &Value,
+    file: &str,
+    schemas: &BTreeMap<String, Value>,
+) -> Result<ToolPreset, String> {
     let name_ok = name.len() <= 64
         && name.starts_with(|c: char| c.is_ascii_lowercase())
         && name
@@ -221,6 +228,14 @@ fn check_preset(name: &str, entry: &Value, file: &str) -> Result<ToolPreset, Str
             "fixes argument {arg:?}, which {tool} does not take (its arguments: {})",
             arg_names.join(", ")
         ));
+    }
+    if let Some(properties) = schemas.get(tool).and_then(|s| s.get("properties")) {
+        for (arg, value) in &arguments {
+            if let Some(property) = properties.get(arg) {
+                schema::check(property, value, &format!("argument {arg:?}"))
+                    .map_err(|why| format!("fixes an invalid value: {why} (as {tool} takes it)"))?;
+            }
+        }
     }
     Ok(ToolPreset {
         tool: tool.to_owned(),
@@ -317,6 +332,10 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn none() -> BTreeMap<String, Value> {
+        BTreeMap::new()
+    }
+
     #[test]
     fn p9_requires_exact_and_specifiers() {
         assert!(check_requires(&json!({"HOOKS_VERSION": 1, "PRODUCT": PRODUCT})).is_ok());
@@ -338,12 +357,14 @@ mod tests {
     #[test]
     fn p8_bad_table_entries_are_named() {
         let mut t = FileTables::default();
-        let err = check_table("QUERY_ALIASES", &json!({"k8s": 5}), "a.py", &mut t).unwrap_err();
+        let err =
+            check_table("QUERY_ALIASES", &json!({"k8s": 5}), "a.py", &none(), &mut t).unwrap_err();
         assert!(
             err.contains("QUERY_ALIASES[\"k8s\"]") && err.contains("str"),
             "{err}"
         );
-        let err = check_table("ALIASES", &json!({"kb": "nope"}), "a.py", &mut t).unwrap_err();
+        let err =
+            check_table("ALIASES", &json!({"kb": "nope"}), "a.py", &none(), &mut t).unwrap_err();
         assert!(
             err.contains("ALIASES[\"kb\"]") && err.contains("owner/name"),
             "{err}"
@@ -352,6 +373,7 @@ mod tests {
             "TOOL_PRESETS",
             &json!({"find": {"tool": "grep", "description": "d"}}),
             "a.py",
+            &none(),
             &mut t,
         )
         .unwrap_err();
@@ -363,6 +385,7 @@ mod tests {
             "TOOL_PRESETS",
             &json!({"find": {"tool": "search", "description": "d", "arguments": {"q": 1}}}),
             "a.py",
+            &none(),
             &mut t,
         )
         .unwrap_err();
@@ -371,6 +394,7 @@ mod tests {
             "TOOL_PRESETS",
             &json!({"read": {"tool": "search", "description": "d"}}),
             "a.py",
+            &none(),
             &mut t,
         )
         .unwrap_err();
@@ -379,6 +403,7 @@ mod tests {
             "TOOL_PRESETS",
             &json!({"search_docs": {"tool": "search", "description": "Docs.", "arguments": {"path": "docs/**"}}}),
             "a.py",
+            &none(),
             &mut t,
         )
         .unwrap();

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{host, plugin_dir, write};
+use common::{check_config, host, plugin_dir, write};
 use pyplugin::{
     Hook, HostConfig, PageGroup, PageLine, PluginHost, SearchPage, State, check_directory,
 };
@@ -598,7 +598,10 @@ fn p13_dry_run_of_a_good_and_a_bad_directory() {
              def on_source_file(file):\n    return {\"skip\": True} if file[\"path\"].endswith(\".min.js\") else None\n",
         ),
     ]);
-    let report = check_directory(good.path().to_path_buf(), Duration::from_secs(2));
+    let report = check_directory(check_config(
+        good.path().to_path_buf(),
+        Duration::from_secs(2),
+    ));
     assert!(report.ok(), "{report:?}");
     assert_eq!(report.files.len(), 2);
     assert_eq!(
@@ -614,7 +617,10 @@ fn p13_dry_run_of_a_good_and_a_bad_directory() {
         ),
         ("b.py", "TOOL_PRESET = {}\n"),
     ]);
-    let report = check_directory(bad.path().to_path_buf(), Duration::from_secs(2));
+    let report = check_directory(check_config(
+        bad.path().to_path_buf(),
+        Duration::from_secs(2),
+    ));
     assert!(!report.ok());
     assert_eq!(report.rejected[0].file, "b.py");
     let run = &report.runs[0];
@@ -623,6 +629,9 @@ fn p13_dry_run_of_a_good_and_a_bad_directory() {
         "{run:?}"
     );
 
-    let missing = check_directory(good.path().join("nope"), Duration::from_secs(2));
+    let missing = check_directory(check_config(
+        good.path().join("nope"),
+        Duration::from_secs(2),
+    ));
     assert!(!missing.ok() && missing.error.as_deref().unwrap().contains("does not exist"));
 }

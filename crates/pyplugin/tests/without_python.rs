@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{host, plugin_dir};
+use common::{check_config, host, plugin_dir};
 use pyplugin::{Hook, HostError, State, check_directory};
 use std::time::Duration;
 
@@ -21,7 +21,10 @@ fn p1_without_python_the_subsystem_is_unavailable() {
     assert!(host.current().is_none());
     assert!(matches!(host.reload(), Err(HostError::Unavailable(_))));
 
-    let report = check_directory(dir.path().to_path_buf(), Duration::from_secs(1));
+    let report = check_directory(check_config(
+        dir.path().to_path_buf(),
+        Duration::from_secs(1),
+    ));
     let error = report.error.expect("a dry run needs Python");
     assert!(error.contains("without Python support"), "{error}");
 

@@ -18,6 +18,13 @@ pub fn write(dir: &Path, name: &str, source: &str) {
     std::fs::write(dir.join(name), source).unwrap();
 }
 
+/// The configuration of a dry run of `dir` with `hook_timeout`.
+pub fn check_config(dir: std::path::PathBuf, hook_timeout: Duration) -> HostConfig {
+    let mut config = HostConfig::new(dir);
+    config.hook_timeout = hook_timeout;
+    config
+}
+
 /// A started host over `dir` with short limits (200 ms per hook, 300 ms grace).
 pub fn host(dir: &Path) -> PluginHost {
     let mut config = HostConfig::new(dir.to_path_buf());
