@@ -133,5 +133,18 @@ async fn rebuild_one(client: &reqwest::Client, server: &str, repo: &str) -> Resu
         index["elapsed_ms"],
         index["bytes"],
     );
+    if let Some(failures) = index["plugin_failures"].as_object()
+        && !failures.is_empty()
+    {
+        let failures: Vec<String> = failures
+            .iter()
+            .map(|(plugin, count)| format!("{plugin} on_source_file failed on {count} files"))
+            .collect();
+        println!(
+            "{repo}: server plugins: {}; their transforms of those files are left out (see \
+             plugin_status and the server log)",
+            failures.join(", ")
+        );
+    }
     Ok(())
 }

@@ -752,6 +752,7 @@ async fn metrics(State(state): State<AppState>) -> Response {
             server_plugins.interpreter_wait_timeouts(),
         )],
     );
+    hook_failures(&mut out, &server_plugins.hook_failures());
     let auth = &crate::auth::COUNTERS;
     let load =
         |counter: &std::sync::atomic::AtomicU64| counter.load(std::sync::atomic::Ordering::Relaxed);
@@ -799,6 +800,35 @@ fn server_plugins_state(out: &mut String, current: &service::HostState) {
         let value = u8::from(current.name() == state);
         let _ = writeln!(out, "{name}{{state=\"{state}\"}} {value}");
     }
+}
+
+/// Failures of each plugin file's hooks in the current epoch (P-7, P-23): a file whose
+/// `on_source_file` keeps failing shows here even though the index build went on.
+fn hook_failures(out: &mut String, failures: &[service::HookFailures]) {
+    let name = "csg_server_plugin_hook_failures_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Failures of a server plugin file's hook since its epoch loaded (a \
+         reload starts again from 0).\n# TYPE {name} counter"
+    );
+    for failure in failures {
+        let _ = writeln!(
+            out,
+            "{name}{{file=\"{}\",hook=\"{}\"}} {}",
+            label_value(&failure.file),
+            failure.hook,
+            failure.count
+        );
+    }
+}
+
+/// A Prometheus label value: backslash, double quote and line feed escaped (file names are
+/// the operator's, any bytes).
+fn label_value(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// One counter family with an `operation` label.

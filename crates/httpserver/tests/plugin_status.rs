@@ -80,6 +80,11 @@ async fn p12_http_plugin_status_shows_tracebacks_and_paths_to_operators_only() {
         );
         assert_eq!(body["disabled"][0]["file"], "b_hook.py", "{who}: {text}");
         assert_eq!(body["disabled"][0]["hook"], "on_tool_call", "{who}: {text}");
+        assert_eq!(
+            body["hook_failures"],
+            json!([{"file": "b_hook.py", "hook": "on_tool_call", "count": 1}]),
+            "{who}: {text}"
+        );
         let disabled = body["disabled"][0]["reason"].as_str().unwrap();
         assert!(disabled.starts_with("FileNotFoundError"), "{who}: {text}");
         if full {
@@ -110,4 +115,20 @@ async fn p12_http_plugin_status_shows_tracebacks_and_paths_to_operators_only() {
             );
         }
     }
+    // Issue 29 point 11: the failures of each file's hook are in /metrics too.
+    let metrics = client
+        .get(format!("{base}/metrics"))
+        .bearer_auth(&ops)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(
+            "csg_server_plugin_hook_failures_total{file=\"b_hook.py\",hook=\"on_tool_call\"} 1\n"
+        ),
+        "{metrics}"
+    );
 }

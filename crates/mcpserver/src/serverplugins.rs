@@ -190,6 +190,16 @@ pub(crate) fn render_status(status: &ServerPluginsStatus) -> String {
             first_line(&disabled.reason)
         );
     }
+    let _ = writeln!(out, "HookFailures: {}", host.hook_failures.len());
+    for failures in &host.hook_failures {
+        let _ = writeln!(
+            out,
+            "- {} {}: {}",
+            header_value(&failures.file),
+            failures.hook,
+            failures.count
+        );
+    }
     out.push_str(if full {
         "Detail: full (operator view: tracebacks and paths included)\n"
     } else {

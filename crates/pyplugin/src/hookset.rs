@@ -62,6 +62,12 @@ impl Hook {
         Hook::SourceFile,
     ];
 
+    /// Its position in [`Hook::ALL`].
+    pub(crate) fn ordinal(self) -> usize {
+        // `ALL` lists the variants in declaration order (a unit test holds it to that).
+        self as usize
+    }
+
     /// The function name a plugin defines.
     pub fn name(self) -> &'static str {
         match self {
@@ -850,6 +856,13 @@ mod reference {
 mod tests {
     use super::reference::{python_literal, reference_sections, render_reference};
     use super::*;
+
+    #[test]
+    fn ordinals_are_positions_in_all() {
+        for (position, hook) in Hook::ALL.iter().enumerate() {
+            assert_eq!(hook.ordinal(), position, "{hook:?}");
+        }
+    }
 
     fn class_name(hook: Hook) -> &'static str {
         match hook.class() {

@@ -888,6 +888,7 @@ impl Interpreter {
         for (i, hook) in Hook::ALL.iter().enumerate() {
             defined[i] = files.iter().any(|f| f.hooks.contains_key(hook));
         }
+        let failures = statuses.iter().map(|_| Default::default()).collect();
         let data = EpochData {
             number: epoch,
             loaded_at: SystemTime::now(),
@@ -901,6 +902,7 @@ impl Interpreter {
             },
             defined,
             disabled: Mutex::new(Vec::new()),
+            failures,
             release: None,
         };
         (Ok(data), Some(files))
@@ -1112,6 +1114,7 @@ impl Interpreter {
                 .unwrap_or_default();
             if epoch.is_disabled(index, hook) {
                 if hook.class() == HookClass::DerivedState {
+                    epoch.count_failure(index, hook);
                     outcome.failures.push(Failure {
                         file: file_name.to_owned(),
                         hook: hook.name().to_owned(),
@@ -1176,6 +1179,7 @@ impl Interpreter {
             {
                 epoch.disable(index, hook, &message);
             }
+            epoch.count_failure(index, hook);
             outcome.failures.push(Failure {
                 file: file_name.to_owned(),
                 hook: hook.name().to_owned(),

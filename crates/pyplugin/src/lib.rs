@@ -37,7 +37,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -208,6 +208,19 @@ pub struct Disabled {
     pub reason: String,
 }
 
+/// How often one file's hook failed in the current epoch (P-5, P-7): each failure dropped that
+/// file's part of one call's or one indexed file's pipeline, the other files' parts applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HookFailures {
+    /// The plugin file.
+    pub file: String,
+    /// The hook's function name.
+    pub hook: String,
+    /// Failures since the epoch loaded (a disabled derived-state hook counts once per file it
+    /// left untransformed).
+    pub count: u64,
+}
+
 /// The subsystem's state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum State {
@@ -265,6 +278,8 @@ pub struct Status {
     pub rejected: Vec<Rejection>,
     /// Hooks disabled in the current epoch.
     pub disabled: Vec<Disabled>,
+    /// Each file's hooks that failed in the current epoch, with how often.
+    pub hook_failures: Vec<HookFailures>,
     /// Whether the last reload succeeded (a rejected file still counts as a good reload).
     pub last_reload_ok: bool,
     /// The last reload's error, when it failed.
@@ -298,6 +313,8 @@ pub(crate) struct EpochData {
     pub defined: [bool; Hook::ALL.len()],
     /// (file index, hook) → why disabled.
     pub disabled: Mutex<Vec<(usize, Hook, String)>>,
+    /// For each loaded file, its failures of each hook of [`Hook::ALL`] in this epoch.
+    pub failures: Vec<[AtomicU64; Hook::ALL.len()]>,
     #[cfg(feature = "python")]
     pub release: Option<interp::Releaser>,
 }
@@ -325,6 +342,30 @@ impl EpochData {
         if !disabled.iter().any(|(f, h, _)| *f == file && *h == hook) {
             disabled.push((file, hook, summary(reason).to_owned()));
         }
+    }
+
+    pub(crate) fn count_failure(&self, file: usize, hook: Hook) {
+        if let Some(counts) = self.failures.get(file) {
+            counts[hook.ordinal()].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The non-zero failure counts, in file order then hook order.
+    fn failure_counts(&self) -> Vec<HookFailures> {
+        let mut out = Vec::new();
+        for (file, counts) in self.files.iter().zip(&self.failures) {
+            for (hook, count) in Hook::ALL.iter().zip(counts) {
+                let count = count.load(Ordering::Relaxed);
+                if count > 0 {
+                    out.push(HookFailures {
+                        file: file.file.clone(),
+                        hook: hook.name().to_owned(),
+                        count,
+                    });
+                }
+            }
+        }
+        out
     }
 }
 
@@ -593,11 +634,7 @@ impl PluginHost {
                 .reloading
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            let number = self
-                .inner
-                .epochs
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
-                + 1;
+            let number = self.inner.epochs.fetch_add(1, Ordering::SeqCst) + 1;
             let loaded = interpreter.load(&self.inner.config, number);
             let result = match loaded {
                 Ok(data) => {
@@ -643,6 +680,17 @@ impl PluginHost {
         0
     }
 
+    /// Each loaded file's hooks that failed in the current epoch, with how often (for
+    /// metrics: reads counters only, never waits on the interpreter).
+    pub fn hook_failures(&self) -> Vec<HookFailures> {
+        self.inner
+            .current
+            .load()
+            .as_ref()
+            .map(|epoch| epoch.data.failure_counts())
+            .unwrap_or_default()
+    }
+
     /// What `plugin_status` shows (P-12).
     pub fn status(&self) -> Status {
         let epoch = self.inner.current.load_full();
@@ -652,7 +700,7 @@ impl PluginHost {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        let (number, loaded_at, files, rejected, disabled, derived) = match &epoch {
+        let (number, loaded_at, files, rejected, disabled, failures, derived) = match &epoch {
             Some(epoch) => {
                 let data = &epoch.data;
                 let disabled = data
@@ -676,10 +724,11 @@ impl PluginHost {
                     data.files.clone(),
                     data.rejected.clone(),
                     disabled,
+                    data.failure_counts(),
                     data.derived_fingerprint.clone(),
                 )
             }
-            None => (0, 0, Vec::new(), Vec::new(), Vec::new(), String::new()),
+            None => Default::default(),
         };
         let state = self.state();
         Status {
@@ -695,6 +744,7 @@ impl PluginHost {
             files,
             rejected,
             disabled,
+            hook_failures: failures,
             last_reload_ok: last.is_ok(),
             last_reload_error: last.err(),
             derived_fingerprint: derived,

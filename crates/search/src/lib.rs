@@ -193,6 +193,9 @@ pub struct BuildStats {
     pub transform_failures: u64,
     /// The first few transform failure messages (at most [`MAX_FAILURE_MESSAGES`]).
     pub failure_messages: Vec<String>,
+    /// Transform failures by the step that failed, when the [`Source`] names its steps (the
+    /// service: one server-plugin file's `on_source_file`); empty otherwise.
+    pub transform_failures_by_step: BTreeMap<String, u64>,
     /// The generation number now current.
     pub generation: u64,
     /// Definitions in the generation's symbol table (issue 12).
@@ -760,6 +763,7 @@ impl Indexes {
                 skipped: 0,
                 transform_failures: 0,
                 failure_messages: Vec::new(),
+                transform_failures_by_step: BTreeMap::new(),
                 symbols,
                 searchable_after: Duration::ZERO,
             });
@@ -850,6 +854,7 @@ impl Indexes {
             searchable_after,
             transform_failures: counts.transform_failures,
             failure_messages: counts.failure_messages,
+            transform_failures_by_step: BTreeMap::new(),
         })
     }
 

@@ -177,6 +177,15 @@ enum Derived {
 
 /// The files of one commit, read from the store's mirror by blob id, shaped by the
 /// derived-state hook `on_source_file` of `plugins` when there is one (P-21).
+/// The plugin steps of a build that failed on a file (P-7, issue 29 point 11).
+#[derive(Default)]
+struct FailedSteps {
+    /// Plugin file → files its `on_source_file` failed on.
+    by_plugin: std::collections::BTreeMap<String, u64>,
+    /// The first few messages.
+    messages: Vec<String>,
+}
+
 struct StoreSource {
     repo: String,
     commit: String,
@@ -189,7 +198,7 @@ struct StoreSource {
     strict: bool,
     /// Plugin steps that failed on a file while the others' transforms were kept (not
     /// strict): counted into the build's report.
-    failed_steps: std::sync::Mutex<(u64, Vec<String>)>,
+    failed_steps: std::sync::Mutex<FailedSteps>,
 }
 
 impl search::Source for StoreSource {
@@ -231,7 +240,7 @@ impl search::Source for StoreSource {
             )));
         }
         if !outcome.failures.is_empty() {
-            let failures: Vec<String> = outcome
+            let messages: Vec<String> = outcome
                 .failures
                 .iter()
                 .map(|f| {
@@ -245,7 +254,7 @@ impl search::Source for StoreSource {
                 })
                 .collect();
             if self.strict {
-                return Err(failures.join("; "));
+                return Err(messages.join("; "));
             }
             // P-7: a failing step leaves only its own transform of this file out; the other
             // files' steps in the pipeline still apply (the host skipped the failed one).
@@ -253,9 +262,11 @@ impl search::Source for StoreSource {
                 .failed_steps
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            failed.0 += failures.len() as u64;
-            let room = search::MAX_FAILURE_MESSAGES.saturating_sub(failed.1.len());
-            failed.1.extend(failures.into_iter().take(room));
+            for failure in &outcome.failures {
+                *failed.by_plugin.entry(failure.file.clone()).or_default() += 1;
+            }
+            let room = search::MAX_FAILURE_MESSAGES.saturating_sub(failed.messages.len());
+            failed.messages.extend(messages.into_iter().take(room));
         }
         if outcome.stopped {
             return Ok(search::Transform::Skip);
@@ -525,15 +536,21 @@ impl Inner {
             indexes.build(name.as_str(), commit.as_str(), &source, &mut report)?
         };
         {
-            let (count, messages) = &*source
+            let failed = &*source
                 .failed_steps
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            stats.transform_failures += count;
+            stats.transform_failures += failed.by_plugin.values().sum::<u64>();
+            for (plugin, count) in &failed.by_plugin {
+                *stats
+                    .transform_failures_by_step
+                    .entry(plugin.clone())
+                    .or_default() += count;
+            }
             let room = search::MAX_FAILURE_MESSAGES.saturating_sub(stats.failure_messages.len());
             stats
                 .failure_messages
-                .extend(messages.iter().take(room).cloned());
+                .extend(failed.messages.iter().take(room).cloned());
         }
         if let Some(epoch) = &source.plugins
             && !epoch.derived_fingerprint().is_empty()
@@ -548,6 +565,7 @@ impl Inner {
             tracing::warn!(
                 repo = %name,
                 failures = stats.transform_failures,
+                by_plugin = ?stats.transform_failures_by_step,
                 first = ?stats.failure_messages,
                 "on_source_file failed for some files; those plugins' transforms of them are left out"
             );

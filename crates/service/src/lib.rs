@@ -47,7 +47,7 @@ pub use permissions::{AuthFailure, Caller, NewToken, Principal, TOKEN_NEEDED, To
 pub use prepare::{AddRepoAnswer, IndexReport, PrepareAction, PrepareAnswer, PrepareRequest};
 pub use progress::TenthLog;
 pub use pyplugin::HostConfig;
-pub use pyplugin::{State as HostState, summary as failure_summary};
+pub use pyplugin::{HookFailures, State as HostState, summary as failure_summary};
 pub use serverplugins::{
     ArgumentRewrite, HostStatus, PluginHost, ServerPluginsStatus, StatusDetail, ToolPreset,
 };

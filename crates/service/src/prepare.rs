@@ -73,6 +73,13 @@ pub struct IndexReport {
     pub elapsed_ms: u64,
     /// The index was already current (sync with an unchanged head).
     pub unchanged: bool,
+    /// Files whose indexed text a server plugin's `on_source_file` replaced (P-21).
+    pub transformed: u64,
+    /// Files a server plugin's `on_source_file` left out of the index.
+    pub skipped_by_plugins: u64,
+    /// Server-plugin file → files its `on_source_file` failed on in this build (that file's
+    /// transform left out, the others' kept: P-7).
+    pub plugin_failures: std::collections::BTreeMap<String, u64>,
 }
 
 impl From<crate::BuildStats> for IndexReport {
@@ -85,6 +92,9 @@ impl From<crate::BuildStats> for IndexReport {
             bytes: stats.bytes,
             elapsed_ms: stats.elapsed.as_millis() as u64,
             unchanged: stats.skipped_same,
+            transformed: stats.transformed,
+            skipped_by_plugins: stats.skipped,
+            plugin_failures: stats.transform_failures_by_step,
         }
     }
 }

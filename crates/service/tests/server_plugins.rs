@@ -301,7 +301,8 @@ async fn p7_a_process_without_plugins_never_republishes_a_hooked_index() {
 
 /// P-7 (issue 29, point 11): each plugin's `on_source_file` is isolated. One plugin failing
 /// on a file drops only its own transform of that file: the next plugin of the pipeline
-/// still shapes it, and the failure is counted in the build's report.
+/// still shapes it, and the failure is counted per plugin file in the build's report and in
+/// `plugin_status`.
 #[tokio::test]
 async fn p7_one_failing_plugin_drops_only_its_own_transform() {
     let plugins = tempfile::tempdir().unwrap();
@@ -330,4 +331,25 @@ async fn p7_one_failing_plugin_drops_only_its_own_transform() {
         "z_shape.py still shaped the file a_fails.py failed on"
     );
     assert!(paths(&service, "alpha").await.is_empty());
+    // Counted per plugin file: in the build's report and in plugin_status.
+    assert_eq!(
+        built.transform_failures_by_step,
+        [("a_fails.py".to_owned(), 1)].into(),
+    );
+    let report = service::IndexReport::from(built);
+    assert_eq!(
+        report.plugin_failures,
+        [("a_fails.py".to_owned(), 1)].into()
+    );
+    assert_eq!(report.transformed, 2);
+    let failures = service.server_plugins().status().hook_failures;
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert_eq!(
+        (
+            failures[0].file.as_str(),
+            failures[0].hook.as_str(),
+            failures[0].count
+        ),
+        ("a_fails.py", "on_source_file", 1)
+    );
 }
