@@ -417,7 +417,8 @@ def on_source_file(file):
 #   plugins and is counted (plugin_status: interpreter_wait_timeouts). So a thread that keeps
 #   the interpreter in C code (a long sum(), a regular expression) slows calls to that limit
 #   and makes them answer without plugins; if it keeps it while a hook runs, the subsystem
-#   wedges.
+#   wedges. A reload that cannot start for the hook time limit plus its grace is refused
+#   (nothing changes; reload again once the thread lets go).
 #
 # What the host cannot prevent (documented, not enforced):
 #   - ctypes, cffi or any C extension: calling exit(), abort(), kill() or writing memory from C

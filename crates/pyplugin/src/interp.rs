@@ -323,6 +323,11 @@ struct Queue {
     stopped: bool,
     /// Until when a job announced by [`Interpreter::expect`] is awaited actively.
     expected_until: Option<Instant>,
+    /// Since when jobs have been waiting while none ran. Past the hook limit and its grace,
+    /// the interpreter thread cannot get the interpreter (a plugin thread holds it in C
+    /// code): a reload waiting for it is then answered [`HostError::Busy`] instead of
+    /// blocking its caller for as long as the plugin thread wants.
+    stalled_since: Option<Instant>,
 }
 
 /// The interpreter thread's handle, shared by every epoch of the host.
@@ -442,6 +447,9 @@ impl Interpreter {
             return false;
         }
         let idle = queue.jobs.is_empty() && queue.in_flight.is_none();
+        if queue.step.is_none() && queue.stalled_since.is_none() {
+            queue.stalled_since = Some(Instant::now());
+        }
         // Only a call waits for its answer: the dry-run (`only`), derived-state hooks (an
         // index build needs every file run), loads and releases have no deadline to start.
         let start_by = match &work {
@@ -450,11 +458,28 @@ impl Interpreter {
             } if hook.class() == HookClass::CallScoped => Some(Instant::now() + self.timeout),
             _ => None,
         };
-        queue.jobs.push_back(Job {
-            work,
-            reply,
-            start_by,
-        });
+        // A call goes ahead of the index build's queued files (issue 29 point 12): a build
+        // runs one file per job, so a call waits for at most the file running now, never for
+        // the files every build thread has queued behind it.
+        let at = if start_by.is_some() {
+            queue
+                .jobs
+                .iter()
+                .position(|job| {
+                    matches!(&job.work, Work::Run { hook, .. } if hook.class() == HookClass::DerivedState)
+                })
+                .unwrap_or(queue.jobs.len())
+        } else {
+            queue.jobs.len()
+        };
+        queue.jobs.insert(
+            at,
+            Job {
+                work,
+                reply,
+                start_by,
+            },
+        );
         self.queued.fetch_add(1, Ordering::AcqRel);
         drop(queue);
         self.work.notify_one();
@@ -629,7 +654,11 @@ impl Interpreter {
                 // watchdog and the wedge rule too; each hook call and each file's load is
                 // a step of its own inside it.
                 let (reply, _) = self.timed(what, || self.run_job(py, job, &mut epochs));
-                let sender = lock(&self.queue).in_flight.take();
+                let sender = {
+                    let mut queue = lock(&self.queue);
+                    queue.stalled_since = (!queue.jobs.is_empty()).then(Instant::now);
+                    queue.in_flight.take()
+                };
                 if let (Some(sender), Some(reply)) = (sender, reply) {
                     let _ = sender.send(reply);
                 }
@@ -743,6 +772,7 @@ impl Interpreter {
                 }
                 queue.in_flight = job.reply;
                 queue.expected_until = None;
+                queue.stalled_since = None;
                 let what = match &job.work {
                     Work::Load { epoch, .. } => format!("loading epoch {epoch}"),
                     Work::Run { hook, .. } => format!("the host running {}", hook.name()),
@@ -772,6 +802,25 @@ impl Interpreter {
         if let Some(reply) = job.reply {
             let _ = reply.send(Reply::Bypassed(job.work.into_payload()));
         }
+    }
+
+    /// The queued loads, taken out of the queue, when no job could start for longer than a
+    /// hook may run plus its grace; with how long none could.
+    fn stalled_loads(&self) -> Vec<(Job, Duration)> {
+        let mut queue = lock(&self.queue);
+        let held_for = match queue.stalled_since {
+            Some(since) if queue.step.is_none() => since.elapsed(),
+            _ => return Vec::new(),
+        };
+        if held_for < self.timeout + self.grace {
+            return Vec::new();
+        }
+        let (loads, kept): (VecDeque<Job>, VecDeque<Job>) = std::mem::take(&mut queue.jobs)
+            .into_iter()
+            .partition(|job| matches!(job.work, Work::Load { .. }));
+        queue.jobs = kept;
+        self.queued.fetch_sub(loads.len(), Ordering::AcqRel);
+        loads.into_iter().map(|job| (job, held_for)).collect()
     }
 
     /// Runs `f` as one timed step (a job, a hook call or a file's load). Answers whether the
@@ -1566,6 +1615,17 @@ fn watchdog_loop(interpreter: Weak<Interpreter>) {
         for job in expired {
             host.expire(job);
         }
+        for (job, held_for) in host.stalled_loads() {
+            let reason = format!(
+                "no job could start on the Python interpreter for {} ms (a plugin's own thread \
+                 holds it, e.g. in a long C call)",
+                held_for.as_millis()
+            );
+            tracing::warn!(%reason, "a server plugin reload could not start");
+            if let Some(reply) = job.reply {
+                let _ = reply.send(Reply::Loaded(Err(HostError::Busy(reason))));
+            }
+        }
         let mut queue = lock(&host.queue);
         if queue.wedged.is_some() || queue.stopped {
             return;
@@ -1604,7 +1664,11 @@ fn watchdog_loop(interpreter: Weak<Interpreter>) {
                 Some(at) => wait = ((at + host.grace) - now).min(poll),
             }
         }
-        if queue.jobs.iter().any(|job| job.start_by.is_some()) {
+        if queue
+            .jobs
+            .iter()
+            .any(|job| job.start_by.is_some() || matches!(job.work, Work::Load { .. }))
+        {
             wait = wait.min(poll);
         }
         let (queue, _) = host

@@ -130,6 +130,13 @@ pub enum HostError {
     /// The plugins directory could not be listed.
     #[error("the server plugins directory could not be read: {0}")]
     Directory(String),
+    /// A reload could not start: something else (a plugin's own thread) holds the
+    /// interpreter. Nothing changed; calls answer as without server plugins while it lasts.
+    #[error(
+        "the reload did not start: {0}; nothing changed, and calls answer as without server \
+         plugins while it lasts. Reload again once it lets go, or restart the server"
+    )]
+    Busy(String),
 }
 
 /// A hook call that did not apply: it raised, overran, or returned an invalid result.

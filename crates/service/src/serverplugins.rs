@@ -103,7 +103,7 @@ impl Service {
             .map_err(|_| ServiceError::internal("the plugin reload stopped; see the server log"))?;
         match reloaded {
             Ok(_) => Ok(self.server_plugins_status()),
-            Err(error @ pyplugin::HostError::Directory(_)) => {
+            Err(error @ (pyplugin::HostError::Directory(_) | pyplugin::HostError::Busy(_))) => {
                 Err(ServiceError::unavailable(error.to_string()))
             }
             Err(error) => Err(ServiceError::invalid(error.to_string())),
