@@ -5,8 +5,7 @@
 //! same blob takes every line at once. Only the asked-for lines are followed.
 
 use crate::linediff::{self, ExactBudget};
-use crate::objects::odb;
-use crate::store::to_commit_id;
+use crate::objects::{odb, to_commit_id};
 use crate::{CommitSummary, Error, RepoPath};
 use gix::ObjectId;
 use imara_diff::InternedInput;
@@ -91,35 +90,40 @@ pub(crate) fn blame(
             commit: to_commit_id(&commit)?,
         });
     };
-    let mut suspects: BTreeMap<ObjectId, Suspect> = BTreeMap::new();
     let first = u32::try_from(start.saturating_sub(1)).unwrap_or(u32::MAX);
     let last = u32::try_from(end.saturating_sub(1)).unwrap_or(u32::MAX);
-    suspects.insert(
-        commit,
-        Suspect {
-            blob,
-            text: None,
-            lines: (first..=last).map(|l| (l, l)).collect(),
-        },
-    );
-    let time = |id: ObjectId| -> Result<i64, Error> {
-        Ok(repo
-            .find_commit(id)
-            .map_err(odb)?
-            .time()
-            .map_err(odb)?
-            .seconds)
+    let start = Suspect {
+        blob,
+        text: None,
+        lines: (first..=last).map(|l| (l, l)).collect(),
     };
-    let mut queue = BinaryHeap::from([(time(commit)?, commit)]);
+    let owner = owners(repo, commit, start, path)?;
+    ranges(repo, owner)
+}
+
+fn commit_time(repo: &gix::Repository, id: ObjectId) -> Result<i64, Error> {
+    Ok(repo
+        .find_commit(id)
+        .map_err(odb)?
+        .time()
+        .map_err(odb)?
+        .seconds)
+}
+
+/// Follows the lines of `start`, the suspect at `commit`, back through history, newest
+/// commit first: for each blamed line (0-based), the commit that last changed it.
+fn owners(
+    repo: &gix::Repository,
+    commit: ObjectId,
+    start: Suspect,
+    path: &RepoPath,
+) -> Result<BTreeMap<u32, ObjectId>, Error> {
+    let mut suspects: BTreeMap<ObjectId, Suspect> = BTreeMap::from([(commit, start)]);
+    let mut queue = BinaryHeap::from([(commit_time(repo, commit)?, commit)]);
     let mut owner: BTreeMap<u32, ObjectId> = BTreeMap::new();
     let mut exact = ExactBudget::per_call();
     while let Some((_, id)) = queue.pop() {
-        let Some(Suspect {
-            blob,
-            text: mut content,
-            mut lines,
-        }) = suspects.remove(&id)
-        else {
+        let Some(mut suspect) = suspects.remove(&id) else {
             continue;
         };
         let parents: Vec<ObjectId> = repo
@@ -129,55 +133,74 @@ pub(crate) fn blame(
             .map(|p| p.detach())
             .collect();
         for parent in parents {
-            if lines.is_empty() {
+            if suspect.lines.is_empty() {
                 break;
             }
             let Some(parent_blob) = blob_at(repo, parent, path)? else {
                 continue;
             };
-            let (passed, parent_text): (Vec<(u32, u32)>, _) = if parent_blob == blob {
-                (std::mem::take(&mut lines), content.clone())
-            } else {
-                let mine = match &content {
-                    Some(text) => text,
-                    None => content.insert(text(repo, blob)?),
-                };
-                let theirs = text(repo, parent_blob)?;
-                let map = kept_lines(&theirs, mine, &mut exact);
-                let mut passed = Vec::new();
-                lines.retain(
-                    |&(here, target)| match map.get(here as usize).copied().flatten() {
-                        Some(there) => {
-                            passed.push((there, target));
-                            false
-                        }
-                        None => true,
-                    },
-                );
-                (passed, Some(theirs))
-            };
-            if passed.is_empty() {
+            let passed = pass_lines(repo, &mut suspect, parent_blob, &mut exact)?;
+            if passed.lines.is_empty() {
                 continue;
             }
             match suspects.get_mut(&parent) {
-                Some(existing) => existing.lines.extend(passed),
+                Some(existing) => existing.lines.extend(passed.lines),
                 None => {
-                    suspects.insert(
-                        parent,
-                        Suspect {
-                            blob: parent_blob,
-                            text: parent_text,
-                            lines: passed,
-                        },
-                    );
-                    queue.push((time(parent)?, parent));
+                    suspects.insert(parent, passed);
+                    queue.push((commit_time(repo, parent)?, parent));
                 }
             }
         }
-        for (_, target) in lines {
+        for (_, target) in suspect.lines {
             owner.insert(target, id);
         }
     }
+    Ok(owner)
+}
+
+/// Takes out of `suspect` the lines a parent whose file is `parent_blob` already had: the
+/// parent as a suspect of those lines, with its text when it was read for the diff.
+fn pass_lines(
+    repo: &gix::Repository,
+    suspect: &mut Suspect,
+    parent_blob: ObjectId,
+    exact: &mut ExactBudget,
+) -> Result<Suspect, Error> {
+    if parent_blob == suspect.blob {
+        return Ok(Suspect {
+            blob: parent_blob,
+            text: suspect.text.clone(),
+            lines: std::mem::take(&mut suspect.lines),
+        });
+    }
+    let mine = match &suspect.text {
+        Some(text) => text,
+        None => suspect.text.insert(text(repo, suspect.blob)?),
+    };
+    let theirs = text(repo, parent_blob)?;
+    let map = kept_lines(&theirs, mine, exact);
+    let mut passed = Vec::new();
+    suspect.lines.retain(
+        |&(here, target)| match map.get(here as usize).copied().flatten() {
+            Some(there) => {
+                passed.push((there, target));
+                false
+            }
+            None => true,
+        },
+    );
+    Ok(Suspect {
+        blob: parent_blob,
+        text: Some(theirs),
+        lines: passed,
+    })
+}
+
+/// The owners of consecutive lines merged into ranges, each with its commit's summary.
+fn ranges(
+    repo: &gix::Repository,
+    owner: BTreeMap<u32, ObjectId>,
+) -> Result<Vec<BlameRange>, Error> {
     let mut summaries: BTreeMap<ObjectId, CommitSummary> = BTreeMap::new();
     let mut ranges: Vec<BlameRange> = Vec::new();
     for (line, id) in owner {

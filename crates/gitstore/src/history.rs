@@ -4,8 +4,7 @@
 //! at a merge whose entry equals one parent's, only that parent is followed). Reads objects
 //! with `gix`; no `git` subprocess.
 
-use crate::objects::odb;
-use crate::store::to_commit_id;
+use crate::objects::{odb, to_commit_id};
 use crate::{CommitId, Error, RepoPath};
 use gix::ObjectId;
 use std::collections::{BinaryHeap, HashSet};

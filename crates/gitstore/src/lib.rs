@@ -371,7 +371,7 @@ impl GitStore {
         let leased = self.inner.lease_revision(name, revision)?;
         Ok(Lease {
             store: self.inner.clone(),
-            commit: store::to_commit_id(&leased.key.1)?,
+            commit: objects::to_commit_id(&leased.key.1)?,
             leased,
             repo: name.clone(),
         })

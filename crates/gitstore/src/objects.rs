@@ -17,6 +17,16 @@ pub(crate) fn odb<E: std::fmt::Display>(e: E) -> Error {
     storage("reading the object database")(e)
 }
 
+/// A commit id of ours as gix's object id.
+pub(crate) fn to_oid(commit: &CommitId) -> Result<ObjectId, Error> {
+    ObjectId::from_hex(commit.as_str().as_bytes()).map_err(odb)
+}
+
+/// A gix object id as a commit id of ours (an error only for an id that is not SHA-1).
+pub(crate) fn to_commit_id(id: &ObjectId) -> Result<CommitId, Error> {
+    CommitId::parse(&id.to_string()).ok_or_else(|| odb("object id is not 40 hex digits"))
+}
+
 /// What a path names inside a commit's tree.
 pub(crate) enum Target {
     Tree(ObjectId),

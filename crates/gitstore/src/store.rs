@@ -17,7 +17,7 @@
 use crate::blobcache::{BlobCache, DEFAULT_BLOB_CACHE_BYTES};
 use crate::db::{Db, storage};
 use crate::handles;
-use crate::objects::{self, Target};
+use crate::objects::{self, Target, odb, to_commit_id, to_oid};
 use crate::retention::{Memo, Roots};
 use crate::revision::{self, MIN_SHORT_SHA};
 use crate::{
@@ -43,18 +43,6 @@ const LEASED_REFS: &str = "refs/csg/leased/";
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn odb<E: std::fmt::Display>(e: E) -> Error {
-    storage("reading the object database")(e)
-}
-
-fn to_oid(commit: &CommitId) -> Result<ObjectId, Error> {
-    ObjectId::from_hex(commit.as_str().as_bytes()).map_err(odb)
-}
-
-pub(crate) fn to_commit_id(id: &ObjectId) -> Result<CommitId, Error> {
-    CommitId::parse(&id.to_string()).ok_or_else(|| odb("object id is not 40 hex digits"))
 }
 
 /// Branch name (without `refs/heads/`) → head commit.

@@ -4,10 +4,11 @@
 
 use super::shared::{self, FileLock};
 use super::{
-    Inner, LEASED_REFS, PINNED_REFS, RepoState, SEEN_REFS, lock, read_refs, to_commit_id, to_oid,
+    Branches, Inner, LEASED_REFS, PINNED_REFS, RepoState, SEEN_REFS, View, lock, read_refs,
 };
 use crate::db::storage;
 use crate::gitcli::{self, FETCH_TIMEOUT, GC_TIMEOUT, GitFailure, LOCAL_TIMEOUT, ProgressObserver};
+use crate::objects::{to_commit_id, to_oid};
 use crate::retention::in_window;
 use crate::{CommitId, Error, RepoName, SweepReport, SyncOutcome};
 use gix::ObjectId;
@@ -122,9 +123,40 @@ impl Inner {
         observer: Option<ProgressObserver<'_>>,
     ) -> Result<SyncOutcome, Error> {
         self.ensure_mirror(state)?;
+        let remote_head = self.remote_head(state)?;
+        self.fetch(state, observer)?;
 
-        // The source's HEAD (and the configured branch, to refuse a missing one before
-        // anything in the mirror changes).
+        let repo = Arc::new(self.open_repo(state)?);
+        let (branches, tags) = read_refs(&repo.to_thread_local())?;
+        let default_branch = default_branch(state, remote_head, &branches);
+        let head = default_branch
+            .as_ref()
+            .and_then(|b| branches.get(b))
+            .copied();
+        let heads = self.mark_heads_seen(state, &branches)?;
+
+        let now = self.clock.now();
+        let head_id = head.as_ref().map(to_commit_id).transpose()?;
+        let state_gen = self.db.record_sync_success(
+            &state.name,
+            now,
+            default_branch.as_deref(),
+            head_id.as_ref(),
+            &heads,
+        )?;
+
+        let changed = changed_branches(state.view().as_deref(), &branches)?;
+        let view = self.assemble_view(state, repo, default_branch, head, branches, tags)?;
+        state.publish(view, state_gen);
+        Ok(SyncOutcome {
+            head: head_id,
+            changed,
+        })
+    }
+
+    /// The branch the source's HEAD names, if any; refuses a configured branch the source
+    /// lacks, before anything in the mirror changes.
+    fn remote_head(&self, state: &RepoState) -> Result<Option<String>, Error> {
         let mut args = vec!["ls-remote", "--symref", "--", state.source.as_str(), "HEAD"];
         let branch_ref = state.branch.as_ref().map(|b| format!("refs/heads/{b}"));
         if let Some(r) = &branch_ref {
@@ -153,7 +185,15 @@ impl Inner {
                 message: format!("branch `{branch}` does not exist in the source"),
             });
         }
+        Ok(remote_head)
+    }
 
+    /// Fetches the source's branches and tags into the mirror.
+    fn fetch(
+        &self,
+        state: &RepoState,
+        observer: Option<ProgressObserver<'_>>,
+    ) -> Result<(), Error> {
         // Not a mirror refspec: `--prune` with `+refs/*:refs/*` would delete our own
         // refs/csg/* bookkeeping refs. `--atomic`: all refs move or none.
         let mut fetch = gitcli::git(Some(&state.mirror));
@@ -177,26 +217,15 @@ impl Inner {
         ]);
         gitcli::run_observed(fetch, None, FETCH_TIMEOUT, observer)
             .map_err(|f| self.git_failure(state, "fetch", &f))?;
+        Ok(())
+    }
 
-        let repo = Arc::new(self.open_repo(state)?);
-        let (branches, tags) = read_refs(&repo.to_thread_local())?;
-        let default_branch = match &state.branch {
-            Some(b) => Some(b.clone()),
-            None => remote_head
-                .filter(|h| branches.contains_key(h))
-                .or_else(|| {
-                    ["main", "master"]
-                        .into_iter()
-                        .find(|b| branches.contains_key(*b))
-                        .map(str::to_string)
-                })
-                .or_else(|| branches.keys().next().cloned()),
-        };
-        let head = default_branch
-            .as_ref()
-            .and_then(|b| branches.get(b))
-            .copied();
-
+    /// Gives every branch head not seen before a ref of its own; answers all the heads.
+    fn mark_heads_seen(
+        &self,
+        state: &RepoState,
+        branches: &Branches,
+    ) -> Result<Vec<CommitId>, Error> {
         // Every head gets a ref of its own before it is recorded as seen, so a later
         // force-push cannot let gc take its objects while it is retained (G-5).
         let known: HashSet<CommitId> = self
@@ -217,30 +246,7 @@ impl Inner {
             edits.push_str(&format!("update {SEEN_REFS}{h} {h}\n"));
         }
         self.update_refs(state, edits)?;
-
-        let now = self.clock.now();
-        let head_id = head.as_ref().map(to_commit_id).transpose()?;
-        let state_gen = self.db.record_sync_success(
-            &state.name,
-            now,
-            default_branch.as_deref(),
-            head_id.as_ref(),
-            &heads,
-        )?;
-
-        let old = state.view();
-        let mut changed = Vec::new();
-        for (branch, id) in &branches {
-            if old.as_ref().and_then(|v| v.branches.get(branch)) != Some(id) {
-                changed.push((branch.clone(), to_commit_id(id)?));
-            }
-        }
-        let view = self.assemble_view(state, repo, default_branch, head, branches, tags)?;
-        state.publish(view, state_gen);
-        Ok(SyncOutcome {
-            head: head_id,
-            changed,
-        })
+        Ok(heads)
     }
 
     fn update_refs(&self, state: &RepoState, edits: String) -> Result<(), Error> {
@@ -346,35 +352,66 @@ impl Inner {
         let Some(view) = state.view() else {
             return Ok(());
         };
-        let now = self.clock.now();
+        let (candidates, quietly_dropped) = self.past_window(state, &view)?;
+        let expiry = self.expire(state, &view, candidates, quietly_dropped, report)?;
+        self.update_sweep_refs(state, &expiry)?;
+        for commit in expiry.expired {
+            report.expired.push((state.name.clone(), commit));
+        }
+        if state.mirror.join(NEEDS_GC).exists() {
+            self.gc(state)?;
+        }
+        Ok(())
+    }
 
-        // Former heads past the window. One still reachable from an active root (a head that
-        // was fast-forwarded, say) just loses its bookkeeping: it never left retention. The
-        // ancestor walks happen here, before the lease lock, so lease() is not held up.
+    /// Former heads past the retention window: those to expire (unless leased), and those
+    /// that only lose their bookkeeping because they are still reachable from an active root
+    /// (a head that was fast-forwarded, say; it never left retention). The ancestor walks
+    /// happen here, before the lease lock, so lease() is not held up.
+    fn past_window(
+        &self,
+        state: &RepoState,
+        view: &View,
+    ) -> Result<(Vec<ObjectId>, Vec<CommitId>), Error> {
+        let now = self.clock.now();
         let mut candidates = Vec::new();
         let mut quietly_dropped = Vec::new();
         for (id, last_seen) in &view.roots.seen {
             if in_window(*last_seen, now, self.config.retention) || view.roots.fixed.contains(id) {
                 continue;
             }
-            if self.is_retained(state, &view, id, now)? {
+            if self.is_retained(state, view, id, now)? {
                 quietly_dropped.push(to_commit_id(id)?);
             } else {
                 candidates.push(*id);
             }
         }
+        Ok((candidates, quietly_dropped))
+    }
 
+    /// The commits of `state` leased now, by any process.
+    fn leased_now(&self, state: &RepoState) -> Result<HashSet<ObjectId>, Error> {
+        let mut leased = shared::live_leases(&self.leases_root(), state.id)?;
+        leased.extend(self.leased_here(state));
+        Ok(leased)
+    }
+
+    /// Drops `quietly_dropped` and the unleased `candidates` from the seen heads and publishes
+    /// that; the leased ones are kept and reported.
+    fn expire(
+        &self,
+        state: &RepoState,
+        view: &View,
+        candidates: Vec<ObjectId>,
+        quietly_dropped: Vec<CommitId>,
+        report: &mut SweepReport,
+    ) -> Result<Expiry, Error> {
         // Leases of every process, the expiry published, then the leases again. No lock a
         // lease takes is held across any of it: a lease counts itself first and checks
         // retention after, so one counted before the expiry was published is found by the
         // second look and its commit kept by a leased ref (it is no longer a seen head, so
         // new requests are refused); one counted after sees the expiry.
-        let leased_now = || -> Result<HashSet<ObjectId>, Error> {
-            let mut leased = shared::live_leases(&self.leases_root(), state.id)?;
-            leased.extend(self.leased_here(state));
-            Ok(leased)
-        };
-        let mut leased = leased_now()?;
+        let mut leased = self.leased_now(state)?;
         let mut expired = Vec::new();
         for id in &candidates {
             if leased.contains(id) {
@@ -391,9 +428,9 @@ impl Inner {
         }
         if !dropped.is_empty() {
             let state_gen = self.db.delete_seen(&state.name, &dropped)?;
-            let view = self.refreshed_view(state, &view)?;
+            let view = self.refreshed_view(state, view)?;
             state.publish(view, state_gen);
-            let late = leased_now()?;
+            let late = self.leased_now(state)?;
             for id in expired.iter().filter(|id| late.contains(*id)) {
                 report
                     .kept_by_lease
@@ -402,8 +439,17 @@ impl Inner {
             expired.retain(|id| !late.contains(id));
             leased.extend(late);
         }
-        let expired: Vec<CommitId> = expired.iter().map(to_commit_id).collect::<Result<_, _>>()?;
+        let expired = expired.iter().map(to_commit_id).collect::<Result<_, _>>()?;
+        Ok(Expiry {
+            expired,
+            dropped,
+            leased,
+        })
+    }
 
+    /// Deletes the seen refs of dropped heads and brings the leased refs in line with the
+    /// leases; marks the mirror for gc when that let go of anything.
+    fn update_sweep_refs(&self, state: &RepoState, expiry: &Expiry) -> Result<(), Error> {
         // Leased commits that are no longer roots (a commit from the history of a head that
         // just expired, say) get a ref of their own so gc cannot take them (G-8); refs of
         // leases that ended are dropped.
@@ -421,72 +467,115 @@ impl Inner {
             .filter_map(|hex| ObjectId::from_hex(hex.as_bytes()).ok())
             .collect();
         let mut edits = String::new();
-        for commit in &dropped {
+        for commit in &expiry.dropped {
             edits.push_str(&format!("delete {SEEN_REFS}{commit}\n"));
         }
-        for id in leased.difference(&existing) {
+        for id in expiry.leased.difference(&existing) {
             edits.push_str(&format!("update {LEASED_REFS}{id} {id}\n"));
         }
         let mut dropped_lease_refs = false;
-        for id in existing.difference(&leased) {
+        for id in existing.difference(&expiry.leased) {
             edits.push_str(&format!("delete {LEASED_REFS}{id}\n"));
             dropped_lease_refs = true;
         }
-        if !expired.is_empty() || dropped_lease_refs {
+        if !expiry.expired.is_empty() || dropped_lease_refs {
             mark_needs_gc(state)?;
         }
-        self.update_refs(state, edits).map_err(as_storage)?;
-        for commit in expired {
-            report.expired.push((state.name.clone(), commit));
-        }
+        self.update_refs(state, edits).map_err(as_storage)
+    }
 
-        if state.mirror.join(NEEDS_GC).exists() {
-            // No lock that reads take (14): a read keeps using the packs it has open or
-            // mapped, which survive their unlinking, and gix re-scans the pack directory when
-            // an object is not where its snapshot said. Only objects unreachable from every
-            // retained root and every lease record are pruned, and nothing reads those.
-            let hook = lock(&self.gc_hook).clone();
-            if let Some(hook) = hook {
-                hook(&state.name);
-            }
-            let gc = self.git_on_mirror(
-                state,
+    /// Garbage-collects the mirror, then reopens it for new readers.
+    fn gc(&self, state: &RepoState) -> Result<(), Error> {
+        // No lock that reads take (14): a read keeps using the packs it has open or
+        // mapped, which survive their unlinking, and gix re-scans the pack directory when
+        // an object is not where its snapshot said. Only objects unreachable from every
+        // retained root and every lease record are pruned, and nothing reads those.
+        let hook = lock(&self.gc_hook).clone();
+        if let Some(hook) = hook {
+            hook(&state.name);
+        }
+        let gc = self.git_on_mirror(
+            state,
+            "gc",
+            &[
+                "-c",
+                "gc.reflogExpire=now",
+                "-c",
+                "gc.reflogExpireUnreachable=now",
+                "-c",
+                "gc.pruneExpire=now",
                 "gc",
-                &[
-                    "-c",
-                    "gc.reflogExpire=now",
-                    "-c",
-                    "gc.reflogExpireUnreachable=now",
-                    "-c",
-                    "gc.pruneExpire=now",
-                    "gc",
-                    "--quiet",
-                    "--prune=now",
-                ],
-                None,
-                GC_TIMEOUT,
-            );
-            // On failure the marker stays: the next sweep, in any process, tries again.
-            gc.map_err(as_storage)?;
-            std::fs::remove_file(state.mirror.join(NEEDS_GC))
-                .map_err(storage("finishing a garbage collection"))?;
-            // A fresh handle: the old one holds the maps of packs gc replaced (readers still
-            // on it keep them until they finish).
-            if let Some(current) = state.view() {
-                let repo = Arc::new(self.open_repo(state)?);
-                let view = self.assemble_view(
-                    state,
-                    repo,
-                    current.default_branch.clone(),
-                    current.head,
-                    current.branches.clone(),
-                    current.tags.clone(),
-                )?;
-                state.set_view(Some(Arc::new(view)));
-            }
+                "--quiet",
+                "--prune=now",
+            ],
+            None,
+            GC_TIMEOUT,
+        );
+        // On failure the marker stays: the next sweep, in any process, tries again.
+        gc.map_err(as_storage)?;
+        std::fs::remove_file(state.mirror.join(NEEDS_GC))
+            .map_err(storage("finishing a garbage collection"))?;
+        // A fresh handle: the old one holds the maps of packs gc replaced (readers still
+        // on it keep them until they finish).
+        if let Some(current) = state.view() {
+            let repo = Arc::new(self.open_repo(state)?);
+            let view = self.assemble_view(
+                state,
+                repo,
+                current.default_branch.clone(),
+                current.head,
+                current.branches.clone(),
+                current.tags.clone(),
+            )?;
+            state.set_view(Some(Arc::new(view)));
         }
         Ok(())
     }
+}
+
+/// What one sweep of a repository let go of, and the leases it found.
+struct Expiry {
+    /// Heads expired: past the window and not leased.
+    expired: Vec<CommitId>,
+    /// Heads no longer seen: the expired ones and those still reachable from a root.
+    dropped: Vec<CommitId>,
+    /// Commits leased by any process, at either look.
+    leased: HashSet<ObjectId>,
+}
+
+/// The configured branch, else the source's HEAD when the mirror has it, else `main`, else
+/// `master`, else the first branch by name.
+fn default_branch(
+    state: &RepoState,
+    remote_head: Option<String>,
+    branches: &Branches,
+) -> Option<String> {
+    match &state.branch {
+        Some(b) => Some(b.clone()),
+        None => remote_head
+            .filter(|h| branches.contains_key(h))
+            .or_else(|| {
+                ["main", "master"]
+                    .into_iter()
+                    .find(|b| branches.contains_key(*b))
+                    .map(str::to_string)
+            })
+            .or_else(|| branches.keys().next().cloned()),
+    }
+}
+
+/// The branches whose head is new or moved since `old`.
+fn changed_branches(
+    old: Option<&View>,
+    branches: &Branches,
+) -> Result<Vec<(String, CommitId)>, Error> {
+    let mut changed = Vec::new();
+    for (branch, id) in branches {
+        if old.and_then(|v| v.branches.get(branch)) != Some(id) {
+            changed.push((branch.clone(), to_commit_id(id)?));
+        }
+    }
+    Ok(changed)
 }
 
 /// A marker file in the mirror: refs were deleted since its last garbage collection. On disk,
