@@ -31,6 +31,7 @@
 
 mod build;
 mod cache;
+mod disk;
 mod error;
 mod lang;
 mod navigate;
@@ -56,8 +57,9 @@ pub use query::{
 pub use symbols::{Symbol, SymbolKind};
 
 use cache::{RankedList, ResultCache};
+use disk::FORMAT_VERSION;
 use query::{Cursor, Ranked};
-use store::{FORMAT_VERSION, Generation, Meta};
+use store::{Generation, Meta};
 
 /// Most transform failure messages a [`BuildStats`] keeps.
 pub const MAX_FAILURE_MESSAGES: usize = 5;

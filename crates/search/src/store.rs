@@ -22,13 +22,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use memmap2::Mmap;
 use serde::{Deserialize, Serialize};
 
-use crate::SearchError;
+use crate::disk::{FORMAT_VERSION, map};
+use crate::error::SearchError;
 use crate::lang::DocLang;
 use crate::symtab::SymbolTable;
 use crate::trigram::Trigram;
-
-/// Version of the on-disk format; part of the index fingerprint, so a change rebuilds.
-pub(crate) const FORMAT_VERSION: u32 = 3;
 
 const DOCS_MAGIC: &[u8; 4] = b"CSGD";
 /// The symbol table's file in a generation directory.
@@ -123,22 +121,6 @@ fn corrupt(meta: &Meta, detail: &str) -> SearchError {
         repo: meta.repo.clone(),
         detail: detail.to_owned(),
     }
-}
-
-fn map(path: &Path) -> Result<Option<Mmap>, SearchError> {
-    let file = File::open(path).map_err(|e| SearchError::io("opening an index file", e))?;
-    let len = file
-        .metadata()
-        .map_err(|e| SearchError::io("opening an index file", e))?
-        .len();
-    if len == 0 {
-        return Ok(None);
-    }
-    // SAFETY: index files are written once into a staging directory and never modified after
-    // the rename that publishes them; they are only deleted (which keeps the mapping valid).
-    let mmap =
-        unsafe { Mmap::map(&file) }.map_err(|e| SearchError::io("mapping an index file", e))?;
-    Ok(Some(mmap))
 }
 
 struct Reader<'a> {

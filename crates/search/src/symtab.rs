@@ -17,8 +17,8 @@ use std::path::Path;
 use memmap2::Mmap;
 use symbols::{Symbol, SymbolKind};
 
-use crate::SearchError;
-use crate::store::FORMAT_VERSION;
+use crate::disk::FORMAT_VERSION;
+use crate::error::SearchError;
 
 const MAGIC: &[u8; 4] = b"CSGS";
 const HEADER: usize = 16;
