@@ -31,11 +31,14 @@
 
 mod build;
 mod cache;
+mod config;
 mod disk;
 mod error;
 mod lang;
 mod navigate;
 mod query;
+mod request;
+mod source;
 mod store;
 mod symtab;
 mod trigram;
@@ -46,6 +49,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
+pub use config::{DEFAULT_MAX_FILE_BYTES, IndexConfig, plugin_part};
 pub use error::SearchError;
 pub use lang::{DocLang, MAX_LANG_BYTES, known_langs, lang_of};
 pub use navigate::{
@@ -54,158 +58,15 @@ pub use navigate::{
 pub use query::{
     MAX_HITS, MAX_LIMIT, MAX_QUERY_BYTES, REGEX_SIZE_LIMIT, SEARCH_BUDGET, SNIPPET_CHARS,
 };
+pub use request::{Hit, PathOnly, RepoHits, SearchRequest, SearchResults, SearchStats};
+pub use source::{BuildProgress, BuildStats, MAX_FAILURE_MESSAGES, Source, SourceEntry, Transform};
 pub use symbols::{Symbol, SymbolKind};
 
 use cache::{RankedList, ResultCache};
 use disk::FORMAT_VERSION;
 use query::{Cursor, Ranked};
+use request::{canonical_request, request_hash};
 use store::{Generation, Meta};
-
-/// Most transform failure messages a [`BuildStats`] keeps.
-pub const MAX_FAILURE_MESSAGES: usize = 5;
-
-/// Default of [`IndexConfig::max_file_bytes`]: 1 MiB.
-pub const DEFAULT_MAX_FILE_BYTES: u64 = 1_048_576;
-
-/// Index settings. Tests build it directly.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IndexConfig {
-    /// Files larger than this are indexed by path only (default 1 MiB = 1_048_576).
-    pub max_file_bytes: u64,
-    /// A failing [`Source::transform`] fails the build (the published generation keeps
-    /// answering) instead of indexing that file as if there were no transform (P-7,
-    /// `SOURCEGRAPH_SERVER_PLUGINS_STRICT`).
-    pub strict_transforms: bool,
-    /// Keep the ranked hits of recent searches for their later pages (default true).
-    /// Benchmarks turn it off to time every search in full.
-    pub result_cache: bool,
-}
-
-impl Default for IndexConfig {
-    fn default() -> Self {
-        IndexConfig {
-            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
-            strict_transforms: false,
-            result_cache: true,
-        }
-    }
-}
-
-impl IndexConfig {
-    /// The index fingerprint of a build whose source has `plugin_fingerprint` (see
-    /// [`Source::plugin_fingerprint`]): format version, size limit and the plugin part. A
-    /// generation built under another fingerprint is rebuilt even for the same commit.
-    pub fn fingerprint(&self, plugin_fingerprint: &str) -> String {
-        format!(
-            "format={FORMAT_VERSION};max_file_bytes={};plugins={plugin_fingerprint}",
-            self.max_file_bytes
-        )
-    }
-}
-
-/// One file of a commit as the caller lists it (blob id = git object id hex, a content digest).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SourceEntry {
-    /// Repository-relative path with `/` separators.
-    pub path: String,
-    /// The blob's object id (hex): equal ids mean equal bytes, which lets builds reuse documents.
-    pub blob_id: String,
-    /// Size in bytes (lets files over the size limit be skipped without reading them).
-    pub size: u64,
-}
-
-/// What a derived-state transform decided for one text document (P-21).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Transform {
-    /// Index the file as it is.
-    Keep,
-    /// Leave the file out of the generation: no content hit, no file-name hit.
-    Skip,
-    /// Index the file with a text instead of its own (snippets and line numbers refer to
-    /// it; `None` keeps the file's), under a language of its own for the `lang` filter
-    /// ([`DocLang::FromPath`] keeps the path's).
-    Replace {
-        /// The text indexed instead of the file's.
-        text: Option<String>,
-        /// The language the `lang` filter sees.
-        lang: DocLang,
-    },
-    /// The transform could not run at all (its host stopped answering): the build fails,
-    /// strict or not, and the published generation keeps answering. A generation built
-    /// without the transforms it should have run is never published (P-7).
-    Abort(String),
-}
-
-/// Where the indexer gets files; the service implements it over its git store.
-pub trait Source: Sync {
-    /// Every regular file in scope (no symlinks, no submodules).
-    fn entries(&self) -> Result<Vec<SourceEntry>, String>;
-    /// The bytes of one entry. Called from several threads at once.
-    fn read(&self, entry: &SourceEntry) -> Result<Vec<u8>, String>;
-    /// A derived-state transform of a text document before it is indexed (P-21); called
-    /// only for files classified as text, from several threads at once. `Err` means the
-    /// transform failed: the file is indexed as it is and the failure counted (or, with
-    /// [`IndexConfig::strict_transforms`], the build fails).
-    fn transform(&self, _entry: &SourceEntry, _text: &str) -> Result<Transform, String> {
-        Ok(Transform::Keep)
-    }
-    /// Identifies the transform (the sources of the hooks behind it); part of the index
-    /// fingerprint, so a different transform rebuilds and never reuses documents a previous
-    /// transform shaped. Empty: no transform.
-    fn plugin_fingerprint(&self) -> String {
-        String::new()
-    }
-}
-
-/// Progress of a build: documents done of total (reported from the calling thread).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BuildProgress {
-    /// Documents written so far.
-    pub done: u64,
-    /// Documents in the commit.
-    pub total: u64,
-}
-
-/// What a build did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BuildStats {
-    /// Documents (files) in the generation, path-only ones included.
-    pub documents: u64,
-    /// Documents whose content (or path-only verdict) came from the previous generation.
-    pub reused: u64,
-    /// Documents read from the [`Source`].
-    pub read: u64,
-    /// Documents indexed by path only (over the size limit, binary, or not UTF-8).
-    pub path_only: u64,
-    /// Bytes on disk of the new generation (content store and index).
-    pub bytes: u64,
-    /// Bytes of searchable text in the content store.
-    pub content_bytes: u64,
-    /// Sum of the sizes of all files of the commit.
-    pub corpus_bytes: u64,
-    /// Wall time of the build.
-    pub elapsed: Duration,
-    /// True when the same commit under the same fingerprint was already current (nothing done).
-    pub skipped_same: bool,
-    /// Documents whose indexed text a transform replaced (P-21).
-    pub transformed: u64,
-    /// Files a transform left out of the generation.
-    pub skipped: u64,
-    /// Files whose transform failed (indexed as they are, P-7).
-    pub transform_failures: u64,
-    /// The first few transform failure messages (at most [`MAX_FAILURE_MESSAGES`]).
-    pub failure_messages: Vec<String>,
-    /// Transform failures by the step that failed, when the [`Source`] names its steps (the
-    /// service: one server-plugin file's `on_source_file`); empty otherwise.
-    pub transform_failures_by_step: BTreeMap<String, u64>,
-    /// The generation number now current.
-    pub generation: u64,
-    /// Definitions in the generation's symbol table (issue 12).
-    pub symbols: u64,
-    /// When the new generation began to answer searches (phase one); `elapsed` includes
-    /// phase two, the symbol table. Zero when nothing was published.
-    pub searchable_after: Duration,
-}
 
 /// The current generation of one repository.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -257,124 +118,6 @@ pub struct IndexesStats {
     pub result_cache_entries: u64,
     /// Estimated bytes held by the result cache now.
     pub result_cache_bytes: u64,
-}
-
-/// A search.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SearchRequest {
-    /// Literal text, or a Rust `regex` pattern when `regex` is set. 1..=1000 bytes.
-    pub query: String,
-    /// Repositories to search, already permission-filtered by the caller; each searched at its
-    /// current generation. Repositories without an index are listed in
-    /// [`SearchResults::not_indexed`].
-    pub repos: Vec<String>,
-    /// Glob over repository-relative paths like `docs/**/*.md` (globset semantics; `*` does
-    /// not cross `/`).
-    pub path: Option<String>,
-    /// Language name, mapped by file extension (table in the `lang` module docs; see
-    /// [`known_langs`]).
-    pub lang: Option<String>,
-    /// false: the query is literal text.
-    pub regex: bool,
-    /// false: case-insensitive (Unicode simple case folding).
-    pub case_sensitive: bool,
-    /// Hits per page, clamped to 1..=[`MAX_LIMIT`].
-    pub limit: usize,
-    /// Opaque, from a previous answer's `next_cursor` (same query and filters).
-    pub cursor: Option<String>,
-}
-
-/// One page of hits.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SearchResults {
-    /// Hits grouped by repository, in rank order of each repository's first hit on the page.
-    pub repos: Vec<RepoHits>,
-    /// Cursor of the next page, if more hits exist.
-    pub next_cursor: Option<String>,
-    /// Query statistics.
-    pub stats: SearchStats,
-    /// Requested repositories that have no index yet (not searched).
-    pub not_indexed: Vec<String>,
-}
-
-/// The hits of one repository on a page.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RepoHits {
-    /// Repository name.
-    pub repo: String,
-    /// Full SHA of the commit every hit was found in.
-    pub commit: String,
-    /// Hits in rank order.
-    pub hits: Vec<Hit>,
-}
-
-/// One hit.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Hit {
-    /// A line matching the query.
-    Line {
-        /// Repository-relative path.
-        path: String,
-        /// 1-based line number.
-        line: u64,
-        /// The line (trimmed), cut to at most [`SNIPPET_CHARS`] characters around the match.
-        snippet: String,
-        /// For a search, whether the line looks like a definition (such lines rank first);
-        /// for [`Indexes::references`], whether the symbol table says it defines the name.
-        definition: bool,
-    },
-    /// A path matching the query (the file itself may be path-only).
-    FileName {
-        /// Repository-relative path.
-        path: String,
-        /// Why the file's content is not searchable, when it is indexed by path only.
-        path_only: Option<PathOnly>,
-    },
-}
-
-/// Why a file is indexed by path only (its lines are never hits).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PathOnly {
-    /// Larger than [`IndexConfig::max_file_bytes`].
-    TooLarge,
-    /// A NUL byte in its first 8000 bytes.
-    Binary,
-    /// NUL-free but not valid UTF-8.
-    NotUtf8,
-}
-
-impl PathOnly {
-    /// A short phrase for answers: `binary`, `not UTF-8`, `over the size limit`.
-    pub fn describe(self) -> &'static str {
-        match self {
-            PathOnly::TooLarge => "over the size limit",
-            PathOnly::Binary => "binary",
-            PathOnly::NotUtf8 => "not UTF-8",
-        }
-    }
-}
-
-/// Query statistics.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SearchStats {
-    /// Text documents selected by the trigram index (after path and lang filters); once the
-    /// hit cap is reached, repositories not searched yet are not counted.
-    pub candidate_files: u64,
-    /// Documents whose text was run through the regex.
-    pub files_verified: u64,
-    /// Wall time of the search.
-    pub elapsed: Duration,
-    /// Documents in the searched generations.
-    pub documents: u64,
-    /// Hits of the whole query (all pages): the hits collected, at most the hit cap
-    /// ([`MAX_HITS`] by default).
-    pub total_hits: u64,
-    /// True when the query has more hits than the cap: collection stopped there, and the
-    /// pages (and their ranking) cover only the hits collected.
-    pub truncated: bool,
-    /// True when the ranked hit list came from the result cache (`files_verified` is 0 then;
-    /// `candidate_files` is that of the search that filled the cache).
-    pub cached: bool,
 }
 
 /// Where a search's ranked hit list comes from.
@@ -432,13 +175,6 @@ struct Staging<'a> {
     number: u64,
     dir: &'a Path,
     fingerprint: &'a str,
-}
-
-/// The plugin part of an index fingerprint (see [`IndexConfig::fingerprint`]).
-pub fn plugin_part(fingerprint: &str) -> Option<&str> {
-    fingerprint
-        .rsplit_once(";plugins=")
-        .map(|(_, plugins)| plugins)
 }
 
 /// Checks a repository name and answers its directory components.
@@ -1254,100 +990,5 @@ impl Indexes {
             stats,
             not_indexed,
         })
-    }
-}
-
-impl SearchRequest {
-    /// A hash of everything that defines the query's hit list (query, `regex`,
-    /// `case_sensitive`, `path`, `lang`, and the set of repositories; not `limit` nor
-    /// `cursor`). Stable across builds, platforms and Rust releases (FNV-1a 64 over a
-    /// canonical encoding), so cursors, which carry it, survive a server upgrade.
-    pub fn stable_hash(&self) -> u64 {
-        fnv1a64(&canonical_request(self))
-    }
-}
-
-/// The canonical encoding of what defines a request's hit list: a version tag, then every
-/// field length-prefixed (u64 little-endian), options tagged, repositories sorted and deduplicated.
-/// Any change here changes every cursor (they are then refused as invalid, once).
-fn canonical_request(request: &SearchRequest) -> Vec<u8> {
-    fn bytes(out: &mut Vec<u8>, value: &[u8]) {
-        out.extend_from_slice(&(value.len() as u64).to_le_bytes());
-        out.extend_from_slice(value);
-    }
-    fn option(out: &mut Vec<u8>, value: Option<&str>) {
-        match value {
-            None => out.push(0),
-            Some(value) => {
-                out.push(1);
-                bytes(out, value.as_bytes());
-            }
-        }
-    }
-    let mut out = Vec::with_capacity(64 + request.query.len());
-    out.extend_from_slice(b"csg-search-request/1\n");
-    bytes(&mut out, request.query.as_bytes());
-    out.push(u8::from(request.regex));
-    out.push(u8::from(request.case_sensitive));
-    option(&mut out, request.path.as_deref());
-    option(&mut out, request.lang.as_deref());
-    let repos: BTreeSet<&str> = request.repos.iter().map(String::as_str).collect();
-    out.extend_from_slice(&(repos.len() as u64).to_le_bytes());
-    for repo in repos {
-        bytes(&mut out, repo.as_bytes());
-    }
-    out
-}
-
-/// FNV-1a, 64 bits.
-fn fnv1a64(data: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for &byte in data {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    hash
-}
-
-/// The cursor's form of [`SearchRequest::stable_hash`].
-fn request_hash(request: &SearchRequest, references: bool) -> String {
-    let hash = request.stable_hash();
-    // A references cursor is not a search cursor for the same regex, nor the reverse.
-    let hash = if references { !hash } else { hash };
-    format!("{hash:016x}")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fnv1a64_reference_values() {
-        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
-        assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
-    }
-
-    #[test]
-    fn canonical_request_ignores_page_and_repo_order() {
-        let a = SearchRequest {
-            query: "q".into(),
-            repos: vec!["b/b".into(), "a/a".into(), "b/b".into()],
-            limit: 10,
-            ..SearchRequest::default()
-        };
-        let b = SearchRequest {
-            repos: vec!["a/a".into(), "b/b".into()],
-            limit: 20,
-            cursor: Some("x".into()),
-            ..a.clone()
-        };
-        assert_eq!(canonical_request(&a), canonical_request(&b));
-        // Fields cannot run into each other.
-        let c = SearchRequest {
-            path: Some(String::new()),
-            ..b.clone()
-        };
-        assert_ne!(canonical_request(&b), canonical_request(&c));
     }
 }
