@@ -1,8 +1,8 @@
 //! Discovery (W-2..W-7): which plugins a commit holds, where, and what they say about
 //! themselves. Static only: nothing here runs a plugin (W-6).
 
+use crate::abi::{self, static_limits};
 use crate::metadata::{ARTIFACT_SUFFIX, Metadata, read_metadata};
-use crate::runtime::{abi, static_limits};
 use crate::{Code, Diagnostic, PluginConfig};
 use std::sync::Arc;
 use std::time::Instant;
@@ -163,18 +163,13 @@ pub fn discover(
 ) -> Result<Catalog, Diagnostic> {
     let mut catalog = Catalog::default();
     let limits = static_limits(config);
-    let artifacts: Vec<(&ArtifactEntry, &str, &str)> = entries
+    let artifacts: Vec<Artifact<'_>> = entries
         .iter()
         .filter_map(|entry| split_artifact(&entry.path).map(|(dir, name)| (entry, dir, name)))
         .collect();
     let mut bytes_read: u64 = 0;
-    for (index, &(entry, dir, name)) in artifacts.iter().enumerate() {
-        let broken = |code: Code, message: String| Broken {
-            name: name.to_string(),
-            dir: dir.to_string(),
-            artifact_path: entry.path.clone(),
-            diagnostic: Diagnostic::new(code, message).at(name, dir),
-        };
+    for (index, &artifact) in artifacts.iter().enumerate() {
+        let (entry, _, _) = artifact;
         if index == CATALOG_ARTIFACTS {
             catalog.truncated = Some(stopped(
                 &artifacts[index..],
@@ -182,40 +177,8 @@ pub fn discover(
             ));
             break;
         }
-        if let Some(why) = path_refusal(entry) {
-            // One bad name costs only its own artifact: it is listed as broken, never read.
-            let (name, dir) = (shown(name), shown(dir));
-            let message = format!(
-                "the artifact's path {why}; plugin artifacts need a plain `/`-separated UTF-8 \
-                 path without backslashes or control characters (rename it)"
-            );
-            catalog.broken.push(Broken {
-                diagnostic: Diagnostic::new(Code::Artifact, message).at(&name, &dir),
-                name,
-                dir,
-                artifact_path: shown(&entry.path),
-            });
-            continue;
-        }
-        let refusal = match entry.kind {
-            ArtifactKind::Symlink => {
-                Some("the artifact is a symbolic link; commit the module itself")
-            }
-            ArtifactKind::Submodule => {
-                Some("the artifact is a submodule; commit the module itself")
-            }
-            ArtifactKind::Blob => None,
-        };
-        if let Some(why) = refusal {
-            catalog.broken.push(broken(Code::Artifact, why.to_string()));
-            continue;
-        }
-        if entry.size > config.artifact_bytes {
-            let message = format!(
-                "the artifact is {} bytes, over ARTIFACT_BYTES ({})",
-                entry.size, config.artifact_bytes
-            );
-            catalog.broken.push(broken(Code::Artifact, message));
+        if let Some(broken) = refused_unread(artifact, config) {
+            catalog.broken.push(broken);
             continue;
         }
         if bytes_read.saturating_add(entry.size) > CATALOG_ARTIFACT_BYTES {
@@ -237,29 +200,7 @@ pub fn discover(
         let bytes = read(entry)?;
         // The blob's header size, unless the reader handed over more.
         bytes_read = bytes_read.saturating_add(entry.size.max(bytes.len() as u64));
-        if bytes.starts_with(b"version https://git-lfs.github.com/spec/") {
-            let message = "the artifact is a Git LFS pointer; commit the module itself".to_string();
-            catalog.broken.push(broken(Code::Artifact, message));
-            continue;
-        }
-        let checked = read_metadata(name, &bytes, config.metadata_bytes)
-            .and_then(|metadata| abi::check(&bytes, &limits).map(|()| metadata));
-        match checked {
-            Ok(metadata) => catalog.plugins.push(Arc::new(Plugin {
-                name: name.to_string(),
-                dir: dir.to_string(),
-                artifact_path: entry.path.clone(),
-                digest: entry.digest.clone(),
-                bytes: bytes.into(),
-                metadata,
-            })),
-            Err(diagnostic) => catalog.broken.push(Broken {
-                name: name.to_string(),
-                dir: dir.to_string(),
-                artifact_path: entry.path.clone(),
-                diagnostic: diagnostic.at(name, dir),
-            }),
-        }
+        examine(&mut catalog, artifact, bytes, config, &limits);
     }
     catalog.plugins.sort_by(|a, b| {
         (a.name.as_bytes(), dir_key(&a.dir)).cmp(&(b.name.as_bytes(), dir_key(&b.dir)))
@@ -270,8 +211,86 @@ pub fn discover(
     Ok(catalog)
 }
 
+/// An artifact entry with the directory and the plugin name its path gives.
+type Artifact<'a> = (&'a ArtifactEntry, &'a str, &'a str);
+
+/// `artifact` listed as broken with `diagnostic`.
+fn broken((entry, dir, name): Artifact<'_>, diagnostic: Diagnostic) -> Broken {
+    Broken {
+        name: name.to_string(),
+        dir: dir.to_string(),
+        artifact_path: entry.path.clone(),
+        diagnostic: diagnostic.at(name, dir),
+    }
+}
+
+/// Why `artifact` is broken before a byte of it is read (its path, its kind, its size), or
+/// `None` when it is to be read.
+fn refused_unread(artifact: Artifact<'_>, config: &PluginConfig) -> Option<Broken> {
+    let (entry, dir, name) = artifact;
+    if let Some(why) = path_refusal(entry) {
+        // One bad name costs only its own artifact: it is listed as broken, never read.
+        let (name, dir) = (shown(name), shown(dir));
+        let message = format!(
+            "the artifact's path {why}; plugin artifacts need a plain `/`-separated UTF-8 \
+             path without backslashes or control characters (rename it)"
+        );
+        return Some(Broken {
+            diagnostic: Diagnostic::new(Code::Artifact, message).at(&name, &dir),
+            name,
+            dir,
+            artifact_path: shown(&entry.path),
+        });
+    }
+    let message = match entry.kind {
+        ArtifactKind::Symlink => {
+            "the artifact is a symbolic link; commit the module itself".to_string()
+        }
+        ArtifactKind::Submodule => {
+            "the artifact is a submodule; commit the module itself".to_string()
+        }
+        ArtifactKind::Blob if entry.size > config.artifact_bytes => format!(
+            "the artifact is {} bytes, over ARTIFACT_BYTES ({})",
+            entry.size, config.artifact_bytes
+        ),
+        ArtifactKind::Blob => return None,
+    };
+    Some(broken(artifact, Diagnostic::new(Code::Artifact, message)))
+}
+
+/// Adds `artifact` to `catalog` as the plugin its `bytes` make, or as broken: an LFS
+/// pointer, bad metadata or a module the ABI refuses.
+fn examine(
+    catalog: &mut Catalog,
+    artifact: Artifact<'_>,
+    bytes: Vec<u8>,
+    config: &PluginConfig,
+    limits: &abi::StaticLimits,
+) {
+    let (entry, dir, name) = artifact;
+    if bytes.starts_with(b"version https://git-lfs.github.com/spec/") {
+        let message = "the artifact is a Git LFS pointer; commit the module itself";
+        let diagnostic = Diagnostic::new(Code::Artifact, message);
+        catalog.broken.push(broken(artifact, diagnostic));
+        return;
+    }
+    let checked = read_metadata(name, &bytes, config.metadata_bytes)
+        .and_then(|metadata| abi::check(&bytes, limits).map(|()| metadata));
+    match checked {
+        Ok(metadata) => catalog.plugins.push(Arc::new(Plugin {
+            name: name.to_string(),
+            dir: dir.to_string(),
+            artifact_path: entry.path.clone(),
+            digest: entry.digest.clone(),
+            bytes: bytes.into(),
+            metadata,
+        })),
+        Err(diagnostic) => catalog.broken.push(broken(artifact, diagnostic)),
+    }
+}
+
 /// The diagnostic of a discovery that stopped early: why, and which artifacts were left out.
-fn stopped(rest: &[(&ArtifactEntry, &str, &str)], why: String) -> Diagnostic {
+fn stopped(rest: &[Artifact<'_>], why: String) -> Diagnostic {
     let first = rest.first().map_or("", |(entry, _, _)| entry.path.as_str());
     let shown: String = first.chars().take(200).collect();
     Diagnostic::new(

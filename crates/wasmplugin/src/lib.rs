@@ -7,6 +7,7 @@
 //! artifacts and a [`runtime::HostFiles`] reader bound to one repository, commit and plugin
 //! directory.
 
+mod abi;
 mod catalog;
 mod config;
 mod connection;

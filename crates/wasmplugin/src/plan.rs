@@ -1,6 +1,7 @@
 //! Selection (W-8..W-12), grouping by plugin directory (W-5, W-15), the ABI 2 input
 //! (W-13, W-14) and the placement of what plugins return (W-16..W-21).
 
+use crate::abi::attachments_of;
 use crate::catalog::{Catalog, Nearest, Plugin, dir_key};
 use crate::{Code, ConnectionPlugins, Diagnostic, PluginSelection};
 use serde::Serialize;
@@ -247,20 +248,6 @@ impl Execution {
     }
 }
 
-/// The `attachments` array of one execution's output, or why the output is not the ABI 2
-/// shape `{"attachments":[…]}` (W-16): not JSON, not an object, no array. The runtime uses it
-/// too, so an instance whose output is invalid is never parked for reuse (W-32).
-pub(crate) fn attachments_of(output: &str) -> Result<Vec<Value>, String> {
-    match serde_json::from_str::<Value>(output) {
-        Ok(Value::Object(mut fields)) => match fields.remove("attachments") {
-            Some(Value::Array(list)) => Ok(list),
-            _ => Err("output has no `attachments` array".into()),
-        },
-        Ok(_) => Err("output is not a JSON object".into()),
-        Err(error) => Err(format!("output is not valid JSON: {error}")),
-    }
-}
-
 /// The total attachment text of one request (W-21).
 pub const ATTACHMENT_CAP: usize = 2 * 1024 * 1024;
 
@@ -450,29 +437,25 @@ mod tests {
     }
 
     const ON: &str = r#","operations":["read","read_many"],"default_enabled":true"#;
+    const OFF_CHILD: &str = r#","operations":["read","read_many"],"default_enabled":false"#;
+    const STRING_TRUE: &str = r#","operations":["read","read_many"],"default_enabled":"true""#;
+    const READ_ONLY: &str = r#","operations":["read"],"default_enabled":true"#;
 
-    /// W-8..W-12 and W-5 as one table: (artifacts, connection, call, operation, disabled,
+    /// One row of the selection table: (artifacts, connection, call, operation, disabled,
     /// expected runs, expected diagnostic codes).
-    #[test]
-    fn w8_w12_selection_table() {
-        const OFF_CHILD: &str = r#","operations":["read","read_many"],"default_enabled":false"#;
-        const STRING_TRUE: &str = r#","operations":["read","read_many"],"default_enabled":"true""#;
-        const READ_ONLY: &str = r#","operations":["read"],"default_enabled":true"#;
-        let items = [
-            item(0, "docs/a.md"),
-            item(1, "src/b.rs"),
-            item(2, "docs/sub/c.md"),
-        ];
-        type Case<'a> = (
-            &'a [(&'a str, &'a str)],
-            ConnectionPlugins,
-            Option<Vec<PluginSelection>>,
-            &'a str,
-            bool,
-            &'a [&'a str],
-            &'a [&'a str],
-        );
-        let cases: Vec<Case<'_>> = vec![
+    type Case = (
+        &'static [(&'static str, &'static str)],
+        ConnectionPlugins,
+        Option<Vec<PluginSelection>>,
+        &'static str,
+        bool,
+        &'static [&'static str],
+        &'static [&'static str],
+    );
+
+    /// W-8 automatic selection and W-5 overrides.
+    fn automatic_cases() -> Vec<Case> {
+        vec![
             // W-8 automatic: default-enabled, declaring the operation, by name ascending.
             (
                 &[("b.sourcegraph.wasm", ON), ("a.sourcegraph.wasm", ON)],
@@ -523,6 +506,12 @@ mod tests {
                 &["a@:0,1"],
                 &[],
             ),
+        ]
+    }
+
+    /// W-9 connection lists and W-10 call lists, and a connection switched off.
+    fn listed_cases() -> Vec<Case> {
+        vec![
             // W-9 connection list: only those, in the list's order.
             (
                 &[("a.sourcegraph.wasm", ON), ("b.sourcegraph.wasm", ON)],
@@ -580,6 +569,12 @@ mod tests {
                 &[],
                 &[],
             ),
+        ]
+    }
+
+    /// W-11 host switch, W-12 refusals and W-4 broken artifacts.
+    fn refused_cases() -> Vec<Case> {
+        vec![
             // W-11 host switch.
             (
                 &[("a.sourcegraph.wasm", ON)],
@@ -631,7 +626,18 @@ mod tests {
                 &[],
                 &["PLUGIN_ABI"],
             ),
+        ]
+    }
+
+    /// W-8..W-12 and W-5 as one table (the rows of the `*_cases` functions, in order).
+    #[test]
+    fn w8_w12_selection_table() {
+        let items = [
+            item(0, "docs/a.md"),
+            item(1, "src/b.rs"),
+            item(2, "docs/sub/c.md"),
         ];
+        let cases = [automatic_cases(), listed_cases(), refused_cases()].concat();
         for (index, (artifacts, connection, call, operation, disabled, runs, codes)) in
             cases.into_iter().enumerate()
         {

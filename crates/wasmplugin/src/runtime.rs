@@ -15,7 +15,6 @@
 //! - Any fault discards the instance: wasmtime does not poison an instance after a trap, so
 //!   reuse after a fault would run a guest whose invariants are broken.
 
-pub(crate) mod abi;
 mod compiler;
 mod host;
 mod pool;
@@ -33,6 +32,7 @@ use wasmtime::{
     PoolConcurrencyLimitError, PoolingAllocationConfig, Store, Trap, TypedFunc, UpdateDeadline,
 };
 
+use crate::abi::{self, TABLE_ELEMENTS, attachments_of, memory_bytes, static_limits};
 use crate::{Code, Diagnostic, PluginConfig};
 use host::{Budget, ExecCounters, GuestFns, HostFault, HostState};
 use pool::IdlePool;
@@ -41,28 +41,6 @@ pub use stats::{FaultCounts, RuntimeStats};
 
 /// How often the engine-wide ticker advances the epoch: the granularity of timeouts.
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
-
-/// Largest initial table an instance slot holds (Rust plugins use a few hundred entries).
-const TABLE_ELEMENTS: usize = 10_000;
-
-/// Largest linear memory of a 32-bit module: MEMORY_MIB is clamped to it.
-const MAX_MEMORY_BYTES: u64 = 4 << 30;
-
-/// MEMORY_MIB in bytes, clamped to what a 32-bit module can address.
-fn memory_bytes(config: &PluginConfig) -> u64 {
-    config
-        .memory_mib
-        .saturating_mul(1 << 20)
-        .min(MAX_MEMORY_BYTES)
-}
-
-/// The limits the static module checks use, at discovery and before compiling alike.
-pub(crate) fn static_limits(config: &PluginConfig) -> abi::StaticLimits {
-    abi::StaticLimits {
-        memory_bytes: memory_bytes(config),
-        table_elements: TABLE_ELEMENTS as u64,
-    }
-}
 
 /// Reads files for one plugin execution. Paths are relative to the plugin directory, as the
 /// plugin gave them (the implementor validates and resolves them; the runtime only forwards).
@@ -527,7 +505,7 @@ impl Runtime {
         });
         // W-27, W-32: an instance that overran a budget or answered something that is not
         // the ABI 2 shape is never reused; the caller diagnoses the shape (PLUGIN_OUTPUT).
-        let well_formed = crate::plan::attachments_of(&output).is_ok();
+        let well_formed = attachments_of(&output).is_ok();
         if read_budget.is_none() && well_formed {
             let evicted = shared.pool().put(key, module.digest(), live);
             drop(evicted);

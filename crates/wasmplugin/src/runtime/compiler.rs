@@ -25,7 +25,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use super::stats::bump;
-use super::{Module, Shared, abi};
+use super::{Module, Shared};
+use crate::abi;
 use crate::{Code, Diagnostic};
 
 pub(super) type Outcome = Result<Arc<Module>, Diagnostic>;
@@ -172,106 +173,145 @@ fn obtain(
     let compiler = &shared.compiler;
     let job = {
         let mut state = lock(&compiler.state);
-        if let Some(at) = state.cache.iter().position(|entry| entry.digest == digest) {
-            if caller == Caller::Prepare {
-                // Preparation is a guess about future reads, not a use: it leaves the order
-                // reads made alone.
-                return state
-                    .cache
-                    .get(at)
-                    .map(|entry| Got::Hit(entry.module.clone()))
-                    .ok_or_else(lost);
-            }
-            // Move to the back: most recently used.
-            let Some(mut entry) = state.cache.remove(at) else {
-                return Err(lost());
-            };
-            entry.read |= caller == Caller::Read;
-            let module = entry.module.clone();
-            state.cache.push_back(entry);
-            bump(&shared.counters.compile_cache_hits);
-            return Ok(Got::Hit(module));
+        if let Some(answer) = cache_hit(shared, &mut state, digest, caller) {
+            return answer;
         }
-        if caller == Caller::Prepare && !room_for_prepared(&state, shared.config.cache_entries) {
-            // Checked before compiling: a compile whose module could not be kept is wasted
-            // worker time that reads may be waiting behind.
-            return Ok(Got::NoRoom);
+        if let Some(answer) = refusal(shared, &state, deadline, caller) {
+            return answer;
         }
-        if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
-            return Err(timeout());
-        }
-        if state.waiting >= shared.config.concurrency {
-            return Err(Diagnostic::new(
-                Code::Busy,
-                format!(
-                    "{} plugin compiles are already waiting (CONCURRENCY)",
-                    state.waiting
-                ),
-            ));
-        }
-        state.waiting += 1;
-        let join = |progress: &mut Progress| {
-            progress.waiters += 1;
-            progress.readers += usize::from(caller == Caller::Read);
-            progress.preparers += usize::from(caller == Caller::Prepare);
-        };
-        match state.inflight.get(digest) {
-            Some(job) => {
-                join(&mut lock(&job.progress));
-                job.clone()
-            }
-            None => {
-                let mut progress = Progress {
-                    artifact: Some(artifact.clone()),
-                    ..Progress::default()
-                };
-                join(&mut progress);
-                let job = Arc::new(Job {
-                    digest: digest.to_string(),
-                    progress: Mutex::new(progress),
-                    done: Condvar::new(),
-                });
-                state.inflight.insert(digest.to_string(), job.clone());
-                state.queue.push_back(job.clone());
-                compiler.work.notify_one();
-                job
-            }
-        }
+        join(compiler, &mut state, digest, artifact, caller)
     };
-
-    // `None`: the deadline passed first.
-    let finished = {
-        let mut progress = lock(&job.progress);
-        loop {
-            if let Some(outcome) = &progress.outcome {
-                break Some(answer(outcome, progress.cached));
-            }
-            match deadline {
-                None => {
-                    progress = job
-                        .done
-                        .wait(progress)
-                        .unwrap_or_else(PoisonError::into_inner)
-                }
-                Some(deadline) => {
-                    let now = Instant::now();
-                    if now >= deadline {
-                        break None;
-                    }
-                    progress = job
-                        .done
-                        .wait_timeout(progress, deadline - now)
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .0;
-                }
-            }
-        }
-    };
+    let finished = wait_for(&job, deadline);
     let mut state = lock(&compiler.state);
     state.waiting -= 1;
     match finished {
         Some(answer) => answer,
         None => give_up(shared, &mut state, &job),
+    }
+}
+
+/// The cached module of `digest` as `caller` takes it, or `None` on a miss.
+fn cache_hit(
+    shared: &Shared,
+    state: &mut State,
+    digest: &str,
+    caller: Caller,
+) -> Option<Result<Got, Diagnostic>> {
+    let at = state
+        .cache
+        .iter()
+        .position(|entry| entry.digest == digest)?;
+    if caller == Caller::Prepare {
+        // Preparation is a guess about future reads, not a use: it leaves the order
+        // reads made alone.
+        return Some(
+            state
+                .cache
+                .get(at)
+                .map(|entry| Got::Hit(entry.module.clone()))
+                .ok_or_else(lost),
+        );
+    }
+    // Move to the back: most recently used.
+    let Some(mut entry) = state.cache.remove(at) else {
+        return Some(Err(lost()));
+    };
+    entry.read |= caller == Caller::Read;
+    let module = entry.module.clone();
+    state.cache.push_back(entry);
+    bump(&shared.counters.compile_cache_hits);
+    Some(Ok(Got::Hit(module)))
+}
+
+/// The answer of a miss that compiles nothing (no room for a prepared module, the deadline
+/// passed, too many callers waiting), or `None` when the caller may wait for a compile.
+fn refusal(
+    shared: &Shared,
+    state: &State,
+    deadline: Option<Instant>,
+    caller: Caller,
+) -> Option<Result<Got, Diagnostic>> {
+    if caller == Caller::Prepare && !room_for_prepared(state, shared.config.cache_entries) {
+        // Checked before compiling: a compile whose module could not be kept is wasted
+        // worker time that reads may be waiting behind.
+        return Some(Ok(Got::NoRoom));
+    }
+    if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+        return Some(Err(timeout()));
+    }
+    if state.waiting >= shared.config.concurrency {
+        return Some(Err(Diagnostic::new(
+            Code::Busy,
+            format!(
+                "{} plugin compiles are already waiting (CONCURRENCY)",
+                state.waiting
+            ),
+        )));
+    }
+    None
+}
+
+/// Counts `caller` as waiting for the compile of `digest`: on the job already queued or
+/// running, else on a new one queued for the worker.
+fn join(
+    compiler: &Compiler,
+    state: &mut State,
+    digest: &str,
+    artifact: &Arc<[u8]>,
+    caller: Caller,
+) -> Arc<Job> {
+    state.waiting += 1;
+    let join = |progress: &mut Progress| {
+        progress.waiters += 1;
+        progress.readers += usize::from(caller == Caller::Read);
+        progress.preparers += usize::from(caller == Caller::Prepare);
+    };
+    if let Some(job) = state.inflight.get(digest) {
+        join(&mut lock(&job.progress));
+        return job.clone();
+    }
+    let mut progress = Progress {
+        artifact: Some(artifact.clone()),
+        ..Progress::default()
+    };
+    join(&mut progress);
+    let job = Arc::new(Job {
+        digest: digest.to_string(),
+        progress: Mutex::new(progress),
+        done: Condvar::new(),
+    });
+    state.inflight.insert(digest.to_string(), job.clone());
+    state.queue.push_back(job.clone());
+    compiler.work.notify_one();
+    job
+}
+
+/// Waits for `job`'s outcome; `None` when the deadline passed first.
+fn wait_for(job: &Job, deadline: Option<Instant>) -> Option<Result<Got, Diagnostic>> {
+    let mut progress = lock(&job.progress);
+    loop {
+        if let Some(outcome) = &progress.outcome {
+            return Some(answer(outcome, progress.cached));
+        }
+        match deadline {
+            None => {
+                progress = job
+                    .done
+                    .wait(progress)
+                    .unwrap_or_else(PoisonError::into_inner)
+            }
+            Some(deadline) => {
+                let now = Instant::now();
+                if now >= deadline {
+                    return None;
+                }
+                progress = job
+                    .done
+                    .wait_timeout(progress, deadline - now)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+            }
+        }
     }
 }
 

@@ -12,9 +12,9 @@ use wasmtime::{
     TypedFunc,
 };
 
-use super::abi::HOST_MODULE;
 use super::{HostFiles, HostReadError};
 use crate::Code;
+use crate::abi::HOST_MODULE;
 
 /// Per-store data. Everything under `exec` is reset for each execution on a pooled instance.
 pub(super) struct HostState {
@@ -415,44 +415,10 @@ fn read_files(
     paths_ptr: i32,
     paths_len: i32,
 ) -> wasmtime::Result<i64> {
-    if past_deadline(&mut caller) {
-        return Ok(fail(&mut caller, "deadline passed"));
-    }
-    let Some(guest) = caller.data().guest.clone() else {
-        return Ok(fail(
-            &mut caller,
-            "host reads are not available while the module starts",
-        ));
-    };
-    let budget = caller.data().budget;
-    let left = budget.read_calls.saturating_sub(caller.data().exec.calls);
-    let keep = usize::try_from(left).unwrap_or(usize::MAX);
-    let start = paths_ptr as u32 as usize;
-    let parsed = start
-        .checked_add(paths_len as u32 as usize)
-        .and_then(|end| guest.memory.data(&caller).get(start..end))
-        .map(|request| parse_paths(request, keep));
-    let paths = match parsed {
-        None => {
-            return Ok(fail(
-                &mut caller,
-                "request buffer is outside the module's memory",
-            ));
-        }
-        Some(None) => {
-            return Ok(fail(
-                &mut caller,
-                "request is not a JSON array of path strings",
-            ));
-        }
-        Some(Some(paths)) => paths,
-    };
-    let count = u64::try_from(paths.kept.len())
-        .ok()
-        .and_then(|kept| kept.checked_add(paths.rest))
-        .and_then(|count| u32::try_from(count).ok());
-    let Some(count) = count else {
-        return Ok(fail(&mut caller, "request has too many paths"));
+    let read_calls = caller.data().budget.read_calls;
+    let (guest, paths, count) = match requested_paths(&mut caller, paths_ptr, paths_len) {
+        Ok(found) => found,
+        Err(failed) => return Ok(failed),
     };
     let mut items: Vec<Result<Vec<u8>, String>> = Vec::with_capacity(paths.kept.len());
     for path in &paths.kept {
@@ -462,55 +428,117 @@ fn read_files(
         items.push(read_one(&mut caller, path));
     }
     // The paths READ_CALLS has no reads left for: one budget error each, counted as such.
-    let spent = format!(
-        "read budget spent: at most {} reads per execution (READ_CALLS)",
-        budget.read_calls
-    );
+    let spent = format!("read budget spent: at most {read_calls} reads per execution (READ_CALLS)");
     if paths.rest > 0 {
         let exec = &mut caller.data_mut().exec;
         exec.budget_hits += paths.rest;
         exec.first_budget_refusal
             .get_or_insert_with(|| spent.clone());
     }
+    let Some(total) = answer_bytes(&items, paths.rest, &spent) else {
+        return Ok(fail(&mut caller, "answer would be larger than 4 GiB"));
+    };
+    let written = give(&mut caller, &guest, total, |dest| {
+        write_answer(dest, count, &items, paths.rest, &spent)
+    })?;
+    match written {
+        Some(packed) => Ok(packed),
+        None => Ok(fail(&mut caller, format!("alloc({total}) returned 0"))),
+    }
+}
+
+/// The start of `read_files`: the deadline, the guest's exports, and the request at (`ptr`,
+/// `len`) parsed, keeping as many paths as READ_CALLS has reads left for; with the number of
+/// items the answer has. `Err` carries the packed failure to return to the guest.
+fn requested_paths(
+    caller: &mut Caller<'_, HostState>,
+    ptr: i32,
+    len: i32,
+) -> Result<(GuestFns, Paths, u32), i64> {
+    if past_deadline(caller) {
+        return Err(fail(caller, "deadline passed"));
+    }
+    let Some(guest) = caller.data().guest.clone() else {
+        return Err(fail(
+            caller,
+            "host reads are not available while the module starts",
+        ));
+    };
+    let left = caller
+        .data()
+        .budget
+        .read_calls
+        .saturating_sub(caller.data().exec.calls);
+    let keep = usize::try_from(left).unwrap_or(usize::MAX);
+    let start = ptr as u32 as usize;
+    let parsed = start
+        .checked_add(len as u32 as usize)
+        .and_then(|end| guest.memory.data(&*caller).get(start..end))
+        .map(|request| parse_paths(request, keep));
+    let paths = match parsed {
+        None => {
+            return Err(fail(
+                caller,
+                "request buffer is outside the module's memory",
+            ));
+        }
+        Some(None) => return Err(fail(caller, "request is not a JSON array of path strings")),
+        Some(Some(paths)) => paths,
+    };
+    let count = u64::try_from(paths.kept.len())
+        .ok()
+        .and_then(|kept| kept.checked_add(paths.rest))
+        .and_then(|count| u32::try_from(count).ok());
+    let Some(count) = count else {
+        return Err(fail(caller, "request has too many paths"));
+    };
+    Ok((guest, paths, count))
+}
+
+/// The size of a `read_files` answer, `None` when it would not fit in 4 GiB.
+fn answer_bytes(items: &[Result<Vec<u8>, String>], rest: u64, spent: &str) -> Option<usize> {
     let payload = |item: &Result<Vec<u8>, String>| match item {
         Ok(bytes) => bytes.len(),
         Err(message) => message.len(),
     };
-    let total = items
+    items
         .iter()
         .try_fold(4usize, |sum, item| {
             sum.checked_add(8)?.checked_add(payload(item))
         })
         .and_then(|sum| {
-            let rest = usize::try_from(paths.rest).ok()?;
+            let rest = usize::try_from(rest).ok()?;
             sum.checked_add(rest.checked_mul(8 + spent.len())?)
-        });
-    let Some(total) = total.filter(|&total| u32::try_from(total).is_ok()) else {
-        return Ok(fail(&mut caller, "answer would be larger than 4 GiB"));
+        })
+        .filter(|&total| u32::try_from(total).is_ok())
+}
+
+/// Writes a `read_files` answer of [`answer_bytes`] bytes into `dest`: the count, each item,
+/// then the `spent` error once for each of the `rest` paths.
+fn write_answer(
+    dest: &mut [u8],
+    count: u32,
+    items: &[Result<Vec<u8>, String>],
+    rest: u64,
+    spent: &str,
+) {
+    dest[..4].copy_from_slice(&count.to_le_bytes());
+    let mut at = 4;
+    let mut put = |status: u32, bytes: &[u8]| {
+        // Lengths fit u32: the total was checked by `answer_bytes`.
+        dest[at..at + 4].copy_from_slice(&status.to_le_bytes());
+        dest[at + 4..at + 8].copy_from_slice(&(bytes.len() as u32).to_le_bytes());
+        dest[at + 8..at + 8 + bytes.len()].copy_from_slice(bytes);
+        at += 8 + bytes.len();
     };
-    let written = give(&mut caller, &guest, total, |dest| {
-        dest[..4].copy_from_slice(&count.to_le_bytes());
-        let mut at = 4;
-        let mut put = |status: u32, bytes: &[u8]| {
-            // Lengths fit u32: the total was checked above.
-            dest[at..at + 4].copy_from_slice(&status.to_le_bytes());
-            dest[at + 4..at + 8].copy_from_slice(&(bytes.len() as u32).to_le_bytes());
-            dest[at + 8..at + 8 + bytes.len()].copy_from_slice(bytes);
-            at += 8 + bytes.len();
-        };
-        for item in &items {
-            match item {
-                Ok(bytes) => put(0, bytes),
-                Err(message) => put(1, message.as_bytes()),
-            }
+    for item in items {
+        match item {
+            Ok(bytes) => put(0, bytes),
+            Err(message) => put(1, message.as_bytes()),
         }
-        for _ in 0..paths.rest {
-            put(1, spent.as_bytes());
-        }
-    })?;
-    match written {
-        Some(packed) => Ok(packed),
-        None => Ok(fail(&mut caller, format!("alloc({total}) returned 0"))),
+    }
+    for _ in 0..rest {
+        put(1, spent.as_bytes());
     }
 }
 

@@ -1,21 +1,46 @@
-//! Static checks of an artifact before it is compiled (W-1, W-23, W-24): valid core module,
-//! the four exports with their exact types, no import but the `sourcegraph` host functions,
-//! one 32-bit memory whose initial size fits MEMORY_MIB.
+//! The JSON ABI 2 as the host checks it, below both discovery and the runtime: the static
+//! checks of an artifact before it is compiled (W-1, W-23, W-24), the limits they check
+//! against, and the shape of an execution's output (W-16).
 //!
+//! The static checks: valid core module, the four exports with their exact types, no import
+//! but the `sourcegraph` host functions, one 32-bit memory whose initial size fits MEMORY_MIB.
 //! They run at discovery too (W-6: `availability` shows a module that can never run as
 //! broken), and again before Cranelift so that a wrong module costs a validation pass, not a compile,
 //! and so that each failure gets its own code: the pooling allocator would otherwise reject an
 //! oversized memory inside `Module::new` with an error indistinguishable from any other.
 
-use wasmparser::types::{EntityType, Types};
+use wasmparser::types::{EntityType, Types, TypesRef};
 use wasmparser::{CompositeInnerType, ValType, Validator};
 
-use crate::{Code, Diagnostic};
+use crate::{Code, Diagnostic, PluginConfig};
+use serde_json::Value;
 
 /// The import module of the host functions (W-22).
-pub(super) const HOST_MODULE: &str = "sourcegraph";
+pub(crate) const HOST_MODULE: &str = "sourcegraph";
 
 const PAGE_BYTES: u64 = 65_536;
+
+/// Largest initial table an instance slot holds (Rust plugins use a few hundred entries).
+pub(crate) const TABLE_ELEMENTS: usize = 10_000;
+
+/// Largest linear memory of a 32-bit module: MEMORY_MIB is clamped to it.
+const MAX_MEMORY_BYTES: u64 = 4 << 30;
+
+/// MEMORY_MIB in bytes, clamped to what a 32-bit module can address.
+pub(crate) fn memory_bytes(config: &PluginConfig) -> u64 {
+    config
+        .memory_mib
+        .saturating_mul(1 << 20)
+        .min(MAX_MEMORY_BYTES)
+}
+
+/// The limits the static module checks use, at discovery and before compiling alike.
+pub(crate) fn static_limits(config: &PluginConfig) -> StaticLimits {
+    StaticLimits {
+        memory_bytes: memory_bytes(config),
+        table_elements: TABLE_ELEMENTS as u64,
+    }
+}
 
 /// Limits a module is checked against.
 pub(crate) struct StaticLimits {
@@ -45,7 +70,17 @@ pub(crate) fn check(bytes: &[u8], limits: &StaticLimits) -> Result<(), Diagnosti
             "a component is not a plugin; plugins are core modules",
         ));
     };
+    check_imports(&types, imports)?;
+    check_exports(&types, exports)?;
+    check_memory(view, limits)?;
+    check_table(view, limits)
+}
 
+/// Only the `sourcegraph` host functions, each with its exact type (W-22, W-23, W-24).
+fn check_imports<'a>(
+    types: &Types,
+    imports: impl Iterator<Item = (&'a str, &'a str, EntityType)>,
+) -> Result<(), Diagnostic> {
     for (module, name, ty) in imports {
         if module != HOST_MODULE {
             return Err(abi(format!(
@@ -64,13 +99,20 @@ pub(crate) fn check(bytes: &[u8], limits: &StaticLimits) -> Result<(), Diagnosti
                 )));
             }
         };
-        if signature(&types, ty) != Some(wanted) {
+        if signature(types, ty) != Some(wanted) {
             return Err(abi(format!(
                 "imports sourcegraph::{name} with the wrong type"
             )));
         }
     }
+    Ok(())
+}
 
+/// The memory and the three functions of the ABI exported, each with its exact type (W-1).
+fn check_exports<'a>(
+    types: &Types,
+    exports: impl Iterator<Item = (&'a str, EntityType)>,
+) -> Result<(), Diagnostic> {
     let mut memory_found = false;
     let mut funcs_found = [false; 3];
     for (name, ty) in exports {
@@ -93,7 +135,7 @@ pub(crate) fn check(bytes: &[u8], limits: &StaticLimits) -> Result<(), Diagnosti
             "enrich" => (2, &[ValType::I32, ValType::I32], &[ValType::I64]),
             _ => continue,
         };
-        if signature(&types, ty) != Some((wanted.1, wanted.2)) {
+        if signature(types, ty) != Some((wanted.1, wanted.2)) {
             return Err(abi(format!("exports `{name}` with the wrong type")));
         }
         funcs_found[wanted.0] = true;
@@ -106,7 +148,11 @@ pub(crate) fn check(bytes: &[u8], limits: &StaticLimits) -> Result<(), Diagnosti
             return Err(abi(format!("does not export `{name}`")));
         }
     }
+    Ok(())
+}
 
+/// Exactly one linear memory, its initial size within MEMORY_MIB (W-26).
+fn check_memory(view: TypesRef<'_>, limits: &StaticLimits) -> Result<(), Diagnostic> {
     if view.memory_count() != 1 {
         return Err(abi(format!(
             "declares {} linear memories; the ABI has exactly one",
@@ -128,6 +174,11 @@ pub(crate) fn check(bytes: &[u8], limits: &StaticLimits) -> Result<(), Diagnosti
             ),
         ));
     }
+    Ok(())
+}
+
+/// At most one table, within what an instance slot holds.
+fn check_table(view: TypesRef<'_>, limits: &StaticLimits) -> Result<(), Diagnostic> {
     if view.table_count() > 1 {
         return Err(Diagnostic::new(
             Code::Artifact,
@@ -167,5 +218,19 @@ fn short(text: &str) -> String {
     match text.char_indices().nth(MAX) {
         Some((cut, _)) => format!("{}…", &text[..cut]),
         None => text.to_string(),
+    }
+}
+
+/// The `attachments` array of one execution's output, or why the output is not the ABI 2
+/// shape `{"attachments":[…]}` (W-16): not JSON, not an object, no array. The runtime uses it
+/// too, so an instance whose output is invalid is never parked for reuse (W-32).
+pub(crate) fn attachments_of(output: &str) -> Result<Vec<Value>, String> {
+    match serde_json::from_str::<Value>(output) {
+        Ok(Value::Object(mut fields)) => match fields.remove("attachments") {
+            Some(Value::Array(list)) => Ok(list),
+            _ => Err("output has no `attachments` array".into()),
+        },
+        Ok(_) => Err("output is not a JSON object".into()),
+        Err(error) => Err(format!("output is not valid JSON: {error}")),
     }
 }
