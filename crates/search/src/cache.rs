@@ -11,28 +11,13 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
 
-use crate::query::Ranked;
+use crate::rank::RankedList;
 use crate::store::Generation;
 
 /// Most entries held.
 pub(crate) const RESULT_CACHE_ENTRIES: usize = 32;
 /// Most bytes held (estimated from the hit lists), all entries together.
 pub(crate) const RESULT_CACHE_BYTES: usize = 64 << 20;
-
-/// Every hit of one search, in rank order.
-pub(crate) struct RankedList {
-    pub hits: Vec<Ranked>,
-    /// Candidate documents of the search that computed the list.
-    pub candidate_files: u64,
-    /// The list stopped at the hit cap (more hits exist).
-    pub truncated: bool,
-}
-
-impl RankedList {
-    fn bytes(&self) -> usize {
-        self.hits.capacity() * std::mem::size_of::<Ranked>() + std::mem::size_of::<Self>()
-    }
-}
 
 /// What a list is the answer to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,6 +150,7 @@ impl<G> ResultCache<G> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rank::Ranked;
 
     fn key(query: &str, generation: u64) -> Key {
         Key {

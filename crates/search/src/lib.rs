@@ -31,17 +31,21 @@
 
 mod build;
 mod cache;
+mod candidates;
 mod config;
 mod disk;
 mod error;
 mod lang;
 mod navigate;
-mod query;
+mod page;
+mod plan;
+mod rank;
 mod request;
 mod source;
 mod store;
 mod symtab;
 mod trigram;
+mod verify;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -55,16 +59,17 @@ pub use lang::{DocLang, MAX_LANG_BYTES, known_langs, lang_of};
 pub use navigate::{
     Definition, Definitions, DefinitionsRequest, IndexedOutline, MAX_DEFINITIONS, MAX_SYMBOL_BYTES,
 };
-pub use query::{
-    MAX_HITS, MAX_LIMIT, MAX_QUERY_BYTES, REGEX_SIZE_LIMIT, SEARCH_BUDGET, SNIPPET_CHARS,
-};
+pub use page::{MAX_LIMIT, SNIPPET_CHARS};
+pub use plan::{MAX_QUERY_BYTES, REGEX_SIZE_LIMIT};
+pub use rank::MAX_HITS;
 pub use request::{Hit, PathOnly, RepoHits, SearchRequest, SearchResults, SearchStats};
 pub use source::{BuildProgress, BuildStats, MAX_FAILURE_MESSAGES, Source, SourceEntry, Transform};
 pub use symbols::{Symbol, SymbolKind};
+pub use verify::SEARCH_BUDGET;
 
-use cache::{RankedList, ResultCache};
+use cache::ResultCache;
 use disk::FORMAT_VERSION;
-use query::{Cursor, Ranked};
+use rank::RankedList;
 use request::{canonical_request, request_hash};
 use store::{Generation, Meta};
 
@@ -125,7 +130,7 @@ enum HitList {
     /// The result cache.
     Cached(Arc<RankedList>),
     /// A search with this compiled query.
-    Miss(query::Compiled),
+    Miss(plan::Compiled),
 }
 
 /// One repository's slot: its current generation and the lock that serialises its builds.
@@ -803,72 +808,6 @@ impl Indexes {
         (pinned, not_indexed)
     }
 
-    /// Runs a compiled query over the pinned generations and ranks every hit collected: all
-    /// file-name hits first, then line hits in repository, path and line order, until
-    /// `max_hits`; then file names, definition-looking lines, the rest (each in that order).
-    fn rank(
-        &self,
-        pinned: &[(String, Arc<Generation>)],
-        compiled: &query::Compiled,
-        references: Option<&str>,
-        deadline: Instant,
-        stats: &mut SearchStats,
-    ) -> Result<RankedList, SearchError> {
-        let mut file_names = Vec::new();
-        let mut truncated = false;
-        for (index, (_, generation)) in pinned.iter().enumerate() {
-            if references.is_some() {
-                break;
-            }
-            let room = self.max_hits - file_names.len();
-            let found = query::file_names(generation, compiled);
-            if found.len() > room {
-                truncated = true;
-            }
-            file_names.extend(
-                found
-                    .into_iter()
-                    .take(room)
-                    .map(|doc| Ranked::FileName { repo: index, doc }),
-            );
-        }
-        let mut candidate_files = 0;
-        let mut definitions = Vec::new();
-        let mut others = Vec::new();
-        for (index, (_, generation)) in pinned.iter().enumerate() {
-            if truncated {
-                break;
-            }
-            let budget = self.max_hits - file_names.len() - definitions.len() - others.len();
-            let run = query::lines(generation, compiled, self.threads, deadline, budget)?;
-            candidate_files += run.candidates;
-            stats.files_verified += run.verified;
-            truncated = run.more;
-            for mut hit in run.lines {
-                if let Some(name) = references {
-                    hit.definition = generation
-                        .symbols()
-                        .is_some_and(|table| table.defines(hit.doc, hit.line, name));
-                }
-                let ranked = Ranked::Line { repo: index, hit };
-                if hit.definition {
-                    definitions.push(ranked);
-                } else {
-                    others.push(ranked);
-                }
-            }
-        }
-        let mut hits = file_names;
-        hits.reserve_exact(definitions.len() + others.len());
-        hits.append(&mut definitions);
-        hits.append(&mut others);
-        Ok(RankedList {
-            hits,
-            candidate_files,
-            truncated,
-        })
-    }
-
     fn search_inner(
         &self,
         request: &SearchRequest,
@@ -876,7 +815,7 @@ impl Indexes {
     ) -> Result<SearchResults, SearchError> {
         let started = Instant::now();
         let deadline = started + SEARCH_BUDGET;
-        query::check_length(&request.query)?;
+        plan::check_length(&request.query)?;
         let limit = request.limit.clamp(1, MAX_LIMIT);
 
         // References need the symbol table (phase two of the build) to mark definitions.
@@ -906,21 +845,9 @@ impl Indexes {
         // not compile is never cached, so its error is still reported, before the cursor's.
         let hit_list = match cached {
             Some(list) => HitList::Cached(list),
-            None => HitList::Miss(query::compile(request)?),
+            None => HitList::Miss(plan::compile(request)?),
         };
-        let offset = match &request.cursor {
-            None => 0,
-            Some(text) => {
-                let cursor = Cursor::decode(text)?;
-                if cursor.request != request_hash {
-                    return Err(SearchError::InvalidCursor);
-                }
-                if cursor.generations != generations {
-                    return Err(SearchError::CursorExpired);
-                }
-                cursor.offset
-            }
-        };
+        let offset = page::start(request.cursor.as_deref(), &request_hash, &generations)?;
 
         let mut stats = SearchStats {
             documents: pinned.iter().map(|(_, g)| g.docs.len() as u64).sum(),
@@ -935,8 +862,15 @@ impl Indexes {
                 list
             }
             HitList::Miss(compiled) => {
-                let list =
-                    Arc::new(self.rank(&pinned, &compiled, references, deadline, &mut stats)?);
+                let search = rank::Collect {
+                    pinned: &pinned,
+                    compiled: &compiled,
+                    references,
+                    max_hits: self.max_hits,
+                    threads: self.threads,
+                    deadline,
+                };
+                let list = Arc::new(rank::rank(&search, &mut stats)?);
                 self.results
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
@@ -946,47 +880,12 @@ impl Indexes {
         };
         stats.candidate_files = list.candidate_files;
         stats.truncated = list.truncated;
-        let total = list.hits.len() as u64;
-        stats.total_hits = total;
-        let from = usize::try_from(offset).unwrap_or(usize::MAX);
-        let page: &[Ranked] = list
-            .hits
-            .get(from..)
-            .map_or(&[], |rest| &rest[..rest.len().min(limit)]);
-        let end = offset + page.len() as u64;
-
-        let mut order: Vec<usize> = Vec::new();
-        let mut grouped: BTreeMap<usize, Vec<Hit>> = BTreeMap::new();
-        for ranked in page {
-            let repo = ranked.repo();
-            if !grouped.contains_key(&repo) {
-                order.push(repo);
-            }
-            grouped
-                .entry(repo)
-                .or_default()
-                .push(ranked.to_hit(&pinned[repo].1));
-        }
-        let repos = order
-            .into_iter()
-            .map(|repo| RepoHits {
-                repo: pinned[repo].0.clone(),
-                commit: pinned[repo].1.meta.commit.clone(),
-                hits: grouped.remove(&repo).unwrap_or_default(),
-            })
-            .collect();
-        let next_cursor = (end < total).then(|| {
-            Cursor {
-                offset: end,
-                request: request_hash.clone(),
-                generations: generations.clone(),
-            }
-            .encode()
-        });
+        stats.total_hits = list.hits.len() as u64;
+        let page = page::cut(&list, offset, limit, &pinned, request_hash, generations);
         stats.elapsed = started.elapsed();
         Ok(SearchResults {
-            repos,
-            next_cursor,
+            repos: page.repos,
+            next_cursor: page.next_cursor,
             stats,
             not_indexed,
         })

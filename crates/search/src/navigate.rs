@@ -4,7 +4,7 @@
 
 use symbols::Symbol;
 
-use crate::query::DocFilter;
+use crate::plan::DocFilter;
 use crate::store::{DocKind, Generation};
 use crate::{Indexes, SearchError, SearchRequest, SearchResults};
 
