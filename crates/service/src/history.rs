@@ -4,6 +4,7 @@
 //! page walks the same history. `commit {repo, revision}`: one commit's message and the files
 //! it changed with line counts. Never runs plugins.
 
+use crate::frame::Op;
 use crate::{CallContext, Service, ServiceError, rfc3339};
 use gitstore::{CommitId, RepoPath};
 use serde::Serialize;
@@ -206,44 +207,48 @@ impl Service {
     /// history simplification). Inside the registered scope only; the same access checks as
     /// `read`.
     pub async fn log(&self, ctx: &CallContext, req: LogRequest) -> Result<LogAnswer, ServiceError> {
-        self.recorded(|stats| &stats.log, async move {
-            let limit = req.limit.unwrap_or(DEFAULT_LOG_LIMIT);
+        let LogRequest {
+            repo,
+            revision,
+            path,
+            limit,
+            cursor,
+        } = req;
+        self.framed_blocking(ctx, Op::LOG, repo, move |call, inner| {
+            let limit = limit.unwrap_or(DEFAULT_LOG_LIMIT);
             if limit == 0 || limit > MAX_LOG_LIMIT {
                 return Err(ServiceError::invalid(format!(
                     "limit must be between 1 and {MAX_LOG_LIMIT}"
                 )));
             }
-            let cursor = req.cursor.as_deref().map(decode_cursor).transpose()?;
-            let caller = ctx.caller.clone();
-            self.blocking(move |inner| {
-                let revision = match (&cursor, &req.revision) {
-                    (Some((commit, _)), _) => Some(commit.to_string()),
-                    (None, revision) => revision.clone(),
-                };
-                let (name, commit) = inner.resolve(&caller, &req.repo, revision.as_deref())?;
-                if let (Some((from, _)), Some(given)) = (&cursor, &req.revision) {
-                    let (_, given) = inner.resolve(&caller, &req.repo, Some(given))?;
-                    if &given != from {
-                        return Err(ServiceError::invalid(
-                            "the cursor belongs to a log of another commit: drop the cursor, or \
-                             pass the revision of the first page",
-                        ));
-                    }
+            let cursor = cursor.as_deref().map(decode_cursor).transpose()?;
+            let opened = call.open(inner)?;
+            let start = match &cursor {
+                Some((commit, _)) => Some(commit.to_string()),
+                None => revision.clone(),
+            };
+            let lease = opened.lease(inner, start.as_deref())?;
+            let (name, commit) = (lease.repo(), lease.commit());
+            if let (Some((from, _)), Some(given)) = (&cursor, &revision) {
+                let given = opened.lease(inner, Some(given))?;
+                if given.commit() != from {
+                    return Err(ServiceError::invalid(
+                        "the cursor belongs to a log of another commit: drop the cursor, or \
+                         pass the revision of the first page",
+                    ));
                 }
-                let _lease = inner.store.lease(&name, &commit)?;
-                let path = RepoPath::parse(req.path.as_deref().unwrap_or(""))?;
-                let skip = cursor.map_or(0, |(_, listed)| listed);
-                let (commits, more) = inner.store.log(&name, &commit, &path, skip, limit)?;
-                let listed = skip + commits.len();
-                Ok(LogAnswer {
-                    repo: name.to_string(),
-                    commit: commit.to_string(),
-                    path: path.to_string(),
-                    commits: commits.into_iter().map(entry).collect(),
-                    next_cursor: more.then(|| encode_cursor(&commit, listed)),
-                })
+            }
+            let path = RepoPath::parse(path.as_deref().unwrap_or(""))?;
+            let skip = cursor.map_or(0, |(_, listed)| listed);
+            let (commits, more) = inner.store.log(name, commit, &path, skip, limit)?;
+            let listed = skip + commits.len();
+            Ok(LogAnswer {
+                repo: name.to_string(),
+                commit: commit.to_string(),
+                path: path.to_string(),
+                commits: commits.into_iter().map(entry).collect(),
+                next_cursor: more.then(|| encode_cursor(commit, listed)),
             })
-            .await
         })
         .await
     }
@@ -256,38 +261,32 @@ impl Service {
         repo: String,
         revision: String,
     ) -> Result<CommitAnswer, ServiceError> {
-        self.recorded(|stats| &stats.commit, async move {
-            let caller = ctx.caller.clone();
-            self.blocking(move |inner| {
-                let (name, commit) = inner.resolve(&caller, &repo, Some(&revision))?;
-                let _lease = inner.store.lease(&name, &commit)?;
-                let details = inner
-                    .store
-                    .commit_details(&name, &commit, MAX_COMMIT_FILES)?;
-                let mut message = details.message;
-                let message_truncated = message.len() > MAX_MESSAGE_BYTES;
-                if message_truncated {
-                    message.truncate(message.floor_char_boundary(MAX_MESSAGE_BYTES));
-                }
-                Ok(CommitAnswer {
-                    repo: name.to_string(),
-                    entry: entry(details.summary),
-                    message,
-                    message_truncated,
-                    files: details
-                        .changes
-                        .into_iter()
-                        .map(|c| ChangedFile {
-                            path: c.path,
-                            status: status(c.kind),
-                            added: c.lines.map(|(added, _)| added),
-                            removed: c.lines.map(|(_, removed)| removed),
-                        })
-                        .collect(),
-                    total_files: details.total_changes,
-                })
+        self.framed_blocking(ctx, Op::COMMIT, repo, move |call, inner| {
+            let lease = call.lease(inner, Some(&revision))?;
+            let (name, commit) = (lease.repo(), lease.commit());
+            let details = inner.store.commit_details(name, commit, MAX_COMMIT_FILES)?;
+            let mut message = details.message;
+            let message_truncated = message.len() > MAX_MESSAGE_BYTES;
+            if message_truncated {
+                message.truncate(message.floor_char_boundary(MAX_MESSAGE_BYTES));
+            }
+            Ok(CommitAnswer {
+                repo: name.to_string(),
+                entry: entry(details.summary),
+                message,
+                message_truncated,
+                files: details
+                    .changes
+                    .into_iter()
+                    .map(|c| ChangedFile {
+                        path: c.path,
+                        status: status(c.kind),
+                        added: c.lines.map(|(added, _)| added),
+                        removed: c.lines.map(|(_, removed)| removed),
+                    })
+                    .collect(),
+                total_files: details.total_changes,
             })
-            .await
         })
         .await
     }
@@ -299,61 +298,62 @@ impl Service {
         ctx: &CallContext,
         req: DiffRequest,
     ) -> Result<DiffAnswer, ServiceError> {
-        self.recorded(|stats| &stats.diff, async move {
-            let caller = ctx.caller.clone();
-            self.blocking(move |inner| {
-                let (name, base) = inner.resolve(&caller, &req.repo, Some(&req.base))?;
-                let (_, head) = inner.resolve(&caller, &req.repo, Some(&req.head))?;
-                let skip = match &req.cursor {
-                    None => 0,
-                    Some(cursor) => {
-                        let bad = || {
-                            ServiceError::invalid(
-                                "invalid cursor: pass the `next_cursor` of the previous diff page \
-                                 with the same base and head",
-                            )
-                        };
-                        let mut parts = cursor.split('.');
-                        let (Some(b), Some(h), Some(n), None) =
-                            (parts.next(), parts.next(), parts.next(), parts.next())
-                        else {
-                            return Err(bad());
-                        };
-                        if b != base.as_str() || h != head.as_str() {
-                            return Err(bad());
-                        }
-                        n.parse().map_err(|_| bad())?
+        let DiffRequest {
+            repo,
+            base,
+            head,
+            path,
+            cursor,
+        } = req;
+        self.framed_blocking(ctx, Op::DIFF, repo, move |call, inner| {
+            // One access check, a lease on each side.
+            let opened = call.open(inner)?;
+            let base_lease = opened.lease(inner, Some(&base))?;
+            let head_lease = opened.lease(inner, Some(&head))?;
+            let (name, base, head) = (opened.name(), base_lease.commit(), head_lease.commit());
+            let skip = match &cursor {
+                None => 0,
+                Some(cursor) => {
+                    let bad = || {
+                        ServiceError::invalid(
+                            "invalid cursor: pass the `next_cursor` of the previous diff page \
+                             with the same base and head",
+                        )
+                    };
+                    let mut parts = cursor.split('.');
+                    let (Some(b), Some(h), Some(n), None) =
+                        (parts.next(), parts.next(), parts.next(), parts.next())
+                    else {
+                        return Err(bad());
+                    };
+                    if b != base.as_str() || h != head.as_str() {
+                        return Err(bad());
                     }
-                };
-                let _leases = (
-                    inner.store.lease(&name, &base)?,
-                    inner.store.lease(&name, &head)?,
-                );
-                let path = RepoPath::parse(req.path.as_deref().unwrap_or(""))?;
-                let page =
-                    inner
-                        .store
-                        .diff(&name, &base, &head, &path, skip, inner.config.read_budget)?;
-                Ok(DiffAnswer {
-                    repo: name.to_string(),
-                    base: base.to_string(),
-                    head: head.to_string(),
-                    path: path.to_string(),
-                    files: page
-                        .files
-                        .into_iter()
-                        .map(|f| DiffFile {
-                            path: f.path,
-                            status: status(f.kind),
-                            text: f.text,
-                            truncated: f.truncated,
-                        })
-                        .collect(),
-                    total_files: page.total_files,
-                    next_cursor: page.next_file.map(|n| format!("{base}.{head}.{n}")),
-                })
+                    n.parse().map_err(|_| bad())?
+                }
+            };
+            let path = RepoPath::parse(path.as_deref().unwrap_or(""))?;
+            let page = inner
+                .store
+                .diff(name, base, head, &path, skip, inner.config.read_budget)?;
+            Ok(DiffAnswer {
+                repo: name.to_string(),
+                base: base.to_string(),
+                head: head.to_string(),
+                path: path.to_string(),
+                files: page
+                    .files
+                    .into_iter()
+                    .map(|f| DiffFile {
+                        path: f.path,
+                        status: status(f.kind),
+                        text: f.text,
+                        truncated: f.truncated,
+                    })
+                    .collect(),
+                total_files: page.total_files,
+                next_cursor: page.next_file.map(|n| format!("{base}.{head}.{n}")),
             })
-            .await
         })
         .await
     }
@@ -366,53 +366,55 @@ impl Service {
         ctx: &CallContext,
         req: BlameRequest,
     ) -> Result<BlameAnswer, ServiceError> {
-        self.recorded(|stats| &stats.blame, async move {
-            let caller = ctx.caller.clone();
-            self.blocking(move |inner| {
-                let (name, commit) = inner.resolve(&caller, &req.repo, req.revision.as_deref())?;
-                let _lease = inner.store.lease(&name, &commit)?;
-                let path = RepoPath::parse(&req.path)?;
-                let start = req.start_line.unwrap_or(1);
-                if start == 0 {
-                    return Err(ServiceError::invalid(
-                        "start_line is 1-based: use 1 or more",
-                    ));
-                }
-                let end = req
-                    .end_line
-                    .unwrap_or(start.saturating_add(inner.config.default_lines - 1))
-                    .min(start.saturating_add(MAX_BLAME_LINES - 1));
-                if end < start {
-                    return Err(ServiceError::invalid(format!(
-                        "end_line {end} is before start_line {start}"
-                    )));
-                }
-                let (ranges, total) = inner.store.blame(&name, &commit, &path, start, end)?;
-                if total > 0 && start > total {
-                    return Err(ServiceError::invalid(format!(
-                        "start_line {start} is past the end of the file ({total} lines)"
-                    )));
-                }
-                let last = end.min(total);
-                Ok(BlameAnswer {
-                    repo: name.to_string(),
-                    commit: commit.to_string(),
-                    path: path.to_string(),
-                    start_line: start,
-                    end_line: last,
-                    total_lines: total,
-                    ranges: ranges
-                        .into_iter()
-                        .map(|r| BlameLines {
-                            start_line: r.start_line,
-                            end_line: r.end_line,
-                            commit: entry(r.commit),
-                        })
-                        .collect(),
-                    next_start_line: (last < total).then_some(last + 1),
-                })
+        let BlameRequest {
+            repo,
+            revision,
+            path,
+            start_line,
+            end_line,
+        } = req;
+        self.framed_blocking(ctx, Op::BLAME, repo, move |call, inner| {
+            let lease = call.lease(inner, revision.as_deref())?;
+            let (name, commit) = (lease.repo(), lease.commit());
+            let path = RepoPath::parse(&path)?;
+            let start = start_line.unwrap_or(1);
+            if start == 0 {
+                return Err(ServiceError::invalid(
+                    "start_line is 1-based: use 1 or more",
+                ));
+            }
+            let end = end_line
+                .unwrap_or(start.saturating_add(inner.config.default_lines - 1))
+                .min(start.saturating_add(MAX_BLAME_LINES - 1));
+            if end < start {
+                return Err(ServiceError::invalid(format!(
+                    "end_line {end} is before start_line {start}"
+                )));
+            }
+            let (ranges, total) = inner.store.blame(name, commit, &path, start, end)?;
+            if total > 0 && start > total {
+                return Err(ServiceError::invalid(format!(
+                    "start_line {start} is past the end of the file ({total} lines)"
+                )));
+            }
+            let last = end.min(total);
+            Ok(BlameAnswer {
+                repo: name.to_string(),
+                commit: commit.to_string(),
+                path: path.to_string(),
+                start_line: start,
+                end_line: last,
+                total_lines: total,
+                ranges: ranges
+                    .into_iter()
+                    .map(|r| BlameLines {
+                        start_line: r.start_line,
+                        end_line: r.end_line,
+                        commit: entry(r.commit),
+                    })
+                    .collect(),
+                next_start_line: (last < total).then_some(last + 1),
             })
-            .await
         })
         .await
     }

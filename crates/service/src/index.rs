@@ -2,6 +2,7 @@
 //! answering `search` from the current index generations. The query never reaches repository
 //! plugins (S-2).
 
+use crate::frame::{Op, RepoCall};
 use crate::{CallContext, Inner, Service, ServiceError, TenthLog};
 use gitstore::{BlobReader, CommitId, EntryKind, RepoName};
 use serde::Serialize;
@@ -321,30 +322,30 @@ impl Service {
         ctx: &CallContext,
         mut req: SearchRequest,
     ) -> Result<SearchAnswer, ServiceError> {
-        req.repo = req.repo.map(|repo| self.unalias(ctx, repo));
-        let mut rewrite = None;
-        if let Some((query, files)) =
-            self.alias_query(ctx, &req.query, req.regex, req.case_sensitive)
-        {
-            rewrite = Some(crate::ArgumentRewrite {
-                files,
-                original: serde_json::json!({"query": req.query}),
-                effective: serde_json::json!({"query": query}),
-            });
-            req.query = query;
-        }
-        let hook = self.search_hook(ctx);
-        let started = Instant::now();
-        let answer = self.search_base(ctx.caller.clone(), req, hook).await;
-        self.inner.stats.search.record(started, answer.is_ok());
-        let mut answer = answer?;
-        answer.query_rewrite = rewrite;
-        Ok(answer)
+        let repo = req.repo.take();
+        self.framed(ctx, Op::SEARCH, repo, move |call| async move {
+            let mut rewrite = None;
+            if let Some((query, files)) =
+                self.alias_query(ctx, &req.query, req.regex, req.case_sensitive)
+            {
+                rewrite = Some(crate::ArgumentRewrite {
+                    files,
+                    original: serde_json::json!({"query": req.query}),
+                    effective: serde_json::json!({"query": query}),
+                });
+                req.query = query;
+            }
+            let hook = self.search_hook(ctx);
+            let mut answer = self.search_base(call, req, hook).await?;
+            answer.query_rewrite = rewrite;
+            Ok(answer)
+        })
+        .await
     }
 
     async fn search_base(
         &self,
-        caller: crate::Caller,
+        call: RepoCall<Option<String>>,
         req: SearchRequest,
         hook: Option<crate::serverplugins::SearchHook>,
     ) -> Result<SearchAnswer, ServiceError> {
@@ -353,12 +354,14 @@ impl Service {
             // Held until the search is done, even if the caller went away meanwhile: the
             // work still runs on a blocking thread.
             let _slot = slot;
-            let indexes = inner.indexes()?;
-            let IndexedTargets {
-                repos,
-                leases,
-                stale,
-            } = inner.indexed_targets(&caller, req.repo.as_deref(), indexes)?;
+            let (
+                indexes,
+                IndexedTargets {
+                    repos,
+                    leases,
+                    stale,
+                },
+            ) = call.targets(inner, None)?;
             let query = req.query.clone();
             let request = search::SearchRequest {
                 query: req.query,
@@ -495,8 +498,10 @@ impl Inner {
     ) -> Result<BuildStats, ServiceError> {
         let indexes = self.indexes()?;
         let started = Instant::now();
-        let (name, commit) = self.resolve(&crate::Caller::Local, repo, None)?;
-        let _lease = self.store.lease(&name, &commit)?;
+        // Maintenance, not a caller's operation: the local caller reads every repository.
+        let name = RepoName::parse(repo)?;
+        let lease = self.store.lease_revision(&name, None)?;
+        let commit = lease.commit().clone();
         let entries = self
             .store
             .find_files(&name, &commit, "")?
@@ -680,67 +685,6 @@ pub(crate) struct IndexedTargets {
     pub leases: Vec<gitstore::Lease>,
     /// Indexed at a commit that left retention: reported as not indexed.
     pub stale: Vec<String>,
-}
-
-impl Inner {
-    /// `repo` (checked readable) or every repository `caller` may read, each indexed one
-    /// leased at its indexed commit (S-1: every hit must be readable at the SHA it names; a
-    /// commit that left retention, its repository not re-indexed since, is reported as not
-    /// indexed rather than answered with unreadable hits).
-    pub(crate) fn indexed_targets(
-        &self,
-        caller: &crate::Caller,
-        repo: Option<&str>,
-        indexes: &search::Indexes,
-    ) -> Result<IndexedTargets, ServiceError> {
-        let repos = match repo {
-            Some(repo) => {
-                let name = RepoName::parse(repo)?;
-                self.check_read(caller, &name)?;
-                vec![name.to_string()]
-            }
-            None => {
-                if *caller == crate::Caller::Anonymous && !self.config.public_read {
-                    return Err(ServiceError::unauthenticated(crate::TOKEN_NEEDED));
-                }
-                self.store
-                    .repos()?
-                    .into_iter()
-                    .filter(|info| self.may_read(caller, &info.name))
-                    .map(|info| info.name.to_string())
-                    .collect()
-            }
-        };
-        let mut leases = Vec::new();
-        let mut stale = Vec::new();
-        let repos: Vec<String> = repos
-            .into_iter()
-            .filter(|repo| {
-                let Some(info) = indexes.current(repo) else {
-                    return true;
-                };
-                let lease = RepoName::parse(repo).ok().and_then(|name| {
-                    let commit = CommitId::parse(&info.commit)?;
-                    self.store.lease(&name, &commit).ok()
-                });
-                match lease {
-                    Some(lease) => {
-                        leases.push(lease);
-                        true
-                    }
-                    None => {
-                        stale.push(repo.clone());
-                        false
-                    }
-                }
-            })
-            .collect();
-        Ok(IndexedTargets {
-            repos,
-            leases,
-            stale,
-        })
-    }
 }
 
 #[cfg(test)]

@@ -3,6 +3,8 @@
 //! (SPEC sections 2 and 3). Transports (`mcpserver`, `httpserver`) turn requests into these calls and answers
 //! into their own formats; nothing here knows MCP, JSON-RPC or HTTP.
 //!
+//! Every operation that names a repository runs in the service frame (`frame.rs`): alias,
+//! access check, registry snapshot and lease, statistics, in that order, once each.
 //! Every operation is `async` but does its Git work on the blocking pool (or in place, when
 //! it is cheap). Reads run on the registry snapshot of their lease and never wait on a lock
 //! a registry change can hold; enrichment by repository plugins runs after the base
@@ -11,6 +13,7 @@
 mod background;
 mod enrich;
 mod error;
+mod frame;
 mod history;
 mod index;
 mod lines;
@@ -54,7 +57,8 @@ pub use serverplugins::{
 pub use stats::{LATENCY_BUCKETS_MICROS, OpSnapshot, OpStats, QueryStats, StatsSnapshot};
 pub use wasmplugin::{ConnectionPlugins, InvalidConnectionPlugins, PluginConfig};
 
-use gitstore::{CommitId, GitStore, RepoName, RepoPath};
+use frame::{Op, RepoCall};
+use gitstore::{GitStore, RepoName, RepoPath};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -305,7 +309,11 @@ impl Service {
             if inner.plugins.config.disabled {
                 return Ok(0);
             }
-            let resolved = inner.resolve(&Caller::Local, &repo, None);
+            // Maintenance, not a caller's operation: the local caller reads every repository.
+            let resolved = RepoName::parse(&repo).and_then(|name| {
+                let head = inner.store.resolve(&name, None)?;
+                Ok((name, head))
+            });
             let Some(_running) = inner.preparations.start(&repo, resolved.is_ok()) else {
                 return Ok(0);
             };
@@ -350,18 +358,6 @@ impl Service {
         self.inner.stats.snapshot()
     }
 
-    /// Runs one base operation and counts it in the query statistics.
-    async fn recorded<T>(
-        &self,
-        op: fn(&stats::QueryStats) -> &stats::OpStats,
-        work: impl Future<Output = Result<T, ServiceError>>,
-    ) -> Result<T, ServiceError> {
-        let started = std::time::Instant::now();
-        let result = work.await;
-        op(&self.inner.stats).record(started, result.is_ok());
-        result
-    }
-
     /// Runs `work` on the blocking pool.
     async fn blocking<T: Send + 'static>(
         &self,
@@ -378,9 +374,10 @@ impl Service {
             })?
     }
 
-    /// The frame of `read` and `read_many`: the base read (resolve, lease, `base`), its
-    /// statistics (R-7: the base figures stop there), then enrichment while the lease still
-    /// holds the commit and its registry snapshot (W-33).
+    /// `read` and `read_many` in the service frame: the base read (`check` the request,
+    /// alias, access, lease, `base`) is what the frame counts (R-7: the base figures stop
+    /// there); enrichment follows while the lease still holds the commit and its registry
+    /// snapshot (W-33).
     ///
     /// A read that is cheap runs right here on the async thread: a thread hand-off costs more
     /// than reading a cached or small file. What is not cheap moves to the blocking pool: a
@@ -390,7 +387,8 @@ impl Service {
     async fn read_frame<A, B>(
         &self,
         ctx: &CallContext,
-        frame: Frame,
+        request: ReadFrame,
+        check: impl FnOnce() -> Result<(), ServiceError>,
         items: fn(&A) -> &[ReadItem],
         base: B,
     ) -> Result<(A, Enrichment), ServiceError>
@@ -401,28 +399,43 @@ impl Service {
             + Sync
             + 'static,
     {
-        let started = Instant::now();
-        let frame = Arc::new(frame);
-        let base: Arc<Base<A>> = Arc::new(base);
-        let read = match self
-            .inner
-            .base_read(&frame, &*base, Some(INLINE_INFLATE_BYTES))
-        {
-            Some(read) => read,
-            None => {
-                let (frame, base) = (frame.clone(), base.clone());
-                self.blocking(move |inner| {
-                    inner.base_read(&frame, &*base, None).unwrap_or_else(|| {
-                        Err(ServiceError::internal(
-                            "a read without allowance stopped early; see the server log",
-                        ))
-                    })
-                })
-                .await
-            }
-        };
-        (frame.stats)(&self.inner.stats).record(started, read.is_ok());
-        let (answer, lease) = read?;
+        let ReadFrame {
+            op,
+            repo,
+            revision,
+            plugins,
+            enrich,
+        } = request;
+        let (frame, answer, lease) = self
+            .framed(ctx, op, repo, move |call| async move {
+                check()?;
+                let frame = Arc::new(Frame {
+                    call,
+                    revision,
+                    plugins,
+                    enrich,
+                });
+                let base: Arc<Base<A>> = Arc::new(base);
+                let read = match self
+                    .inner
+                    .base_read(&frame, &*base, Some(INLINE_INFLATE_BYTES))
+                {
+                    Some(read) => read,
+                    None => {
+                        let (frame, base) = (frame.clone(), base.clone());
+                        self.blocking(move |inner| {
+                            inner.base_read(&frame, &*base, None).unwrap_or_else(|| {
+                                Err(ServiceError::internal(
+                                    "a read without allowance stopped early; see the server log",
+                                ))
+                            })
+                        })
+                        .await
+                    }
+                };
+                read.map(|(answer, lease)| (frame, answer, lease))
+            })
+            .await?;
         if !frame.enrich {
             return Ok((answer, Enrichment::default()));
         }
@@ -464,14 +477,12 @@ impl Service {
         req: ReadRequest,
         enrich: bool,
     ) -> Result<(ReadItem, Enrichment), ServiceError> {
-        let frame = Frame {
-            operation: "read",
-            stats: |stats| &stats.read,
-            repo: self.unalias(ctx, req.repo),
-            revision: req.revision.clone(),
-            plugins: req.plugins.clone(),
+        let frame = ReadFrame {
+            op: Op::READ,
+            repo: req.repo,
+            revision: req.revision,
+            plugins: req.plugins,
             enrich,
-            caller: ctx.caller.clone(),
         };
         let file = FileRange {
             path: req.path,
@@ -492,7 +503,7 @@ impl Service {
             }))
         };
         let (item, mut enrichment) = self
-            .read_frame(ctx, frame, std::slice::from_ref, base)
+            .read_frame(ctx, frame, || Ok(()), std::slice::from_ref, base)
             .await?;
         if enrich {
             enrichment.operator_notes = self
@@ -536,25 +547,26 @@ impl Service {
         enrich: bool,
     ) -> Result<(ReadManyAnswer, Enrichment), ServiceError> {
         let max = self.inner.config.max_batch_items;
-        if req.files.is_empty() {
-            return Err(ServiceError::invalid(format!(
-                "`files` is empty; give 1 to {max} entries of {{path, start_line?, end_line?}}"
-            )));
-        }
-        if req.files.len() > max {
-            return Err(ServiceError::invalid(format!(
-                "`files` has {} entries; at most {max} per read_many: split the batch",
-                req.files.len()
-            )));
-        }
-        let frame = Frame {
-            operation: "read_many",
-            stats: |stats| &stats.read_many,
-            repo: self.unalias(ctx, req.repo),
+        let asked = req.files.len();
+        let check = move || {
+            if asked == 0 {
+                return Err(ServiceError::invalid(format!(
+                    "`files` is empty; give 1 to {max} entries of {{path, start_line?, end_line?}}"
+                )));
+            }
+            if asked > max {
+                return Err(ServiceError::invalid(format!(
+                    "`files` has {asked} entries; at most {max} per read_many: split the batch"
+                )));
+            }
+            Ok(())
+        };
+        let frame = ReadFrame {
+            op: Op::READ_MANY,
+            repo: req.repo,
             revision: req.revision,
             plugins: req.plugins,
             enrich,
-            caller: ctx.caller.clone(),
         };
         let files = req.files;
         let base = move |inner: &Inner, lease: &gitstore::Lease, allowance: &mut Allowance| {
@@ -570,7 +582,7 @@ impl Service {
             }))
         };
         let (answer, mut enrichment) = self
-            .read_frame(ctx, frame, ReadManyAnswer::items, base)
+            .read_frame(ctx, frame, check, ReadManyAnswer::items, base)
             .await?;
         if enrich {
             enrichment.operator_notes = self
@@ -592,46 +604,47 @@ impl Service {
         ctx: &CallContext,
         req: ListRequest,
     ) -> Result<ListAnswer, ServiceError> {
-        let started = Instant::now();
-        let caller = ctx.caller.clone();
-        let result = self
-            .blocking(move |inner| {
-                let (name, commit) = inner.resolve(&caller, &req.repo, req.revision.as_deref())?;
-                let _lease = inner.store.lease(&name, &commit)?;
-                let path = RepoPath::parse(req.path.as_deref().unwrap_or(""))?;
-                let max_depth = inner.config.max_list_depth;
-                let depth = req.depth.unwrap_or(1);
-                if depth == 0 || depth > max_depth {
-                    return Err(ServiceError::invalid(format!(
-                        "depth must be between 1 and {max_depth}"
-                    )));
-                }
-                let (entries, truncated) = inner.store.list_tree_limited(
-                    &name,
-                    &commit,
-                    &path,
-                    depth,
-                    inner.config.max_list_entries,
-                )?;
-                Ok(ListAnswer {
-                    repo: name.to_string(),
-                    commit: commit.to_string(),
-                    path: path.to_string(),
-                    depth,
-                    entries: entries
-                        .into_iter()
-                        .map(|e| ListEntry {
-                            path: e.path,
-                            kind: e.kind.into(),
-                            size: e.size,
-                        })
-                        .collect(),
-                    truncated,
-                })
+        let ListRequest {
+            repo,
+            revision,
+            path,
+            depth,
+        } = req;
+        self.framed_blocking(ctx, Op::LIST, repo, move |call, inner| {
+            let lease = call.lease(inner, revision.as_deref())?;
+            let (name, commit) = (lease.repo(), lease.commit());
+            let path = RepoPath::parse(path.as_deref().unwrap_or(""))?;
+            let max_depth = inner.config.max_list_depth;
+            let depth = depth.unwrap_or(1);
+            if depth == 0 || depth > max_depth {
+                return Err(ServiceError::invalid(format!(
+                    "depth must be between 1 and {max_depth}"
+                )));
+            }
+            let (entries, truncated) = inner.store.list_tree_limited(
+                name,
+                commit,
+                &path,
+                depth,
+                inner.config.max_list_entries,
+            )?;
+            Ok(ListAnswer {
+                repo: name.to_string(),
+                commit: commit.to_string(),
+                path: path.to_string(),
+                depth,
+                entries: entries
+                    .into_iter()
+                    .map(|e| ListEntry {
+                        path: e.path,
+                        kind: e.kind.into(),
+                        size: e.size,
+                    })
+                    .collect(),
+                truncated,
             })
-            .await;
-        self.inner.stats.list.record(started, result.is_ok());
-        result
+        })
+        .await
     }
 
     /// `resolve` (S-6): a revision to the full SHA, or why not.
@@ -641,20 +654,17 @@ impl Service {
         repo: String,
         revision: String,
     ) -> Result<ResolveAnswer, ServiceError> {
-        let started = Instant::now();
-        let caller = ctx.caller.clone();
-        let result = self
-            .blocking(move |inner| {
-                let (name, commit) = inner.resolve(&caller, &repo, Some(&revision))?;
-                Ok(ResolveAnswer {
-                    repo: name.to_string(),
-                    revision,
-                    commit: commit.to_string(),
-                })
+        self.framed_blocking(ctx, Op::RESOLVE, repo, move |call, inner| {
+            // Leased like every framed operation: the SHA answered is readable on the
+            // registry snapshot it was resolved on.
+            let lease = call.lease(inner, Some(&revision))?;
+            Ok(ResolveAnswer {
+                repo: lease.repo().to_string(),
+                revision,
+                commit: lease.commit().to_string(),
             })
-            .await;
-        self.inner.stats.resolve.record(started, result.is_ok());
-        result
+        })
+        .await
     }
 
     /// `discovery` (S-5): the repositories the caller may read.
@@ -691,37 +701,49 @@ impl Service {
         ctx: &CallContext,
         req: AvailabilityRequest,
     ) -> Result<AvailabilityAnswer, ServiceError> {
-        let caller = ctx.caller.clone();
-        self.blocking(move |inner| {
-            let name = RepoName::parse(&req.repo)?;
+        let AvailabilityRequest {
+            repo,
+            revision,
+            include_plugins,
+        } = req;
+        self.framed_blocking(ctx, Op::AVAILABILITY, repo, move |call, inner| {
             // a repository the caller may not read is answered as an unknown one.
-            let visible = match inner.check_read(&caller, &name) {
-                Ok(()) => true,
-                Err(e) if e.kind == ErrorKind::NotFound => false,
+            let opened = match call.open(inner) {
+                Ok(opened) => opened,
+                Err(e) if e.kind == ErrorKind::NotFound => {
+                    let name = RepoName::parse(call.repo())?;
+                    return Ok(AvailabilityAnswer {
+                        repo: name.to_string(),
+                        visible: false,
+                        revision,
+                        commit: None,
+                        readable: false,
+                        reason: Some(gitstore::Error::UnknownRepo(name).to_string()),
+                        indexed: false,
+                        plugins: None,
+                    });
+                }
                 Err(other) => return Err(other),
             };
+            let name = opened.name().clone();
             let mut answer = AvailabilityAnswer {
                 repo: name.to_string(),
-                visible,
-                revision: req.revision.clone(),
+                visible: true,
+                revision: revision.clone(),
                 commit: None,
                 readable: false,
                 reason: None,
                 indexed: false,
                 plugins: None,
             };
-            if !visible {
-                answer.reason = Some(gitstore::Error::UnknownRepo(name).to_string());
-                return Ok(answer);
-            }
             // One lease: the answer and the plugin discovery use one registry snapshot.
-            match inner.store.lease_revision(&name, req.revision.as_deref()) {
+            match opened.lease(inner, revision.as_deref()) {
                 Ok(lease) => {
                     let commit = lease.commit();
                     answer.commit = Some(commit.to_string());
                     answer.readable = true;
                     answer.indexed = inner.indexed(&name, Some(commit));
-                    if req.include_plugins {
+                    if include_plugins {
                         // W-26: TIMEOUT bounds the discovery, and the wait on another
                         // request's discovery of the same commit, as it bounds enrichment.
                         let deadline = Instant::now() + inner.plugins.config.timeout;
@@ -794,9 +816,10 @@ impl Inner {
         })
     }
 
-    /// The base read of a frame: resolve and lease on one look at the registry (the lease
-    /// keeps that snapshot for the whole call, R-8), then `base`. In place (`allowance` set),
-    /// `None` when `base` ran out of allowance: redo it on the blocking pool.
+    /// The base read of a frame: access, then resolve and lease on one look at the registry
+    /// (the lease keeps that snapshot for the whole call, R-8), then `base`. In place
+    /// (`allowance` set), `None` when `base` ran out of allowance: redo it on the blocking
+    /// pool.
     fn base_read<A>(
         &self,
         frame: &Frame,
@@ -804,26 +827,10 @@ impl Inner {
         mut allowance: Allowance,
     ) -> Option<Result<(A, gitstore::Lease), ServiceError>> {
         let mut read = || -> Result<Option<(A, gitstore::Lease)>, ServiceError> {
-            let name = RepoName::parse(&frame.repo)?;
-            self.check_read(&frame.caller, &name)?;
-            let lease = self
-                .store
-                .lease_revision(&name, frame.revision.as_deref())?;
+            let lease = frame.call.lease(self, frame.revision.as_deref())?;
             Ok(base(self, &lease, &mut allowance)?.map(|answer| (answer, lease)))
         };
         read().transpose()
-    }
-
-    fn resolve(
-        &self,
-        caller: &Caller,
-        repo: &str,
-        revision: Option<&str>,
-    ) -> Result<(RepoName, CommitId), ServiceError> {
-        let name = RepoName::parse(repo)?;
-        self.check_read(caller, &name)?;
-        let commit = self.store.resolve(&name, revision)?;
-        Ok((name, commit))
     }
 
     /// Reads one range under `budget`; answers the normalised path with it.
@@ -972,16 +979,22 @@ pub fn rfc3339(time: SystemTime) -> String {
     )
 }
 
-/// What differs between the `read` and `read_many` frames.
-struct Frame {
-    operation: &'static str,
-    stats: fn(&QueryStats) -> &stats::OpStats,
+/// What differs between `read` and `read_many`, as they ask for a frame.
+struct ReadFrame {
+    op: Op,
     repo: String,
     revision: Option<String>,
     plugins: Option<Vec<PluginSelection>>,
     enrich: bool,
-    /// Checked before the lease is taken.
-    caller: Caller,
+}
+
+/// A `read` or `read_many` inside the service frame.
+struct Frame {
+    /// Access and lease go through it.
+    call: RepoCall<String>,
+    revision: Option<String>,
+    plugins: Option<Vec<PluginSelection>>,
+    enrich: bool,
 }
 
 impl Frame {
@@ -994,7 +1007,7 @@ impl Frame {
     ) -> enrich::EnrichRequest<'a> {
         enrich::EnrichRequest {
             ctx,
-            operation: self.operation,
+            operation: self.call.operation(),
             lease,
             repo: lease.repo(),
             commit: lease.commit(),

@@ -5,8 +5,9 @@
 //! parsing the file otherwise. Search-based navigation, not a compiler's: names are matched
 //! as written, never resolved. Never runs plugins.
 
+use crate::frame::Op;
 use crate::index::IndexedTargets;
-use crate::{CallContext, Inner, Service, ServiceError};
+use crate::{CallContext, Service, ServiceError};
 use gitstore::{CommitId, RepoPath};
 use serde::Serialize;
 
@@ -213,50 +214,6 @@ fn decode_cursor(cursor: &str, commit: &CommitId) -> Result<usize, ServiceError>
     offset.parse().map_err(|_| bad())
 }
 
-impl Inner {
-    /// The indexes and the leased targets of a `definitions`/`references` call, after
-    /// checking that a `revision` names the indexed head of `repo` (symbols exist for indexed
-    /// heads only).
-    fn symbol_targets(
-        &self,
-        caller: &crate::Caller,
-        repo: Option<&str>,
-        revision: Option<&str>,
-        tool: &str,
-    ) -> Result<(&search::Indexes, IndexedTargets), ServiceError> {
-        self.check_indexed_revision(caller, repo, revision, tool)?;
-        let indexes = self.indexes()?;
-        Ok((indexes, self.indexed_targets(caller, repo, indexes)?))
-    }
-
-    fn check_indexed_revision(
-        &self,
-        caller: &crate::Caller,
-        repo: Option<&str>,
-        revision: Option<&str>,
-        tool: &str,
-    ) -> Result<(), ServiceError> {
-        let Some(revision) = revision else {
-            return Ok(());
-        };
-        let Some(repo) = repo else {
-            return Err(ServiceError::invalid(format!(
-                "revision needs repo: {tool} answers for the indexed head of each repository"
-            )));
-        };
-        let (name, commit) = self.resolve(caller, repo, Some(revision))?;
-        let indexed = self.indexes()?.indexed_commit(name.as_str());
-        match indexed {
-            Some(indexed) if indexed == commit.to_string() => Ok(()),
-            Some(indexed) => Err(ServiceError::invalid(format!(
-                "{tool} answers from the index, which holds {name} at {indexed}; revision `{revision}` is {commit}. Omit revision (or pass {indexed}), or use outline, which parses any commit"
-            ))),
-            // Not indexed yet: the answer lists it as such.
-            None => Ok(()),
-        }
-    }
-}
-
 impl Service {
     /// `outline`: the definitions of one file at a commit, with kinds, line ranges and
     /// parents; the same checks as `read`.
@@ -265,77 +222,79 @@ impl Service {
         ctx: &CallContext,
         req: OutlineRequest,
     ) -> Result<OutlineAnswer, ServiceError> {
-        self.recorded(|stats| &stats.outline, async move {
-            let caller = ctx.caller.clone();
-            self.blocking(move |inner| {
-                let (name, commit) = inner.resolve(&caller, &req.repo, req.revision.as_deref())?;
-                let lease = inner.store.lease(&name, &commit)?;
-                let path = RepoPath::parse(&req.path)?;
-                let offset = match &req.cursor {
-                    Some(cursor) => decode_cursor(cursor, &commit)?,
-                    None => 0,
-                };
-                // Read through the lease either way: it applies the registered scope and says
-                // what the path is (missing, a directory, binary) exactly as `read` does.
-                let text = lease.read_text(&path)?;
-                let grammar = symbols::Grammar::for_path(path.as_str());
-                let indexed = inner
-                    .indexes
-                    .as_ref()
-                    .ok()
-                    .and_then(|indexes| indexes.outline(name.as_str(), path.as_str()))
-                    .filter(|outline| outline.commit == commit.to_string());
-                let (all, source) = match (indexed, grammar) {
-                    (Some(outline), _) => (outline.symbols, "index"),
-                    (None, None) => (Vec::new(), "parsed"),
-                    (None, Some(grammar)) => {
-                        if text.as_str().len() > MAX_OUTLINE_BYTES {
-                            return Err(ServiceError::invalid(format!(
-                                "{path} is {} bytes, over the {MAX_OUTLINE_BYTES} bytes outline parses: read it by line ranges or search it",
-                                text.as_str().len()
-                            )));
-                        }
-                        let symbols = symbols::Extractor::new()
-                            .extract(grammar, text.as_str().as_bytes())
-                            .map_err(|error| {
-                                tracing::warn!(%error, "outline could not parse a file");
-                                ServiceError::internal(
-                                    "the file could not be parsed for its outline; read it instead",
-                                )
-                            })?;
-                        (symbols, "parsed")
+        let OutlineRequest {
+            repo,
+            revision,
+            path,
+            cursor,
+        } = req;
+        self.framed_blocking(ctx, Op::OUTLINE, repo, move |call, inner| {
+            let lease = call.lease(inner, revision.as_deref())?;
+            let (name, commit) = (lease.repo(), lease.commit());
+            let path = RepoPath::parse(&path)?;
+            let offset = match &cursor {
+                Some(cursor) => decode_cursor(cursor, commit)?,
+                None => 0,
+            };
+            // Read through the lease either way: it applies the registered scope and says
+            // what the path is (missing, a directory, binary) exactly as `read` does.
+            let text = lease.read_text(&path)?;
+            let grammar = symbols::Grammar::for_path(path.as_str());
+            let indexed = inner
+                .indexes
+                .as_ref()
+                .ok()
+                .and_then(|indexes| indexes.outline(name.as_str(), path.as_str()))
+                .filter(|outline| outline.commit == commit.to_string());
+            let (all, source) = match (indexed, grammar) {
+                (Some(outline), _) => (outline.symbols, "index"),
+                (None, None) => (Vec::new(), "parsed"),
+                (None, Some(grammar)) => {
+                    if text.as_str().len() > MAX_OUTLINE_BYTES {
+                        return Err(ServiceError::invalid(format!(
+                            "{path} is {} bytes, over the {MAX_OUTLINE_BYTES} bytes outline parses: read it by line ranges or search it",
+                            text.as_str().len()
+                        )));
                     }
-                };
-                let total = all.len();
-                if offset > total {
-                    return Err(ServiceError::invalid(format!(
-                        "the cursor is past the end of the outline ({total} symbols)"
-                    )));
+                    let symbols = symbols::Extractor::new()
+                        .extract(grammar, text.as_str().as_bytes())
+                        .map_err(|error| {
+                            tracing::warn!(%error, "outline could not parse a file");
+                            ServiceError::internal(
+                                "the file could not be parsed for its outline; read it instead",
+                            )
+                        })?;
+                    (symbols, "parsed")
                 }
-                let end = total.min(offset + MAX_OUTLINE_SYMBOLS);
-                let depths = depths(&all);
-                Ok(OutlineAnswer {
-                    repo: name.to_string(),
-                    commit: commit.to_string(),
-                    path: path.to_string(),
-                    lang: grammar.map(symbols::Grammar::lang),
-                    source,
-                    offset,
-                    symbols: all
-                        .into_iter()
-                        .zip(depths)
-                        .skip(offset)
-                        .take(end - offset)
-                        .map(|(symbol, depth)| OutlineEntry {
-                            symbol: symbol.into(),
-                            depth,
-                        })
-                        .collect(),
-                    total_symbols: total,
-                    next_cursor: (end < total).then(|| encode_cursor(&commit, end)),
-                })
+            };
+            let total = all.len();
+            if offset > total {
+                return Err(ServiceError::invalid(format!(
+                    "the cursor is past the end of the outline ({total} symbols)"
+                )));
+            }
+            let end = total.min(offset + MAX_OUTLINE_SYMBOLS);
+            let depths = depths(&all);
+            Ok(OutlineAnswer {
+                repo: name.to_string(),
+                commit: commit.to_string(),
+                path: path.to_string(),
+                lang: grammar.map(symbols::Grammar::lang),
+                source,
+                offset,
+                symbols: all
+                    .into_iter()
+                    .zip(depths)
+                    .skip(offset)
+                    .take(end - offset)
+                    .map(|(symbol, depth)| OutlineEntry {
+                        symbol: symbol.into(),
+                        depth,
+                    })
+                    .collect(),
+                total_symbols: total,
+                next_cursor: (end < total).then(|| encode_cursor(commit, end)),
             })
-            .await
         })
         .await
     }
@@ -345,53 +304,44 @@ impl Service {
     pub async fn definitions(
         &self,
         ctx: &CallContext,
-        req: SymbolQuery,
+        mut req: SymbolQuery,
     ) -> Result<DefinitionsAnswer, ServiceError> {
-        self.recorded(|stats| &stats.definitions, async move {
-            let caller = ctx.caller.clone();
-            let repo = req.repo.clone().map(|repo| self.unalias(ctx, repo));
-            self.blocking(move |inner| {
-                let (indexes, targets) = inner.symbol_targets(
-                    &caller,
-                    repo.as_deref(),
-                    req.revision.as_deref(),
-                    "definitions",
-                )?;
-                let IndexedTargets {
-                    repos,
-                    leases,
-                    stale,
-                } = targets;
-                let found = indexes.definitions(&search::DefinitionsRequest {
-                    symbol: req.symbol.clone(),
-                    repos,
-                    path: req.path,
-                    lang: req.lang,
-                    limit: req.limit.unwrap_or(DEFAULT_DEFINITIONS_LIMIT),
-                })?;
-                drop(leases);
-                let mut not_indexed = found.not_indexed;
-                not_indexed.extend(stale);
-                not_indexed.sort();
-                Ok(DefinitionsAnswer {
-                    symbol: req.symbol,
-                    definitions: found
-                        .definitions
-                        .into_iter()
-                        .map(|d| DefinitionHit {
-                            repo: d.repo,
-                            commit: d.commit,
-                            path: d.path,
-                            symbol: d.symbol.into(),
-                            parent_name: d.parent_name,
-                        })
-                        .collect(),
-                    total: found.total,
-                    searched: found.searched,
-                    not_indexed,
-                })
+        let repo = req.repo.take();
+        self.framed_blocking(ctx, Op::DEFINITIONS, repo, move |call, inner| {
+            let (indexes, targets) = call.targets(inner, req.revision.as_deref())?;
+            let IndexedTargets {
+                repos,
+                leases,
+                stale,
+            } = targets;
+            let found = indexes.definitions(&search::DefinitionsRequest {
+                symbol: req.symbol.clone(),
+                repos,
+                path: req.path,
+                lang: req.lang,
+                limit: req.limit.unwrap_or(DEFAULT_DEFINITIONS_LIMIT),
+            })?;
+            drop(leases);
+            let mut not_indexed = found.not_indexed;
+            not_indexed.extend(stale);
+            not_indexed.sort();
+            Ok(DefinitionsAnswer {
+                symbol: req.symbol,
+                definitions: found
+                    .definitions
+                    .into_iter()
+                    .map(|d| DefinitionHit {
+                        repo: d.repo,
+                        commit: d.commit,
+                        path: d.path,
+                        symbol: d.symbol.into(),
+                        parent_name: d.parent_name,
+                    })
+                    .collect(),
+                total: found.total,
+                searched: found.searched,
+                not_indexed,
             })
-            .await
         })
         .await
     }
@@ -403,19 +353,16 @@ impl Service {
         ctx: &CallContext,
         req: ReferencesRequest,
     ) -> Result<ReferencesAnswer, ServiceError> {
-        self.recorded(|stats| &stats.references, async move {
-            let caller = ctx.caller.clone();
-            let ReferencesRequest { query: req, cursor } = req;
-            let repo = req.repo.clone().map(|repo| self.unalias(ctx, repo));
+        let ReferencesRequest {
+            query: mut req,
+            cursor,
+        } = req;
+        let repo = req.repo.take();
+        self.framed(ctx, Op::REFERENCES, repo, move |call| async move {
             let slot = self.admit_search().await?;
             self.blocking(move |inner| {
                 let _slot = slot;
-                let (indexes, targets) = inner.symbol_targets(
-                    &caller,
-                    repo.as_deref(),
-                    req.revision.as_deref(),
-                    "references",
-                )?;
+                let (indexes, targets) = call.targets(inner, req.revision.as_deref())?;
                 let IndexedTargets {
                     repos,
                     leases,

@@ -1,7 +1,8 @@
 //! Who may read which repository, and who may prepare (A-2..A-4, W-28, W-34).
 //!
 //! The transport says who the caller is ([`Caller`]); every operation that names a
-//! repository asks [`Inner::check_read`] before anything else, on every call: no cache
+//! repository asks [`Inner::check_read`] (through the service frame, `frame.rs`) before it
+//! touches the repository, on every call: no cache
 //! (catalogs, compiled modules, instances, search results) answers before it, so revoking a
 //! token or a grant takes effect on the next call. A repository the caller may not read is
 //! answered exactly like an unknown one. Plugins never take part in these decisions

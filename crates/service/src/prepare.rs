@@ -3,7 +3,8 @@
 //! apart from the read operations because it needs the `prepare` capability, which plugins
 //! never grant.
 
-use crate::{BuildProgress, CallContext, Caller, Service, ServiceError};
+use crate::frame::Op;
+use crate::{BuildProgress, CallContext, Service, ServiceError};
 use gitstore::RepoName;
 use serde::Serialize;
 
@@ -195,57 +196,63 @@ impl Service {
         req: PrepareRequest,
         mut progress: impl FnMut(BuildProgress) + Send + 'static,
     ) -> Result<PrepareAnswer, ServiceError> {
-        // an operator capability over every repository; it does not grant read.
-        self.inner.check_prepare(&ctx.caller, "prepare")?;
-        let name = RepoName::parse(&req.repo)?;
-        let answer = |commit: Option<String>, index: Option<IndexReport>| PrepareAnswer {
-            repo: name.to_string(),
-            action: req.action,
-            commit,
-            index,
-        };
-        match req.action {
-            PrepareAction::Sync => {
-                // G-3: a successful sync triggers indexing, then plugin preparation (W-31).
-                let outcome = self.sync(name.to_string()).await?;
-                let stats = self.index(name.to_string(), progress).await?;
-                self.prepare_plugins_in_background(&name);
-                Ok(answer(outcome.head, Some(stats.into())))
+        let PrepareRequest {
+            repo,
+            action,
+            revision,
+        } = req;
+        self.framed(ctx, Op::PREPARE, repo, move |call| async move {
+            // an operator capability over every repository; it does not grant read.
+            let opened = call.open(&self.inner)?;
+            let name = opened.name().clone();
+            let answer = |commit: Option<String>, index: Option<IndexReport>| PrepareAnswer {
+                repo: name.to_string(),
+                action,
+                commit,
+                index,
+            };
+            match action {
+                PrepareAction::Sync => {
+                    // G-3: a successful sync triggers indexing, then plugin preparation (W-31).
+                    let outcome = self.sync(name.to_string()).await?;
+                    let stats = self.index(name.to_string(), progress).await?;
+                    self.prepare_plugins_in_background(&name);
+                    Ok(answer(outcome.head, Some(stats.into())))
+                }
+                PrepareAction::Reindex => {
+                    let repo = name.to_string();
+                    let (commit, stats) = self
+                        .blocking(move |inner| {
+                            let stats = inner.index(&repo, true, &mut progress)?;
+                            let commit = inner.indexes()?.current(&repo).map(|info| info.commit);
+                            Ok((commit, stats))
+                        })
+                        .await?;
+                    Ok(answer(commit, Some(stats.into())))
+                }
+                PrepareAction::Pin | PrepareAction::Unpin => {
+                    let Some(revision) = revision else {
+                        return Err(ServiceError::invalid(
+                            "`revision` is required to pin or unpin: give a branch, tag or SHA",
+                        ));
+                    };
+                    let pin = action == PrepareAction::Pin;
+                    let commit = self
+                        .blocking(move |inner| {
+                            let lease = opened.lease(inner, Some(&revision))?;
+                            if pin {
+                                inner.store.pin(lease.repo(), lease.commit())?;
+                            } else {
+                                inner.store.unpin(lease.repo(), lease.commit())?;
+                            }
+                            Ok(lease.commit().clone())
+                        })
+                        .await?;
+                    Ok(answer(Some(commit.to_string()), None))
+                }
             }
-            PrepareAction::Reindex => {
-                let repo = name.to_string();
-                let (commit, stats) = self
-                    .blocking(move |inner| {
-                        let stats = inner.index(&repo, true, &mut progress)?;
-                        let commit = inner.indexes()?.current(&repo).map(|info| info.commit);
-                        Ok((commit, stats))
-                    })
-                    .await?;
-                Ok(answer(commit, Some(stats.into())))
-            }
-            PrepareAction::Pin | PrepareAction::Unpin => {
-                let Some(revision) = req.revision.clone() else {
-                    return Err(ServiceError::invalid(
-                        "`revision` is required to pin or unpin: give a branch, tag or SHA",
-                    ));
-                };
-                let pin = req.action == PrepareAction::Pin;
-                let repo = name.to_string();
-                let commit = self
-                    .blocking(move |inner| {
-                        let (name, commit) =
-                            inner.resolve(&Caller::Local, &repo, Some(&revision))?;
-                        if pin {
-                            inner.store.pin(&name, &commit)?;
-                        } else {
-                            inner.store.unpin(&name, &commit)?;
-                        }
-                        Ok(commit)
-                    })
-                    .await?;
-                Ok(answer(Some(commit.to_string()), None))
-            }
-        }
+        })
+        .await
     }
 }
 

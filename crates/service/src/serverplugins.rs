@@ -155,7 +155,8 @@ impl Service {
     }
 
     /// `ALIASES` (P-22): the repository `repo` names. A registered repository of that very
-    /// name wins over an alias.
+    /// name wins over an alias. Step 1 of the service frame (`frame.rs`), which every
+    /// repository-naming operation goes through.
     pub(crate) fn unalias(&self, ctx: &CallContext, repo: String) -> String {
         let Some(epoch) = self.epoch(ctx) else {
             return repo;

@@ -2,8 +2,9 @@
 //! exporter can show them (`httpserver` renders them for Prometheus).
 //!
 //! Three families that are never mixed: the base queries (R-7: `read`, `read_many`,
-//! `search`, `list`, `resolve`, each timed without plugin enrichment), enrichment by
-//! repository plugins (W-38), and maintenance work (sync and index builds, O-4).
+//! `search`, `list`, `resolve`, `availability` and the history and navigation tools, each
+//! timed without plugin enrichment), enrichment by repository plugins (W-38), and operator
+//! and maintenance work (`prepare`, sync and index builds, O-4).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -69,6 +70,7 @@ pub struct QueryStats {
     pub(crate) search: OpStats,
     pub(crate) list: OpStats,
     pub(crate) resolve: OpStats,
+    pub(crate) availability: OpStats,
     pub(crate) log: OpStats,
     pub(crate) commit: OpStats,
     pub(crate) diff: OpStats,
@@ -78,6 +80,9 @@ pub struct QueryStats {
     pub(crate) references: OpStats,
     /// W-38: plugin enrichment of a `read`/`read_many`, timed apart from the base read.
     pub(crate) enrichment: OpStats,
+    /// `prepare` calls, whole: their fetches and builds are counted under `sync` and
+    /// `index_build` too.
+    pub(crate) prepare: OpStats,
     /// Fetches of a repository (G-3), by any caller.
     pub(crate) sync: OpStats,
     /// Index builds that did work or failed (S-3); a build finding the index current is not
@@ -93,6 +98,7 @@ impl QueryStats {
             search: self.search.snapshot(),
             list: self.list.snapshot(),
             resolve: self.resolve.snapshot(),
+            availability: self.availability.snapshot(),
             log: self.log.snapshot(),
             commit: self.commit.snapshot(),
             diff: self.diff.snapshot(),
@@ -101,6 +107,7 @@ impl QueryStats {
             definitions: self.definitions.snapshot(),
             references: self.references.snapshot(),
             enrichment: self.enrichment.snapshot(),
+            prepare: self.prepare.snapshot(),
             sync: self.sync.snapshot(),
             index_build: self.index_build.snapshot(),
         }
@@ -128,6 +135,7 @@ pub struct StatsSnapshot {
     pub search: OpSnapshot,
     pub list: OpSnapshot,
     pub resolve: OpSnapshot,
+    pub availability: OpSnapshot,
     pub log: OpSnapshot,
     pub commit: OpSnapshot,
     pub diff: OpSnapshot,
@@ -136,6 +144,8 @@ pub struct StatsSnapshot {
     pub definitions: OpSnapshot,
     pub references: OpSnapshot,
     pub enrichment: OpSnapshot,
+    /// Operator actions; not a base query.
+    pub prepare: OpSnapshot,
     pub sync: OpSnapshot,
     pub index_build: OpSnapshot,
 }
@@ -143,13 +153,14 @@ pub struct StatsSnapshot {
 impl StatsSnapshot {
     /// The base operations by name, for exporters. Enrichment and maintenance are
     /// the other fields, never part of this list.
-    pub fn by_operation(&self) -> [(&'static str, OpSnapshot); 12] {
+    pub fn by_operation(&self) -> [(&'static str, OpSnapshot); 13] {
         [
             ("read", self.read),
             ("read_many", self.read_many),
             ("search", self.search),
             ("list", self.list),
             ("resolve", self.resolve),
+            ("availability", self.availability),
             ("log", self.log),
             ("commit", self.commit),
             ("diff", self.diff),

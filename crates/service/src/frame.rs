@@ -1,0 +1,309 @@
+//! The service frame (issue 30): every operation that names a repository runs through
+//! [`Service::framed`], which takes these steps in this order, once each, so no operation can
+//! skip one:
+//!
+//! 1. **alias** — `ALIASES` of the call's server-plugin epoch (P-22; the epoch is pinned on
+//!    the [`CallContext`], so the whole call sees one epoch, P-12);
+//! 2. **access** — read access (A-2: a private repository the caller may not read answers
+//!    exactly like an unknown one, A-4), or the prepare capability for operator actions
+//!
+//! 3. **snapshot and lease** — one look at the registry resolves the revision and leases
+//!    the commit (R-8, G-8); the lease is the operation's to hold for as long as it works,
+//!    enrichment included;
+//! 4. **statistics** — the call is counted once under its operation.
+//!
+//! Steps 1 and 4 wrap the operation; steps 2 and 3 are the only way from a [`RepoCall`] to a
+//! repository name or a lease: [`RepoCall::open`] checks access and answers an [`Opened`]
+//! repository, whose [`Opened::lease`] is the snapshot. An operation that names no
+//! repository at all (`discovery`, plugin status) is not framed.
+
+use crate::index::IndexedTargets;
+use crate::stats::{OpStats, QueryStats};
+use crate::{CallContext, Caller, Inner, Service, ServiceError};
+use gitstore::{CommitId, Lease, RepoName};
+use std::time::Instant;
+
+/// What the caller must hold for an operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Need {
+    /// Read access to the repository.
+    Read,
+    /// The prepare capability: an operator capability over every repository, which
+    /// neither needs nor gives read access.
+    Prepare,
+}
+
+/// One repository-naming operation as the frame knows it: its name, its statistics slot
+/// and what the caller must hold.
+#[derive(Clone, Copy)]
+pub(crate) struct Op {
+    /// The operation's name (the MCP tool's, and what plugins are told).
+    pub(crate) name: &'static str,
+    stats: fn(&QueryStats) -> &OpStats,
+    need: Need,
+}
+
+macro_rules! ops {
+    ($($constant:ident => $name:ident, $need:ident;)*) => {
+        impl Op {
+            $(
+                pub(crate) const $constant: Op = Op {
+                    name: stringify!($name),
+                    stats: |stats| &stats.$name,
+                    need: Need::$need,
+                };
+            )*
+        }
+    };
+}
+
+ops! {
+    READ => read, Read;
+    READ_MANY => read_many, Read;
+    SEARCH => search, Read;
+    LIST => list, Read;
+    RESOLVE => resolve, Read;
+    AVAILABILITY => availability, Read;
+    LOG => log, Read;
+    COMMIT => commit, Read;
+    DIFF => diff, Read;
+    BLAME => blame, Read;
+    OUTLINE => outline, Read;
+    DEFINITIONS => definitions, Read;
+    REFERENCES => references, Read;
+    PREPARE => prepare, Prepare;
+}
+
+/// How an operation names its repository: one (`String`), or one or every readable one
+/// (`Option<String>`, the operations over the search index).
+pub(crate) trait Named: Sized {
+    /// Step 1: the repository the name means (`ALIASES`, P-22).
+    fn unalias(self, service: &Service, ctx: &CallContext) -> Self;
+}
+
+impl Named for String {
+    fn unalias(self, service: &Service, ctx: &CallContext) -> Self {
+        service.unalias(ctx, self)
+    }
+}
+
+impl Named for Option<String> {
+    fn unalias(self, service: &Service, ctx: &CallContext) -> Self {
+        self.map(|repo| service.unalias(ctx, repo))
+    }
+}
+
+/// A framed call after step 1: who calls and the repository meant (an alias already
+/// replaced by the real name). Steps 2 and 3 go through it.
+pub(crate) struct RepoCall<R> {
+    op: Op,
+    caller: Caller,
+    repo: R,
+}
+
+/// A repository the caller passed step 2 for; its leases are step 3. Only [`RepoCall::open`]
+/// makes one.
+pub(crate) struct Opened {
+    name: RepoName,
+}
+
+impl Opened {
+    /// The repository's real name.
+    pub(crate) fn name(&self) -> &RepoName {
+        &self.name
+    }
+
+    /// Step 3: resolves `revision` (`None`: the default branch head) and leases the commit
+    /// on one look at the registry. An operation on two commits (`diff`) leases each.
+    pub(crate) fn lease(
+        &self,
+        inner: &Inner,
+        revision: Option<&str>,
+    ) -> Result<Lease, gitstore::Error> {
+        inner.store.lease_revision(&self.name, revision)
+    }
+}
+
+impl<R> RepoCall<R> {
+    /// The operation's name.
+    pub(crate) fn operation(&self) -> &'static str {
+        self.op.name
+    }
+}
+
+impl RepoCall<String> {
+    /// The repository meant, as named (after `ALIASES`), not yet checked.
+    pub(crate) fn repo(&self) -> &str {
+        &self.repo
+    }
+
+    /// Step 2: the caller may do this operation on the repository, or the error; for reads,
+    /// a private repository the caller may not read is refused exactly like an unknown one
+    ///
+    pub(crate) fn open(&self, inner: &Inner) -> Result<Opened, ServiceError> {
+        if self.op.need == Need::Prepare {
+            // Before the name is even parsed: without the capability nothing is learnt.
+            inner.check_prepare(&self.caller, self.op.name)?;
+        }
+        let name = RepoName::parse(&self.repo)?;
+        match self.op.need {
+            Need::Read => inner.check_read(&self.caller, &name)?,
+            // the capability covers every repository; only existence is left to check.
+            Need::Prepare => {
+                inner.store.is_private(&name)?;
+            }
+        }
+        Ok(Opened { name })
+    }
+
+    /// Steps 2 and 3 for an operation on one commit.
+    pub(crate) fn lease(
+        &self,
+        inner: &Inner,
+        revision: Option<&str>,
+    ) -> Result<Lease, ServiceError> {
+        Ok(self.open(inner)?.lease(inner, revision)?)
+    }
+}
+
+impl RepoCall<Option<String>> {
+    /// Steps 2 and 3 for an operation over the search index: the named repository (checked
+    /// readable) or every repository the caller may read, each indexed one leased at its
+    /// indexed commit (S-1: every hit must be readable at the SHA it names; a commit that
+    /// left retention, its repository not re-indexed since, is reported as not indexed
+    /// rather than answered with unreadable hits).
+    ///
+    /// With `revision` (`definitions`, `references`), it must name the indexed head of the
+    /// repository, which must then be named: symbols exist for indexed heads only.
+    pub(crate) fn targets<'a>(
+        &self,
+        inner: &'a Inner,
+        revision: Option<&str>,
+    ) -> Result<(&'a search::Indexes, IndexedTargets), ServiceError> {
+        let tool = self.op.name;
+        let one = match &self.repo {
+            Some(repo) => {
+                let name = RepoName::parse(repo)?;
+                inner.check_read(&self.caller, &name)?;
+                Some(name)
+            }
+            None if revision.is_some() => {
+                return Err(ServiceError::invalid(format!(
+                    "revision needs repo: {tool} answers for the indexed head of each repository"
+                )));
+            }
+            None => {
+                if self.caller == Caller::Anonymous && !inner.config.public_read {
+                    return Err(ServiceError::unauthenticated(crate::TOKEN_NEEDED));
+                }
+                None
+            }
+        };
+        let indexes = inner.indexes()?;
+        if let (Some(name), Some(revision)) = (&one, revision) {
+            let commit = inner
+                .store
+                .lease_revision(name, Some(revision))?
+                .commit()
+                .clone();
+            match indexes.indexed_commit(name.as_str()) {
+                Some(indexed) if indexed != commit.to_string() => {
+                    return Err(ServiceError::invalid(format!(
+                        "{tool} answers from the index, which holds {name} at {indexed}; revision `{revision}` is {commit}. Omit revision (or pass {indexed}), or use outline, which parses any commit"
+                    )));
+                }
+                // The indexed head, or not indexed yet: the answer lists it as such.
+                _ => {}
+            }
+        }
+        let repos: Vec<String> = match one {
+            Some(name) => vec![name.to_string()],
+            None => inner
+                .store
+                .repos()?
+                .into_iter()
+                .filter(|info| inner.may_read(&self.caller, &info.name))
+                .map(|info| info.name.to_string())
+                .collect(),
+        };
+        let mut leases = Vec::new();
+        let mut stale = Vec::new();
+        let repos = repos
+            .into_iter()
+            .filter(|repo| {
+                let Some(info) = indexes.current(repo) else {
+                    return true;
+                };
+                let lease = RepoName::parse(repo).ok().and_then(|name| {
+                    let commit = CommitId::parse(&info.commit)?;
+                    inner.store.lease(&name, &commit).ok()
+                });
+                match lease {
+                    Some(lease) => {
+                        leases.push(lease);
+                        true
+                    }
+                    None => {
+                        stale.push(repo.clone());
+                        false
+                    }
+                }
+            })
+            .collect();
+        Ok((
+            indexes,
+            IndexedTargets {
+                repos,
+                leases,
+                stale,
+            },
+        ))
+    }
+}
+
+impl Service {
+    /// The service frame: step 1 (alias) before `work`, step 4 (statistics) after it;
+    /// `work` takes steps 2 and 3 through the [`RepoCall`] it is given, which is its only
+    /// way to the repository. What runs after the answer is counted (enrichment, W-38) runs
+    /// after this returns, on the lease `work` hands back.
+    pub(crate) async fn framed<R, T, F, Fut>(
+        &self,
+        ctx: &CallContext,
+        op: Op,
+        repo: R,
+        work: F,
+    ) -> Result<T, ServiceError>
+    where
+        R: Named,
+        F: FnOnce(RepoCall<R>) -> Fut,
+        Fut: Future<Output = Result<T, ServiceError>>,
+    {
+        let call = RepoCall {
+            op,
+            caller: ctx.caller.clone(),
+            repo: repo.unalias(self, ctx),
+        };
+        let started = Instant::now();
+        let result = work(call).await;
+        (op.stats)(&self.inner.stats).record(started, result.is_ok());
+        result
+    }
+
+    /// [`Service::framed`] with all of `work` on the blocking pool.
+    pub(crate) async fn framed_blocking<R, T>(
+        &self,
+        ctx: &CallContext,
+        op: Op,
+        repo: R,
+        work: impl FnOnce(RepoCall<R>, &Inner) -> Result<T, ServiceError> + Send + 'static,
+    ) -> Result<T, ServiceError>
+    where
+        R: Named + Send + 'static,
+        T: Send + 'static,
+    {
+        self.framed(ctx, op, repo, move |call| {
+            self.blocking(move |inner| work(call, inner))
+        })
+        .await
+    }
+}
