@@ -97,8 +97,9 @@ pub async fn run(command: PluginsCommand) -> Result<()> {
         } => {
             let mut config = HostConfig::new(dir);
             config.hook_timeout = Duration::from_millis(hook_timeout_ms.max(1));
-            config.tool_schemas =
-                Arc::new(mcpserver::tool_schemas(&service::ServiceConfig::default()));
+            config.tools = Arc::new(tools::plugin_catalog(&tools::Limits::new(
+                &service::ServiceConfig::default(),
+            )));
             let report = tokio::task::spawn_blocking(move || pyplugin::check_directory(config))
                 .await
                 .context("the dry-run stopped")?;
@@ -491,7 +492,7 @@ pub async fn service(
 ) -> Result<service::Service> {
     let settings = Map::from_iter([("transport".to_owned(), Value::from(transport))]);
     let mut host_config = host_from_env(store.storage_root(), settings)?;
-    host_config.tool_schemas = Arc::new(mcpserver::tool_schemas(&config));
+    host_config.tools = Arc::new(tools::plugin_catalog(&tools::Limits::new(&config)));
     // P-7: SOURCEGRAPH_SERVER_PLUGINS_STRICT makes a failing on_source_file fail the build.
     config.index.strict_transforms = host_config.strict;
     let host = start_host(host_config).await?;

@@ -1,8 +1,8 @@
 //! Routes and handlers of the JSON API. Each handler parses, calls the service, answers.
 
 use crate::Readiness;
-use crate::json::{ApiError, ItemJson};
-use axum::extract::{FromRequest, FromRequestParts, Query, Request, State};
+use crate::json::ApiError;
+use axum::extract::{FromRequest, FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -10,10 +10,9 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use service::{
-    AvailabilityRequest, CallContext, FileRange, ListRequest, ReadManyRequest, ReadRequest, Service,
-};
+use service::{CallContext, Service};
 use std::fmt::Write as _;
+use std::sync::Arc;
 use tokio_stream::StreamExt as _;
 
 #[derive(Clone)]
@@ -22,24 +21,30 @@ struct AppState {
     readiness: Readiness,
 }
 
+/// The JSON API: one route per tool of [`tools::TOOLS`] (GET with a query string and POST
+/// with a JSON body for a read-only tool, POST only otherwise), then the operations that are
+/// not tools (`prepare` streams, `repos` registers), the probes and the metrics.
 pub(crate) fn router(service: Service, readiness: Readiness) -> Router {
-    let api = Router::new()
-        .route("/read", get(read))
-        .route("/read_many", post(read_many))
-        .route("/search", get(search).post(search))
-        .route("/list", get(list).post(list))
-        .route("/resolve", get(resolve).post(resolve))
-        .route("/log", get(log).post(log))
-        .route("/commit", get(commit).post(commit))
-        .route("/diff", get(diff).post(diff))
-        .route("/blame", get(blame).post(blame))
-        .route("/outline", get(outline).post(outline))
-        .route("/definitions", get(definitions).post(definitions))
-        .route("/references", get(references).post(references))
-        .route("/discovery", get(discovery).post(discovery))
-        .route("/availability", get(availability).post(availability))
+    let limits = tools::Limits::new(service.config());
+    let mut api = Router::new();
+    for &tool in tools::TOOLS {
+        // Computed once: a GET's query string is typed by it on every call.
+        let schema = Arc::new(tool.input_schema(&limits));
+        let handler = move |State(state): State<AppState>, Ctx(ctx): Ctx, request: Request| {
+            let schema = schema.clone();
+            async move { call_tool(tool, &schema, state, ctx, request).await }
+        };
+        let route = if tool.annotations().read_only {
+            get(handler.clone()).post(handler)
+        } else {
+            post(handler)
+        };
+        api = api.route(&format!("/{}", tool.name()), route);
+    }
+    let api = api
         .route("/prepare", post(prepare))
         .route("/repos", post(add_repo))
+        // The first names of the plugin tools' routes, kept for existing clients.
         .route("/plugins/status", get(plugins_status))
         .route("/plugins/reload", post(plugins_reload));
     Router::new()
@@ -63,369 +68,79 @@ impl<S: Send + Sync> FromRequestParts<S> for Ctx {
     }
 }
 
-/// Arguments from the query string (GET) or a JSON body (POST). Unknown arguments are
-/// refused with a message naming them; that also refuses a token in the URL.
+/// A tool over HTTP: its arguments from the query string (GET, typed by the tool's schema)
+/// or the JSON body (POST), exactly the MCP arguments with the same refusals, then the tool's
+/// JSON answer.
+async fn call_tool(
+    tool: &'static dyn tools::ToolDef,
+    schema: &tools::Arguments,
+    state: AppState,
+    ctx: CallContext,
+    request: Request,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let arguments = tool_arguments(schema, request).await?;
+    match tool
+        .call(&state.service, &ctx, arguments, tools::Face::Api)
+        .await
+    {
+        Ok(tools::Answer::Json(value)) => Ok(Json(value)),
+        Ok(tools::Answer::Text { .. }) => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the tool answered text to the JSON API; see the server log",
+        )),
+        Err(tools::ToolError::Arguments(message)) => Err(ApiError::bad_request(message)),
+        Err(tools::ToolError::Service(error)) => Err(error.into()),
+    }
+}
+
+/// A tool's arguments from a GET query string or a POST JSON body (an object).
+async fn tool_arguments(
+    schema: &tools::Arguments,
+    request: Request,
+) -> Result<tools::Arguments, ApiError> {
+    if request.method() == Method::GET {
+        let pairs = request.uri().query().unwrap_or_default();
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(pairs)
+            .map_err(|e| ApiError::bad_request(format!("invalid query string: {e}")))?;
+        return tools::arguments_from_pairs(schema, pairs).map_err(ApiError::bad_request);
+    }
+    let Json(body) = Json::<serde_json::Value>::from_request(request, &())
+        .await
+        .map_err(|r| ApiError::bad_request(format!("invalid JSON body: {}", r.body_text())))?;
+    match body {
+        serde_json::Value::Object(arguments) => Ok(arguments),
+        other => Err(ApiError::bad_request(format!(
+            "invalid JSON body: the arguments must be a JSON object, not {}",
+            json_kind(&other)
+        ))),
+    }
+}
+
+fn json_kind(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+/// Arguments of the operations that are not tools, from a JSON body (POST). Unknown
+/// arguments are refused with a message naming them.
 struct Args<T>(T);
 
 impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequest<S> for Args<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
-        if request.method() == Method::GET {
-            let Query(args) = Query::<T>::from_request(request, state)
-                .await
-                .map_err(|r| {
-                    ApiError::bad_request(format!("invalid query string: {}", r.body_text()))
-                })?;
-            Ok(Args(args))
-        } else {
-            let Json(args) = Json::<T>::from_request(request, state).await.map_err(|r| {
-                ApiError::bad_request(format!("invalid JSON body: {}", r.body_text()))
-            })?;
-            Ok(Args(args))
-        }
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReadArgs {
-    repo: String,
-    revision: Option<String>,
-    path: String,
-    start_line: Option<u64>,
-    end_line: Option<u64>,
-}
-
-async fn read(
-    State(state): State<AppState>,
-    Ctx(ctx): Ctx,
-    Args(args): Args<ReadArgs>,
-) -> Result<Json<ItemJson>, ApiError> {
-    let request = ReadRequest {
-        repo: args.repo,
-        revision: args.revision,
-        path: args.path,
-        start_line: args.start_line,
-        end_line: args.end_line,
-        plugins: None,
-    };
-    Ok(Json(state.service.read(&ctx, request).await?.into()))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileArgs {
-    path: String,
-    start_line: Option<u64>,
-    end_line: Option<u64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReadManyArgs {
-    repo: String,
-    revision: Option<String>,
-    files: Vec<FileArgs>,
-}
-
-#[derive(serde::Serialize)]
-struct ReadManyJson {
-    repo: String,
-    commit: String,
-    items: Vec<ItemJson>,
-}
-
-async fn read_many(
-    State(state): State<AppState>,
-    Ctx(ctx): Ctx,
-    Args(args): Args<ReadManyArgs>,
-) -> Result<Json<ReadManyJson>, ApiError> {
-    let request = ReadManyRequest {
-        repo: args.repo,
-        revision: args.revision,
-        files: args
-            .files
-            .into_iter()
-            .map(|f| FileRange {
-                path: f.path,
-                start_line: f.start_line,
-                end_line: f.end_line,
-            })
-            .collect(),
-        plugins: None,
-    };
-    let answer = state.service.read_many(&ctx, request).await?;
-    Ok(Json(ReadManyJson {
-        repo: answer.repo,
-        commit: answer.commit,
-        items: answer.items.into_iter().map(ItemJson::from).collect(),
-    }))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SearchArgs {
-    query: String,
-    repo: Option<String>,
-    path: Option<String>,
-    lang: Option<String>,
-    regex: Option<bool>,
-    case_sensitive: Option<bool>,
-    limit: Option<usize>,
-    cursor: Option<String>,
-}
-
-/// `search` (S-1): the hits with full SHAs, `next_cursor`, and query statistics.
-async fn search(
-    State(state): State<AppState>,
-    Ctx(ctx): Ctx,
-    Args(a): Args<SearchArgs>,
-) -> Response {
-    let request = service::SearchRequest {
-        query: a.query,
-        repo: a.repo,
-        path: a.path,
-        lang: a.lang,
-        regex: a.regex.unwrap_or(false),
-        case_sensitive: a.case_sensitive.unwrap_or(false),
-        limit: a.limit,
-        cursor: a.cursor,
-    };
-    answer(state.service.search(&ctx, request).await)
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ListArgs {
-    repo: String,
-    revision: Option<String>,
-    path: Option<String>,
-    depth: Option<u32>,
-}
-
-impl From<ListArgs> for ListRequest {
-    fn from(a: ListArgs) -> Self {
-        ListRequest {
-            repo: a.repo,
-            revision: a.revision,
-            path: a.path,
-            depth: a.depth,
-        }
-    }
-}
-
-async fn list(
-    State(state): State<AppState>,
-    Ctx(ctx): Ctx,
-    Args(args): Args<ListArgs>,
-) -> Response {
-    answer(state.service.list(&ctx, args.into()).await)
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LogArgs {
-    repo: String,
-    revision: Option<String>,
-    path: Option<String>,
-    limit: Option<usize>,
-    cursor: Option<String>,
-}
-
-/// `log {repo, revision?, path?, limit?, cursor?}`: a page of commits.
-async fn log(State(state): State<AppState>, Ctx(ctx): Ctx, Args(a): Args<LogArgs>) -> Response {
-    let request = service::LogRequest {
-        repo: a.repo,
-        revision: a.revision,
-        path: a.path,
-        limit: a.limit,
-        cursor: a.cursor,
-    };
-    answer(state.service.log(&ctx, request).await)
-}
-
-/// `commit {repo, revision}`: one commit with its changed files.
-async fn commit(
-    State(state): State<AppState>,
-    Ctx(ctx): Ctx,
-    Args(a): Args<ResolveArgs>,
-) -> Response {
-    answer(state.service.commit(&ctx, a.repo, a.revision).await)
-}
-
-/// `blame {repo, revision?, path, start_line?, end_line?}`: who last changed each line.
-async fn blame(State(state): State<AppState>, Ctx(ctx): Ctx, Args(a): Args<ReadArgs>) -> Response {
-    let request = service::BlameRequest {
-        repo: a.repo,
-        revision: a.revision,
-        path: a.path,
-        start_line: a.start_line,
-        end_line: a.end_line,
-    };
-    answer(state.service.blame(&ctx, request).await)
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct OutlineArgs {
-    repo: String,
-    revision: Option<String>,
-    path: String,
-    cursor: Option<String>,
-}
-
-/// `outline {repo, revision?, path, cursor?}`: the definitions of one file.
-async fn outline(
-    State(state): State<AppState>,
-    Ctx(ctx): Ctx,
-    Args(a): Args<OutlineArgs>,
-) -> Response {
-    let request = service::OutlineRequest {
-        repo: a.repo,
-        revision: a.revision,
-        path: a.path,
-        cursor: a.cursor,
-    };
-    answer(state.service.outline(&ctx, request).await)
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DefinitionsArgs {
-    symbol: String,
-    repo: Option<String>,
-    revision: Option<String>,
-    lang: Option<String>,
-    path: Option<String>,
-    limit: Option<usize>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReferencesArgs {
-    symbol: String,
-    repo: Option<String>,
-    revision: Option<String>,
-    lang: Option<String>,
-    path: Option<String>,
-    limit: Option<usize>,
-    cursor: Option<String>,
-}
-
-/// `definitions {symbol, repo?, revision?, lang?, path?, limit?}`: where a name is defined.
-async fn definitions(
-    State(state): State<AppState>,
-    Ctx(ctx): Ctx,
-    Args(a): Args<DefinitionsArgs>,
-) -> Response {
-    let request = service::SymbolQuery {
-        repo: a.repo,
-        revision: a.revision,
-        symbol: a.symbol,
-        lang: a.lang,
-        path: a.path,
-        limit: a.limit,
-    };
-    answer(state.service.definitions(&ctx, request).await)
-}
-
-/// `references {symbol, repo?, revision?, lang?, path?, limit?, cursor?}`: where it occurs.
-async fn references(
-    State(state): State<AppState>,
-    Ctx(ctx): Ctx,
-    Args(a): Args<ReferencesArgs>,
-) -> Response {
-    let request = service::ReferencesRequest {
-        query: service::SymbolQuery {
-            repo: a.repo,
-            revision: a.revision,
-            symbol: a.symbol,
-            lang: a.lang,
-            path: a.path,
-            limit: a.limit,
-        },
-        cursor: a.cursor,
-    };
-    answer(state.service.references(&ctx, request).await)
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DiffArgs {
-    repo: String,
-    base: String,
-    head: String,
-    path: Option<String>,
-    cursor: Option<String>,
-}
-
-/// `diff {repo, base, head, path?, cursor?}`: a page of git's unified diff, file by file.
-async fn diff(State(state): State<AppState>, Ctx(ctx): Ctx, Args(a): Args<DiffArgs>) -> Response {
-    let request = service::DiffRequest {
-        repo: a.repo,
-        base: a.base,
-        head: a.head,
-        path: a.path,
-        cursor: a.cursor,
-    };
-    answer(state.service.diff(&ctx, request).await)
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ResolveArgs {
-    repo: String,
-    revision: String,
-}
-
-async fn resolve(
-    State(state): State<AppState>,
-    Ctx(ctx): Ctx,
-    Args(args): Args<ResolveArgs>,
-) -> Response {
-    answer(state.service.resolve(&ctx, args.repo, args.revision).await)
-}
-
-async fn discovery(State(state): State<AppState>, Ctx(ctx): Ctx) -> Response {
-    #[derive(serde::Serialize)]
-    struct Repos {
-        repositories: Vec<service::RepoSummary>,
-    }
-    answer(
-        state
-            .service
-            .discovery(&ctx)
+        let Json(args) = Json::<T>::from_request(request, state)
             .await
-            .map(|repositories| Repos { repositories }),
-    )
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AvailabilityArgs {
-    repo: String,
-    revision: Option<String>,
-    #[serde(default)]
-    include_plugins: bool,
-}
-
-impl From<AvailabilityArgs> for AvailabilityRequest {
-    fn from(a: AvailabilityArgs) -> Self {
-        AvailabilityRequest {
-            repo: a.repo,
-            revision: a.revision,
-            include_plugins: a.include_plugins,
-        }
+            .map_err(|r| ApiError::bad_request(format!("invalid JSON body: {}", r.body_text())))?;
+        Ok(Args(args))
     }
-}
-
-async fn availability(
-    State(state): State<AppState>,
-    Ctx(ctx): Ctx,
-    Args(args): Args<AvailabilityArgs>,
-) -> Response {
-    answer(state.service.availability(&ctx, args.into()).await)
 }
 
 fn answer<T: serde::Serialize>(result: Result<T, service::ServiceError>) -> Response {
@@ -516,13 +231,14 @@ async fn add_repo(
     }
 }
 
-/// `GET /sourcegraph/api/plugins/status` (P-12): the server plugins' status, with as much
-/// detail as the service gives this caller (tracebacks and paths for operators only).
+/// `GET /sourcegraph/api/plugins/status` (P-12): the `plugin_status` tool under its first
+/// route name.
 async fn plugins_status(State(state): State<AppState>, Ctx(ctx): Ctx) -> Response {
     Json(state.service.server_plugins_status_for(&ctx)).into_response()
 }
 
-/// `POST /sourcegraph/api/plugins/reload` (P-12): an operator action, like `prepare`.
+/// `POST /sourcegraph/api/plugins/reload` (P-12): the `reload_plugins` tool under its first
+/// route name; an operator action, like `prepare`.
 async fn plugins_reload(State(state): State<AppState>, Ctx(ctx): Ctx) -> Response {
     answer(state.service.reload_server_plugins(&ctx).await)
 }

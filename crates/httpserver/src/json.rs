@@ -4,67 +4,7 @@ use axum::Json;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use service::{ErrorKind, ReadItem, ServiceError};
-
-/// One read item as JSON: `repo`, `commit`, `path`, the range fields and `content`, or
-/// `error` for a failed item.
-#[derive(Debug, Serialize)]
-pub struct ItemJson {
-    pub repo: String,
-    pub commit: String,
-    pub path: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub start_line: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub end_line: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub total_lines: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub truncated: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub has_more: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub next_start_line: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub line_cut: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub content: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-impl From<ReadItem> for ItemJson {
-    fn from(item: ReadItem) -> Self {
-        let mut json = ItemJson {
-            repo: item.repo,
-            commit: item.commit,
-            path: item.path,
-            start_line: None,
-            end_line: None,
-            total_lines: None,
-            truncated: None,
-            has_more: None,
-            next_start_line: None,
-            line_cut: None,
-            content: None,
-            error: None,
-        };
-        match item.outcome {
-            Ok(range) => {
-                json.start_line = Some(range.start_line);
-                json.end_line = Some(range.end_line);
-                json.total_lines = Some(range.total_lines);
-                json.truncated = Some(range.truncated);
-                json.has_more = Some(range.has_more);
-                json.next_start_line = range.next_start_line;
-                json.line_cut = range.line_cut;
-                json.content = Some(range.content);
-            }
-            Err(message) => json.error = Some(message),
-        }
-        json
-    }
-}
+use service::{ErrorKind, ServiceError};
 
 /// The body of every error answer: `{"error": {"kind": …, "message": …}}`.
 #[derive(Debug, Serialize)]

@@ -20,7 +20,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use auth::with_access;
-pub use json::{ErrorBody, ItemJson};
+pub use json::ErrorBody;
+pub use tools::ItemJson;
 
 /// Whether the server is ready to answer (`/readyz`): set once start-up work is done.
 #[derive(Debug, Clone, Default)]

@@ -2,9 +2,9 @@
 //! official Rust SDK `rmcp`: Streamable HTTP (mounted by the CLI at `/sourcegraph/mcp`) and
 //! stdio.
 //!
-//! Tools: `read`, `read_many`, `list`, `resolve`, `discovery`, `availability`. Answers are
-//! standard text `content` blocks only (no `structuredContent`, no `outputSchema`); a read
-//! answers the SPEC §9 block ([`render_read_block`]). Malformed arguments are JSON-RPC
+//! The tools are those of [`tools::TOOLS`], plus the `TOOL_PRESETS` of the current server
+//! plugin epoch. Answers are standard text `content` blocks only (no `structuredContent`, no
+//! `outputSchema`); a read answers the SPEC §9 block. Malformed arguments are JSON-RPC
 //! invalid-params errors naming what was wrong; business failures (missing file, unknown
 //! repository…) are tool results with `isError: true`.
 //!
@@ -15,21 +15,19 @@
 
 #![warn(missing_docs)]
 
-mod args;
 mod connection;
-mod render;
 mod server;
 mod serverplugins;
 
-pub use render::render_read_block;
 pub use server::McpServer;
 
 use rmcp::ServiceExt;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use server::{Catalogue, Limits, PluginsSource};
+use server::{Catalogue, PluginsSource};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
+use tools::Limits;
 
 /// DNS-rebinding and cross-origin protection of the Streamable HTTP endpoint (M-1).
 #[derive(Debug, Clone)]
@@ -54,23 +52,6 @@ impl Default for McpConfig {
             allowed_origins: Vec::new(),
         }
     }
-}
-
-/// Tool name → the input schema `tools/list` advertises for it under `config`: what a
-/// server plugin's `TOOL_PRESETS` arguments are checked against when it loads (P-8).
-pub fn tool_schemas(
-    config: &service::ServiceConfig,
-) -> std::collections::BTreeMap<String, serde_json::Value> {
-    Catalogue::new(&Limits::new(config))
-        .tools()
-        .iter()
-        .map(|tool| {
-            (
-                tool.name.to_string(),
-                serde_json::Value::Object((*tool.input_schema).clone()),
-            )
-        })
-        .collect()
 }
 
 /// The Streamable HTTP service type [`http_service`] returns: a tower `Service` over

@@ -1,26 +1,13 @@
-//! The MCP face of server plugins (SPEC P-10, P-12, P-22): the `reload_plugins` and
-//! `plugin_status` tools, `TOOL_PRESETS` as tools of their own, and the answer blocks that
-//! disclose what plugins changed.
+//! The MCP face of server plugins (SPEC P-10, P-22): `TOOL_PRESETS` as tools of their own,
+//! and the answer block that discloses an argument rewrite.
 
-use crate::render::header_value;
 use rmcp::ErrorData;
 use rmcp::model::{JsonObject, Tool};
 use serde_json::Value;
-use service::{ArgumentRewrite, ServerPluginsStatus, StatusDetail, ToolPreset};
+use service::{ArgumentRewrite, ToolPreset};
 use std::fmt::Write;
 use std::sync::Arc;
-
-pub(crate) const RELOAD_DESCRIPTION: &str = "\
-Operator tool: re-read the server-plugins directory into a new epoch (calls in flight finish \
-on the old one) and answer the new plugin status. Refused when server plugins are disabled or \
-wedged, and to callers without the prepare capability (over HTTP: a token of a user made with \
-`csg user add NAME --prepare`).";
-
-pub(crate) const STATUS_DESCRIPTION: &str = "\
-Show the server plugins (operator Python plugins, not repository plugins): state, epoch, \
-loaded files with their hooks and tables, rejected files and why, hooks disabled until the \
-next reload and why, versions, and whether the search index waits for a rebuild. Tracebacks \
-and server paths are shown to operators (the prepare capability) only.";
+use tools::render::header_value;
 
 /// The MCP tool of a preset: the base tool's schema without the fixed arguments.
 pub(crate) fn preset_tool(name: &str, preset: &ToolPreset, base: &Tool) -> Tool {
@@ -75,22 +62,6 @@ pub(crate) fn render_rewrite(rewrite: &ArgumentRewrite) -> String {
     out
 }
 
-/// The `OperatorNotes:` block: one `- ` item per note, continuation lines indented.
-pub(crate) fn render_notes(notes: &[String]) -> String {
-    let mut out = String::from("OperatorNotes:\n");
-    for note in notes {
-        for (i, line) in note.lines().enumerate() {
-            out.push_str(if i == 0 { "- " } else { "  " });
-            out.push_str(&header_value(line));
-            out.push('\n');
-        }
-        if note.is_empty() {
-            out.push_str("-\n");
-        }
-    }
-    out
-}
-
 /// Merges the disclosure of an `on_tool_call` rewrite and of a `QUERY_ALIASES` rewrite of
 /// the same call into one (SPEC §9: one block).
 pub(crate) fn merge_rewrites(
@@ -113,112 +84,4 @@ pub(crate) fn merge_rewrites(
         effective.insert("query".into(), q.clone());
     }
     Some(merged)
-}
-
-/// The `plugin_status` answer (P-12), as detailed as the service decided for the caller.
-pub(crate) fn render_status(status: &ServerPluginsStatus) -> String {
-    let host = &status.host;
-    let mut out = String::new();
-    let _ = writeln!(out, "ServerPlugins: {}", host.state.name());
-    if let Some(reason) = &host.state_reason {
-        let _ = writeln!(out, "Reason: {}", header_value(reason));
-    }
-    if matches!(host.state, pyplugin_state::Disabled) {
-        out.push_str("Enable: set SOURCEGRAPH_SERVER_PLUGINS_ENABLED=true and restart\n");
-    }
-    let _ = writeln!(out, "Epoch: {}", host.epoch);
-    let _ = writeln!(
-        out,
-        "LastReload: {}",
-        match &host.last_reload_error {
-            None => "ok".to_owned(),
-            Some(error) => format!("failed: {}", header_value(error)),
-        }
-    );
-    let _ = writeln!(out, "Index: {}", status.index);
-    if !status.index_stale_repos.is_empty() {
-        let _ = writeln!(
-            out,
-            "IndexStaleRepos: {}",
-            header_value(&status.index_stale_repos.join(", "))
-        );
-    }
-    let _ = writeln!(out, "HookTimeoutMs: {}", host.hook_timeout_ms);
-    let _ = writeln!(
-        out,
-        "Versions: HOST_CONTRACT_VERSION={} HOOKS_VERSION={} PRODUCT={}",
-        host.host_contract_version, host.hooks_version, host.product
-    );
-    let _ = writeln!(out, "Files: {}", host.files.len());
-    for file in &host.files {
-        let _ = writeln!(
-            out,
-            "- {} hooks={} tables={} sha256={}",
-            header_value(&file.file),
-            list(&file.hooks),
-            list(&file.tables),
-            file.sha256
-        );
-    }
-    let _ = writeln!(out, "Rejected: {}", host.rejected.len());
-    let full = status.detail == StatusDetail::Full;
-    for rejected in &host.rejected {
-        for reason in &rejected.reasons {
-            // A reason names its file already unless it is a traceback's last line.
-            let line = first_line(reason);
-            let prefix = format!("{}: ", rejected.file);
-            let line = line.strip_prefix(&prefix).unwrap_or(&line);
-            let _ = writeln!(out, "- {}: {line}", header_value(&rejected.file));
-            // Operators get the whole message (a traceback) under its summary line; the
-            // service has already cut it to that line for everyone else.
-            let whole = reason.trim_end();
-            if full && whole.contains('\n') {
-                let whole = whole.strip_prefix(&prefix).unwrap_or(whole);
-                for line in whole.lines() {
-                    let _ = writeln!(out, "    {}", header_value(line));
-                }
-            }
-        }
-    }
-    let _ = writeln!(out, "Disabled: {}", host.disabled.len());
-    for disabled in &host.disabled {
-        let _ = writeln!(
-            out,
-            "- {} {}: {}",
-            header_value(&disabled.file),
-            disabled.hook,
-            first_line(&disabled.reason)
-        );
-    }
-    let _ = writeln!(out, "HookFailures: {}", host.hook_failures.len());
-    for failures in &host.hook_failures {
-        let _ = writeln!(
-            out,
-            "- {} {}: {}",
-            header_value(&failures.file),
-            failures.hook,
-            failures.count
-        );
-    }
-    out.push_str(if full {
-        "Detail: full (operator view: tracebacks and paths included)\n"
-    } else {
-        "Detail: summary (one-line reasons without tracebacks or host paths; operators, the \
-         local user and callers with the prepare capability, see the full detail)\n"
-    });
-    out
-}
-
-use service::HostState as pyplugin_state;
-
-fn list(items: &[String]) -> String {
-    if items.is_empty() {
-        "-".into()
-    } else {
-        header_value(&items.join(",")).into_owned()
-    }
-}
-
-fn first_line(text: &str) -> String {
-    header_value(service::failure_summary(text)).into_owned()
 }

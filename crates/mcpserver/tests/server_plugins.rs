@@ -56,8 +56,9 @@ async fn start(files: &[(&str, &str)], caller: Option<Caller>, enabled: bool) ->
     let commit = source.commit_index("initial");
     let mut host_config = HostConfig::new(plugins.path().to_path_buf());
     host_config.enabled = enabled;
-    host_config.tool_schemas =
-        std::sync::Arc::new(mcpserver::tool_schemas(&service::ServiceConfig::default()));
+    host_config.tools = std::sync::Arc::new(tools::plugin_catalog(&tools::Limits::new(
+        &service::ServiceConfig::default(),
+    )));
     let host = tokio::task::spawn_blocking(move || PluginHost::start(host_config))
         .await
         .unwrap();

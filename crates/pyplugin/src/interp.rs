@@ -8,6 +8,7 @@
 //! that step a grace period later, the host is wedged: the waiting callers are answered at once
 //! and every later call bypasses the plugins.
 
+use crate::ToolCatalog;
 use crate::hookset::{self, Applied, Hook, HookClass};
 use crate::names::{self, Binding};
 use crate::tables::{self, FileTables, Tables};
@@ -20,7 +21,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyModule, PyString, PyTuple};
 use serde_json::{Map, Number, Value};
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant, SystemTime};
@@ -905,7 +906,7 @@ impl Interpreter {
                 }
             };
             let module_name = format!("_csg_plugin_e{epoch}_{index}");
-            match self.load_file(py, &name, &source, &module_name, &config.tool_schemas) {
+            match self.load_file(py, &name, &source, &module_name, &config.tools) {
                 Ok((hooks, tables, table_names)) => {
                     if hooks.contains_key(&Hook::SourceFile) {
                         any_derived = true;
@@ -968,10 +969,10 @@ impl Interpreter {
         name: &str,
         source: &[u8],
         module_name: &str,
-        schemas: &BTreeMap<String, Value>,
+        catalog: &ToolCatalog,
     ) -> Result<(HashMap<Hook, Py<PyAny>>, FileTables, Vec<String>), Vec<String>> {
         let (loaded, interrupted) = self.timed(format!("{name} (loading)"), || {
-            let loaded = self.load_module(py, name, source, module_name, schemas);
+            let loaded = self.load_module(py, name, source, module_name, catalog);
             // Whatever the check leaves (the module on a rejection, the objects it made) is
             // freed inside the step: a `__del__` runs under the watchdog.
             loaded.map_err(|error| {
@@ -1000,7 +1001,7 @@ impl Interpreter {
         name: &str,
         source: &[u8],
         module_name: &str,
-        schemas: &BTreeMap<String, Value>,
+        catalog: &ToolCatalog,
     ) -> Result<(HashMap<Hook, Py<PyAny>>, FileTables, Vec<String>), LoadError> {
         let builtins = py.import("builtins")?;
         let module = PyModule::new(py, module_name)?;
@@ -1096,7 +1097,7 @@ impl Interpreter {
                 let checked = to_value(&value)
                     .map_err(|why| format!("{key} {why}"))
                     .and_then(|table| {
-                        tables::check_table(&key, &table, name, schemas, &mut tables)
+                        tables::check_table(&key, &table, name, catalog, &mut tables)
                     });
                 match checked {
                     Ok(()) => table_names.push(key),

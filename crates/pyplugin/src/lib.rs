@@ -27,8 +27,8 @@ mod tables;
 
 pub use hookset::{
     Applied, HOOKS_VERSION, HOST_CONTRACT_VERSION, Hook, HookClass, MAX_HIT_NOTE_CHARS,
-    MAX_NOTE_BYTES, MAX_NOTES, PRESETABLE_TOOLS, PRODUCT, PageGroup, PageLine, RESERVED_TOOL_NAMES,
-    SearchPage, Step, TABLES, apply, apply_in_place, preset_tool_arguments, startup_payload,
+    MAX_NOTE_BYTES, MAX_NOTES, PRODUCT, PageGroup, PageLine, SearchPage, Step, TABLES, apply,
+    apply_in_place, startup_payload,
 };
 pub use tables::{Sourced, Tables, ToolPreset};
 
@@ -71,10 +71,8 @@ pub struct HostConfig {
     pub startup_settings: Map<String, Value>,
     /// `secrets` of the `on_startup` payload: name → set or not (P-11), see [`redact_secrets`].
     pub secrets: Map<String, Value>,
-    /// Tool name → the input schema `tools/list` advertises for it. `TOOL_PRESETS` arguments
-    /// are checked against these at load (P-8); a tool without one has its argument names
-    /// checked only, and the call checks the rest when the preset is used.
-    pub tool_schemas: Arc<BTreeMap<String, Value>>,
+    /// The server's tools as `TOOL_PRESETS` sees them (P-8, P-22). Empty: no preset loads.
+    pub tools: Arc<ToolCatalog>,
 }
 
 impl HostConfig {
@@ -88,9 +86,20 @@ impl HostConfig {
             strict: false,
             startup_settings: Map::new(),
             secrets: Map::new(),
-            tool_schemas: Arc::default(),
+            tools: Arc::default(),
         }
     }
+}
+
+/// The server's tools as server plugins see them. This crate knows no transport and no tool
+/// table: the binary fills it from the `tools` crate.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolCatalog {
+    /// Tool name → the input schema `tools/list` advertises, for every tool a `TOOL_PRESETS`
+    /// entry may target. A preset's fixed arguments are checked against it at load.
+    pub preset_targets: BTreeMap<String, Value>,
+    /// Names a preset may not take (every tool's and operation's).
+    pub reserved: std::collections::BTreeSet<String>,
 }
 
 /// The secret-looking settings among `vars` (names with `TOKEN`, `KEY`, `SECRET` or
@@ -815,7 +824,7 @@ impl CheckReport {
 
 /// Dry-run of a plugins directory (P-13): no data, no index, no server. Loads and validates
 /// every file as the server would, then runs each file's hooks once, alone, on the documented
-/// sample payloads. `config` gives the directory, the hook time limit and the tool schemas
+/// sample payloads. `config` gives the directory, the hook time limit and the tools
 /// presets are checked against; it is loaded as if enabled.
 pub fn check_directory(mut config: HostConfig) -> CheckReport {
     config.enabled = true;

@@ -1,7 +1,7 @@
 //! Checks a value against a tool's input schema, as far as `TOOL_PRESETS` needs it (P-8).
 //!
 //! The schemas are the ones `tools/list` advertises (JSON Schema 2020-12, nested types
-//! inlined); the host receives them through [`crate::HostConfig::tool_schemas`] because this
+//! inlined); the host receives them through [`crate::HostConfig::tools`] because this
 //! crate knows no transport. Only the keywords those schemas use are checked: `type`, `enum`,
 //! `minimum`/`maximum`, `minLength`/`maxLength`, `minItems`/`maxItems`, `items`, `properties`,
 //! `required`, `additionalProperties: false` and `anyOf`/`oneOf`. A keyword outside that set

@@ -3,9 +3,8 @@
 //! Tables are module-level constants read once when a file loads: no plugin code runs on the
 //! paths they affect, and an invalid entry rejects the whole file, naming the entry and why.
 
-use crate::hookset::{
-    self, HOOKS_VERSION, HOST_CONTRACT_VERSION, PRODUCT, RESERVED_TOOL_NAMES, kind,
-};
+use crate::ToolCatalog;
+use crate::hookset::{HOOKS_VERSION, HOST_CONTRACT_VERSION, PRODUCT, kind};
 use crate::schema;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -92,7 +91,7 @@ pub(crate) fn check_table(
     name: &str,
     value: &Value,
     file: &str,
-    schemas: &BTreeMap<String, Value>,
+    catalog: &ToolCatalog,
     into: &mut FileTables,
 ) -> Result<(), String> {
     let entries = value
@@ -147,7 +146,7 @@ pub(crate) fn check_table(
                 into.aliases.insert(key.clone(), target.to_owned());
             }
             "TOOL_PRESETS" => {
-                let preset = check_preset(key, entry, file, schemas).map_err(bad)?;
+                let preset = check_preset(key, entry, file, catalog).map_err(bad)?;
                 into.presets.insert(key.clone(), preset);
             }
             _ => return Err(format!("{name} is not a table of this server")),
@@ -173,7 +172,7 @@ fn check_preset(
     name: &str,
     entry: &Value,
     file: &str,
-    schemas: &BTreeMap<String, Value>,
+    catalog: &ToolCatalog,
 ) -> Result<ToolPreset, String> {
     let name_ok = name.len() <= 64
         && name.starts_with(|c: char| c.is_ascii_lowercase())
@@ -183,7 +182,7 @@ fn check_preset(
     if !name_ok {
         return Err("is not a valid tool name: use [a-z][a-z0-9_]{0,63}".into());
     }
-    if RESERVED_TOOL_NAMES.contains(&name) {
+    if catalog.reserved.contains(name) {
         return Err("is the name of a built-in tool; choose another name".into());
     }
     let obj = entry.as_object().ok_or_else(|| {
@@ -200,17 +199,21 @@ fn check_preset(
             "has an unknown key {key:?} (allowed: tool, description, arguments)"
         ));
     }
-    let allowed: Vec<&str> = hookset::PRESETABLE_TOOLS.iter().map(|(t, _)| *t).collect();
+    let allowed: Vec<&str> = catalog.preset_targets.keys().map(String::as_str).collect();
     let tool = obj
         .get("tool")
         .and_then(Value::as_str)
         .ok_or_else(|| format!("needs \"tool\": one of {}", allowed.join(", ")))?;
-    let arg_names = hookset::preset_tool_arguments(tool).ok_or_else(|| {
+    let schema = catalog.preset_targets.get(tool).ok_or_else(|| {
         format!(
             "names tool {tool:?}, which is not a tool a preset can use (one of {})",
             allowed.join(", ")
         )
     })?;
+    let properties = schema.get("properties").and_then(Value::as_object);
+    let arg_names: Vec<&str> = properties
+        .map(|p| p.keys().map(String::as_str).collect())
+        .unwrap_or_default();
     let description = obj
         .get("description")
         .and_then(Value::as_str)
@@ -229,12 +232,10 @@ fn check_preset(
             arg_names.join(", ")
         ));
     }
-    if let Some(properties) = schemas.get(tool).and_then(|s| s.get("properties")) {
-        for (arg, value) in &arguments {
-            if let Some(property) = properties.get(arg) {
-                schema::check(property, value, &format!("argument {arg:?}"))
-                    .map_err(|why| format!("fixes an invalid value: {why} (as {tool} takes it)"))?;
-            }
+    for (arg, value) in &arguments {
+        if let Some(property) = properties.and_then(|p| p.get(arg)) {
+            schema::check(property, value, &format!("argument {arg:?}"))
+                .map_err(|why| format!("fixes an invalid value: {why} (as {tool} takes it)"))?;
         }
     }
     Ok(ToolPreset {
@@ -332,8 +333,21 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn none() -> BTreeMap<String, Value> {
-        BTreeMap::new()
+    /// A catalog with `search` as the one preset target (its schema trimmed to what the
+    /// tests use) and the built-in names reserved.
+    fn catalog() -> ToolCatalog {
+        ToolCatalog {
+            preset_targets: [(
+                "search".to_owned(),
+                json!({"type": "object", "additionalProperties": false, "properties": {
+                    "query": {"type": "string"},
+                    "path": {"type": ["string", "null"]},
+                    "limit": {"type": ["integer", "null"], "minimum": 1, "maximum": 1000}
+                }}),
+            )]
+            .into(),
+            reserved: ["read".to_owned(), "search".to_owned()].into(),
+        }
     }
 
     #[test]
@@ -357,14 +371,26 @@ mod tests {
     #[test]
     fn p8_bad_table_entries_are_named() {
         let mut t = FileTables::default();
-        let err =
-            check_table("QUERY_ALIASES", &json!({"k8s": 5}), "a.py", &none(), &mut t).unwrap_err();
+        let err = check_table(
+            "QUERY_ALIASES",
+            &json!({"k8s": 5}),
+            "a.py",
+            &catalog(),
+            &mut t,
+        )
+        .unwrap_err();
         assert!(
             err.contains("QUERY_ALIASES[\"k8s\"]") && err.contains("str"),
             "{err}"
         );
-        let err =
-            check_table("ALIASES", &json!({"kb": "nope"}), "a.py", &none(), &mut t).unwrap_err();
+        let err = check_table(
+            "ALIASES",
+            &json!({"kb": "nope"}),
+            "a.py",
+            &catalog(),
+            &mut t,
+        )
+        .unwrap_err();
         assert!(
             err.contains("ALIASES[\"kb\"]") && err.contains("owner/name"),
             "{err}"
@@ -373,7 +399,7 @@ mod tests {
             "TOOL_PRESETS",
             &json!({"find": {"tool": "grep", "description": "d"}}),
             "a.py",
-            &none(),
+            &catalog(),
             &mut t,
         )
         .unwrap_err();
@@ -385,7 +411,7 @@ mod tests {
             "TOOL_PRESETS",
             &json!({"find": {"tool": "search", "description": "d", "arguments": {"q": 1}}}),
             "a.py",
-            &none(),
+            &catalog(),
             &mut t,
         )
         .unwrap_err();
@@ -394,7 +420,7 @@ mod tests {
             "TOOL_PRESETS",
             &json!({"read": {"tool": "search", "description": "d"}}),
             "a.py",
-            &none(),
+            &catalog(),
             &mut t,
         )
         .unwrap_err();
@@ -403,7 +429,7 @@ mod tests {
             "TOOL_PRESETS",
             &json!({"search_docs": {"tool": "search", "description": "Docs.", "arguments": {"path": "docs/**"}}}),
             "a.py",
-            &none(),
+            &catalog(),
             &mut t,
         )
         .unwrap();

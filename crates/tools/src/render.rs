@@ -91,9 +91,7 @@ pub(crate) fn read_blocks(items: &[ReadItem], enrichment: &Enrichment) -> Vec<St
         .collect();
     blocks.extend(enrichment.whole.iter().cloned());
     if !enrichment.operator_notes.is_empty() {
-        blocks.push(crate::serverplugins::render_notes(
-            &enrichment.operator_notes,
-        ));
+        blocks.push(render_notes(&enrichment.operator_notes));
     }
     if !enrichment.diagnostics.is_empty() {
         let mut block = String::from("PluginDiagnostics:");
@@ -558,7 +556,7 @@ pub(crate) fn render_availability(answer: &AvailabilityAnswer, include_plugins: 
 
 /// The text of a business failure (`isError: true`): the same `Error:` field an agent checks
 /// in read blocks.
-pub(crate) fn render_error(message: &str) -> String {
+pub fn render_error(message: &str) -> String {
     format!("Error: {}", header_value(message))
 }
 
@@ -601,7 +599,7 @@ plain_header_display!(u32, u64, usize, bool);
 
 /// Escapes control characters (newlines above all) so a value stays on its header line; other
 /// text, non-ASCII included, is shown as it is.
-pub(crate) fn header_value(value: &str) -> Cow<'_, str> {
+pub fn header_value(value: &str) -> Cow<'_, str> {
     if !value.chars().any(char::is_control) {
         return Cow::Borrowed(value);
     }
@@ -614,6 +612,22 @@ pub(crate) fn header_value(value: &str) -> Cow<'_, str> {
         }
     }
     Cow::Owned(out)
+}
+
+/// The `OperatorNotes:` block: one `- ` item per note, continuation lines indented.
+pub fn render_notes(notes: &[String]) -> String {
+    let mut out = String::from("OperatorNotes:\n");
+    for note in notes {
+        for (i, line) in note.lines().enumerate() {
+            out.push_str(if i == 0 { "- " } else { "  " });
+            out.push_str(&header_value(line));
+            out.push('\n');
+        }
+        if note.is_empty() {
+            out.push_str("-\n");
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -1,0 +1,39 @@
+//! `resolve`: resolve a revision.
+
+use crate::{Answer, Face, Tool, ToolError, render};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use service::{CallContext, Service};
+
+/// The `resolve` tool.
+pub(crate) struct Resolve;
+
+/// `resolve {repo, revision}` (S-6).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ResolveArgs {
+    /// Repository name `owner/name`.
+    pub repo: String,
+    /// Branch, tag, full SHA or unique short SHA (at least 7 hex digits).
+    pub revision: String,
+}
+
+impl Tool for Resolve {
+    type Args = ResolveArgs;
+    const NAME: &'static str = "resolve";
+    const TITLE: &'static str = "Resolve a revision";
+    const DESCRIPTION: &'static str = "\
+Resolve a branch, tag or short SHA to the full commit SHA (answer lines: Repo, Revision, \
+Commit). Not needed before read: read accepts the same revision forms and reports the full SHA \
+it read.";
+
+    async fn run(
+        service: &Service,
+        ctx: &CallContext,
+        args: Self::Args,
+        face: Face,
+    ) -> Result<Answer, ToolError> {
+        let answer = service.resolve(ctx, args.repo, args.revision).await?;
+        Ok(Answer::of(face, &answer, render::render_resolve))
+    }
+}
