@@ -13,8 +13,9 @@
 //! 4. **statistics** — the call is counted once under its operation.
 //!
 //! Steps 1 and 4 wrap the operation; steps 2 and 3 are the only way from a [`RepoCall`] to a
-//! repository name or a lease: [`RepoCall::open`] checks access and answers an [`Opened`]
-//! repository, whose [`Opened::lease`] is the snapshot. An operation that names no
+//! checked repository or a lease: [`RepoCall::open`] checks access and answers an [`Opened`]
+//! repository, whose [`Opened::lease`] is the snapshot (and [`RepoCall::targets`] does both
+//! for the operations over the search index). An operation that names no
 //! repository at all (`discovery`, plugin status) is not framed.
 
 use crate::index::IndexedTargets;
