@@ -58,8 +58,8 @@ impl std::fmt::Display for GitFailure {
 static STOPPING: AtomicBool = AtomicBool::new(false);
 
 /// Kills every `git` command this process runs, and refuses to start new ones, for the rest
-/// of the process's life (O-6: a shutdown must not wait up to [`GC_TIMEOUT`] for a gc, nor
-/// leave a hung fetch behind as an orphan). Lock files a killed command left in its
+/// of the process's life (O-6: a shutdown must not wait up to the two hours a gc may take,
+/// nor leave a hung fetch behind as an orphan). Lock files a killed command left in its
 /// repository are removed, so the next start is not refused by them. Returns at once; each
 /// running command notices within 50 ms.
 pub fn stop_all() {
