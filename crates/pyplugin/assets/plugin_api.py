@@ -342,20 +342,20 @@ def on_source_file(file):
 #   the base tool's minus the fixed ones.
 #   The tools a preset can use, with their arguments:
 # <generated:presets>
-#     read: repo, revision, path, start_line, end_line, plugins
-#     read_many: repo, revision, files, plugins
-#     search: query, repo, path, lang, regex, case_sensitive, limit, cursor
-#     list: repo, revision, path, depth
+#     read: repo, path, end_line?, plugins?, revision?, start_line?
+#     read_many: repo, files, plugins?, revision?
+#     search: query, case_sensitive?, cursor?, lang?, limit?, path?, regex?, repo?
+#     list: repo, depth?, path?, revision?
 #     resolve: repo, revision
-#     discovery: (no arguments)
-#     availability: repo, revision, include_plugins
-#     log: repo, revision, path, limit, cursor
+#     log: repo, cursor?, limit?, path?, revision?
 #     commit: repo, revision
-#     diff: repo, base, head, path, cursor
-#     blame: repo, revision, path, start_line, end_line
-#     outline: repo, revision, path, cursor
-#     definitions: symbol, repo, revision, lang, path, limit
-#     references: symbol, repo, revision, lang, path, limit, cursor
+#     diff: repo, base, head, cursor?, path?
+#     blame: repo, path, end_line?, revision?, start_line?
+#     outline: repo, path, cursor?, revision?
+#     definitions: symbol, lang?, limit?, path?, repo?, revision?
+#     references: symbol, cursor?, lang?, limit?, path?, repo?, revision?
+#     discovery: (no arguments)
+#     availability: repo, include_plugins?, revision?
 # </generated:presets>
 #
 #       TOOL_PRESETS = {

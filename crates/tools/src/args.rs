@@ -7,11 +7,12 @@
 //! `additionalProperties: false` into the advertised schema. Old MCP clients rely on that
 //! refusal to learn that an argument such as `plugins` is not supported and fall back once.
 
-use crate::Arguments;
 use schemars::JsonSchema;
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde_json::{Map, Value};
+
+/// A tool's arguments as a transport carries them: a JSON object.
+pub type Arguments = Map<String, Value>;
 
 /// The limits a deployment configured, as the tool texts state them (an agent plans its calls
 /// by them, so they must be the ones in force, not the defaults).
@@ -58,61 +59,6 @@ pub(crate) fn bytes(n: usize) -> String {
         n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
         n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
         n => format!("{n} bytes"),
-    }
-}
-
-/// One entry of `read_many.files` (R-4).
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct FileArg {
-    /// Repository-relative file path.
-    pub path: String,
-    /// First line, 1-based. Default 1.
-    #[serde(default)]
-    #[schemars(range(min = 1))]
-    pub start_line: Option<u64>,
-    /// Last line, inclusive. Default `start_line + {last_offset}`.
-    #[serde(default)]
-    #[schemars(range(min = 1))]
-    pub end_line: Option<u64>,
-}
-
-/// One selected repository plugin (W-10).
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct PluginArg {
-    /// The plugin's name (as `availability` with `include_plugins: true` lists it).
-    pub name: String,
-    /// Business arguments the plugin itself defines; opaque to the server. Default `{}`.
-    #[serde(default)]
-    pub args: Option<serde_json::Map<String, Value>>,
-}
-
-impl From<PluginArg> for service::PluginSelection {
-    fn from(arg: PluginArg) -> Self {
-        Self {
-            name: arg.name,
-            args: Value::Object(arg.args.unwrap_or_default()),
-        }
-    }
-}
-
-/// A call's `plugins` argument for `face`, keeping "not given" apart from `[]` (W-10). The
-/// JSON API never runs plugins (R-6): a selection there is refused rather than ignored.
-pub(crate) fn plugin_selections(
-    plugins: Option<Vec<PluginArg>>,
-    face: crate::Face,
-) -> Result<Option<Vec<service::PluginSelection>>, crate::ToolError> {
-    match (face, plugins) {
-        (crate::Face::Api, Some(list)) if !list.is_empty() => Err(crate::ToolError::Arguments(
-            "invalid arguments: the JSON API never runs repository plugins (R-6); leave \
-             `plugins` out, or call the tool over MCP to use them"
-                .into(),
-        )),
-        (crate::Face::Api, _) => Ok(None),
-        (crate::Face::Mcp, plugins) => {
-            Ok(plugins.map(|list| list.into_iter().map(Into::into).collect()))
-        }
     }
 }
 

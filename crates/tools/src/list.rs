@@ -1,6 +1,7 @@
 //! `list`: list a directory.
 
-use crate::{Answer, Face, Tool, ToolError, render};
+use crate::render;
+use crate::tool::{Answer, Face, Tool, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use service::{CallContext, Service};

@@ -1,7 +1,7 @@
 //! `plugin_status`: the server plugins' state as the caller may see it (P-12).
 
 use crate::render::header_value;
-use crate::{Answer, Capability, Face, Tool, ToolError};
+use crate::tool::{Answer, Capability, Face, Tool, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use service::{CallContext, ServerPluginsStatus, Service, StatusDetail};

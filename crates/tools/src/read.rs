@@ -1,7 +1,8 @@
 //! `read`: read a file range.
 
-use crate::args::{PluginArg, plugin_selections};
-use crate::{Answer, Face, Tool, ToolError, render};
+use crate::readargs::{PluginArg, plugin_selections};
+use crate::render;
+use crate::tool::{Answer, Face, Tool, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::Serialize;

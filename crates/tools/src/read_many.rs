@@ -1,8 +1,9 @@
 //! `read_many`: read several file ranges.
 
-use crate::args::{FileArg, PluginArg, plugin_selections};
 use crate::read::ItemJson;
-use crate::{Answer, Face, Tool, ToolError, render};
+use crate::readargs::{FileArg, PluginArg, plugin_selections};
+use crate::render;
+use crate::tool::{Answer, Face, Tool, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use service::{CallContext, Service};

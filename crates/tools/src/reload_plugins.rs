@@ -1,7 +1,7 @@
 //! `reload_plugins`: a new server-plugin epoch from the directory (P-12), for operators.
 
 use crate::plugin_status::{NoArgs, render_status};
-use crate::{Annotations, Answer, Capability, Face, Tool, ToolError};
+use crate::tool::{Annotations, Answer, Capability, Face, Tool, ToolError};
 use service::{CallContext, Service};
 
 /// The `reload_plugins` tool.
