@@ -473,6 +473,14 @@ async fn a3_o5_prepare() {
         json!({"done": 2, "total": 2})
     );
     assert_eq!(lines.last().unwrap()["result"]["action"], "reindex");
+    for line in text.lines().take(lines.len() - 1) {
+        let (done, total) = line
+            .strip_prefix("{\"progress\":{\"done\":")
+            .and_then(|rest| rest.strip_suffix('}').and_then(|r| r.strip_suffix('}')))
+            .and_then(|rest| rest.split_once(",\"total\":"))
+            .unwrap_or_else(|| panic!("a progress line: {line}"));
+        assert!(done.parse::<u64>().unwrap() <= total.parse::<u64>().unwrap());
+    }
 
     let (status, body) = s
         .post_as(
@@ -516,6 +524,21 @@ async fn a3_o5_prepare() {
         .await
         .unwrap();
     assert_eq!(streamed.status(), 403);
+    // Once the capability is checked the stream starts: a later failure is its last line.
+    let streamed = s
+        .client
+        .post(format!("{}/sourcegraph/api/prepare", s.base))
+        .bearer_auth(&s.ops)
+        .header("accept", "application/x-ndjson")
+        .json(&json!({"repo": "nobody/here", "action": "reindex"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(streamed.status(), 200);
+    let text = streamed.text().await.unwrap();
+    let last: Value = serde_json::from_str(text.lines().last().unwrap_or_default()).unwrap();
+    assert_eq!(last["error"]["kind"], "not_found", "{text}");
+    assert_eq!(last.as_object().map(|o| o.len()), Some(1), "{text}");
 }
 
 /// A-3, SPEC §9: `POST /sourcegraph/api/repos` registers a remote repository for a caller
@@ -692,4 +715,93 @@ async fn navigation_json() {
         let (status, body) = s.get(bad).await;
         assert_eq!(status, 400, "{bad}: {body}");
     }
+}
+
+/// The shape of a `/metrics` exposition: every `#` line as it is, every sample as its series
+/// (`name{labels}`) without the value, which moves with timing.
+fn metrics_shape(text: &str) -> String {
+    text.lines()
+        .map(|line| {
+            if line.starts_with('#') {
+                line
+            } else {
+                line.rsplit_once(' ').map_or(line, |(series, _)| series)
+            }
+        })
+        .fold(String::new(), |mut shape, line| {
+            shape.push_str(line);
+            shape.push('\n');
+            shape
+        })
+}
+
+/// O-4: the whole `/metrics` exposition of a fresh service — every family's help and type,
+/// every series, in order — is pinned, so a change to how it is rendered shows here. The
+/// expected shape is `tests/metrics_shape.txt`; the probes' bodies are pinned beside it.
+#[tokio::test]
+async fn o4_metrics_shape_and_probe_bodies() {
+    let s = server().await;
+    assert_eq!(s.raw("/healthz").await, (200, "ok\n".to_owned()));
+    assert_eq!(s.raw("/readyz").await, (503, "starting\n".to_owned()));
+    s.readiness.set_ready();
+    assert_eq!(s.raw("/readyz").await, (200, "ready\n".to_owned()));
+    let response = s
+        .client
+        .get(format!("{}/metrics", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers()["content-type"],
+        "text/plain; version=0.0.4"
+    );
+    let text = response.text().await.unwrap();
+    let shape = metrics_shape(&text);
+    let expected = include_str!("metrics_shape.txt");
+    assert!(
+        shape == expected,
+        "the /metrics shape changed; the shape now is:\n{shape}"
+    );
+}
+
+/// P-12: the plugin tools' first route names answer as the tools do and take no arguments:
+/// the status ignores a query string, the reload needs no body (`csg plugins reload` sends
+/// none) and is refused by its capability first, then by the disabled subsystem (a 400
+/// that says so, not one about a missing body).
+#[tokio::test]
+async fn p12_plugin_routes_take_no_arguments() {
+    let s = server().await;
+    let (status, body) = s.get("/sourcegraph/api/plugins/status?whatever=1").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["state"], "disabled", "{body}");
+    let (_, tool) = s.get("/sourcegraph/api/plugin_status").await;
+    assert_eq!(body, tool, "the route and the tool answer alike");
+    for (token, refused) in [(None, 401), (Some(&s.reader), 403)] {
+        let mut request = s
+            .client
+            .post(format!("{}/sourcegraph/api/plugins/reload", s.base));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), refused);
+    }
+    let response = s
+        .client
+        .post(format!("{}/sourcegraph/api/plugins/reload", s.base))
+        .bearer_auth(&s.ops)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("server plugins are disabled"),
+        "{body}"
+    );
 }
