@@ -1,42 +1,34 @@
 //! `csg`: the Context Source Graph binary. It parses the command line, layers the settings
-//! (flags > `CSG_*` env > `--config` TOML > defaults) and wires the crates together; the
-//! work itself lives in the library crates.
+//! (flags > `CSG_*` env > `--config` TOML > defaults, each defined once in `settings.rs`) and
+//! wires the crates together; the work itself lives in the library crates.
 
 mod config;
 mod index;
 mod plugins;
 mod progress;
+#[cfg(test)]
+mod readme;
 mod repos;
+mod server_plugin_env;
+mod settings;
 mod users;
 
 use anyhow::{Context, Result};
-use clap::{Parser, Subcommand};
-use config::{DEFAULT_LISTEN, FileConfig, Setting};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use gitstore::{GitStore, RepoName, StoreConfig, SystemClock};
 use service::{ConnectionPlugins, Service, ServiceConfig};
+use settings::Settings;
 use std::io::IsTerminal;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+// The commands and their own arguments; the settings (`--data-dir`, `--listen`, the budgets,
+// …) are added from `settings::SETTINGS` by `config::command`.
 /// Context Source Graph: commit-pinned code context for AI agents over MCP and HTTP.
 #[derive(Debug, Parser)]
 #[command(name = "csg", version, about)]
 struct Cli {
-    /// Data directory (SQLite metadata, mirrors). Default: $XDG_DATA_HOME/csg or
-    /// ~/.local/share/csg.
-    #[arg(long, global = true, env = "CSG_DATA_DIR")]
-    data_dir: Option<PathBuf>,
-    /// TOML configuration file (lowest precedence above the defaults).
-    #[arg(long, global = true, env = "CSG_CONFIG")]
-    config: Option<PathBuf>,
-    /// Log format: `text` or `json`.
-    #[arg(long, global = true, env = "CSG_LOG_FORMAT")]
-    log_format: Option<String>,
-    /// Retention window of former branch heads, in days (G-5; default 30).
-    #[arg(long, global = true, env = "CSG_RETENTION_DAYS")]
-    retention_days: Option<u64>,
     #[command(subcommand)]
     command: Command,
 }
@@ -78,75 +70,17 @@ enum IndexCommand {
     },
 }
 
-/// Options shared by `serve` and `mcp`.
+/// Arguments shared by `serve` and `mcp` (their settings come from `settings::SETTINGS`).
 #[derive(Debug, clap::Args)]
 struct ReadOptions {
     /// Register (or reuse) and sync a repository before serving: `[NAME=]PATH_OR_URL`.
     /// Without NAME a local path is named `local/<directory name>`. Repeatable.
     #[arg(long = "repo", value_name = "[NAME=]PATH_OR_URL")]
     repos: Vec<String>,
-    /// Body bytes one `read` may return (default 262144).
-    #[arg(long, env = "CSG_READ_BUDGET_BYTES")]
-    read_budget_bytes: Option<usize>,
-    /// Body bytes one `read_many` shares across its items (default 524288).
-    #[arg(long, env = "CSG_BATCH_BUDGET_BYTES")]
-    batch_budget_bytes: Option<usize>,
-    /// Items one `read_many` may ask for (default 50).
-    #[arg(long, env = "CSG_MAX_BATCH_ITEMS")]
-    max_batch_items: Option<usize>,
-    /// A single line longer than this is cut inside the line (default 1048576).
-    #[arg(long, env = "CSG_LINE_CAP_BYTES")]
-    line_cap_bytes: Option<usize>,
-    /// Files larger than this are searchable by path only (default 1048576).
-    #[arg(long, env = "CSG_INDEX_MAX_FILE_BYTES")]
-    index_max_file_bytes: Option<u64>,
-    /// Bytes of decoded file text kept for repeat and continuation reads (default 67108864;
-    /// 0 turns the cache off).
-    #[arg(long, env = "CSG_BLOB_CACHE_BYTES")]
-    blob_cache_bytes: Option<usize>,
-    /// How often every repository is fetched and re-indexed (default 60s).
-    #[arg(long, env = "CSG_SYNC_INTERVAL")]
-    sync_interval: Option<String>,
-    /// Searches that run at once; a further one waits briefly, then is refused as busy
-    /// (default: twice the number of cores).
-    #[arg(long, env = "CSG_MAX_SEARCHES")]
-    max_searches: Option<usize>,
-    /// On SIGTERM/Ctrl-C, how long in-flight calls and maintenance may take to finish before
-    /// running git commands are killed and the process exits (default 10s).
-    #[arg(long, env = "CSG_SHUTDOWN_GRACE")]
-    shutdown_grace: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
 struct ServeArgs {
-    /// Address to listen on (default 127.0.0.1:7878; port 0 picks a free one).
-    #[arg(long, env = "CSG_LISTEN")]
-    listen: Option<String>,
-    /// The public URL of this deployment (e.g. https://csg.example.org), used in the
-    /// printed client configuration, on the access page and in the Origin/Host allow-lists.
-    #[arg(long, env = "CSG_PUBLIC_URL")]
-    public_url: Option<String>,
-    /// Allowed `Host` header values for MCP (DNS-rebinding protection). Default: loopback
-    /// names, plus the public URL's host. Without a public URL the access page names the
-    /// origin a visitor reached only for these. Repeatable or comma-separated.
-    #[arg(
-        long = "allowed-host",
-        env = "CSG_ALLOWED_HOSTS",
-        value_delimiter = ','
-    )]
-    allowed_hosts: Vec<String>,
-    /// Allowed browser `Origin`s for MCP. Default: this server's own loopback origins and the
-    /// public URL. Repeatable or comma-separated.
-    #[arg(
-        long = "allowed-origin",
-        env = "CSG_ALLOWED_ORIGINS",
-        value_delimiter = ','
-    )]
-    allowed_origins: Vec<String>,
-    /// Whether callers without a token may read public repositories (A-2; default true).
-    /// Private repositories always need a granted user's token.
-    #[arg(long, env = "CSG_PUBLIC_READ")]
-    public_read: Option<bool>,
     #[command(flatten)]
     read: ReadOptions,
 }
@@ -194,9 +128,17 @@ enum RepoCommand {
     Remove { name: String },
 }
 
+/// The command line: the derived commands with every setting's argument.
+fn cli_command() -> clap::Command {
+    config::command(Cli::command())
+}
+
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
-    match run(cli) {
+    let mut command = cli_command();
+    let matches = command.clone().get_matches();
+    let cli =
+        Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.format(&mut command).exit());
+    match run(cli, &matches) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("csg: {error:#}");
@@ -205,12 +147,10 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-fn run(cli: Cli) -> Result<()> {
-    let file = match &cli.config {
-        Some(path) => FileConfig::load(path)?,
-        None => FileConfig::default(),
-    };
-    init_tracing(cli.log_format.as_deref().or(file.log_format.as_deref()))?;
+fn run(cli: Cli, matches: &clap::ArgMatches) -> Result<()> {
+    // Every setting of this command is read and checked here, before anything starts (O-3).
+    let settings = config::resolve(matches, &|name| std::env::var_os(name))?;
+    init_tracing(settings.log_format)?;
     // `csg mcp` serves one client over one pipe: a single-threaded runtime answers it with
     // no wake-ups between worker threads (its Git work and maintenance still go to the
     // blocking pool when they are not cheap). Everything else gets a worker per core.
@@ -230,19 +170,19 @@ fn run(cli: Cli) -> Result<()> {
             wait_for_signal().await;
             cancel.cancel();
         });
-        let store = || open_store(&cli.data_dir, cli.retention_days, &file);
+        let store = || open_store(&settings);
         match cli.command {
             Command::Serve(args) => {
-                let settings = RunSettings::new(&args.read, &file)?;
+                let wiring = Wiring::new(&settings)?;
                 let store = store()?;
-                settings.apply_to(&store);
-                serve(store, &file, args, settings, signal.clone()).await
+                wiring.apply_to(&store);
+                serve(store, &settings, args, wiring, signal.clone()).await
             }
             Command::Mcp(args) => {
-                let settings = RunSettings::new(&args.read, &file)?;
+                let wiring = Wiring::new(&settings)?;
                 let store = store()?;
-                settings.apply_to(&store);
-                mcp(store, args, settings, signal.clone()).await
+                wiring.apply_to(&store);
+                mcp(store, args, wiring, signal.clone()).await
             }
             Command::User(command) => users::user(&store()?, command),
             Command::Token(command) => users::token(&store()?, command),
@@ -283,7 +223,7 @@ fn run(cli: Cli) -> Result<()> {
 /// for every POST, only from warn (`CSG_LOG=info` brings them back).
 const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn";
 
-fn init_tracing(format: Option<&str>) -> Result<()> {
+fn init_tracing(format: &str) -> Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CSG_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
     // Logs go to stderr: stdout carries the MCP protocol under `csg mcp`.
@@ -292,44 +232,32 @@ fn init_tracing(format: Option<&str>) -> Result<()> {
         // Colour codes only for a person at a terminal, never into a log file or collector.
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
-    match format.unwrap_or("text") {
-        "text" => builder.init(),
+    // `settings` accepted only these two.
+    match format {
         "json" => builder.json().init(),
-        other => anyhow::bail!("invalid log format `{other}`: use `text` or `json`"),
+        _ => builder.init(),
     }
     Ok(())
 }
 
-/// Longest retention window `--retention-days` accepts (about 100 years): longer ones would
-/// overflow time arithmetic.
-const MAX_RETENTION_DAYS: u64 = 36_500;
-
-fn open_store(
-    data_dir: &Option<PathBuf>,
-    retention_days: Option<u64>,
-    file: &FileConfig,
-) -> Result<GitStore> {
-    let days = Setting::new("--retention-days", "CSG_RETENTION_DAYS", "retention_days").in_range(
-        retention_days.or(file.retention_days).unwrap_or(30),
-        0,
-        MAX_RETENTION_DAYS,
-    )?;
-    let data_dir = match data_dir.clone().or_else(|| file.data_dir.clone()) {
+/// Opens the data directory the settings name.
+fn open_store(settings: &Settings) -> Result<GitStore> {
+    let data_dir = match settings.data_dir.clone() {
         Some(dir) => dir,
         None => config::default_data_dir()?,
     };
     let config = StoreConfig {
         data_dir: data_dir.clone(),
-        retention: Duration::from_secs(days * 86_400),
+        retention: Duration::from_secs(settings.retention_days * 86_400),
     };
     GitStore::open(config, Arc::new(SystemClock))
         .with_context(|| format!("cannot open the data directory {}", data_dir.display()))
 }
 
-/// The settings of `serve` and `mcp`, layered and validated before anything starts (O-3): a
-/// zero budget or interval is refused at start with the setting's name, never met later as a
-/// panic in a background task.
-struct RunSettings {
+/// What `serve` and `mcp` hand the library crates, made from the validated [`Settings`]
+/// and the plugin hosts' environment before anything starts (O-3): a bad value is refused at
+/// start with the setting's name, never met later as a panic in a background task.
+struct Wiring {
     service: ServiceConfig,
     /// How often maintenance syncs and re-indexes (G-3; default 60 s).
     sync_interval: Duration,
@@ -339,117 +267,31 @@ struct RunSettings {
     blob_cache_bytes: usize,
 }
 
-impl RunSettings {
-    fn new(read: &ReadOptions, file: &FileConfig) -> Result<Self> {
+impl Wiring {
+    fn new(settings: &Settings) -> Result<Self> {
         let defaults = ServiceConfig::default();
-        let positive = |setting: Setting, value: Option<usize>, default: usize| {
-            setting.in_range(value.unwrap_or(default), 1, usize::MAX)
-        };
-        let read_budget = positive(
-            Setting::new(
-                "--read-budget-bytes",
-                "CSG_READ_BUDGET_BYTES",
-                "read_budget_bytes",
-            ),
-            read.read_budget_bytes.or(file.read_budget_bytes),
-            defaults.read_budget,
-        )?;
-        let batch_budget = positive(
-            Setting::new(
-                "--batch-budget-bytes",
-                "CSG_BATCH_BUDGET_BYTES",
-                "batch_budget_bytes",
-            ),
-            read.batch_budget_bytes.or(file.batch_budget_bytes),
-            defaults.batch_budget,
-        )?;
-        let max_batch_items = positive(
-            Setting::new(
-                "--max-batch-items",
-                "CSG_MAX_BATCH_ITEMS",
-                "max_batch_items",
-            ),
-            read.max_batch_items.or(file.max_batch_items),
-            defaults.max_batch_items,
-        )?;
-        let line_cap = positive(
-            Setting::new("--line-cap-bytes", "CSG_LINE_CAP_BYTES", "line_cap_bytes"),
-            read.line_cap_bytes.or(file.line_cap_bytes),
-            defaults.line_cap,
-        )?;
-        let max_file_bytes = Setting::new(
-            "--index-max-file-bytes",
-            "CSG_INDEX_MAX_FILE_BYTES",
-            "index_max_file_bytes",
-        )
-        .in_range(
-            read.index_max_file_bytes
-                .or(file.index_max_file_bytes)
-                .unwrap_or(defaults.index.max_file_bytes),
-            1,
-            u64::MAX,
-        )?;
-        let max_concurrent_searches =
-            Setting::new("--max-searches", "CSG_MAX_SEARCHES", "max_searches").in_range(
-                read.max_searches
-                    .or(file.max_searches)
-                    .unwrap_or(defaults.max_concurrent_searches),
-                1,
-                service::MAX_CONCURRENT_SEARCHES,
-            )?;
-        let blob_cache_bytes = Setting::new(
-            "--blob-cache-bytes",
-            "CSG_BLOB_CACHE_BYTES",
-            "blob_cache_bytes",
-        )
-        .in_range(
-            read.blob_cache_bytes
-                .or(file.blob_cache_bytes)
-                .unwrap_or(gitstore::DEFAULT_BLOB_CACHE_BYTES),
-            0,
-            usize::MAX,
-        )?;
-        let sync_interval = match read
-            .sync_interval
-            .as_deref()
-            .or(file.sync_interval.as_deref())
-        {
-            Some(text) => Setting::new("--sync-interval", "CSG_SYNC_INTERVAL", "sync_interval")
-                .duration(
-                    text,
-                    Duration::from_millis(1),
-                    Duration::from_secs(30 * 86_400),
-                )?,
-            None => Duration::from_secs(60),
-        };
-        let shutdown_grace = match read
-            .shutdown_grace
-            .as_deref()
-            .or(file.shutdown_grace.as_deref())
-        {
-            Some(text) => Setting::new("--shutdown-grace", "CSG_SHUTDOWN_GRACE", "shutdown_grace")
-                .duration(text, Duration::ZERO, Duration::from_secs(3600))?,
-            None => Duration::from_secs(10),
-        };
         // Repository-plugin budgets come from SOURCEGRAPH_PLUGINS_* only (seed 000), read once.
         let plugins = wasmplugin::PluginConfig::from_env()?;
+        // The server-plugin host reads SOURCEGRAPH_SERVER_PLUGINS_* when it starts; a bad value
+        // is refused here already, before the data directory is opened.
+        server_plugin_env::ServerPluginEnv::from_env()?;
         Ok(Self {
             service: ServiceConfig {
-                read_budget,
-                batch_budget,
-                max_batch_items,
-                line_cap,
-                max_concurrent_searches,
+                read_budget: settings.read_budget_bytes,
+                batch_budget: settings.batch_budget_bytes,
+                max_batch_items: settings.max_batch_items,
+                line_cap: settings.line_cap_bytes,
+                max_concurrent_searches: settings.max_searches,
                 plugins,
                 index: service::IndexConfig {
-                    max_file_bytes,
+                    max_file_bytes: settings.index_max_file_bytes,
                     ..defaults.index.clone()
                 },
                 ..defaults
             },
-            sync_interval,
-            shutdown_grace,
-            blob_cache_bytes,
+            sync_interval: settings.sync_interval,
+            shutdown_grace: settings.shutdown_grace,
+            blob_cache_bytes: settings.blob_cache_bytes,
         })
     }
 
@@ -499,20 +341,15 @@ fn progress(message: &str) {
 
 async fn serve(
     store: GitStore,
-    file: &FileConfig,
+    settings: &Settings,
     args: ServeArgs,
-    settings: RunSettings,
+    wiring: Wiring,
     signal: CancellationToken,
 ) -> Result<()> {
-    let mut config = settings.service.clone();
-    config.public_read = args.public_read.or(file.public_read).unwrap_or(true);
+    let mut config = wiring.service.clone();
+    config.public_read = settings.public_read;
     let service = plugins::service(store, config, "http").await?;
-    let listen = args
-        .listen
-        .clone()
-        .or_else(|| file.listen.clone())
-        .unwrap_or_else(|| DEFAULT_LISTEN.into());
-    let addr = config::parse_listen(&listen)?;
+    let addr = settings.listen;
     tokio::select! {
         registered = register_repos(&service, &args.read.repos) => registered?,
         () = signal.cancelled() => {
@@ -527,22 +364,16 @@ async fn serve(
     let bound = listener
         .local_addr()
         .context("cannot read the bound address")?;
-    let public_url = args.public_url.clone().or_else(|| file.public_url.clone());
+    let public_url = settings.public_url.clone();
     let site = repos::site_origin(bound, public_url.as_deref())?;
-    let hosts = if args.allowed_hosts.is_empty() {
-        file.allowed_hosts
-            .clone()
-            .unwrap_or_else(|| repos::default_allowed_hosts(bound, public_url.as_deref()))
-    } else {
-        args.allowed_hosts.clone()
-    };
-    let origins = if args.allowed_origins.is_empty() {
-        file.allowed_origins
-            .clone()
-            .unwrap_or_else(|| repos::default_allowed_origins(bound, public_url.as_deref()))
-    } else {
-        args.allowed_origins.clone()
-    };
+    let hosts = settings
+        .allowed_hosts
+        .clone()
+        .unwrap_or_else(|| repos::default_allowed_hosts(bound, public_url.as_deref()));
+    let origins = settings
+        .allowed_origins
+        .clone()
+        .unwrap_or_else(|| repos::default_allowed_origins(bound, public_url.as_deref()));
 
     let readiness = httpserver::Readiness::default();
     // MCP sessions end when the signal arrives.
@@ -576,11 +407,11 @@ async fn serve(
 
     let (stop_maintenance, maintenance_signal) = tokio::sync::watch::channel(false);
     let mut maintenance =
-        service::spawn_maintenance(service.clone(), settings.sync_interval, maintenance_signal);
+        service::spawn_maintenance(service.clone(), wiring.sync_interval, maintenance_signal);
     readiness.set_ready();
     print!("{}", repos::startup_banner(&site, !service.public_read()));
 
-    let grace = settings.shutdown_grace;
+    let grace = wiring.shutdown_grace;
     let stop_accepting = signal.clone();
     let mut server = std::pin::pin!(httpserver::serve(listener, app, async move {
         stop_accepting.cancelled().await;
@@ -643,11 +474,11 @@ async fn wait_for_signal() {
 async fn mcp(
     store: GitStore,
     args: McpArgs,
-    settings: RunSettings,
+    wiring: Wiring,
     signal: CancellationToken,
 ) -> Result<()> {
     let plugins = ConnectionPlugins::parse(Some(&args.plugins))?;
-    let service = plugins::service(store, settings.service, "stdio").await?;
+    let service = plugins::service(store, wiring.service, "stdio").await?;
     tokio::select! {
         registered = register_repos(&service, &args.read.repos) => registered?,
         () = signal.cancelled() => return Ok(()),
@@ -655,7 +486,7 @@ async fn mcp(
     // Sync, indexing and plugin preparation run beside the session, as under `serve`.
     let (stop_maintenance, maintenance_signal) = tokio::sync::watch::channel(false);
     let maintenance =
-        service::spawn_maintenance(service.clone(), settings.sync_interval, maintenance_signal);
+        service::spawn_maintenance(service.clone(), wiring.sync_interval, maintenance_signal);
     let session = tokio::select! {
         session = mcpserver::serve_stdio(service, plugins) => {
             session.context("the stdio MCP session failed")
@@ -663,7 +494,7 @@ async fn mcp(
         () = signal.cancelled() => Ok(()),
     };
     let _ = stop_maintenance.send(true);
-    let _ = tokio::time::timeout(settings.shutdown_grace, maintenance).await;
+    let _ = tokio::time::timeout(wiring.shutdown_grace, maintenance).await;
     session
 }
 

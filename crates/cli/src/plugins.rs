@@ -1,6 +1,7 @@
 //! `csg plugins check|api|init|reload|status` (P-13, P-14, SPEC §9) and the server-plugin
 //! settings of `serve` and `mcp` (P-1).
 
+use crate::server_plugin_env::ServerPluginEnv;
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
 use pyplugin::{HostConfig, PluginHost};
@@ -169,7 +170,7 @@ fn same_dir(a: &Path, b: &Path) -> bool {
 
 /// The plugins directory the environment names, if any.
 fn configured_directory() -> Option<PathBuf> {
-    std::env::var_os("SOURCEGRAPH_SERVER_PLUGINS_DIRECTORY").map(PathBuf::from)
+    ServerPluginEnv::configured_directory(|name| std::env::var_os(name))
 }
 
 async fn remote(server: &str, reload: bool) -> Result<()> {
@@ -443,37 +444,18 @@ fn indent(text: &str) -> String {
     text.trim_end().replace('\n', "\n          ")
 }
 
-/// Reads a boolean environment switch strictly: `true`/`false`/`1`/`0` (any case).
-fn env_flag(name: &str) -> Result<bool> {
-    match std::env::var(name) {
-        Err(_) => Ok(false),
-        Ok(value) => match value.trim().to_ascii_lowercase().as_str() {
-            "true" | "1" | "yes" | "on" => Ok(true),
-            "false" | "0" | "no" | "off" | "" => Ok(false),
-            _ => bail!("{name}={value:?} is not a boolean: use true or false"),
-        },
-    }
-}
-
-/// The server-plugin host of `serve` and `mcp` (P-1): off unless
-/// `SOURCEGRAPH_SERVER_PLUGINS_ENABLED=true`, then the directory
-/// `SOURCEGRAPH_SERVER_PLUGINS_DIRECTORY` (default `plugins/` under the data directory).
-/// Loads the first epoch (which runs Python): call it off the async threads.
+/// The server-plugin host of `serve` and `mcp` (P-1), configured by
+/// `SOURCEGRAPH_SERVER_PLUGINS_*` (see [`ServerPluginEnv::SETTINGS`]): off unless `ENABLED`,
+/// then the directory `DIRECTORY` (default `plugins/` under the data directory).
 fn host_from_env(data_dir: &Path, settings: Map<String, Value>) -> Result<HostConfig> {
-    let enabled = env_flag("SOURCEGRAPH_SERVER_PLUGINS_ENABLED")?;
-    let strict = env_flag("SOURCEGRAPH_SERVER_PLUGINS_STRICT")?;
-    let directory = configured_directory().unwrap_or_else(|| data_dir.join("plugins"));
+    let env = ServerPluginEnv::from_env()?;
+    let directory = env.directory.unwrap_or_else(|| data_dir.join("plugins"));
     let mut config = HostConfig::new(directory);
-    config.enabled = enabled;
-    config.strict = strict;
-    if let Ok(ms) = std::env::var("SOURCEGRAPH_SERVER_PLUGINS_HOOK_TIMEOUT_MS") {
-        let ms: u64 = ms.trim().parse().ok().filter(|ms| *ms > 0).with_context(|| {
-            format!("SOURCEGRAPH_SERVER_PLUGINS_HOOK_TIMEOUT_MS={ms:?} is not a positive number of milliseconds")
-        })?;
-        config.hook_timeout = Duration::from_millis(ms);
-    }
+    config.enabled = env.enabled;
+    config.strict = env.strict;
+    config.hook_timeout = env.hook_timeout;
     let mut settings = settings;
-    settings.insert("strict".into(), Value::Bool(strict));
+    settings.insert("strict".into(), Value::Bool(env.strict));
     settings.insert(
         "hook_timeout_ms".into(),
         Value::from(config.hook_timeout.as_millis() as u64),

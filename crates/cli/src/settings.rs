@@ -1,0 +1,339 @@
+//! The settings of `csg`, each defined once (O-3): its flag, `CSG_*` variable, TOML key,
+//! type and range, default and help. The command line (`--help` included), the config file
+//! parser, the validation at start and the README's configuration table are all made from
+//! [`SETTINGS`] by `config`, so a setting cannot be documented, parsed or checked in one place
+//! and forgotten in another.
+//!
+//! Adding a setting: a field in [`Settings`], one [`Def`] in [`SETTINGS`], then
+//! `CSG_BLESS=1 cargo test -p csg readme` to write its README row.
+
+use crate::config::{Def, DefaultValue, Field, Scope};
+use service::ServiceConfig;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Every setting, validated. Built by [`crate::config::resolve`]: a setting of a command that
+/// is not running holds its default, never a blank.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// `--config`: the TOML file, if any.
+    pub config: Option<PathBuf>,
+    /// `--data-dir`; `None`: [`crate::config::default_data_dir`].
+    pub data_dir: Option<PathBuf>,
+    /// `--log-format`: `text` or `json`.
+    pub log_format: &'static str,
+    /// `--retention-days` (G-5).
+    pub retention_days: u64,
+    /// `--read-budget-bytes`.
+    pub read_budget_bytes: usize,
+    /// `--batch-budget-bytes`.
+    pub batch_budget_bytes: usize,
+    /// `--max-batch-items`.
+    pub max_batch_items: usize,
+    /// `--line-cap-bytes`.
+    pub line_cap_bytes: usize,
+    /// `--index-max-file-bytes`.
+    pub index_max_file_bytes: u64,
+    /// `--blob-cache-bytes` (0 = off).
+    pub blob_cache_bytes: usize,
+    /// `--sync-interval` (G-3).
+    pub sync_interval: Duration,
+    /// `--max-searches`.
+    pub max_searches: usize,
+    /// `--shutdown-grace` (O-6).
+    pub shutdown_grace: Duration,
+    /// `--listen`.
+    pub listen: SocketAddr,
+    /// `--public-url`; `None`: the bound address.
+    pub public_url: Option<String>,
+    /// `--allowed-host`; `None`: loopback names and the public URL's host.
+    pub allowed_hosts: Option<Vec<String>>,
+    /// `--allowed-origin`; `None`: this server's loopback origins and the public URL.
+    pub allowed_origins: Option<Vec<String>>,
+    /// `--public-read` (A-2).
+    pub public_read: bool,
+}
+
+impl Settings {
+    /// Blanks for [`crate::config::resolve`] to write every setting over; never used as they
+    /// are (each setting's default comes from its [`Def`]).
+    pub(crate) const BLANK: Self = Self {
+        config: None,
+        data_dir: None,
+        log_format: "",
+        retention_days: 0,
+        read_budget_bytes: 0,
+        batch_budget_bytes: 0,
+        max_batch_items: 0,
+        line_cap_bytes: 0,
+        index_max_file_bytes: 0,
+        blob_cache_bytes: 0,
+        sync_interval: Duration::ZERO,
+        max_searches: 0,
+        shutdown_grace: Duration::ZERO,
+        listen: SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
+        public_url: None,
+        allowed_hosts: None,
+        allowed_origins: None,
+        public_read: false,
+    };
+}
+
+/// The longest retention window (about 100 years): longer ones would overflow time
+/// arithmetic.
+const MAX_RETENTION_DAYS: u64 = 36_500;
+
+/// The settings, in the order `--help` and the README list them.
+pub const SETTINGS: &[Def] = &[
+    Def {
+        key: "config",
+        flag: "config",
+        env: "CSG_CONFIG",
+        in_file: false,
+        scope: Scope::Global,
+        value_name: "FILE",
+        field: Field::Path(|s| &mut s.config),
+        default: DefaultValue::Derived("none"),
+        help: "TOML configuration file; its keys are the settings' names with underscores \
+               (`read_budget_bytes = 262144`). Lowest precedence above the defaults.",
+    },
+    Def {
+        key: "data_dir",
+        flag: "data-dir",
+        env: "CSG_DATA_DIR",
+        in_file: true,
+        scope: Scope::Global,
+        value_name: "DIR",
+        field: Field::Path(|s| &mut s.data_dir),
+        default: DefaultValue::Derived("`$XDG_DATA_HOME/csg`, else `~/.local/share/csg`"),
+        help: "Data directory (SQLite metadata, mirrors, indexes).",
+    },
+    Def {
+        key: "log_format",
+        flag: "log-format",
+        env: "CSG_LOG_FORMAT",
+        in_file: true,
+        scope: Scope::Global,
+        value_name: "FORMAT",
+        field: Field::Choice(&["text", "json"], |s| &mut s.log_format),
+        default: DefaultValue::Value(|| "text".into()),
+        help: "Log format (logs go to stderr; `CSG_LOG` sets the levels).",
+    },
+    Def {
+        key: "retention_days",
+        flag: "retention-days",
+        env: "CSG_RETENTION_DAYS",
+        in_file: true,
+        scope: Scope::Global,
+        value_name: "DAYS",
+        field: Field::Count {
+            min: 0,
+            max: MAX_RETENTION_DAYS,
+            field: |s| &mut s.retention_days,
+        },
+        default: DefaultValue::Value(|| "30".into()),
+        help: "Retention window of former branch heads, in days (G-5).",
+    },
+    Def {
+        key: "listen",
+        flag: "listen",
+        env: "CSG_LISTEN",
+        in_file: true,
+        scope: Scope::Serve,
+        value_name: "IP:PORT",
+        field: Field::Listen(|s| &mut s.listen),
+        default: DefaultValue::Value(|| crate::config::DEFAULT_LISTEN.into()),
+        help: "Address to listen on (port 0 picks a free one).",
+    },
+    Def {
+        key: "public_url",
+        flag: "public-url",
+        env: "CSG_PUBLIC_URL",
+        in_file: true,
+        scope: Scope::Serve,
+        value_name: "URL",
+        field: Field::Text(|s| &mut s.public_url),
+        default: DefaultValue::Derived("the bound address"),
+        help: "The public URL of this deployment (e.g. https://csg.example.org), used in the \
+               printed client configuration, on the access page and in the Origin/Host \
+               allow-lists.",
+    },
+    Def {
+        key: "allowed_hosts",
+        flag: "allowed-host",
+        env: "CSG_ALLOWED_HOSTS",
+        in_file: true,
+        scope: Scope::Serve,
+        value_name: "HOST",
+        field: Field::List(|s| &mut s.allowed_hosts),
+        default: DefaultValue::Derived("`localhost`, `127.0.0.1`, `::1`, the public URL's host"),
+        help: "Allowed `Host` header values for MCP (DNS-rebinding protection). Without a \
+               public URL the access page names the origin a visitor reached only for these. \
+               Repeatable or comma-separated.",
+    },
+    Def {
+        key: "allowed_origins",
+        flag: "allowed-origin",
+        env: "CSG_ALLOWED_ORIGINS",
+        in_file: true,
+        scope: Scope::Serve,
+        value_name: "ORIGIN",
+        field: Field::List(|s| &mut s.allowed_origins),
+        default: DefaultValue::Derived("this server's loopback origins and the public URL"),
+        help: "Allowed browser `Origin`s for MCP. Repeatable or comma-separated.",
+    },
+    Def {
+        key: "public_read",
+        flag: "public-read",
+        env: "CSG_PUBLIC_READ",
+        in_file: true,
+        scope: Scope::Serve,
+        value_name: "BOOL",
+        field: Field::Bool(|s| &mut s.public_read),
+        default: DefaultValue::Value(|| ServiceConfig::default().public_read.to_string()),
+        help: "Whether callers without a token may read public repositories (A-2). Private \
+               repositories always need a granted user's token.",
+    },
+    Def {
+        key: "sync_interval",
+        flag: "sync-interval",
+        env: "CSG_SYNC_INTERVAL",
+        in_file: true,
+        scope: Scope::ServeAndMcp,
+        value_name: "DURATION",
+        field: Field::Duration {
+            min: Duration::from_millis(1),
+            max: Duration::from_secs(30 * 86_400),
+            field: |s| &mut s.sync_interval,
+        },
+        default: DefaultValue::Value(|| "60s".into()),
+        help: "How often every repository is fetched and re-indexed (G-3).",
+    },
+    Def {
+        key: "read_budget_bytes",
+        flag: "read-budget-bytes",
+        env: "CSG_READ_BUDGET_BYTES",
+        in_file: true,
+        scope: Scope::ServeAndMcp,
+        value_name: "BYTES",
+        field: Field::Size {
+            min: 1,
+            max: usize::MAX,
+            field: |s| &mut s.read_budget_bytes,
+        },
+        default: DefaultValue::Value(|| ServiceConfig::default().read_budget.to_string()),
+        help: "Body bytes one `read` may return.",
+    },
+    Def {
+        key: "batch_budget_bytes",
+        flag: "batch-budget-bytes",
+        env: "CSG_BATCH_BUDGET_BYTES",
+        in_file: true,
+        scope: Scope::ServeAndMcp,
+        value_name: "BYTES",
+        field: Field::Size {
+            min: 1,
+            max: usize::MAX,
+            field: |s| &mut s.batch_budget_bytes,
+        },
+        default: DefaultValue::Value(|| ServiceConfig::default().batch_budget.to_string()),
+        help: "Body bytes one `read_many` shares across its items.",
+    },
+    Def {
+        key: "max_batch_items",
+        flag: "max-batch-items",
+        env: "CSG_MAX_BATCH_ITEMS",
+        in_file: true,
+        scope: Scope::ServeAndMcp,
+        value_name: "N",
+        field: Field::Size {
+            min: 1,
+            max: usize::MAX,
+            field: |s| &mut s.max_batch_items,
+        },
+        default: DefaultValue::Value(|| ServiceConfig::default().max_batch_items.to_string()),
+        help: "Items one `read_many` may ask for.",
+    },
+    Def {
+        key: "line_cap_bytes",
+        flag: "line-cap-bytes",
+        env: "CSG_LINE_CAP_BYTES",
+        in_file: true,
+        scope: Scope::ServeAndMcp,
+        value_name: "BYTES",
+        field: Field::Size {
+            min: 1,
+            max: usize::MAX,
+            field: |s| &mut s.line_cap_bytes,
+        },
+        default: DefaultValue::Value(|| ServiceConfig::default().line_cap.to_string()),
+        help: "A single line longer than this is cut inside the line.",
+    },
+    Def {
+        key: "index_max_file_bytes",
+        flag: "index-max-file-bytes",
+        env: "CSG_INDEX_MAX_FILE_BYTES",
+        in_file: true,
+        scope: Scope::ServeAndMcp,
+        value_name: "BYTES",
+        field: Field::Count {
+            min: 1,
+            max: u64::MAX,
+            field: |s| &mut s.index_max_file_bytes,
+        },
+        default: DefaultValue::Value(|| ServiceConfig::default().index.max_file_bytes.to_string()),
+        help: "Files larger than this are searchable by path only.",
+    },
+    Def {
+        key: "blob_cache_bytes",
+        flag: "blob-cache-bytes",
+        env: "CSG_BLOB_CACHE_BYTES",
+        in_file: true,
+        scope: Scope::ServeAndMcp,
+        value_name: "BYTES",
+        field: Field::Size {
+            min: 0,
+            max: usize::MAX,
+            field: |s| &mut s.blob_cache_bytes,
+        },
+        default: DefaultValue::Value(|| gitstore::DEFAULT_BLOB_CACHE_BYTES.to_string()),
+        help: "Bytes of decoded file text kept for repeat and continuation reads; `0` turns \
+               the cache off.",
+    },
+    Def {
+        key: "max_searches",
+        flag: "max-searches",
+        env: "CSG_MAX_SEARCHES",
+        in_file: true,
+        scope: Scope::ServeAndMcp,
+        value_name: "N",
+        field: Field::Size {
+            min: 1,
+            max: service::MAX_CONCURRENT_SEARCHES,
+            field: |s| &mut s.max_searches,
+        },
+        default: DefaultValue::Computed {
+            value: || ServiceConfig::default().max_concurrent_searches.to_string(),
+            shown: "twice the number of cores",
+        },
+        help: "Searches that run at once; a further one waits 1 s, then is refused as busy \
+               (HTTP 503).",
+    },
+    Def {
+        key: "shutdown_grace",
+        flag: "shutdown-grace",
+        env: "CSG_SHUTDOWN_GRACE",
+        in_file: true,
+        scope: Scope::ServeAndMcp,
+        value_name: "DURATION",
+        field: Field::Duration {
+            min: Duration::ZERO,
+            max: Duration::from_secs(3600),
+            field: |s| &mut s.shutdown_grace,
+        },
+        default: DefaultValue::Value(|| "10s".into()),
+        help: "On SIGTERM/Ctrl-C, how long in-flight calls and maintenance may take to finish \
+               before running `git` commands are killed and the process exits (O-6).",
+    },
+];
