@@ -20,8 +20,9 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
 /// Where the settings start in `--help`: after the arguments the commands derive.
 const DISPLAY_ORDER: usize = 100;
 
-/// The subcommands that take the settings of [`Scope::ServeAndMcp`].
+/// The subcommands that take the settings of [`Scope::ServeAndMcp`] and [`Scope::Serve`].
 const SERVE_AND_MCP: &[&str] = &["serve", "mcp"];
+const SERVE: &[&str] = &["serve"];
 
 /// Which commands a setting belongs to. Only those read it from the flags, the environment
 /// and the file (and refuse a bad value); the others keep its default.
@@ -42,7 +43,7 @@ impl Scope {
         match self {
             Scope::Global => &[],
             Scope::ServeAndMcp => SERVE_AND_MCP,
-            Scope::Serve => &SERVE_AND_MCP[..1],
+            Scope::Serve => SERVE,
         }
     }
 
