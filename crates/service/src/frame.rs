@@ -18,7 +18,6 @@
 //! for the operations over the search index). An operation that names no
 //! repository at all (`discovery`, plugin status) is not framed.
 
-use crate::index::IndexedTargets;
 use crate::stats::{OpStats, QueryStats};
 use crate::{CallContext, Caller, Inner, Service, ServiceError};
 use gitstore::{CommitId, Lease, RepoName};
@@ -307,4 +306,14 @@ impl Service {
         })
         .await
     }
+}
+
+/// The repositories a query over the index covers, each leased at its indexed commit.
+pub(crate) struct IndexedTargets {
+    /// Repositories to query (indexed or not yet).
+    pub repos: Vec<String>,
+    /// Leases of the indexed commits, held for the query.
+    pub leases: Vec<gitstore::Lease>,
+    /// Indexed at a commit that left retention: reported as not indexed.
+    pub stale: Vec<String>,
 }

@@ -2,7 +2,7 @@
 //! answering `search` from the current index generations. The query never reaches repository
 //! plugins (S-2).
 
-use crate::frame::{Op, RepoCall};
+use crate::frame::{IndexedTargets, Op, RepoCall};
 use crate::{CallContext, Inner, Service, ServiceError, TenthLog};
 use gitstore::{BlobReader, CommitId, EntryKind, RepoName};
 use serde::Serialize;
@@ -675,16 +675,6 @@ pub(crate) fn open(
         tracing::error!(%error, "the search index did not open; search is unavailable");
         error.to_string()
     })
-}
-
-/// The repositories a query over the index covers, each leased at its indexed commit.
-pub(crate) struct IndexedTargets {
-    /// Repositories to query (indexed or not yet).
-    pub repos: Vec<String>,
-    /// Leases of the indexed commits, held for the query.
-    pub leases: Vec<gitstore::Lease>,
-    /// Indexed at a commit that left retention: reported as not indexed.
-    pub stale: Vec<String>,
 }
 
 #[cfg(test)]

@@ -5,8 +5,8 @@
 //! parsing the file otherwise. Search-based navigation, not a compiler's: names are matched
 //! as written, never resolved. Never runs plugins.
 
+use crate::frame::IndexedTargets;
 use crate::frame::Op;
-use crate::index::IndexedTargets;
 use crate::{CallContext, Service, ServiceError};
 use gitstore::{CommitId, RepoPath};
 use serde::Serialize;
