@@ -1,7 +1,7 @@
 //! Routes and handlers of the JSON API. Each handler parses, calls the service, answers.
 
 use crate::Readiness;
-use crate::json::ApiError;
+use crate::json::{ApiError, PrepareLine};
 use axum::extract::{FromRequest, FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, Method, StatusCode, header};
@@ -22,8 +22,11 @@ struct AppState {
 }
 
 /// The JSON API: one route per tool of [`tools::TOOLS`] (GET with a query string and POST
-/// with a JSON body for a read-only tool, POST only otherwise), then the operations that are
-/// not tools (`prepare` streams, `repos` registers), the probes and the metrics.
+/// with a JSON body for a read-only tool, POST only otherwise) and the plugin tools' first
+/// route names, then the operations that are not tools (`prepare` streams, `repos`
+/// registers), the probes and the metrics. Every JSON handler answers `Result<Json<_>,
+/// ApiError>`, its errors mapped onto statuses in one place (`From<ServiceError> for
+/// ApiError`).
 pub(crate) fn router(service: Service, readiness: Readiness) -> Router {
     let limits = tools::Limits::new(service.config());
     let mut api = Router::new();
@@ -40,19 +43,40 @@ pub(crate) fn router(service: Service, readiness: Readiness) -> Router {
             post(handler)
         };
         api = api.route(&format!("/{}", tool.name()), route);
+        if let Some(path) = first_route_name(tool.name()) {
+            // No arguments: the query string and the body are ignored, as they always were
+            // (`csg plugins reload` posts no body).
+            let handler = move |State(state): State<AppState>, Ctx(ctx): Ctx| async move {
+                run_tool(tool, &state.service, &ctx, tools::Arguments::new()).await
+            };
+            let route = if tool.annotations().read_only {
+                get(handler)
+            } else {
+                post(handler)
+            };
+            api = api.route(path, route);
+        }
     }
     let api = api
         .route("/prepare", post(prepare))
-        .route("/repos", post(add_repo))
-        // The first names of the plugin tools' routes, kept for existing clients.
-        .route("/plugins/status", get(plugins_status))
-        .route("/plugins/reload", post(plugins_reload));
+        .route("/repos", post(add_repo));
     Router::new()
         .nest("/sourcegraph/api", api)
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .with_state(AppState { service, readiness })
+}
+
+/// The first route name of a tool that had one before the tools had their own (P-12), kept
+/// for existing clients: `GET /sourcegraph/api/plugins/status` is `plugin_status`, `POST
+/// /sourcegraph/api/plugins/reload` is `reload_plugins`.
+fn first_route_name(tool: &str) -> Option<&'static str> {
+    match tool {
+        "plugin_status" => Some("/plugins/status"),
+        "reload_plugins" => Some("/plugins/reload"),
+        _ => None,
+    }
 }
 
 /// The call context of an API request: the caller the access layer established
@@ -79,18 +103,24 @@ async fn call_tool(
     request: Request,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let arguments = tool_arguments(schema, request).await?;
-    match tool
-        .call(&state.service, &ctx, arguments, tools::Face::Api)
-        .await
-    {
-        Ok(tools::Answer::Json(value)) => Ok(Json(value)),
-        Ok(tools::Answer::Text { .. }) => Err(ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
-            "the tool answered text to the JSON API; see the server log",
-        )),
-        Err(tools::ToolError::Arguments(message)) => Err(ApiError::bad_request(message)),
-        Err(tools::ToolError::Service(error)) => Err(error.into()),
+    run_tool(tool, &state.service, &ctx, arguments).await
+}
+
+/// Runs a tool for the JSON API with arguments already read.
+async fn run_tool(
+    tool: &'static dyn tools::ToolDef,
+    service: &Service,
+    ctx: &CallContext,
+    arguments: tools::Arguments,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    match tool.call(service, ctx, arguments, tools::Face::Api).await? {
+        tools::Answer::Json(value) => Ok(Json(value)),
+        tools::Answer::Text { .. } => {
+            tracing::error!(tool = tool.name(), "a tool answered text to the JSON API");
+            Err(ApiError::internal(
+                "the tool answered text to the JSON API; see the server log",
+            ))
+        }
     }
 }
 
@@ -143,13 +173,6 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequest<S> for Args<T> {
     }
 }
 
-fn answer<T: serde::Serialize>(result: Result<T, service::ServiceError>) -> Response {
-    match result {
-        Ok(value) => Json(value).into_response(),
-        Err(error) => ApiError::from(error).into_response(),
-    }
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PrepareArgs {
@@ -158,24 +181,20 @@ struct PrepareArgs {
     revision: Option<String>,
 }
 
-/// The media type of a streamed `prepare`: one JSON object per line, `{"progress": {done,
-/// total}}` while an index builds, then `{"result": …}` or `{"error": …}` (O-5).
+/// The media type of a streamed `prepare`: one [`PrepareLine`] per line (O-5).
 const NDJSON: &str = "application/x-ndjson";
 
 /// `prepare {repo, action, revision?}`: the service checks the `prepare` capability.
+/// The answer is one JSON body, or NDJSON lines when the caller accepts them.
 async fn prepare(
     State(state): State<AppState>,
     Ctx(ctx): Ctx,
     headers: HeaderMap,
     Args(a): Args<PrepareArgs>,
-) -> Response {
-    let action = match service::PrepareAction::parse(&a.action) {
-        Ok(action) => action,
-        Err(error) => return ApiError::from(error).into_response(),
-    };
+) -> Result<Prepared, ApiError> {
     let request = service::PrepareRequest {
         repo: a.repo,
-        action,
+        action: service::PrepareAction::parse(&a.action)?,
         revision: a.revision,
     };
     let streamed = headers
@@ -183,13 +202,85 @@ async fn prepare(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|accept| accept.contains(NDJSON));
     if streamed {
-        if let Err(error) = state.service.check_prepare(&ctx) {
-            return ApiError::from(error).into_response();
-        }
-        prepare_streamed(state.service, ctx, request)
-    } else {
-        answer(state.service.prepare(&ctx, request, |_| {}).await)
+        // Refused with its status while there is still one to send: once the stream has
+        // started, only its last line can say what went wrong.
+        state.service.check_prepare(&ctx)?;
+        return Ok(Prepared::Streamed(prepare_streamed(
+            state.service,
+            ctx,
+            request,
+        )));
     }
+    let answer = state.service.prepare(&ctx, request, |_| {}).await?;
+    Ok(Prepared::Whole(Json(answer)))
+}
+
+/// A `prepare` answer in the form the caller asked for.
+enum Prepared {
+    /// One JSON body once the work is done.
+    Whole(Json<service::PrepareAnswer>),
+    /// Progress while the index builds, then the result (O-5).
+    Streamed(Ndjson),
+}
+
+impl IntoResponse for Prepared {
+    fn into_response(self) -> Response {
+        match self {
+            Prepared::Whole(answer) => answer.into_response(),
+            Prepared::Streamed(lines) => lines.into_response(),
+        }
+    }
+}
+
+/// An NDJSON answer: each [`PrepareLine`] serialized on a line of its own, as it comes.
+struct Ndjson(tokio::sync::mpsc::UnboundedReceiver<PrepareLine>);
+
+impl IntoResponse for Ndjson {
+    fn into_response(self) -> Response {
+        let lines = tokio_stream::wrappers::UnboundedReceiverStream::new(self.0).map(|line| {
+            // A line that does not serialize ends the body with an error (the client sees
+            // the stream cut) rather than the request panicking.
+            serde_json::to_vec(&line).map(|mut bytes| {
+                bytes.push(b'\n');
+                bytes
+            })
+        });
+        (
+            [(header::CONTENT_TYPE, NDJSON)],
+            axum::body::Body::from_stream(lines),
+        )
+            .into_response()
+    }
+}
+
+/// Runs `prepare` in a task and streams its index-build progress (one line per percent) and
+/// then its result (O-5). A client that hangs up does not stop the work.
+fn prepare_streamed(
+    service: Service,
+    ctx: CallContext,
+    request: service::PrepareRequest,
+) -> Ndjson {
+    let (lines, receiver) = tokio::sync::mpsc::unbounded_channel();
+    let progress_lines = lines.clone();
+    let mut last_percent = None;
+    let progress = move |p: service::BuildProgress| {
+        let percent = (p.done * 100).checked_div(p.total).unwrap_or(100);
+        if last_percent != Some(percent) {
+            last_percent = Some(percent);
+            let _ = progress_lines.send(PrepareLine::Progress {
+                done: p.done,
+                total: p.total,
+            });
+        }
+    };
+    tokio::spawn(async move {
+        let last = match service.prepare(&ctx, request, progress).await {
+            Ok(answer) => PrepareLine::Result(answer),
+            Err(error) => PrepareLine::Error(ApiError::from(error).detail()),
+        };
+        let _ = lines.send(last);
+    });
+    Ndjson(receiver)
 }
 
 #[derive(Deserialize)]
@@ -210,7 +301,7 @@ async fn add_repo(
     State(state): State<AppState>,
     Ctx(ctx): Ctx,
     Args(a): Args<AddRepoArgs>,
-) -> Response {
+) -> Result<(StatusCode, Json<service::AddRepoAnswer>), ApiError> {
     let request = service::RegisterRequest {
         name: a.name,
         source: a.source,
@@ -218,71 +309,24 @@ async fn add_repo(
         branch: a.branch,
         private: a.private,
     };
-    match state.service.add_repo(&ctx, request).await {
-        Ok(added) => {
-            let status = if added.created {
-                StatusCode::CREATED
-            } else {
-                StatusCode::OK
-            };
-            (status, Json(added)).into_response()
-        }
-        Err(error) => ApiError::from(error).into_response(),
-    }
-}
-
-/// `GET /sourcegraph/api/plugins/status` (P-12): the `plugin_status` tool under its first
-/// route name.
-async fn plugins_status(State(state): State<AppState>, Ctx(ctx): Ctx) -> Response {
-    Json(state.service.server_plugins_status_for(&ctx)).into_response()
-}
-
-/// `POST /sourcegraph/api/plugins/reload` (P-12): the `reload_plugins` tool under its first
-/// route name; an operator action, like `prepare`.
-async fn plugins_reload(State(state): State<AppState>, Ctx(ctx): Ctx) -> Response {
-    answer(state.service.reload_server_plugins(&ctx).await)
-}
-
-/// Runs `prepare` in a task and streams its index-build progress (one line per percent) and
-/// then its result as NDJSON (O-5). A client that hangs up does not stop the work.
-fn prepare_streamed(
-    service: Service,
-    ctx: CallContext,
-    request: service::PrepareRequest,
-) -> Response {
-    let (lines, receiver) = tokio::sync::mpsc::unbounded_channel::<String>();
-    let progress_lines = lines.clone();
-    let mut last_percent = None;
-    let progress = move |p: service::BuildProgress| {
-        let percent = (p.done * 100).checked_div(p.total).unwrap_or(100);
-        if last_percent != Some(percent) {
-            last_percent = Some(percent);
-            let line = serde_json::json!({"progress": {"done": p.done, "total": p.total}});
-            let _ = progress_lines.send(format!("{line}\n"));
-        }
-    };
-    tokio::spawn(async move {
-        let last = match service.prepare(&ctx, request, progress).await {
-            Ok(answer) => serde_json::json!({ "result": answer }),
-            Err(error) => serde_json::json!(ApiError::from(error).1),
-        };
-        let _ = lines.send(format!("{last}\n"));
-    });
-    let body = axum::body::Body::from_stream(
-        tokio_stream::wrappers::UnboundedReceiverStream::new(receiver)
-            .map(Ok::<_, std::convert::Infallible>),
-    );
-    ([(header::CONTENT_TYPE, NDJSON)], body).into_response()
-}
-
-/// `/readyz`: an atomic flag set at the end of start-up. Like `/healthz` it never asks the
-/// service for anything that could wait on the server-plugin interpreter (P-23: a wedged
-/// interpreter bypasses hooks; the server stays ready and `/metrics` shows the wedge).
-async fn readyz(State(state): State<AppState>) -> Response {
-    if state.readiness.is_ready() {
-        (StatusCode::OK, "ready\n").into_response()
+    let added = state.service.add_repo(&ctx, request).await?;
+    let status = if added.created {
+        StatusCode::CREATED
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "starting\n").into_response()
+        StatusCode::OK
+    };
+    Ok((status, Json(added)))
+}
+
+/// `/readyz`: an atomic flag set at the end of start-up, answered in plain text like
+/// `/healthz`. Neither ever asks the service for anything that could wait on the
+/// server-plugin interpreter (P-23: a wedged interpreter bypasses hooks; the server stays
+/// ready and `/metrics` shows the wedge).
+async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
+    if state.readiness.is_ready() {
+        (StatusCode::OK, "ready\n")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "starting\n")
     }
 }
 
