@@ -1,6 +1,6 @@
-//! Building one generation: read (or reuse) every document, classify it, extract its
-//! trigrams on worker threads, and write the content store and posting lists in path order.
-//! Then, once the generation answers searches, its symbol table (`extract_symbols`).
+//! Building one generation (phase one of a build): read (or reuse) every document, classify
+//! and transform it, extract its trigrams on worker threads, and write the content store and
+//! posting lists in path order. Phase two, the symbol table, is module `extract`.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
@@ -11,13 +11,11 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 
-use symbols::{Extractor, Grammar, Symbol};
-
+use crate::error::SearchError;
 use crate::lang::DocLang;
-use crate::store::{Doc, DocKind, Generation, PostingBuf};
-use crate::symtab::SymbolTable;
+use crate::source::{BuildProgress, MAX_FAILURE_MESSAGES, Source, SourceEntry, Transform};
+use crate::store::{Doc, DocKind, Generation, PostingBuf, write_postings};
 use crate::trigram::{Trigram, TrigramScratch, doc_trigrams};
-use crate::{BuildProgress, SearchError, Source, SourceEntry, Transform};
 
 /// Bytes inspected for a NUL to call a file binary (what Git and grep tools do).
 const BINARY_SNIFF: usize = 8000;
@@ -108,6 +106,22 @@ pub(crate) struct BuildInput<'a> {
     pub strict_transforms: bool,
 }
 
+impl<'a> Prepared<'a> {
+    /// A document as it is, its trigrams not extracted yet.
+    fn new(kind: DocKind, text: Cow<'a, [u8]>, reused: bool) -> Prepared<'a> {
+        Prepared {
+            kind,
+            text,
+            trigrams: Vec::new(),
+            reused,
+            transform: Transformed::Untouched,
+            lang: DocLang::FromPath,
+        }
+    }
+}
+
+/// Prepares one document: its verdict and text reused from the previous generation for an
+/// equal blob, else read from the source, classified and transformed; then its trigrams.
 fn prepare<'a>(
     entry: &SourceEntry,
     previous: Option<(&'a Generation, &'a Doc)>,
@@ -116,27 +130,18 @@ fn prepare<'a>(
 ) -> Result<Prepared<'a>, SearchError> {
     let max = input.max_file_bytes;
     if entry.size > max {
-        return Ok(Prepared {
-            kind: DocKind::TooLarge,
-            text: Cow::Borrowed(&[]),
-            trigrams: Vec::new(),
-            reused: false,
-            transform: Transformed::Untouched,
-            lang: DocLang::FromPath,
-        });
+        return Ok(Prepared::new(DocKind::TooLarge, Cow::Borrowed(&[]), false));
     }
-    let mut transform = Transformed::Untouched;
-    let mut lang = DocLang::FromPath;
-    let (kind, text, reused) = match previous {
+    let mut prepared = match previous {
         // Same blob id = same bytes: reuse the stored text, or the path-only verdict when
         // it did not depend on the size limit.
         // The fingerprint holds the transform, so a reused text is one it shaped already.
-        Some((generation, doc)) if doc.kind == DocKind::Text && doc.len <= max => {
-            lang = doc.lang.clone();
-            (DocKind::Text, Cow::Borrowed(generation.text(doc)), true)
-        }
+        Some((generation, doc)) if doc.kind == DocKind::Text && doc.len <= max => Prepared {
+            lang: doc.lang.clone(),
+            ..Prepared::new(DocKind::Text, Cow::Borrowed(generation.text(doc)), true)
+        },
         Some((_, doc)) if matches!(doc.kind, DocKind::Binary | DocKind::NotUtf8) => {
-            (doc.kind, Cow::Borrowed(&[][..]), true)
+            Prepared::new(doc.kind, Cow::Borrowed(&[][..]), true)
         }
         _ => {
             let bytes = input
@@ -144,65 +149,71 @@ fn prepare<'a>(
                 .read(entry)
                 .map_err(|message| SearchError::Source { message })?;
             match classify(&bytes, max) {
-                DocKind::Text => {
-                    // classify checked UTF-8 already.
-                    let text = std::str::from_utf8(&bytes).unwrap_or_default();
-                    match input.source.transform(entry, text) {
-                        Ok(Transform::Keep) => (DocKind::Text, Cow::Owned(bytes), false),
-                        Ok(Transform::Skip) => {
-                            transform = Transformed::Skipped;
-                            (DocKind::Text, Cow::Borrowed(&[][..]), false)
-                        }
-                        Ok(Transform::Replace {
-                            text: replaced,
-                            lang: set,
-                        }) => {
-                            transform = Transformed::Replaced;
-                            lang = set;
-                            let text = replaced.map_or(bytes, String::into_bytes);
-                            (DocKind::Text, Cow::Owned(text), false)
-                        }
-                        Ok(Transform::Abort(why)) => {
-                            return Err(SearchError::Source {
-                                message: format!(
-                                    "the derived-state transform could not run at {}: {why}; the published index keeps answering",
-                                    entry.path
-                                ),
-                            });
-                        }
-                        Err(message) if input.strict_transforms => {
-                            return Err(SearchError::Source {
-                                message: format!(
-                                    "the derived-state transform of {} failed (strict mode): {message}",
-                                    entry.path
-                                ),
-                            });
-                        }
-                        Err(message) => {
-                            transform = Transformed::Failed(message);
-                            (DocKind::Text, Cow::Owned(bytes), false)
-                        }
-                    }
-                }
-                other => (other, Cow::Borrowed(&[][..]), false),
+                DocKind::Text => transform(entry, bytes, input)?,
+                other => Prepared::new(other, Cow::Borrowed(&[][..]), false),
             }
         }
     };
-    let mut trigrams = Vec::new();
-    if kind == DocKind::Text && transform != Transformed::Skipped {
-        doc_trigrams(&text, scratch, &mut trigrams);
+    if prepared.kind == DocKind::Text && prepared.transform != Transformed::Skipped {
+        doc_trigrams(&prepared.text, scratch, &mut prepared.trigrams);
     }
-    Ok(Prepared {
-        kind,
-        text,
-        trigrams,
-        reused,
-        transform,
-        lang,
+    Ok(prepared)
+}
+
+/// A text file read from the source, through the source's transform (P-21): kept, skipped,
+/// replaced, or kept as it is when the transform fails (unless strict). A transform that
+/// could not run at all fails the build.
+fn transform(
+    entry: &SourceEntry,
+    bytes: Vec<u8>,
+    input: &BuildInput<'_>,
+) -> Result<Prepared<'static>, SearchError> {
+    // classify checked UTF-8 already.
+    let text = std::str::from_utf8(&bytes).unwrap_or_default();
+    Ok(match input.source.transform(entry, text) {
+        Ok(Transform::Keep) => Prepared::new(DocKind::Text, Cow::Owned(bytes), false),
+        Ok(Transform::Skip) => Prepared {
+            transform: Transformed::Skipped,
+            ..Prepared::new(DocKind::Text, Cow::Borrowed(&[][..]), false)
+        },
+        Ok(Transform::Replace {
+            text: replaced,
+            lang,
+        }) => {
+            let text = replaced.map_or(bytes, String::into_bytes);
+            Prepared {
+                transform: Transformed::Replaced,
+                lang,
+                ..Prepared::new(DocKind::Text, Cow::Owned(text), false)
+            }
+        }
+        Ok(Transform::Abort(why)) => {
+            return Err(SearchError::Source {
+                message: format!(
+                    "the derived-state transform could not run at {}: {why}; the published index keeps answering",
+                    entry.path
+                ),
+            });
+        }
+        Err(message) if input.strict_transforms => {
+            return Err(SearchError::Source {
+                message: format!(
+                    "the derived-state transform of {} failed (strict mode): {message}",
+                    entry.path
+                ),
+            });
+        }
+        Err(message) => Prepared {
+            transform: Transformed::Failed(message),
+            ..Prepared::new(DocKind::Text, Cow::Owned(bytes), false)
+        },
     })
 }
 
 /// Writes `content.bin` and `postings.bin` into `staging`; answers the document table.
+///
+/// Worker threads prepare the documents chunk by chunk (read or reuse, classify,
+/// transform, trigrams); this thread writes them in path order as the chunks come in.
 pub(crate) fn write_generation(
     input: &BuildInput<'_>,
     progress: &mut dyn FnMut(BuildProgress),
@@ -211,65 +222,121 @@ pub(crate) fn write_generation(
         .previous
         .map(|g| g.docs.iter().map(|d| (d.blob_id.as_str(), d)).collect())
         .unwrap_or_default();
-    let entries = input.entries;
-    let total = entries.len();
-    let chunks = total.div_ceil(CHUNK);
-    let next_chunk = AtomicUsize::new(0);
-    let cancel = AtomicBool::new(false);
-
-    let io = |e: std::io::Error| SearchError::io("writing the content store", e);
-    let mut content = BufWriter::with_capacity(
-        1 << 20,
-        File::create(input.staging.join("content.bin")).map_err(io)?,
-    );
-    let mut offset = 0u64;
-    let mut docs = Vec::with_capacity(total);
-    let mut postings = PostingMap::default();
-    let mut counts = Counts::default();
-    let mut failure: Option<SearchError> = None;
-
-    std::thread::scope(|scope| {
+    let chunks = Chunks {
+        input,
+        previous_by_blob,
+        count: input.entries.len().div_ceil(CHUNK),
+        next: AtomicUsize::new(0),
+        cancel: AtomicBool::new(false),
+    };
+    let mut writer = Writer::create(input.staging, input.entries.len())?;
+    let failure = std::thread::scope(|scope| {
         // Bounded so that fast workers cannot buffer the whole corpus ahead of the writer.
-        let (tx, rx) = mpsc::sync_channel::<(usize, Result<Vec<Prepared<'_>>, SearchError>)>(
-            input.threads * 2,
-        );
+        let (tx, rx) = mpsc::sync_channel::<PreparedChunk<'_>>(input.threads * 2);
         for _ in 0..input.threads {
             let tx = tx.clone();
-            let (next_chunk, cancel, previous_by_blob) = (&next_chunk, &cancel, &previous_by_blob);
-            scope.spawn(move || {
-                let mut scratch = TrigramScratch::new();
-                loop {
-                    let chunk = next_chunk.fetch_add(1, Ordering::Relaxed);
-                    if chunk >= chunks || cancel.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    let range = chunk * CHUNK..((chunk + 1) * CHUNK).min(total);
-                    let result = entries[range]
-                        .iter()
-                        .map(|entry| {
-                            let previous = input.previous.and_then(|g| {
-                                previous_by_blob
-                                    .get(entry.blob_id.as_str())
-                                    .map(|d| (g, *d))
-                            });
-                            prepare(entry, previous, input, &mut scratch)
-                        })
-                        .collect::<Result<Vec<_>, _>>();
-                    let failed = result.is_err();
-                    if tx.send((chunk, result)).is_err() || failed {
-                        return;
-                    }
-                }
-            });
+            let chunks = &chunks;
+            scope.spawn(move || chunks.prepare_all(&tx));
         }
         drop(tx);
+        writer.write_in_order(&rx, &chunks, progress)
+    });
+    if let Some(error) = failure {
+        return Err(error);
+    }
+    writer.finish(input, progress)
+}
 
-        // The writer: documents must enter the posting lists in id order, so chunks that
-        // arrive early wait in `pending`.
+/// A chunk of prepared documents, or why it could not be prepared: (chunk number, result).
+type PreparedChunk<'a> = (usize, Result<Vec<Prepared<'a>>, SearchError>);
+
+/// The entries of one build, cut in chunks that the worker threads take in turn.
+struct Chunks<'a> {
+    input: &'a BuildInput<'a>,
+    /// The previous generation's documents by blob id (equal ids, equal bytes).
+    previous_by_blob: HashMap<&'a str, &'a Doc>,
+    /// Chunks in all.
+    count: usize,
+    next: AtomicUsize,
+    /// Set when the writer failed: workers stop taking chunks.
+    cancel: AtomicBool,
+}
+
+impl<'a> Chunks<'a> {
+    /// One worker: prepares chunks and sends them to the writer until none is left, the
+    /// build is cancelled, a document fails, or the writer is gone.
+    fn prepare_all(&self, tx: &mpsc::SyncSender<PreparedChunk<'a>>) {
+        let input = self.input;
+        let total = input.entries.len();
+        let mut scratch = TrigramScratch::new();
+        loop {
+            let chunk = self.next.fetch_add(1, Ordering::Relaxed);
+            if chunk >= self.count || self.cancel.load(Ordering::Relaxed) {
+                return;
+            }
+            let range = chunk * CHUNK..((chunk + 1) * CHUNK).min(total);
+            let result = input.entries[range]
+                .iter()
+                .map(|entry| {
+                    let previous = input.previous.and_then(|g| {
+                        self.previous_by_blob
+                            .get(entry.blob_id.as_str())
+                            .map(|d| (g, *d))
+                    });
+                    prepare(entry, previous, input, &mut scratch)
+                })
+                .collect::<Result<Vec<_>, _>>();
+            let failed = result.is_err();
+            if tx.send((chunk, result)).is_err() || failed {
+                return;
+            }
+        }
+    }
+}
+
+/// The writer's side of a build: the content store being written, and the document table,
+/// posting lists and counts so far.
+struct Writer {
+    content: BufWriter<File>,
+    /// Where the next document's text starts in the content store.
+    offset: u64,
+    docs: Vec<Doc>,
+    postings: PostingMap,
+    counts: Counts,
+    /// Entries done (skipped ones included).
+    processed: u64,
+}
+
+fn content_error(e: std::io::Error) -> SearchError {
+    SearchError::io("writing the content store", e)
+}
+
+impl Writer {
+    fn create(staging: &Path, total: usize) -> Result<Writer, SearchError> {
+        let file = File::create(staging.join("content.bin")).map_err(content_error)?;
+        Ok(Writer {
+            content: BufWriter::with_capacity(1 << 20, file),
+            offset: 0,
+            docs: Vec::with_capacity(total),
+            postings: PostingMap::default(),
+            counts: Counts::default(),
+            processed: 0,
+        })
+    }
+
+    /// Receives the prepared chunks and writes them in order: documents must enter the
+    /// posting lists in id order, so chunks that arrive early wait in `pending`. Answers the
+    /// first failure (a worker's or a write's), after which the rest is drained unwritten.
+    fn write_in_order(
+        &mut self,
+        rx: &mpsc::Receiver<PreparedChunk<'_>>,
+        chunks: &Chunks<'_>,
+        progress: &mut dyn FnMut(BuildProgress),
+    ) -> Option<SearchError> {
+        let entries = chunks.input.entries;
         let mut pending: BTreeMap<usize, Vec<Prepared<'_>>> = BTreeMap::new();
         let mut next = 0usize;
-        let mut done = 0u64;
-        let mut processed = 0u64;
+        let mut failure: Option<SearchError> = None;
         for (chunk, result) in rx.iter() {
             if failure.is_some() {
                 continue; // drain so that workers blocked on send can finish
@@ -279,256 +346,122 @@ pub(crate) fn write_generation(
                     pending.insert(chunk, prepared);
                 }
                 Err(error) => {
-                    cancel.store(true, Ordering::Relaxed);
+                    chunks.cancel.store(true, Ordering::Relaxed);
                     failure = Some(error);
                     continue;
                 }
             }
             while let Some(prepared) = pending.remove(&next) {
-                for (i, doc) in prepared.into_iter().enumerate() {
-                    let entry = &entries[next * CHUNK + i];
-                    counts.corpus_bytes += entry.size;
-                    processed += 1;
-                    let replaced = doc.transform == Transformed::Replaced;
-                    match doc.transform {
-                        Transformed::Untouched => {}
-                        Transformed::Replaced => counts.transformed += 1,
-                        Transformed::Skipped => {
-                            counts.skipped += 1;
-                            counts.read += 1;
-                            continue;
-                        }
-                        Transformed::Failed(message) => {
-                            counts.transform_failures += 1;
-                            if counts.failure_messages.len() < crate::MAX_FAILURE_MESSAGES {
-                                counts
-                                    .failure_messages
-                                    .push(format!("{}: {message}", entry.path));
-                            }
-                        }
-                    }
-                    // Document ids are positions in the document table: skipped files have none.
-                    let id = docs.len();
-                    if replaced {
-                        counts.replaced.push(id as u32);
-                    }
-                    if doc.reused {
-                        counts.reused += 1;
-                    } else if doc.kind != DocKind::TooLarge {
-                        counts.read += 1;
-                    }
-                    let len = doc.text.len() as u64;
-                    if doc.kind == DocKind::Text {
-                        if let Err(error) = content.write_all(&doc.text) {
-                            cancel.store(true, Ordering::Relaxed);
-                            failure = Some(io(error));
-                            break;
-                        }
-                        for &t in &doc.trigrams {
-                            postings.entry(t).or_default().push(id as u32);
-                        }
-                        counts.content_bytes += len;
-                    } else {
-                        counts.path_only += 1;
-                    }
-                    docs.push(Doc {
-                        path: entry.path.clone(),
-                        blob_id: entry.blob_id.clone(),
-                        size: entry.size,
-                        kind: doc.kind,
-                        offset,
-                        len,
-                        lang: doc.lang.clone(),
-                    });
-                    offset += len;
-                }
-                done = processed;
+                let first = next * CHUNK;
+                let written = prepared
+                    .into_iter()
+                    .enumerate()
+                    .try_for_each(|(i, doc)| self.add(&entries[first + i], doc));
                 next += 1;
-                if failure.is_some() {
+                if let Err(error) = written {
+                    chunks.cancel.store(true, Ordering::Relaxed);
+                    failure = Some(error);
                     break;
                 }
                 progress(BuildProgress {
-                    done,
-                    total: total as u64,
+                    done: self.processed,
+                    total: entries.len() as u64,
                 });
             }
         }
-        let _ = done;
-    });
-    if let Some(error) = failure {
-        return Err(error);
+        failure
     }
-    if docs.len() as u64 + counts.skipped != total as u64 {
-        return Err(SearchError::Source {
-            message: "the build stopped before every file was indexed".into(),
-        });
-    }
-    let file = content.into_inner().map_err(|e| io(e.into_error()))?;
-    file.sync_all().map_err(io)?;
-    crate::store::write_postings(
-        &input.staging.join("postings.bin"),
-        postings.into_iter().collect(),
-    )?;
-    if total == 0 {
-        progress(BuildProgress { done: 0, total: 0 });
-    }
-    Ok((docs, counts))
-}
 
-/// The symbols of each document that has any: (document id, symbols), in id order.
-pub(crate) type DocSymbols = Vec<(u32, Vec<Symbol>)>;
-
-/// Where phase two of a build takes each document's own bytes.
-pub(crate) struct SymbolInput<'a> {
-    pub generation: &'a Generation,
-    /// A generation whose symbols of equal blobs can be copied instead of parsed.
-    pub previous: Option<&'a Generation>,
-    pub source: &'a dyn Source,
-    /// Documents whose stored text is not their own (a transform replaced it), sorted.
-    pub replaced: &'a [u32],
-    /// Every document's stored text may be a transform's: read them all from the source
-    /// (phase two of a generation whose phase one this process did not run).
-    pub all_from_source: bool,
-    pub threads: usize,
-}
-
-/// The definitions of every text document of a generation, in document order (documents
-/// without any left out), parsed on worker threads or copied from the previous generation
-/// for equal blobs. A file a grammar cannot handle has no symbols; a source that cannot give
-/// a replaced document's bytes fails the phase.
-pub(crate) fn extract_symbols(input: &SymbolInput<'_>) -> Result<DocSymbols, SearchError> {
-    let generation = input.generation;
-    let previous: Option<Reusable<'_>> = input.previous.and_then(|g| {
-        let table = g.symbols()?;
-        let ids = g
-            .docs
-            .iter()
-            .enumerate()
-            .filter(|(_, d)| d.kind == DocKind::Text)
-            .filter_map(|(id, d)| {
-                Some(((d.blob_id.as_str(), Grammar::for_path(&d.path)?), id as u32))
-            })
-            .collect();
-        Some((g, table, ids))
-    });
-    let wanted: Vec<(u32, Grammar)> = generation
-        .docs
-        .iter()
-        .enumerate()
-        .filter(|(_, d)| d.kind == DocKind::Text)
-        .filter_map(|(id, d)| Some((id as u32, Grammar::for_path(&d.path)?)))
-        .collect();
-    let next_chunk = AtomicUsize::new(0);
-    let cancel = AtomicBool::new(false);
-    let chunks = wanted.len().div_ceil(CHUNK);
-    let work = || -> Result<DocSymbols, SearchError> {
-        let mut extractor = Extractor::new();
-        let mut out = Vec::new();
-        loop {
-            let chunk = next_chunk.fetch_add(1, Ordering::Relaxed);
-            if chunk >= chunks || cancel.load(Ordering::Relaxed) {
-                return Ok(out);
+    /// Adds one prepared document: counted, and unless a transform skipped it, given the next
+    /// id, its text appended to the content store and its trigrams to the posting lists.
+    fn add(&mut self, entry: &SourceEntry, doc: Prepared<'_>) -> Result<(), SearchError> {
+        let Prepared {
+            kind,
+            text,
+            trigrams,
+            reused,
+            transform,
+            lang,
+        } = doc;
+        let counts = &mut self.counts;
+        counts.corpus_bytes += entry.size;
+        self.processed += 1;
+        let replaced = transform == Transformed::Replaced;
+        match transform {
+            Transformed::Untouched => {}
+            Transformed::Replaced => counts.transformed += 1,
+            Transformed::Skipped => {
+                counts.skipped += 1;
+                counts.read += 1;
+                return Ok(());
             }
-            for &(id, grammar) in &wanted[chunk * CHUNK..((chunk + 1) * CHUNK).min(wanted.len())] {
-                match doc_symbols(input, previous.as_ref(), &mut extractor, id, grammar) {
-                    Ok(symbols) if symbols.is_empty() => {}
-                    Ok(symbols) => out.push((id, symbols)),
-                    Err(error) => {
-                        cancel.store(true, Ordering::Relaxed);
-                        return Err(error);
-                    }
+            Transformed::Failed(message) => {
+                counts.transform_failures += 1;
+                if counts.failure_messages.len() < MAX_FAILURE_MESSAGES {
+                    counts
+                        .failure_messages
+                        .push(format!("{}: {message}", entry.path));
                 }
             }
         }
-    };
-    let results: Vec<Result<DocSymbols, SearchError>> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..input.threads.max(1))
-            .map(|_| scope.spawn(work))
-            .collect();
-        workers
-            .into_iter()
-            .map(|w| {
-                w.join().unwrap_or_else(|_| {
-                    Err(SearchError::Source {
-                        message: "a symbol extraction thread panicked".into(),
-                    })
-                })
-            })
-            .collect()
-    });
-    let mut all = Vec::new();
-    for result in results {
-        all.extend(result?);
+        // Document ids are positions in the document table: skipped files have none.
+        let id = self.docs.len();
+        if replaced {
+            counts.replaced.push(id as u32);
+        }
+        if reused {
+            counts.reused += 1;
+        } else if kind != DocKind::TooLarge {
+            counts.read += 1;
+        }
+        let len = text.len() as u64;
+        if kind == DocKind::Text {
+            self.content.write_all(&text).map_err(content_error)?;
+            for &t in &trigrams {
+                self.postings.entry(t).or_default().push(id as u32);
+            }
+            counts.content_bytes += len;
+        } else {
+            counts.path_only += 1;
+        }
+        self.docs.push(Doc {
+            path: entry.path.clone(),
+            blob_id: entry.blob_id.clone(),
+            size: entry.size,
+            kind,
+            offset: self.offset,
+            len,
+            lang,
+        });
+        self.offset += len;
+        Ok(())
     }
-    all.sort_unstable_by_key(|(id, _)| *id);
-    Ok(all)
-}
 
-/// The previous generation, its symbol table and its text documents by (blob, grammar):
-/// symbols depend on the bytes and the grammar only, so the same blob under a `.c` and a
-/// `.h` path is parsed twice.
-type Reusable<'g> = (
-    &'g Generation,
-    &'g SymbolTable,
-    HashMap<(&'g str, Grammar), u32>,
-);
-
-/// The definitions of document `id`: copied from the previous table for an equal blob,
-/// else parsed from the file's own bytes (the content store's text, or the source's when a
-/// transform replaced it). A signature is a line of the file: when the content store holds
-/// the file's own text it is read from there, not stored twice (about half the table).
-fn doc_symbols(
-    input: &SymbolInput<'_>,
-    previous: Option<&Reusable<'_>>,
-    extractor: &mut Extractor,
-    id: u32,
-    grammar: Grammar,
-) -> Result<Vec<Symbol>, SearchError> {
-    let generation = input.generation;
-    let doc = &generation.docs[id as usize];
-    let own_text = !input.all_from_source && input.replaced.binary_search(&id).is_err();
-    let copied = previous.and_then(|(old_generation, table, ids)| {
-        let &old = ids.get(&(doc.blob_id.as_str(), grammar))?;
-        let mut symbols = table.of_doc(old);
-        if !own_text {
-            old_generation.fill_signatures(old, &mut symbols);
+    /// Checks that every entry was written, syncs the content store and writes the posting
+    /// lists; answers the document table and the counts.
+    fn finish(
+        self,
+        input: &BuildInput<'_>,
+        progress: &mut dyn FnMut(BuildProgress),
+    ) -> Result<(Vec<Doc>, Counts), SearchError> {
+        let total = input.entries.len() as u64;
+        if self.docs.len() as u64 + self.counts.skipped != total {
+            return Err(SearchError::Source {
+                message: "the build stopped before every file was indexed".into(),
+            });
         }
-        Some(symbols)
-    });
-    let mut symbols = match copied {
-        Some(symbols) => symbols,
-        None if own_text => parse_symbols(extractor, grammar, &doc.path, generation.text(doc)),
-        None => {
-            let entry = SourceEntry {
-                path: doc.path.clone(),
-                blob_id: doc.blob_id.clone(),
-                size: doc.size,
-            };
-            let bytes = input
-                .source
-                .read(&entry)
-                .map_err(|message| SearchError::Source { message })?;
-            parse_symbols(extractor, grammar, &doc.path, &bytes)
+        let file = self
+            .content
+            .into_inner()
+            .map_err(|e| content_error(e.into_error()))?;
+        file.sync_all().map_err(content_error)?;
+        write_postings(
+            &input.staging.join("postings.bin"),
+            self.postings.into_iter().collect(),
+        )?;
+        if total == 0 {
+            progress(BuildProgress { done: 0, total: 0 });
         }
-    };
-    if own_text {
-        for symbol in &mut symbols {
-            symbol.signature.clear();
-        }
+        Ok((self.docs, self.counts))
     }
-    Ok(symbols)
-}
-
-/// The definitions of one file; a grammar failure leaves the file without symbols, it never
-/// fails the build.
-fn parse_symbols(
-    extractor: &mut Extractor,
-    grammar: Grammar,
-    path: &str,
-    bytes: &[u8],
-) -> Vec<Symbol> {
-    extractor.extract(grammar, bytes).unwrap_or_else(|error| {
-        tracing::debug!(path, %error, "no symbols for a file");
-        Vec::new()
-    })
 }

@@ -35,6 +35,7 @@ mod candidates;
 mod config;
 mod disk;
 mod error;
+mod extract;
 mod indexes;
 mod lang;
 mod navigate;

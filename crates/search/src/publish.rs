@@ -13,6 +13,7 @@ use crate::build;
 use crate::config::plugin_part;
 use crate::disk::FORMAT_VERSION;
 use crate::error::SearchError;
+use crate::extract;
 use crate::indexes::{Indexes, Slot};
 use crate::repodir::{generation_number, lock_repo_dir};
 use crate::source::{BuildProgress, BuildStats, Source, SourceEntry};
@@ -267,7 +268,7 @@ impl Indexes {
         replaced: &[u32],
         all_from_source: bool,
     ) -> u64 {
-        let input = build::SymbolInput {
+        let input = extract::SymbolInput {
             generation,
             previous,
             source,
@@ -275,7 +276,7 @@ impl Indexes {
             all_from_source,
             threads: self.threads.clamp(1, 2),
         };
-        let written = build::extract_symbols(&input)
+        let written = extract::extract_symbols(&input)
             .and_then(|per_doc| generation.publish_symbols(&per_doc).map(|t| t.len() as u64));
         written.unwrap_or_else(|error| {
             tracing::warn!(
