@@ -11,7 +11,7 @@
 
 use std::collections::BTreeSet;
 
-use regex_syntax::hir::{Class, Hir, HirKind};
+use regex_syntax::hir::{Class, ClassBytes, ClassUnicode, Hir, HirKind, Repetition};
 
 /// A trigram packed as `b0 << 16 | b1 << 8 | b2` of the lowercased bytes.
 pub(crate) type Trigram = u32;
@@ -192,128 +192,146 @@ fn product(a: &BTreeSet<Vec<u8>>, b: &BTreeSet<Vec<u8>>) -> Option<BTreeSet<Vec<
     )
 }
 
+/// What is known about the strings `hir` matches.
 fn analyze(hir: &Hir) -> Info {
     match hir.kind() {
         // Zero-width: contributes the empty string to a concatenation.
         HirKind::Empty | HirKind::Look(_) => Info::Exact(set_of([Vec::new()])),
         HirKind::Literal(literal) => Info::Exact(set_of([lower(&literal.0)])),
-        HirKind::Class(Class::Unicode(class)) => {
-            let count: usize = class
-                .ranges()
-                .iter()
-                .map(|r| (r.end() as usize).saturating_sub(r.start() as usize) + 1)
-                .sum();
-            if count > MAX_CLASS {
-                return Info::Inexact(TrigramQuery::All);
-            }
-            let mut set = BTreeSet::new();
-            for range in class.ranges() {
-                for c in range.start()..=range.end() {
-                    let mut buf = [0u8; 4];
-                    set.insert(lower(c.encode_utf8(&mut buf).as_bytes()));
-                }
-            }
-            Info::Exact(set)
-        }
-        HirKind::Class(Class::Bytes(class)) => {
-            let count: usize = class
-                .ranges()
-                .iter()
-                .map(|r| usize::from(r.end()) - usize::from(r.start()) + 1)
-                .sum();
-            if count > MAX_CLASS {
-                return Info::Inexact(TrigramQuery::All);
-            }
-            let mut set = BTreeSet::new();
-            for range in class.ranges() {
-                for b in range.start()..=range.end() {
-                    set.insert(vec![b.to_ascii_lowercase()]);
-                }
-            }
-            Info::Exact(set)
-        }
-        HirKind::Repetition(rep) => {
-            let sub = analyze(&rep.sub);
-            if rep.min == 0 {
-                // `x?` of a small exact set stays exact (`colou?r`); other optional parts
-                // constrain nothing.
-                if rep.max == Some(1)
-                    && let Info::Exact(mut set) = sub
-                    && set.len() < MAX_EXACT
-                {
-                    set.insert(Vec::new());
-                    return Info::Exact(set);
-                }
-                return Info::Inexact(TrigramQuery::All);
-            }
-            if let Info::Exact(set) = &sub
-                && Some(rep.min) == rep.max
-                && rep.min <= 4
-            {
-                let mut acc = set_of([Vec::new()]);
-                let mut fits = true;
-                for _ in 0..rep.min {
-                    match product(&acc, set) {
-                        Some(next) => acc = next,
-                        None => {
-                            fits = false;
-                            break;
-                        }
-                    }
-                }
-                if fits {
-                    return Info::Exact(acc);
-                }
-            }
-            // At least one occurrence of the sub-expression.
-            Info::Inexact(to_query(sub))
-        }
+        HirKind::Class(Class::Unicode(class)) => unicode_class(class),
+        HirKind::Class(Class::Bytes(class)) => byte_class(class),
+        HirKind::Repetition(rep) => repetition(rep),
         HirKind::Capture(capture) => analyze(&capture.sub),
-        HirKind::Concat(parts) => {
-            let mut run = set_of([Vec::new()]);
-            let mut queries = Vec::new();
-            let mut all_exact = true;
-            for part in parts {
-                match analyze(part) {
-                    Info::Exact(set) => match product(&run, &set) {
-                        Some(next) => run = next,
-                        None => {
-                            all_exact = false;
-                            queries.push(exact_query(&run));
-                            run = set;
-                        }
-                    },
-                    Info::Inexact(query) => {
-                        all_exact = false;
-                        queries.push(exact_query(&run));
-                        run = set_of([Vec::new()]);
-                        queries.push(query);
-                    }
-                }
-            }
-            if all_exact {
-                Info::Exact(run)
-            } else {
-                queries.push(exact_query(&run));
-                Info::Inexact(TrigramQuery::and(queries))
-            }
-        }
-        HirKind::Alternation(branches) => {
-            let infos: Vec<Info> = branches.iter().map(analyze).collect();
-            if infos.iter().all(|i| matches!(i, Info::Exact(_))) {
-                let mut union = BTreeSet::new();
-                for info in &infos {
-                    if let Info::Exact(set) = info {
-                        union.extend(set.iter().cloned());
-                    }
-                }
-                if union.len() <= MAX_EXACT {
-                    return Info::Exact(union);
-                }
-            }
-            Info::Inexact(TrigramQuery::or(infos.into_iter().map(to_query).collect()))
+        HirKind::Concat(parts) => concat(parts),
+        HirKind::Alternation(branches) => alternation(branches),
+    }
+}
+
+/// A small class is the set of its characters (lowercased); a large one constrains nothing.
+fn unicode_class(class: &ClassUnicode) -> Info {
+    let count: usize = class
+        .ranges()
+        .iter()
+        .map(|r| (r.end() as usize).saturating_sub(r.start() as usize) + 1)
+        .sum();
+    if count > MAX_CLASS {
+        return Info::Inexact(TrigramQuery::All);
+    }
+    let mut set = BTreeSet::new();
+    for range in class.ranges() {
+        for c in range.start()..=range.end() {
+            let mut buf = [0u8; 4];
+            set.insert(lower(c.encode_utf8(&mut buf).as_bytes()));
         }
     }
+    Info::Exact(set)
+}
+
+/// As [`unicode_class`], for a class of bytes.
+fn byte_class(class: &ClassBytes) -> Info {
+    let count: usize = class
+        .ranges()
+        .iter()
+        .map(|r| usize::from(r.end()) - usize::from(r.start()) + 1)
+        .sum();
+    if count > MAX_CLASS {
+        return Info::Inexact(TrigramQuery::All);
+    }
+    let mut set = BTreeSet::new();
+    for range in class.ranges() {
+        for b in range.start()..=range.end() {
+            set.insert(vec![b.to_ascii_lowercase()]);
+        }
+    }
+    Info::Exact(set)
+}
+
+/// A repetition: `x?` of a small exact set and `x{n}` (n ≤ 4, while the product stays
+/// small) are exact; otherwise at least one occurrence of `x` is required, if any is.
+fn repetition(rep: &Repetition) -> Info {
+    let sub = analyze(&rep.sub);
+    if rep.min == 0 {
+        // `x?` of a small exact set stays exact (`colou?r`); other optional parts
+        // constrain nothing.
+        if rep.max == Some(1)
+            && let Info::Exact(mut set) = sub
+            && set.len() < MAX_EXACT
+        {
+            set.insert(Vec::new());
+            return Info::Exact(set);
+        }
+        return Info::Inexact(TrigramQuery::All);
+    }
+    if let Info::Exact(set) = &sub
+        && Some(rep.min) == rep.max
+        && rep.min <= 4
+    {
+        let mut acc = set_of([Vec::new()]);
+        let mut fits = true;
+        for _ in 0..rep.min {
+            match product(&acc, set) {
+                Some(next) => acc = next,
+                None => {
+                    fits = false;
+                    break;
+                }
+            }
+        }
+        if fits {
+            return Info::Exact(acc);
+        }
+    }
+    // At least one occurrence of the sub-expression.
+    Info::Inexact(to_query(sub))
+}
+
+/// Exact parts multiply into runs of exact strings while the product stays small; each run
+/// that cannot grow, and each inexact part, becomes a query, all of which must hold.
+fn concat(parts: &[Hir]) -> Info {
+    let mut run = set_of([Vec::new()]);
+    let mut queries = Vec::new();
+    let mut all_exact = true;
+    for part in parts {
+        match analyze(part) {
+            Info::Exact(set) => match product(&run, &set) {
+                Some(next) => run = next,
+                None => {
+                    all_exact = false;
+                    queries.push(exact_query(&run));
+                    run = set;
+                }
+            },
+            Info::Inexact(query) => {
+                all_exact = false;
+                queries.push(exact_query(&run));
+                run = set_of([Vec::new()]);
+                queries.push(query);
+            }
+        }
+    }
+    if all_exact {
+        Info::Exact(run)
+    } else {
+        queries.push(exact_query(&run));
+        Info::Inexact(TrigramQuery::and(queries))
+    }
+}
+
+/// The union of exact branches while it stays small; else one of the branches' queries.
+fn alternation(branches: &[Hir]) -> Info {
+    let infos: Vec<Info> = branches.iter().map(analyze).collect();
+    if infos.iter().all(|i| matches!(i, Info::Exact(_))) {
+        let mut union = BTreeSet::new();
+        for info in &infos {
+            if let Info::Exact(set) = info {
+                union.extend(set.iter().cloned());
+            }
+        }
+        if union.len() <= MAX_EXACT {
+            return Info::Exact(union);
+        }
+    }
+    Info::Inexact(TrigramQuery::or(infos.into_iter().map(to_query).collect()))
 }
 
 /// The trigram query that every document with a match of `hir` satisfies.
