@@ -30,7 +30,7 @@
 //! | make | makefile | `Makefile` `.mk` |
 //! | dockerfile | docker | `Dockerfile` |
 
-use crate::SearchError;
+use crate::error::SearchError;
 
 /// (name, aliases, extensions, exact file names)
 type LangRow = (

@@ -2,12 +2,19 @@
 //! one commit, published atomically as a *generation*, searched with literal or regular
 //! expression queries whose answers equal `git grep -n` on the same commit.
 //!
-//! How a search runs: the query (escaped when literal) becomes a `regex` and, through its
-//! `regex-syntax` HIR, a boolean query over trigrams (module `trigram`); the posting lists of the
-//! generation give the candidate documents; each candidate's stored text (a memory-mapped
-//! content store, never the Git pack) is verified line by line; hits are ranked (file names,
-//! then definition-looking lines, then the rest, each in repository/path/line order) and cut
-//! into pages with an opaque cursor bound to the generations it was made from.
+//! How a search runs (module `search`, one step per module): the query (escaped when literal)
+//! becomes a `regex` and, through its `regex-syntax` HIR, a boolean query over trigrams
+//! (`plan`, `trigram`); the posting lists of the generation give the candidate documents
+//! (`candidates`); each candidate's stored text (a memory-mapped content store, never the Git
+//! pack) is verified line by line (`verify`); hits are ranked (file names, then
+//! definition-looking lines, then the rest, each in repository/path/line order; `rank`), kept
+//! for later pages (`cache`) and cut into pages with an opaque cursor bound to the generations
+//! it was made from (`page`).
+//!
+//! How a build runs (module `publish`): the repository's lock taken (`repodir`), a generation
+//! staged from the [`Source`] (`build`), published with one rename and made current
+//! (`indexes`), then its symbol table extracted (`extract`, `symtab`) for `outline`,
+//! `definitions` and `references` (`navigate`).
 //!
 //! Bounds and reuse: one search collects at most [`MAX_HITS`] hits (configurable with
 //! [`Indexes::with_max_hits`]): all file-name hits first, then line hits in repository, path
@@ -21,8 +28,10 @@
 //! as the generations they name are current).
 //!
 //! On-disk layout (module `store`): `<dir>/<owner>/<name>/gen-<n>/` holding `content.bin`
-//! (document texts), `docs.bin` (document table), `postings.bin` (trigram → document ids) and
-//! `meta.json`; builds write `staging-<n>-<pid>/` and publish it with one rename.
+//! (document texts), `docs.bin` (document table), `postings.bin` (trigram → document ids),
+//! `symbols.bin` (module `symtab`) and `meta.json`; builds write `staging-<n>-<pid>/` and
+//! publish it with one rename. Both files' readers share module `disk` (format version,
+//! mapping), so modules depend one way: `store` uses `symtab`, never the reverse.
 //!
 //! Semantics worth knowing: a match never spans a line (like `git grep`), so a query
 //! containing a line break finds nothing; case-insensitive means Unicode simple case folding

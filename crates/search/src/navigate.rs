@@ -4,9 +4,11 @@
 
 use symbols::Symbol;
 
+use crate::error::SearchError;
+use crate::indexes::Indexes;
 use crate::plan::DocFilter;
-use crate::store::{DocKind, Generation};
-use crate::{Indexes, SearchError, SearchRequest, SearchResults};
+use crate::request::{SearchRequest, SearchResults};
+use crate::store::{Doc, DocKind, Generation};
 
 /// Longest symbol name a lookup takes, in bytes.
 pub const MAX_SYMBOL_BYTES: usize = 200;
@@ -81,7 +83,7 @@ pub(crate) fn check_symbol(symbol: &str) -> Result<(), SearchError> {
     Ok(())
 }
 
-fn doc_by_path<'g>(generation: &'g Generation, path: &str) -> Option<(u32, &'g crate::store::Doc)> {
+fn doc_by_path<'g>(generation: &'g Generation, path: &str) -> Option<(u32, &'g Doc)> {
     let at = generation
         .docs
         .binary_search_by(|d| d.path.as_str().cmp(path))
