@@ -10,6 +10,7 @@ mod progress;
 mod readme;
 mod repos;
 mod server_plugin_env;
+mod setting;
 mod settings;
 mod users;
 
@@ -17,7 +18,7 @@ use anyhow::{Context, Result};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use gitstore::{GitStore, RepoName, StoreConfig, SystemClock};
 use service::{ConnectionPlugins, Service, ServiceConfig};
-use settings::Settings;
+use setting::Settings;
 use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Duration;

@@ -8,7 +8,7 @@
 //! test regenerates the blocks and fails when the committed README differs;
 //! `CSG_BLESS=1 cargo test -p csg readme` rewrites them.
 
-use crate::config::{Def, Scope};
+use crate::setting::{Def, Scope};
 use crate::server_plugin_env::ServerPluginEnv;
 use crate::settings::SETTINGS;
 use std::fmt::Write as _;
@@ -80,7 +80,7 @@ fn server_plugin_settings() -> String {
 
 fn environment(def: &Def) -> String {
     match def.field {
-        crate::config::Field::List(_) => format!("`{}` (comma-separated)", def.env),
+        crate::setting::Field::List(_) => format!("`{}` (comma-separated)", def.env),
         _ => format!("`{}`", def.env),
     }
 }

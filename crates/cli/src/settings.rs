@@ -7,78 +7,9 @@
 //! Adding a setting: a field in [`Settings`], one [`Def`] in [`SETTINGS`], then
 //! `CSG_BLESS=1 cargo test -p csg readme` to write its README row.
 
-use crate::config::{Def, DefaultValue, Field, Scope};
+use crate::setting::{Def, DefaultValue, Field, Scope};
 use service::ServiceConfig;
-use std::net::{Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
 use std::time::Duration;
-
-/// Every setting, validated. Built by [`crate::config::resolve`]: a setting of a command that
-/// is not running holds its default, never a blank.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settings {
-    /// `--config`: the TOML file, if any.
-    pub config: Option<PathBuf>,
-    /// `--data-dir`; `None`: [`crate::config::default_data_dir`].
-    pub data_dir: Option<PathBuf>,
-    /// `--log-format`: `text` or `json`.
-    pub log_format: &'static str,
-    /// `--retention-days` (G-5).
-    pub retention_days: u64,
-    /// `--read-budget-bytes`.
-    pub read_budget_bytes: usize,
-    /// `--batch-budget-bytes`.
-    pub batch_budget_bytes: usize,
-    /// `--max-batch-items`.
-    pub max_batch_items: usize,
-    /// `--line-cap-bytes`.
-    pub line_cap_bytes: usize,
-    /// `--index-max-file-bytes`.
-    pub index_max_file_bytes: u64,
-    /// `--blob-cache-bytes` (0 = off).
-    pub blob_cache_bytes: usize,
-    /// `--sync-interval` (G-3).
-    pub sync_interval: Duration,
-    /// `--max-searches`.
-    pub max_searches: usize,
-    /// `--shutdown-grace` (O-6).
-    pub shutdown_grace: Duration,
-    /// `--listen`.
-    pub listen: SocketAddr,
-    /// `--public-url`; `None`: the bound address.
-    pub public_url: Option<String>,
-    /// `--allowed-host`; `None`: loopback names and the public URL's host.
-    pub allowed_hosts: Option<Vec<String>>,
-    /// `--allowed-origin`; `None`: this server's loopback origins and the public URL.
-    pub allowed_origins: Option<Vec<String>>,
-    /// `--public-read`.
-    pub public_read: bool,
-}
-
-impl Settings {
-    /// Blanks for [`crate::config::resolve`] to write every setting over; never used as they
-    /// are (each setting's default comes from its [`Def`]).
-    pub(crate) const BLANK: Self = Self {
-        config: None,
-        data_dir: None,
-        log_format: "",
-        retention_days: 0,
-        read_budget_bytes: 0,
-        batch_budget_bytes: 0,
-        max_batch_items: 0,
-        line_cap_bytes: 0,
-        index_max_file_bytes: 0,
-        blob_cache_bytes: 0,
-        sync_interval: Duration::ZERO,
-        max_searches: 0,
-        shutdown_grace: Duration::ZERO,
-        listen: SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
-        public_url: None,
-        allowed_hosts: None,
-        allowed_origins: None,
-        public_read: false,
-    };
-}
 
 /// The longest retention window (about 100 years): longer ones would overflow time
 /// arithmetic.
@@ -143,7 +74,7 @@ pub const SETTINGS: &[Def] = &[
         scope: Scope::Serve,
         value_name: "IP:PORT",
         field: Field::Listen(|s| &mut s.listen),
-        default: DefaultValue::Value(|| crate::config::DEFAULT_LISTEN.into()),
+        default: DefaultValue::Value(|| crate::setting::DEFAULT_LISTEN.into()),
         help: "Address to listen on (port 0 picks a free one).",
     },
     Def {
