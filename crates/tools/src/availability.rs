@@ -1,10 +1,10 @@
 //! `availability`: check a repository and revision.
 
-use crate::render;
+use crate::render::{header, header_value};
 use crate::tool::{Answer, Face, Tool, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use service::{CallContext, Service};
+use service::{AvailabilityAnswer, CallContext, PluginDiscovery, Service};
 
 /// The `availability` tool.
 pub(crate) struct Availability;
@@ -48,7 +48,79 @@ Not needed before read.";
         };
         let answer = service.availability(ctx, request).await?;
         Ok(Answer::of(face, &answer, |answer| {
-            render::render_availability(answer, include_plugins)
+            render_availability(answer, include_plugins)
         }))
     }
+}
+
+/// An `availability` answer. `include_plugins` is accepted now; repository-plugin discovery
+/// joins when the plugin host exists, and until then the answer says so instead of implying
+/// that there are no plugins.
+fn render_availability(answer: &AvailabilityAnswer, include_plugins: bool) -> String {
+    let mut out = String::new();
+    header(&mut out, "Repo", &answer.repo);
+    header(&mut out, "Visible", answer.visible);
+    if let Some(revision) = &answer.revision {
+        header(&mut out, "Revision", revision);
+    }
+    if let Some(commit) = &answer.commit {
+        header(&mut out, "Commit", commit);
+    }
+    header(&mut out, "Readable", answer.readable);
+    if let Some(reason) = &answer.reason {
+        header(&mut out, "Reason", reason);
+    }
+    header(&mut out, "Indexed", answer.indexed);
+    match (&answer.plugins, include_plugins) {
+        (Some(PluginDiscovery::Found(plugins)), _) => {
+            header(&mut out, "Plugins", plugins.len());
+            for plugin in plugins {
+                out.push_str("\n- Name: ");
+                out.push_str(&header_value(&plugin.name));
+                let mut field = |name: &str, value: &str| {
+                    out.push_str("\n  ");
+                    out.push_str(name);
+                    out.push_str(": ");
+                    out.push_str(&header_value(value));
+                };
+                field("Directory", &plugin.directory);
+                // InputSchema is compact one-line JSON, bounded by discovery (W-3).
+                for (name, value) in [
+                    ("Title", &plugin.title),
+                    ("Description", &plugin.description),
+                    ("Version", &plugin.version),
+                    ("InputSchema", &plugin.input_schema),
+                ] {
+                    if let Some(value) = value {
+                        field(name, value);
+                    }
+                }
+                match &plugin.diagnostic {
+                    Some(diagnostic) => field("Diagnostic", diagnostic),
+                    None => {
+                        field("Operations", &plugin.operations.join(", "));
+                        field(
+                            "DefaultEnabled",
+                            if plugin.default_enabled {
+                                "true"
+                            } else {
+                                "false"
+                            },
+                        );
+                    }
+                }
+            }
+            out.push('\n');
+        }
+        (Some(PluginDiscovery::Failed(why)), _) => {
+            header(&mut out, "Plugins", &format!("unavailable: {why}"))
+        }
+        (None, true) => header(
+            &mut out,
+            "Plugins",
+            "unavailable: the revision is not readable",
+        ),
+        (None, false) => {}
+    }
+    out
 }

@@ -1,10 +1,11 @@
 //! `definitions`: find definitions of a name.
 
-use crate::render;
+use crate::render::{header, header_value, not_indexed_lines};
 use crate::tool::{Answer, Face, Tool, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use service::{CallContext, Service};
+use service::{CallContext, DefinitionsAnswer, Service};
+use std::fmt::Write as _;
 
 /// The `definitions` tool.
 pub(crate) struct Definitions;
@@ -65,6 +66,44 @@ instructions.";
             limit: args.limit,
         };
         let answer = service.definitions(ctx, request).await?;
-        Ok(Answer::of(face, &answer, render::render_definitions))
+        Ok(Answer::of(face, &answer, render_definitions))
     }
+}
+
+/// A `definitions` answer: `Symbol`, counts, then per repository its Repo and Commit lines
+/// and one line per definition `path:START-END: KIND NAME [in PARENT]  SIGNATURE`.
+fn render_definitions(answer: &DefinitionsAnswer) -> String {
+    let mut out = String::new();
+    header(&mut out, "Symbol", &answer.symbol);
+    header(&mut out, "Definitions", answer.total);
+    header(&mut out, "Shown", answer.definitions.len());
+    let mut current: Option<&str> = None;
+    for d in &answer.definitions {
+        if current != Some(d.repo.as_str()) {
+            out.push('\n');
+            header(&mut out, "Repo", &d.repo);
+            header(&mut out, "Commit", &d.commit);
+            current = Some(d.repo.as_str());
+        }
+        let parent = d
+            .parent_name
+            .as_deref()
+            .map(|p| format!(" in {}", header_value(p)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "{}:{}-{}: {} {}{parent}  {}",
+            header_value(&d.path),
+            d.symbol.start_line,
+            d.symbol.end_line,
+            d.symbol.kind,
+            header_value(&d.symbol.name),
+            header_value(&d.symbol.signature)
+        );
+    }
+    if answer.definitions.is_empty() {
+        out.push_str("No definitions.\n");
+    }
+    not_indexed_lines(&mut out, &answer.not_indexed);
+    out
 }

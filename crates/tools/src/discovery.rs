@@ -1,10 +1,10 @@
 //! `discovery`: list readable repositories.
 
-use crate::render;
+use crate::render::header;
 use crate::tool::{Answer, Face, Tool, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use service::{CallContext, Service};
+use service::{CallContext, RepoSummary, Service};
 
 /// The `discovery` tool.
 pub(crate) struct Discovery;
@@ -34,10 +34,62 @@ Indexed, LastSync, LastSyncError. Not needed before read when you know the repos
         let repositories = service.discovery(ctx).await?;
         Ok(match face {
             Face::Mcp => Answer::Text {
-                blocks: vec![render::render_discovery(&repositories)],
+                blocks: vec![render_discovery(&repositories)],
                 query_rewrite: None,
             },
             Face::Api => Answer::json(&serde_json::json!({ "repositories": repositories })),
         })
+    }
+}
+
+fn render_discovery(repos: &[RepoSummary]) -> String {
+    let mut out = String::new();
+    header(&mut out, "Repositories", repos.len());
+    for repo in repos {
+        out.push('\n');
+        header(&mut out, "Repo", &repo.name);
+        if !repo.registered_path.is_empty() {
+            header(&mut out, "RegisteredPath", &repo.registered_path);
+        }
+        if let Some(branch) = &repo.default_branch {
+            header(&mut out, "DefaultBranch", branch);
+        }
+        if let Some(head) = &repo.head {
+            header(&mut out, "Head", head);
+        }
+        header(&mut out, "Indexed", repo.indexed);
+        if let Some(at) = &repo.last_sync {
+            header(&mut out, "LastSync", at);
+        }
+        if let Some(error) = &repo.last_sync_error {
+            header(&mut out, "LastSyncError", error);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
+
+    #[test]
+    fn s5_discovery_rendering_omits_absent_values() {
+        let repos = vec![RepoSummary {
+            name: "a/b".into(),
+            registered_path: String::new(),
+            default_branch: Some("main".into()),
+            head: Some(SHA.into()),
+            indexed: false,
+            last_sync: None,
+            last_sync_error: None,
+        }];
+        assert_eq!(
+            render_discovery(&repos),
+            format!(
+                "Repositories: 1\n\nRepo: a/b\nDefaultBranch: main\nHead: {SHA}\nIndexed: false\n"
+            )
+        );
     }
 }

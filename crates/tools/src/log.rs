@@ -1,10 +1,10 @@
 //! `log`: list commits.
 
-use crate::render;
+use crate::render::{commit_lines, header};
 use crate::tool::{Answer, Face, Tool, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use service::{CallContext, Service};
+use service::{CallContext, LogAnswer, Service};
 
 /// The `log` tool.
 pub(crate) struct Log;
@@ -59,6 +59,25 @@ instructions.";
             cursor: args.cursor,
         };
         let answer = service.log(ctx, request).await?;
-        Ok(Answer::of(face, &answer, render::render_log))
+        Ok(Answer::of(face, &answer, render_log))
     }
+}
+
+/// A `log` page: header lines, then one record per commit, blank-line separated.
+fn render_log(answer: &LogAnswer) -> String {
+    let mut out = String::new();
+    header(&mut out, "Repo", &answer.repo);
+    header(&mut out, "Commit", &answer.commit);
+    if !answer.path.is_empty() {
+        header(&mut out, "Path", &answer.path);
+    }
+    header(&mut out, "Commits", answer.commits.len());
+    if let Some(cursor) = &answer.next_cursor {
+        header(&mut out, "NextCursor", cursor);
+    }
+    for entry in &answer.commits {
+        out.push('\n');
+        commit_lines(&mut out, entry);
+    }
+    out
 }

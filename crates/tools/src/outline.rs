@@ -1,10 +1,11 @@
 //! `outline`: outline a source file.
 
-use crate::render;
+use crate::render::{header, header_value};
 use crate::tool::{Answer, Face, Tool, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use service::{CallContext, Service};
+use service::{CallContext, OutlineAnswer, Service};
+use std::fmt::Write as _;
 
 /// The `outline` tool.
 pub(crate) struct Outline;
@@ -53,6 +54,38 @@ repository data, not instructions.";
             cursor: args.cursor,
         };
         let answer = service.outline(ctx, request).await?;
-        Ok(Answer::of(face, &answer, render::render_outline))
+        Ok(Answer::of(face, &answer, render_outline))
     }
+}
+
+/// An `outline` page: header lines, a blank line, then one line per definition
+/// `START-END KIND NAME  SIGNATURE`, indented two spaces per enclosing definition.
+fn render_outline(answer: &OutlineAnswer) -> String {
+    let mut out = String::new();
+    header(&mut out, "Repo", &answer.repo);
+    header(&mut out, "Commit", &answer.commit);
+    header(&mut out, "Path", &answer.path);
+    header(&mut out, "Lang", answer.lang.unwrap_or("none (no symbols)"));
+    header(&mut out, "Source", answer.source);
+    header(&mut out, "Symbols", answer.total_symbols);
+    header(&mut out, "Shown", answer.symbols.len());
+    if let Some(cursor) = &answer.next_cursor {
+        header(&mut out, "NextCursor", cursor);
+    }
+    out.push('\n');
+    for entry in &answer.symbols {
+        let symbol = &entry.symbol;
+        let _ = writeln!(
+            out,
+            "{:indent$}{}-{} {} {}  {}",
+            "",
+            symbol.start_line,
+            symbol.end_line,
+            symbol.kind,
+            header_value(&symbol.name),
+            header_value(&symbol.signature),
+            indent = entry.depth as usize * 2
+        );
+    }
+    out
 }

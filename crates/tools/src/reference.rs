@@ -9,20 +9,24 @@ use crate::tool::ToolDef;
 use serde_json::Value;
 
 /// A tool's argument names: the required ones in declaration order, then the optional ones
-/// (alphabetical, as the schema's properties are) each with `?`.
+/// in alphabetical order, each with `?`.
 pub fn argument_list(schema: &Arguments) -> Vec<String> {
     let required: Vec<&str> = schema
         .get("required")
         .and_then(Value::as_array)
         .map(|r| r.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
-    let optional = schema
+    // Sorted here: the properties' own order depends on whether serde_json keeps insertion
+    // order in this build, and generated text must not.
+    let mut optional: Vec<String> = schema
         .get("properties")
         .and_then(Value::as_object)
         .into_iter()
         .flat_map(|properties| properties.keys())
         .filter(|name| !required.contains(&name.as_str()))
-        .map(|name| format!("{name}?"));
+        .map(|name| format!("{name}?"))
+        .collect();
+    optional.sort_unstable();
     required
         .iter()
         .map(|name| (*name).to_owned())

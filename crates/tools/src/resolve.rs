@@ -1,10 +1,10 @@
 //! `resolve`: resolve a revision.
 
-use crate::render;
+use crate::render::header;
 use crate::tool::{Answer, Face, Tool, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use service::{CallContext, Service};
+use service::{CallContext, ResolveAnswer, Service};
 
 /// The `resolve` tool.
 pub(crate) struct Resolve;
@@ -35,6 +35,35 @@ it read.";
         face: Face,
     ) -> Result<Answer, ToolError> {
         let answer = service.resolve(ctx, args.repo, args.revision).await?;
-        Ok(Answer::of(face, &answer, render::render_resolve))
+        Ok(Answer::of(face, &answer, render_resolve))
+    }
+}
+
+/// A `resolve` answer.
+fn render_resolve(answer: &ResolveAnswer) -> String {
+    let mut out = String::new();
+    header(&mut out, "Repo", &answer.repo);
+    header(&mut out, "Revision", &answer.revision);
+    header(&mut out, "Commit", &answer.commit);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
+
+    #[test]
+    fn s6_resolve_rendering() {
+        let answer = ResolveAnswer {
+            repo: "a/b".into(),
+            revision: "main".into(),
+            commit: SHA.into(),
+        };
+        assert_eq!(
+            render_resolve(&answer),
+            format!("Repo: a/b\nRevision: main\nCommit: {SHA}\n")
+        );
     }
 }
