@@ -329,7 +329,8 @@ def on_source_file(file):
 #
 # ALIASES: extra repository names, alias -> repository name. An alias is 1..128 characters of
 #   A-Z a-z 0-9 . _ - /; the value is a repository name `owner/name`. Accepted wherever a
-#   repository is named (repo="kb"); a real repository of the same name as an alias wins.
+#   repository is named (repo="kb"); a real repository of the same name as an alias wins for
+#   callers who may read it (for anyone else it does not exist, so the alias applies).
 #
 #       ALIASES = {"kb": "acme/knowledge", "infra": "acme/infra"}
 #

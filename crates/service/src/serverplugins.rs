@@ -155,7 +155,7 @@ impl Service {
     }
 
     /// `ALIASES` (P-22): the repository `repo` names. A registered repository of that very
-    /// name wins over an alias. Step 1 of the service frame (`frame.rs`), which every
+    /// name wins over an alias for a caller who may read it. Step 1 of the service frame (`frame.rs`), which every
     /// repository-naming operation goes through.
     pub(crate) fn unalias(&self, ctx: &CallContext, repo: String) -> String {
         let Some(epoch) = self.epoch(ctx) else {
@@ -164,14 +164,12 @@ impl Service {
         let Some(target) = epoch.tables().aliases.get(&repo) else {
             return repo;
         };
-        let registered = gitstore::RepoName::parse(&repo)
+        // A registered repository of that name wins, but only for a caller who may read it:
+        // for anyone else it must look unknown, and an unknown name is the alias's.
+        let readable = gitstore::RepoName::parse(&repo)
             .ok()
-            .is_some_and(|name| self.inner.store.repo(&name).is_ok());
-        if registered {
-            repo
-        } else {
-            target.value.clone()
-        }
+            .is_some_and(|name| self.inner.may_read(&ctx.caller, &name));
+        if readable { repo } else { target.value.clone() }
     }
 
     /// `QUERY_ALIASES` (P-22) on a literal query: every whitespace-separated term equal to a

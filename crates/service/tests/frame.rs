@@ -508,3 +508,63 @@ async fn r7_every_framed_operation_is_counted_once_per_call() {
     let read_many = f.service.stats().read_many;
     assert_eq!((read_many.calls, read_many.errors), (5, 3));
 }
+
+/// A-4, P-22: an alias named like a registered private repository does not tell a caller who
+/// may not read that repository that it exists: for that caller the name is the alias's, as
+/// an unregistered name would be; a caller who may read the repository gets the repository.
+#[tokio::test]
+async fn a4_p22_an_alias_named_like_a_private_repository_reveals_nothing() {
+    let source = SourceRepo::with_files(&[("a.md", b"public text\n")]);
+    let store = source.store(REPO, "");
+    let private = gitstore::RepoName::parse(PRIVATE).expect("name");
+    store
+        .register(gitstore::Registration {
+            name: private.clone(),
+            source: source.source(),
+            registered_path: gitstore::RepoPath::parse("").expect("path"),
+            branch: None,
+            private: Some(true),
+        })
+        .expect("registered");
+    store.sync(&private).expect("synced");
+    let plugins = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        plugins.path().join("tables.py"),
+        format!("ALIASES = {{\"{PRIVATE}\": \"{REPO}\", \"test/ghost\": \"{REPO}\"}}\n"),
+    )
+    .expect("plugin file");
+    let config = HostConfig::new(plugins.path().to_path_buf());
+    let host = tokio::task::spawn_blocking(move || PluginHost::start(config))
+        .await
+        .expect("host started");
+    let service = Service::with_server_plugins(store, ServiceConfig::default(), host);
+    let read = |ctx: CallContext, repo: &str| {
+        let service = service.clone();
+        let request = service::ReadRequest {
+            repo: repo.into(),
+            revision: None,
+            path: "a.md".into(),
+            start_line: None,
+            end_line: None,
+            plugins: None,
+        };
+        async move { service.read(&ctx, request).await.map(json) }
+    };
+    let anonymous = || CallContext {
+        caller: Caller::Anonymous,
+        ..CallContext::default()
+    };
+    let shadowed = read(anonymous(), PRIVATE).await.expect("the alias answers");
+    let ghost = read(anonymous(), "test/ghost")
+        .await
+        .expect("the alias answers");
+    assert_eq!(
+        shadowed, ghost,
+        "the private name behaves as an unregistered alias"
+    );
+    assert_eq!(shadowed["repo"], Value::String(REPO.into()));
+    let local = read(CallContext::default(), PRIVATE)
+        .await
+        .expect("readable");
+    assert_eq!(local["repo"], Value::String(PRIVATE.into()), "{local}");
+}
