@@ -20,6 +20,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use testgit::SourceRepo;
+use testgit::answers::{repos_named, untimed};
 use tools::{Limits, ToolDef};
 
 const CSG: &str = env!("CARGO_BIN_EXE_csg");
@@ -358,48 +359,6 @@ fn arguments(tool: &str, repo: &str, first: &str) -> Value {
         "availability" => json!({"repo": repo, "revision": "main", "include_plugins": true}),
         "discovery" | "plugin_status" | "reload_plugins" => json!({}),
         other => panic!("the test has no arguments for the new tool `{other}`: add them"),
-    }
-}
-
-/// Drops what differs between two identical calls by timing alone: durations, and whether a
-/// search page came from the result cache (a repeated search does) with the work counts that
-/// go with it.
-fn untimed(mut value: Value) -> Value {
-    fn strip(value: &mut Value) {
-        match value {
-            Value::Object(map) => {
-                for key in [
-                    "elapsed_us",
-                    "elapsed_ms",
-                    "cached",
-                    "candidate_files",
-                    "files_verified",
-                ] {
-                    map.remove(key);
-                }
-                map.values_mut().for_each(strip);
-            }
-            Value::Array(items) => items.iter_mut().for_each(strip),
-            _ => {}
-        }
-    }
-    strip(&mut value);
-    value
-}
-
-/// Every `"repo"` field of a JSON answer, wherever it is.
-fn repos_named(value: &Value, into: &mut Vec<String>) {
-    match value {
-        Value::Object(map) => {
-            for (key, field) in map {
-                match (key.as_str(), field) {
-                    ("repo", Value::String(repo)) => into.push(repo.clone()),
-                    _ => repos_named(field, into),
-                }
-            }
-        }
-        Value::Array(items) => items.iter().for_each(|item| repos_named(item, into)),
-        _ => {}
     }
 }
 

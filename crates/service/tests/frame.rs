@@ -13,6 +13,7 @@ use service::{
     ReferencesRequest, SearchRequest, Service, ServiceConfig, ServiceError, SymbolQuery,
 };
 use testgit::SourceRepo;
+use testgit::answers::{repos_named, untimed};
 
 const REPO: &str = "test/repo";
 const PRIVATE: &str = "test/private";
@@ -289,48 +290,6 @@ async fn every_operation(
     ]
 }
 
-/// Drops what differs between two identical calls by timing alone: durations, and whether
-/// a search page came from the result cache (a repeated search does) with the work counts
-/// that go with it.
-fn untimed(mut value: Value) -> Value {
-    fn strip(value: &mut Value) {
-        match value {
-            Value::Object(map) => {
-                for key in [
-                    "elapsed_us",
-                    "elapsed_ms",
-                    "cached",
-                    "candidate_files",
-                    "files_verified",
-                ] {
-                    map.remove(key);
-                }
-                map.values_mut().for_each(strip);
-            }
-            Value::Array(items) => items.iter_mut().for_each(strip),
-            _ => {}
-        }
-    }
-    strip(&mut value);
-    value
-}
-
-/// Every `"repo"` field of an answer, wherever it is.
-fn repos(value: &Value, into: &mut Vec<String>) {
-    match value {
-        Value::Object(map) => {
-            for (key, field) in map {
-                match (key.as_str(), field) {
-                    ("repo", Value::String(repo)) => into.push(repo.clone()),
-                    _ => repos(field, into),
-                }
-            }
-        }
-        Value::Array(items) => items.iter().for_each(|item| repos(item, into)),
-        _ => {}
-    }
-}
-
 /// P-22: every repository-naming operation takes an alias wherever it takes a repository
 /// and answers exactly as for the real name, naming the real repository.
 #[tokio::test]
@@ -345,7 +304,7 @@ async fn p22_every_repository_naming_operation_accepts_an_alias() {
         let named = named.unwrap_or_else(|e| panic!("{operation} with the name: {e}"));
         assert_eq!(untimed(aliased.clone()), untimed(named), "{operation}");
         let mut named_repos = Vec::new();
-        repos(&aliased, &mut named_repos);
+        repos_named(&aliased, &mut named_repos);
         assert!(
             !named_repos.is_empty(),
             "{operation} names its repository: {aliased}"

@@ -5,6 +5,7 @@
 //! Panics on failure: this crate is only ever a dev-dependency.
 
 #[cfg(unix)]
+pub mod answers;
 mod hang;
 mod http;
 
