@@ -96,7 +96,7 @@ pub async fn serve(
     app: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    // The peer address lets `prepare` tell callers on this machine from remote ones.
+    // The peer address keys the wrong-token rate limit (`auth`); it never earns a capability.
     axum::serve(
         listener,
         app.into_make_service_with_connect_info::<std::net::SocketAddr>(),

@@ -42,6 +42,8 @@ Indexed, LastSync, LastSyncError. Not needed before read when you know the repos
     }
 }
 
+/// A `discovery` answer: a count, then one record per repository, records separated by a blank
+/// line.
 fn render_discovery(repos: &[RepoSummary]) -> String {
     let mut out = String::new();
     header(&mut out, "Repositories", repos.len());
