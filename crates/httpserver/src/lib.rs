@@ -96,7 +96,8 @@ pub async fn serve(
     app: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    // The peer address keys the wrong-token rate limit (`auth`); it never earns a capability.
+    // The peer address keys the wrong-token rate limits (API and sign-in); it never earns a
+    // capability.
     axum::serve(
         listener,
         app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
