@@ -165,8 +165,8 @@ pub fn default_data_dir() -> Result<PathBuf> {
 mod tests {
     use super::*;
     use crate::setting::{DEFAULT_LISTEN, Field};
-    use std::time::Duration;
     use std::collections::HashMap;
+    use std::time::Duration;
 
     /// `csg ARGS` parsed with the environment `env` (and nothing of the process's).
     fn resolve_with(args: &[&str], env: &[(&str, &str)]) -> Result<Settings> {

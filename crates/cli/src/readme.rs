@@ -8,8 +8,8 @@
 //! test regenerates the blocks and fails when the committed README differs;
 //! `CSG_BLESS=1 cargo test -p csg readme` rewrites them.
 
-use crate::setting::{Def, Scope};
 use crate::server_plugin_env::ServerPluginEnv;
+use crate::setting::{Def, Scope};
 use crate::settings::SETTINGS;
 use std::fmt::Write as _;
 

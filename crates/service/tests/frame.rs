@@ -31,6 +31,22 @@ struct Fixture {
     first: String,
 }
 
+/// `source` registered a second time, private, as [`PRIVATE`], and synced.
+fn register_private(store: &gitstore::GitStore, source: &SourceRepo) -> gitstore::RepoName {
+    let private = gitstore::RepoName::parse(PRIVATE).expect("name");
+    store
+        .register(gitstore::Registration {
+            name: private.clone(),
+            source: source.source(),
+            registered_path: gitstore::RepoPath::parse("").expect("path"),
+            branch: None,
+            private: Some(true),
+        })
+        .expect("registered");
+    store.sync(&private).expect("synced");
+    private
+}
+
 /// A source of two commits registered twice — public as [`REPO`], private as [`PRIVATE`] —
 /// both indexed, and a service running the server plugin [`TABLES`].
 async fn fixture() -> Fixture {
@@ -47,17 +63,7 @@ async fn fixture() -> Fixture {
         "beta",
     );
     let store = source.store(REPO, "");
-    let private = gitstore::RepoName::parse(PRIVATE).expect("name");
-    store
-        .register(gitstore::Registration {
-            name: private.clone(),
-            source: source.source(),
-            registered_path: gitstore::RepoPath::parse("").expect("path"),
-            branch: None,
-            private: Some(true),
-        })
-        .expect("registered");
-    store.sync(&private).expect("synced");
+    let private = register_private(&store, &source);
     assert!(store.is_private(&private).expect("registered"));
     let operator = access::AccessStore::open(&store.metadata_path()).expect("access store");
 
@@ -475,17 +481,7 @@ async fn r7_every_framed_operation_is_counted_once_per_call() {
 async fn a4_p22_an_alias_named_like_a_private_repository_reveals_nothing() {
     let source = SourceRepo::with_files(&[("a.md", b"public text\n")]);
     let store = source.store(REPO, "");
-    let private = gitstore::RepoName::parse(PRIVATE).expect("name");
-    store
-        .register(gitstore::Registration {
-            name: private.clone(),
-            source: source.source(),
-            registered_path: gitstore::RepoPath::parse("").expect("path"),
-            branch: None,
-            private: Some(true),
-        })
-        .expect("registered");
-    store.sync(&private).expect("synced");
+    register_private(&store, &source);
     let plugins = tempfile::tempdir().expect("tempdir");
     std::fs::write(
         plugins.path().join("tables.py"),
