@@ -2,7 +2,16 @@
 
 pub mod corpus;
 
+use anyhow::{Context, Result, bail};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// The default big repository of `bench/soak` and `bench/pybuild`: the moby/moby mirror of
+/// this machine (a partial clone; its head's tree is about 106 MB).
+pub const DEFAULT_BIG_REPO: &str = "/work/.mirror/moby+moby/repo";
+
+/// A head tree of at least this many bytes makes a "repository of 100 MB or more".
+pub const BIG_REPO_BYTES: u64 = 100 * 1024 * 1024;
 
 /// The `p` quantile (0.0..=1.0) of `times`, nearest rank; sorts them. `times` must not be
 /// empty.
@@ -36,4 +45,116 @@ pub async fn mcp_endpoint(
     .map_err(|_| anyhow::anyhow!("csg serve printed no endpoint within {within:?}"))??;
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     Ok(url)
+}
+
+/// `git ARGS` in `dir` (identity and a clean environment from `testgit`), its trimmed stdout.
+pub fn git(dir: &Path, args: &[&str]) -> Result<String> {
+    git_input(dir, args, None)
+}
+
+/// [`git`] with `input` on its stdin.
+pub fn git_input(dir: &Path, args: &[&str], input: Option<&[u8]>) -> Result<String> {
+    let out = testgit::git_raw(dir, args, input);
+    if !out.status.success() {
+        bail!(
+            "git {args:?} in {} failed: {}",
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// One blob of a head tree, as `git ls-tree -r -l` lists it.
+pub struct HeadBlob {
+    pub mode: String,
+    pub id: String,
+    pub size: u64,
+    pub path: String,
+}
+
+/// The blobs of the tree of `HEAD` in the repository `dir` (submodules and other non-blobs
+/// left out), in `ls-tree` order.
+pub fn head_blobs(dir: &Path) -> Result<Vec<HeadBlob>> {
+    let listing = git(dir, &["ls-tree", "-r", "-l", "-z", "HEAD"])?;
+    let mut blobs = Vec::new();
+    for entry in listing.split('\0').filter(|e| !e.is_empty()) {
+        let (meta, path) = entry
+            .split_once('\t')
+            .context("ls-tree entry without a tab")?;
+        let fields: Vec<&str> = meta.split_whitespace().collect();
+        let [mode, kind, id, size] = fields[..] else {
+            bail!("unexpected ls-tree entry `{entry}`");
+        };
+        if kind != "blob" {
+            continue;
+        }
+        blobs.push(HeadBlob {
+            mode: mode.to_string(),
+            id: id.to_string(),
+            size: size.parse().unwrap_or(0),
+            path: path.to_string(),
+        });
+    }
+    Ok(blobs)
+}
+
+/// A bare clone of a big repository made by [`clone_big_repo`].
+pub struct BigClone {
+    /// The clone (under the caller's directory).
+    pub dir: PathBuf,
+    /// The given repository's head, full SHA.
+    pub source_head: String,
+    /// Objects missing from the given repository's history; when not zero the clone's head
+    /// is the tree of `source_head` as one root commit.
+    pub missing: usize,
+}
+
+/// Clones `repo` (bare, `--shared`: `repo` is never written) into `dest`, its default branch
+/// only, so the service can register it as a local source. A history with missing objects
+/// (a partial clone, as the moby mirror is) cannot be fetched: then the clone's head becomes
+/// its tree as one root commit. `who` prefixes the progress line on stderr and the commit
+/// message.
+pub fn clone_big_repo(repo: &Path, dest: &Path, who: &str) -> Result<BigClone> {
+    eprintln!(
+        "{who}: cloning {} (bare, --shared) into {}",
+        repo.display(),
+        dest.display()
+    );
+    let parent = dest.parent().context("the clone's path has a parent")?;
+    git(
+        parent,
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            "--shared",
+            "--single-branch",
+            "--no-tags",
+            repo.to_str().context("the repository path is not UTF-8")?,
+            dest.to_str().context("the clone path is not UTF-8")?,
+        ],
+    )?;
+    let source_head = git(dest, &["rev-parse", "HEAD"])?;
+    let missing = git(dest, &["rev-list", "--objects", "--missing=print", "HEAD"])?
+        .lines()
+        .filter(|l| l.starts_with('?'))
+        .count();
+    if missing > 0 {
+        let root = git(
+            dest,
+            &[
+                "commit-tree",
+                "HEAD^{tree}",
+                "-m",
+                &format!("{who}: the tree of {source_head}"),
+            ],
+        )?;
+        git(dest, &["update-ref", "HEAD", &root])?;
+    }
+    Ok(BigClone {
+        dir: dest.to_path_buf(),
+        source_head,
+        missing,
+    })
 }

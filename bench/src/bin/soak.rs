@@ -27,6 +27,7 @@
 //! killed at the end, on error and on Ctrl-C (which ends the run early, with its report).
 
 use anyhow::{Context, Result, bail};
+use bench::{BIG_REPO_BYTES, BigClone, clone_big_repo, git, git_input, head_blobs};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{Peer, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -52,7 +53,7 @@ const USAGE: &str = "usage: bench/soak [--minutes N] [--clients N] [--repo PATH]
 --logs DIR: keep the server's log there (default: in the temp dir, removed at the end);
 --ready-timeout: how long to wait for the first index of the source (default 1800 s).";
 
-const DEFAULT_REPO: &str = "/work/.mirror/moby+moby/repo";
+const DEFAULT_REPO: &str = bench::DEFAULT_BIG_REPO;
 /// The registered name of the big source repository.
 const REPO: &str = "soak/source";
 /// The small repository registered and removed every 5 s.
@@ -167,24 +168,7 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-// ---- git ---------------------------------------------------------------------------------------
-
-/// `git ARGS` in `dir` (identity and a clean environment from `testgit`), its trimmed stdout.
-fn git(dir: &Path, args: &[&str]) -> Result<String> {
-    git_input(dir, args, None)
-}
-
-fn git_input(dir: &Path, args: &[&str], input: Option<&[u8]>) -> Result<String> {
-    let out = testgit::git_raw(dir, args, input);
-    if !out.status.success() {
-        bail!(
-            "git {args:?} in {} failed: {}",
-            dir.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
+// ---- the head ----------------------------------------------------------------------------------
 
 /// A text file of the head the clients read.
 struct SourceFile {
@@ -209,27 +193,15 @@ fn line_count(text: &[u8]) -> u64 {
 /// `git cat-file --batch` and keeps the text ones (UTF-8, no NUL), with their line counts;
 /// counts identifiers over a sample of them.
 fn scan_head(dir: &Path) -> Result<Corpus> {
-    let listing = git(dir, &["ls-tree", "-r", "-l", "-z", "HEAD"])?;
-    let mut candidates = Vec::new();
-    let (mut blobs, mut bytes) = (0usize, 0u64);
-    for entry in listing.split('\0').filter(|e| !e.is_empty()) {
-        let (meta, path) = entry
-            .split_once('\t')
-            .context("ls-tree entry without a tab")?;
-        let fields: Vec<&str> = meta.split_whitespace().collect();
-        let [mode, kind, id, size] = fields[..] else {
-            bail!("unexpected ls-tree entry `{entry}`");
-        };
-        if kind != "blob" {
-            continue;
-        }
-        blobs += 1;
-        let size: u64 = size.parse().unwrap_or(0);
-        bytes += size;
-        if (mode == "100644" || mode == "100755") && (1..=MAX_FILE_BYTES).contains(&size) {
-            candidates.push((id.to_string(), path.to_string()));
-        }
-    }
+    let listing = head_blobs(dir)?;
+    let (blobs, bytes) = (listing.len(), listing.iter().map(|b| b.size).sum::<u64>());
+    let candidates: Vec<(String, String)> = listing
+        .into_iter()
+        .filter(|b| {
+            (b.mode == "100644" || b.mode == "100755") && (1..=MAX_FILE_BYTES).contains(&b.size)
+        })
+        .map(|b| (b.id, b.path))
+        .collect();
     let mut child = Command::new("git")
         .current_dir(dir)
         .args(["cat-file", "--batch"])
@@ -1289,46 +1261,12 @@ fn rss_kib(pid: i32, field: &str) -> Option<u64> {
 async fn run(options: Options) -> Result<bool> {
     let options = Arc::new(options);
     let tmp = tempfile::Builder::new().prefix("csg-soak-").tempdir()?;
-    let clone = tmp.path().join("source.git");
-    eprintln!(
-        "soak: cloning {} (bare, --shared) into {}",
-        options.repo.display(),
-        clone.display()
-    );
-    git(
-        tmp.path(),
-        &[
-            "clone",
-            "-q",
-            "--bare",
-            "--shared",
-            "--single-branch",
-            "--no-tags",
-            options.repo.to_str().context("--repo is not UTF-8")?,
-            clone.to_str().context("temp path is not UTF-8")?,
-        ],
-    )?;
-    let source_head = git(&clone, &["rev-parse", "HEAD"])?;
-    // A history with missing objects (a partial clone, as the moby mirror is) cannot be
-    // fetched: then the source is its head's tree as one root commit.
-    let missing = git(
-        &clone,
-        &["rev-list", "--objects", "--missing=print", "HEAD"],
-    )?
-    .lines()
-    .filter(|l| l.starts_with('?'))
-    .count();
+    let BigClone {
+        dir: clone,
+        source_head,
+        missing,
+    } = clone_big_repo(&options.repo, &tmp.path().join("source.git"), "soak")?;
     if missing > 0 {
-        let root = git(
-            &clone,
-            &[
-                "commit-tree",
-                "HEAD^{tree}",
-                "-m",
-                &format!("soak: the tree of {source_head}"),
-            ],
-        )?;
-        git(&clone, &["update-ref", "HEAD", &root])?;
         eprintln!(
             "soak: the history of {} lacks {missing} objects (a partial clone?): {REPO} is the tree of its head {} as one root commit",
             options.repo.display(),
@@ -1343,7 +1281,7 @@ async fn run(options: Options) -> Result<bool> {
         corpus.files.len(),
         corpus.identifiers.join(", ")
     );
-    if corpus.bytes < 100 * 1024 * 1024 {
+    if corpus.bytes < BIG_REPO_BYTES {
         eprintln!(
             "soak: warning: the head holds {:.1} MiB, less than the 100 MB issue 28 asks for",
             corpus.bytes as f64 / 1048576.0
