@@ -5,6 +5,11 @@
 //! - `csg mcp` over stdio (the real release binary as a child, driven by rmcp's client over
 //!   the child's stdin/stdout), 1 client and 8 calls in flight,
 //! - `csg serve` over Streamable HTTP (the real binary as a child), 1 and 8 clients,
+//! - `csg serve` over Streamable HTTP with JSON-RPC posted on one keep-alive connection, as
+//!   a 2025-11-25 client and as a 2026-07-28 client (rmcp's client above opens a TCP
+//!   connection per call, which the server pays for too),
+//! - `csg serve`'s JSON API (`POST /sourcegraph/api/read`), 1 client on a keep-alive
+//!   connection: the same process and HTTP stack without MCP (issue 30 point 6),
 //! - `git cat-file --batch` on the same blobs (`HEAD:path`, so the path lookup is included):
 //!   the floor every other row is divided by;
 //!
@@ -16,7 +21,11 @@
 //! and the servers run with `--sync-interval 1h`, so no sync or index build runs meanwhile.
 //!
 //! The corpus is real Rust source: the crates in cargo's registry cache on this machine
-//! (whatever this workspace's build downloaded), committed into a temp repository.
+//! (whatever this workspace's build downloaded), committed into a temp repository; or, with
+//! `--repo PATH`, the head tree of a real repository (e.g. the moby/moby mirror), cloned bare
+//! and `--shared` (PATH is never written) and committed as one root commit, so a partial
+//! clone's missing history does not matter. Without the generated 5 MiB file the continuation
+//! row is skipped then.
 
 use anyhow::{Context, Result, bail};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
@@ -24,7 +33,7 @@ use rmcp::service::{Peer, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{RoleClient, ServiceExt};
 use service::{CallContext, ReadRequest, Service, ServiceConfig};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command, Stdio};
 use std::sync::Arc;
@@ -50,13 +59,27 @@ const ROWS: &[&str] = &[
     "stdio8",
     "http1",
     "http8",
+    "mcp1",
+    "mcp1n",
+    "api1",
     "catfile",
     "continuation",
 ];
 
-const USAGE: &str = "usage: bench/read [--reads N] [--warmup N] [--only ROW,ROW…] \
+const STDIO_ROW: &str = "csg mcp, stdio, 1 client";
+const HTTP_ROW: &str = "csg serve, HTTP, 1 client";
+const MCP_ROW: &str = "MCP HTTP keep-alive 2025-11-25";
+const MCP_NEXT_ROW: &str = "MCP HTTP keep-alive 2026-07-28";
+const API_ROW: &str = "csg serve, JSON API, 1 client";
+
+const USAGE: &str = "usage: bench/read [--reads N] [--warmup N] [--only ROW,ROW…] [--repo PATH] \
 [--blob-cache-bytes N] [--perf FILE] [--perf-call-graph fp|dwarf|lbr] [--csg PATH] [--logs DIR]
-rows: inprocess, stdio, stdio8, http1, http8, catfile, continuation
+rows: inprocess, stdio, stdio8, http1, http8, mcp1, mcp1n, api1, catfile, continuation
+http1/http8 use rmcp's client, which opens a TCP connection per call (it disables pooling);
+mcp1 (2025-11-25) and mcp1n (2026-07-28) post JSON-RPC on one keep-alive connection, as
+the JSON API row api1 does;
+--repo PATH reads the files of PATH's head tree (cloned bare and --shared, never written; e.g.
+/work/.mirror/moby+moby/repo) instead of the cargo registry corpus, and skips continuation;
 --perf FILE records `perf record --call-graph …` of the server of the first server row (stdio
 unless --only says otherwise) during its measured calls only (the CPU figures of that run include perf's sampling overhead);
 --logs DIR keeps the servers' logs (one file per row) in DIR.";
@@ -71,6 +94,8 @@ struct Options {
     csg: PathBuf,
     /// Where the servers' logs (stderr) go; default: the temp dir, removed at the end.
     logs: Option<PathBuf>,
+    /// A real repository whose head tree is the corpus, instead of the registry sources.
+    repo: Option<PathBuf>,
 }
 
 impl Options {
@@ -87,6 +112,7 @@ impl Options {
                 .context("the bench binary has a directory")?
                 .join("csg"),
             logs: None,
+            repo: None,
         };
         let mut args = std::env::args().skip(1);
         while let Some(flag) = args.next() {
@@ -110,6 +136,7 @@ impl Options {
                 "--perf-call-graph" => options.perf_call_graph = value.clone(),
                 "--csg" => options.csg = PathBuf::from(&value),
                 "--logs" => options.logs = Some(PathBuf::from(&value)),
+                "--repo" => options.repo = Some(PathBuf::from(&value)),
                 "--only" => {
                     let rows: Vec<String> = value.split(',').map(str::to_string).collect();
                     if let Some(bad) = rows.iter().find(|r| !ROWS.contains(&r.as_str())) {
@@ -136,8 +163,16 @@ impl Options {
 
 fn main() -> Result<()> {
     let options = Options::parse()?;
-    if options.wants_any(&["stdio", "stdio8", "http1", "http8", "continuation"])
-        && !options.csg.is_file()
+    if options.wants_any(&[
+        "stdio",
+        "stdio8",
+        "http1",
+        "http8",
+        "mcp1",
+        "mcp1n",
+        "api1",
+        "continuation",
+    ]) && !options.csg.is_file()
     {
         bail!(
             "no csg binary at {}: run `cargo build --locked --release -p csg -p bench` (bench/read does) or pass --csg",
@@ -145,14 +180,23 @@ fn main() -> Result<()> {
         );
     }
     let tmp = tempfile::tempdir()?;
-    let source = tmp.path().join("corpus");
-    let (files, bytes) = build_corpus(&source)?;
-    let source = source.canonicalize()?;
-    eprintln!(
-        "corpus: {files} files, {:.1} MiB of Rust source, plus {BIG_FILE} ({:.1} MiB)",
-        bytes as f64 / 1048576.0,
-        BIG_FILE_BYTES as f64 / 1048576.0
-    );
+    let source = match &options.repo {
+        Some(repo) => {
+            let source = tmp.path().join("source.git");
+            clone_head(repo, &source)?;
+            source.canonicalize()?
+        }
+        None => {
+            let source = tmp.path().join("corpus");
+            let (files, bytes) = build_corpus(&source)?;
+            eprintln!(
+                "corpus: {files} files, {:.1} MiB of Rust source, plus {BIG_FILE} ({:.1} MiB)",
+                bytes as f64 / 1048576.0,
+                BIG_FILE_BYTES as f64 / 1048576.0
+            );
+            source.canonicalize()?
+        }
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -254,31 +298,109 @@ fn line_count(text: &[u8]) -> u64 {
     newlines + u64::from(!text.is_empty() && !text.ends_with(b"\n"))
 }
 
-/// Text files of MIN_FILE_BYTES to MAX_FILE_BYTES from the corpus, in a deterministic shuffle: the
-/// first `warmup` for the warm-up, the next `reads` measured (cycling if the corpus has fewer).
+/// Clones `repo` bare and `--shared` into `dest` (its default branch only: `repo` is never
+/// written) and makes its head's tree one root commit, so the server under test fetches one
+/// commit whatever history (or lack of it, in a partial clone) `repo` has.
+fn clone_head(repo: &Path, dest: &Path) -> Result<()> {
+    eprintln!(
+        "cloning {} (bare, --shared) into {}",
+        repo.display(),
+        dest.display()
+    );
+    let parent = dest.parent().context("the clone's path has a parent")?;
+    git(
+        parent,
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            "--shared",
+            "--single-branch",
+            "--no-tags",
+            repo.to_str().context("--repo is not UTF-8")?,
+            dest.to_str().context("the temp path is not UTF-8")?,
+        ],
+    )?;
+    let head = git(dest, &["rev-parse", "HEAD"])?;
+    let root = git(
+        dest,
+        &[
+            "commit-tree",
+            "HEAD^{tree}",
+            "-m",
+            &format!("bench/read: the tree of {head}"),
+        ],
+    )?;
+    git(dest, &["update-ref", "HEAD", &root])?;
+    eprintln!(
+        "corpus: the head tree of {} ({})",
+        repo.display(),
+        &head[..head.len().min(12)]
+    );
+    Ok(())
+}
+
+/// Text files of MIN_FILE_BYTES to MAX_FILE_BYTES from the corpus's head tree (regular files,
+/// no NUL, valid UTF-8), in a deterministic shuffle: the first `warmup` for the warm-up, the
+/// next `reads` measured (cycling if the corpus has fewer).
 fn pick_files(source: &Path, warmup: usize, reads: usize) -> Result<(Vec<File>, Vec<File>)> {
-    let listing = git(source, &["ls-files", "-z"])?;
-    let mut candidates = Vec::new();
-    for path in listing
-        .split('\0')
-        .filter(|p| !p.is_empty() && *p != BIG_FILE)
-    {
-        let Ok(text) = std::fs::read(source.join(path)) else {
+    let listing = git(source, &["ls-tree", "-r", "-l", "-z", "HEAD"])?;
+    let mut sized = Vec::new();
+    for entry in listing.split('\0').filter(|e| !e.is_empty()) {
+        let (meta, path) = entry
+            .split_once('\t')
+            .context("ls-tree entry without a tab")?;
+        let fields: Vec<&str> = meta.split_whitespace().collect();
+        let [mode, "blob", id, size] = fields[..] else {
             continue;
         };
-        let bytes = text.len() as u64;
-        if !(MIN_FILE_BYTES..=MAX_FILE_BYTES).contains(&bytes)
-            || text.contains(&0)
-            || std::str::from_utf8(&text).is_err()
+        let Ok(bytes) = size.parse::<u64>() else {
+            continue;
+        };
+        if (mode == "100644" || mode == "100755")
+            && path != BIG_FILE
+            && (MIN_FILE_BYTES..=MAX_FILE_BYTES).contains(&bytes)
         {
+            sized.push((id.to_string(), path.to_string()));
+        }
+    }
+    let mut child = Command::new("git")
+        .current_dir(source)
+        .args(["cat-file", "--batch"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let input: String = sized.iter().map(|(id, _)| format!("{id}\n")).collect();
+    let writer = feed(child.stdin.take().context("stdin")?, input);
+    let mut stdout = BufReader::new(child.stdout.take().context("stdout")?);
+    let mut candidates = Vec::new();
+    let (mut header, mut text) = (String::new(), Vec::new());
+    for (_, path) in &sized {
+        header.clear();
+        stdout.read_line(&mut header)?;
+        let size: usize = header
+            .split_whitespace()
+            .nth(2)
+            .with_context(|| format!("cat-file answered `{}`", header.trim()))?
+            .parse()?;
+        text.resize(size + 1, 0);
+        stdout.read_exact(&mut text)?;
+        text.truncate(size);
+        if text.contains(&0) || std::str::from_utf8(&text).is_err() {
             continue;
         }
         candidates.push(File {
-            path: path.to_string(),
+            path: path.clone(),
             lines: line_count(&text),
-            bytes,
+            bytes: size as u64,
         });
     }
+    drop(
+        writer
+            .join()
+            .map_err(|_| anyhow::anyhow!("writer thread panicked"))??,
+    );
+    child.wait()?;
     if candidates.is_empty() {
         bail!("no text file of {MIN_FILE_BYTES} to {MAX_FILE_BYTES} bytes in the corpus");
     }
@@ -466,15 +588,39 @@ async fn run(options: &Options, tmp: &Path, source: &Path) -> Result<()> {
     // Every row gets a fresh server process, so no row reads blobs an earlier row left in the
     // server's caches; each warms up on other files first.
     for (row, label, clients) in [
-        ("stdio", "csg mcp, stdio, 1 client", 1usize),
+        ("stdio", STDIO_ROW, 1usize),
         ("stdio8", "csg mcp, stdio, 8 in flight", 8),
-        ("http1", "csg serve, HTTP, 1 client", 1),
+        ("http1", HTTP_ROW, 1),
         ("http8", "csg serve, HTTP, 8 clients", 8),
+        ("mcp1", MCP_ROW, 1),
+        ("mcp1n", MCP_NEXT_ROW, 1),
+        ("api1", API_ROW, 1),
     ] {
         if !options.wants(row) {
             continue;
         }
         let log = log_dir.join(format!("{row}.log"));
+        let face = match row {
+            "mcp1" => Some(Face::Mcp(ProtocolEra::Legacy)),
+            "mcp1n" => Some(Face::Mcp(ProtocolEra::Next)),
+            "api1" => Some(Face::Api),
+            _ => None,
+        };
+        if let Some(face) = face {
+            let server = Server::http(options, &data, source, &log).await?;
+            let url = server.url.clone().context("serve printed its endpoint")?;
+            let mut client = KeepAliveClient::connect(&url, face).await?;
+            client.reads(&warm).await?;
+            let (measured_row, ()) = measured(label, server.pid, Some(&log), async {
+                let latencies = client.reads(&files).await?;
+                anyhow::Ok((latencies, files.len(), ()))
+            })
+            .await?;
+            rows.push(measured_row);
+            drop(client);
+            server.stop().await?;
+            continue;
+        }
         let (server, peers, sessions) = if row.starts_with("stdio") {
             let server = Server::stdio(options, &data, source, &[], &log).await?;
             // Calls in flight on the one stdio connection.
@@ -545,7 +691,12 @@ async fn run(options: &Options, tmp: &Path, source: &Path) -> Result<()> {
     print_table(&rows);
 
     if options.wants("continuation") {
-        continuation(options, &data, source, &log_dir).await?;
+        if options.repo.is_some() {
+            println!();
+            println!("continuation: skipped (--repo: the corpus has no generated {BIG_FILE})");
+        } else {
+            continuation(options, &data, source, &log_dir).await?;
+        }
     }
     Ok(())
 }
@@ -592,7 +743,32 @@ fn print_table(rows: &[Row]) {
     }
     let find = |label: &str| rows.iter().find(|r| r.label == label);
     let verdict = |ok: bool| if ok { "PASS" } else { "MISS" };
-    if let Some(stdio) = find("csg mcp, stdio, 1 client") {
+    if let Some(stdio) = find(STDIO_ROW) {
+        let stdio_us = stdio.per_call(stdio.server_us);
+        for label in [MCP_ROW, MCP_NEXT_ROW] {
+            if let Some(http) = find(label) {
+                let ratio = http.per_call(http.server_us) / stdio_us;
+                println!(
+                    "issue 30 target: MCP over HTTP ≤ 1.2× stdio's server CPU per read ({label}): {ratio:.2}× {}",
+                    verdict(ratio <= 1.2)
+                );
+            }
+        }
+        if let Some(http) = find(HTTP_ROW) {
+            println!(
+                "(rmcp's client, a TCP connection per call: {:.2}× stdio)",
+                http.per_call(http.server_us) / stdio_us
+            );
+        }
+        if let Some(api) = find(API_ROW) {
+            let ratio = api.per_call(api.server_us) / stdio_us;
+            println!(
+                "issue 30 target: JSON API ≤ stdio's server CPU per read (1 client): {ratio:.2}× {}",
+                verdict(ratio <= 1.0)
+            );
+        }
+    }
+    if let Some(stdio) = find(STDIO_ROW) {
         let per_call = stdio.per_call(stdio.server_us);
         println!(
             "issue 13 target: csg mcp stdio ≤ 100 µs server CPU per call: {per_call:.1} µs {}",
@@ -775,6 +951,206 @@ async fn calls(
 ) -> Result<(Vec<Duration>, usize, ())> {
     let count = files.len();
     Ok((run_calls(peers, files).await?, count, ()))
+}
+
+/// Which face a [`KeepAliveClient`] reads through.
+#[derive(Clone, Copy)]
+enum Face {
+    /// MCP `tools/call` on the Streamable HTTP endpoint, statelessly.
+    Mcp(ProtocolEra),
+    /// `POST /sourcegraph/api/read`.
+    Api,
+}
+
+/// The MCP revision a stateless request declares.
+#[derive(Clone, Copy)]
+enum ProtocolEra {
+    /// 2025-11-25: the `MCP-Protocol-Version` header alone (after an `initialize` elsewhere).
+    Legacy,
+    /// 2026-07-28: the header, `_meta` and the SEP-2243 `Mcp-Method`/`Mcp-Name` headers.
+    Next,
+}
+
+/// A client of `csg serve` on one keep-alive HTTP/1.1 connection, as HTTP clients keep them
+/// (hand-written: what it sends is exactly what is measured, and the benchmark needs no HTTP
+/// client crate). rmcp's own client opens a connection per call, which the server pays for.
+struct KeepAliveClient {
+    stream: tokio::io::BufStream<tokio::net::TcpStream>,
+    authority: String,
+    /// The MCP endpoint's path and query (`/sourcegraph/mcp?plugins=auto`).
+    mcp_path: String,
+    face: Face,
+    next_id: u64,
+}
+
+impl KeepAliveClient {
+    /// Connects to the host of `mcp_url` (`http://HOST:PORT/sourcegraph/mcp…`).
+    async fn connect(mcp_url: &str, face: Face) -> Result<Self> {
+        let (authority, path) = mcp_url
+            .strip_prefix("http://")
+            .and_then(|rest| rest.split_once('/'))
+            .with_context(|| format!("unexpected endpoint `{mcp_url}`"))?;
+        let stream = tokio::net::TcpStream::connect(authority).await?;
+        stream.set_nodelay(true)?;
+        Ok(Self {
+            stream: tokio::io::BufStream::new(stream),
+            authority: authority.to_string(),
+            mcp_path: format!("/{path}"),
+            face,
+            next_id: 1,
+        })
+    }
+
+    /// One `POST path` with a JSON body and `headers`; answers the status and the body.
+    async fn post(
+        &mut self,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Result<(u16, Vec<u8>)> {
+        use std::fmt::Write as _;
+        use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+        let mut request = format!(
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+            self.authority,
+            body.len()
+        );
+        for (name, value) in headers {
+            let _ = write!(request, "{name}: {value}\r\n");
+        }
+        request.push_str("\r\n");
+        request.push_str(body);
+        self.stream.write_all(request.as_bytes()).await?;
+        self.stream.flush().await?;
+        let mut line = String::new();
+        self.stream.read_line(&mut line).await?;
+        let status: u16 = line
+            .split_whitespace()
+            .nth(1)
+            .with_context(|| format!("malformed status line `{}`", line.trim()))?
+            .parse()?;
+        let (mut length, mut chunked) = (None, false);
+        loop {
+            line.clear();
+            if self.stream.read_line(&mut line).await? == 0 {
+                bail!("the server closed the connection in the headers");
+            }
+            let header = line.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = header.split_once(':') {
+                let value = value.trim();
+                if name.eq_ignore_ascii_case("content-length") {
+                    length = Some(value.parse::<usize>()?);
+                } else if name.eq_ignore_ascii_case("transfer-encoding") {
+                    chunked = value.eq_ignore_ascii_case("chunked");
+                }
+            }
+        }
+        let mut answer = Vec::new();
+        if chunked {
+            loop {
+                line.clear();
+                self.stream.read_line(&mut line).await?;
+                let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
+                    .with_context(|| format!("malformed chunk size `{}`", line.trim()))?;
+                let start = answer.len();
+                answer.resize(start + size + 2, 0);
+                self.stream.read_exact(&mut answer[start..]).await?;
+                answer.truncate(start + size);
+                if size == 0 {
+                    break;
+                }
+            }
+        } else {
+            let length = length.context("an answer without Content-Length or chunks")?;
+            answer.resize(length, 0);
+            self.stream.read_exact(&mut answer).await?;
+        }
+        Ok((status, answer))
+    }
+
+    /// A whole-file read of `file`, checked.
+    async fn read(&mut self, file: &File) -> Result<()> {
+        let arguments = serde_json::json!({
+            "repo": REPO, "path": file.path, "start_line": 1, "end_line": file.lines,
+        });
+        let (status, answer) = match self.face {
+            Face::Api => {
+                self.post("/sourcegraph/api/read", &[], &arguments.to_string())
+                    .await?
+            }
+            Face::Mcp(era) => {
+                let id = self.next_id;
+                self.next_id += 1;
+                let mut params = serde_json::json!({"name": "read", "arguments": arguments});
+                let mut headers = vec![("Accept", "application/json, text/event-stream")];
+                match era {
+                    ProtocolEra::Legacy => headers.push(("MCP-Protocol-Version", "2025-11-25")),
+                    ProtocolEra::Next => {
+                        params["_meta"] = serde_json::json!({
+                            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                            "io.modelcontextprotocol/clientCapabilities": {},
+                        });
+                        headers.extend([
+                            ("MCP-Protocol-Version", "2026-07-28"),
+                            ("Mcp-Method", "tools/call"),
+                            ("Mcp-Name", "read"),
+                        ]);
+                    }
+                }
+                let body = serde_json::json!({
+                    "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params,
+                })
+                .to_string();
+                let path = self.mcp_path.clone();
+                self.post(&path, &headers, &body).await?
+            }
+        };
+        let answer: serde_json::Value = serde_json::from_slice(&answer)
+            .with_context(|| format!("HTTP {status}: the answer is not JSON"))?;
+        let (body_bytes, has_more) = match self.face {
+            Face::Api => (
+                answer["content"].as_str().map(|c| c.len() as u64),
+                answer["has_more"].as_bool(),
+            ),
+            Face::Mcp(_) => {
+                let text = answer["result"]["content"][0]["text"].as_str();
+                let header = |name: &str| {
+                    text.and_then(|t| {
+                        t.lines()
+                            .take_while(|l| !l.is_empty())
+                            .find_map(|l| l.strip_prefix(name))
+                            .map(str::to_string)
+                    })
+                };
+                (
+                    header("BodyBytes: ").and_then(|v| v.parse().ok()),
+                    header("HasMore: ").map(|v| v == "true"),
+                )
+            }
+        };
+        if status != 200 || body_bytes != Some(file.bytes) || has_more != Some(false) {
+            bail!(
+                "a whole-file read of {} answered HTTP {status}: {}",
+                file.path,
+                answer.to_string().chars().take(500).collect::<String>()
+            );
+        }
+        Ok(())
+    }
+
+    /// Whole-file reads of `files`, one after the other, each checked; answers the latencies.
+    async fn reads(&mut self, files: &[File]) -> Result<Vec<Duration>> {
+        let mut latencies = Vec::with_capacity(files.len());
+        for file in files {
+            let t = Instant::now();
+            self.read(file).await?;
+            latencies.push(t.elapsed());
+        }
+        Ok(latencies)
+    }
 }
 
 /// A `csg` child process.
