@@ -16,9 +16,11 @@
 #![warn(missing_docs)]
 
 mod connection;
+mod direct;
 mod server;
 mod serverplugins;
 
+pub use direct::{BoxResponse, HttpService};
 pub use server::McpServer;
 
 use rmcp::ServiceExt;
@@ -54,10 +56,6 @@ impl Default for McpConfig {
     }
 }
 
-/// The Streamable HTTP service type [`http_service`] returns: a tower `Service` over
-/// `http::Request<B>` for any body `B`.
-pub type HttpService = StreamableHttpService<McpServer, NeverSessionManager>;
-
 /// The Streamable HTTP MCP endpoint, to mount with
 /// `axum::Router::nest_service("/sourcegraph/mcp", svc)`.
 ///
@@ -67,6 +65,9 @@ pub type HttpService = StreamableHttpService<McpServer, NeverSessionManager>;
 /// Stateless for every protocol revision (no `Mcp-Session-Id`; `GET` and `DELETE` answer 405),
 /// plain JSON replies where the answer is a single message, `Host` and `Origin` validated per
 /// `config`. Cancelling `shutdown` stops accepting requests and ends open response streams.
+///
+/// rmcp serves the endpoint; plainly valid `tools/call` and `tools/list` POSTs are answered
+/// without rmcp's per-request service (see `direct.rs`), with the same answers.
 pub fn http_service(
     service: service::Service,
     config: McpConfig,
@@ -86,17 +87,24 @@ pub fn http_service(
         .enforce_origin_validation()
         .with_cancellation_token(shutdown);
     let catalogue = Arc::new(Catalogue::new(&Limits::new(service.config())));
-    StreamableHttpService::new(
-        move || {
-            Ok(McpServer::new(
-                service.clone(),
-                PluginsSource::RequestUrl,
-                catalogue.clone(),
-            ))
-        },
+    let settings = direct::Settings {
+        allowed_hosts: http_config.allowed_hosts.clone(),
+        max_body_bytes: http_config.max_request_body_bytes,
+        shutdown: http_config.cancellation_token.clone(),
+        // Presets derive their schemas from these, so they add no annotation.
+        param_headers: catalogue.tools().iter().any(|tool| {
+            serde_json::to_string(&*tool.input_schema)
+                .map_or(true, |schema| schema.contains("x-mcp-header"))
+        }),
+    };
+    let handler = McpServer::new(service, PluginsSource::RequestUrl, catalogue);
+    let factory = handler.clone();
+    let rmcp = StreamableHttpService::new(
+        move || Ok(factory.clone()),
         Arc::new(NeverSessionManager::default()),
         http_config,
-    )
+    );
+    HttpService::new(rmcp, handler, settings)
 }
 
 /// Why the stdio MCP session failed.
