@@ -73,11 +73,14 @@ const MCP_NEXT_ROW: &str = "MCP HTTP keep-alive 2026-07-28";
 const API_ROW: &str = "csg serve, JSON API, 1 client";
 
 const USAGE: &str = "usage: bench/read [--reads N] [--warmup N] [--only ROW,ROW…] [--repo PATH] \
-[--blob-cache-bytes N] [--perf FILE] [--perf-call-graph fp|dwarf|lbr] [--csg PATH] [--logs DIR]
+[--rounds N] [--blob-cache-bytes N] [--perf FILE] [--perf-call-graph fp|dwarf|lbr] [--csg PATH] [--logs DIR]
 rows: inprocess, stdio, stdio8, http1, http8, mcp1, mcp1n, api1, catfile, continuation
 http1/http8 use rmcp's client, which opens a TCP connection per call (it disables pooling);
 mcp1 (2025-11-25) and mcp1n (2026-07-28) post JSON-RPC on one keep-alive connection, as
 the JSON API row api1 does;
+--rounds N runs the server rows N times, interleaved (row 1, row 2, …, row 1, row 2, …), and
+shows each row's median round with every round's figure: on a busy machine drift then hits
+every row alike;
 --repo PATH reads the files of PATH's head tree (cloned bare and --shared, never written; e.g.
 /work/.mirror/moby+moby/repo) instead of the cargo registry corpus, and skips continuation;
 --perf FILE records `perf record --call-graph …` of the server of the first server row (stdio
@@ -96,6 +99,8 @@ struct Options {
     logs: Option<PathBuf>,
     /// A real repository whose head tree is the corpus, instead of the registry sources.
     repo: Option<PathBuf>,
+    /// How often the server rows run, interleaved; each row shows its median round.
+    rounds: usize,
 }
 
 impl Options {
@@ -113,6 +118,7 @@ impl Options {
                 .join("csg"),
             logs: None,
             repo: None,
+            rounds: 1,
         };
         let mut args = std::env::args().skip(1);
         while let Some(flag) = args.next() {
@@ -137,6 +143,7 @@ impl Options {
                 "--csg" => options.csg = PathBuf::from(&value),
                 "--logs" => options.logs = Some(PathBuf::from(&value)),
                 "--repo" => options.repo = Some(PathBuf::from(&value)),
+                "--rounds" => options.rounds = number()?.max(1) as usize,
                 "--only" => {
                     let rows: Vec<String> = value.split(',').map(str::to_string).collect();
                     if let Some(bad) = rows.iter().find(|r| !ROWS.contains(&r.as_str())) {
@@ -585,17 +592,20 @@ async fn run(options: &Options, tmp: &Path, source: &Path) -> Result<()> {
     let log_dir = options.logs.clone().unwrap_or_else(|| tmp.join("logs"));
     std::fs::create_dir_all(&log_dir)?;
     let mut profiled = false;
+    let mut server_rows = Vec::new();
     // Every row gets a fresh server process, so no row reads blobs an earlier row left in the
     // server's caches; each warms up on other files first.
-    for (row, label, clients) in [
-        ("stdio", STDIO_ROW, 1usize),
-        ("stdio8", "csg mcp, stdio, 8 in flight", 8),
-        ("http1", HTTP_ROW, 1),
-        ("http8", "csg serve, HTTP, 8 clients", 8),
-        ("mcp1", MCP_ROW, 1),
-        ("mcp1n", MCP_NEXT_ROW, 1),
-        ("api1", API_ROW, 1),
-    ] {
+    for (row, label, clients) in (0..options.rounds).flat_map(|_| {
+        [
+            ("stdio", STDIO_ROW, 1usize),
+            ("stdio8", "csg mcp, stdio, 8 in flight", 8),
+            ("http1", HTTP_ROW, 1),
+            ("http8", "csg serve, HTTP, 8 clients", 8),
+            ("mcp1", MCP_ROW, 1),
+            ("mcp1n", MCP_NEXT_ROW, 1),
+            ("api1", API_ROW, 1),
+        ]
+    }) {
         if !options.wants(row) {
             continue;
         }
@@ -611,12 +621,22 @@ async fn run(options: &Options, tmp: &Path, source: &Path) -> Result<()> {
             let url = server.url.clone().context("serve printed its endpoint")?;
             let mut client = KeepAliveClient::connect(&url, face).await?;
             client.reads(&warm).await?;
+            let perf = match &options.perf {
+                Some(out) if !profiled => {
+                    profiled = true;
+                    Some(Perf::start(out, &options.perf_call_graph, server.pid).await?)
+                }
+                _ => None,
+            };
             let (measured_row, ()) = measured(label, server.pid, Some(&log), async {
                 let latencies = client.reads(&files).await?;
                 anyhow::Ok((latencies, files.len(), ()))
             })
             .await?;
-            rows.push(measured_row);
+            if let Some(perf) = perf {
+                perf.stop()?;
+            }
+            server_rows.push(measured_row);
             drop(client);
             server.stop().await?;
             continue;
@@ -653,12 +673,14 @@ async fn run(options: &Options, tmp: &Path, source: &Path) -> Result<()> {
         if let Some(perf) = perf {
             perf.stop()?;
         }
-        rows.push(measured_row);
+        server_rows.push(measured_row);
         for session in sessions {
             session.cancel().await?;
         }
         server.stop().await?;
     }
+    let (medians, by_round) = median_rounds(server_rows);
+    rows.extend(medians);
     if options.wants("catfile") {
         let (source, warm, files) = (source.to_path_buf(), warm.clone(), files.clone());
         let row = tokio::task::spawn_blocking(move || {
@@ -689,6 +711,15 @@ async fn run(options: &Options, tmp: &Path, source: &Path) -> Result<()> {
         tick_us()
     );
     print_table(&rows);
+    if !by_round.is_empty() {
+        println!(
+            "{} rounds, interleaved; each server row above is its median round. Server µs/call by round:",
+            options.rounds
+        );
+        for line in by_round {
+            println!("  {line}");
+        }
+    }
 
     if options.wants("continuation") {
         if options.repo.is_some() {
@@ -699,6 +730,43 @@ async fn run(options: &Options, tmp: &Path, source: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// One row per label, in first-run order: the round with the median server CPU per call;
+/// and, when there was more than one round, a line per label with every round's figure.
+fn median_rounds(rows: Vec<Row>) -> (Vec<Row>, Vec<String>) {
+    let mut labels: Vec<String> = Vec::new();
+    for row in &rows {
+        if !labels.contains(&row.label) {
+            labels.push(row.label.clone());
+        }
+    }
+    let mut rows: Vec<Option<Row>> = rows.into_iter().map(Some).collect();
+    let (mut medians, mut by_round) = (Vec::new(), Vec::new());
+    for label in labels {
+        let mut rounds: Vec<usize> = (0..rows.len())
+            .filter(|&i| rows[i].as_ref().is_some_and(|r| r.label == label))
+            .collect();
+        let per_call = |i: usize| rows[i].as_ref().map_or(0.0, |r| r.per_call(r.server_us));
+        if rounds.len() > 1 {
+            by_round.push(format!(
+                "{label}: {}",
+                rounds
+                    .iter()
+                    .map(|&i| format!("{:.1}", per_call(i)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        rounds.sort_by(|&a, &b| per_call(a).total_cmp(&per_call(b)));
+        if let Some(row) = rounds
+            .get(rounds.len() / 2)
+            .and_then(|&median| rows[median].take())
+        {
+            medians.push(row);
+        }
+    }
+    (medians, by_round)
 }
 
 fn print_table(rows: &[Row]) {
