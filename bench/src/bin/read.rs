@@ -28,6 +28,7 @@
 //! row is skipped then.
 
 use anyhow::{Context, Result, bail};
+use bench::git;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{Peer, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -190,7 +191,12 @@ fn main() -> Result<()> {
     let source = match &options.repo {
         Some(repo) => {
             let source = tmp.path().join("source.git");
-            clone_head(repo, &source)?;
+            let clone = bench::clone_big_repo(repo, &source, "bench/read")?;
+            eprintln!(
+                "corpus: the head tree of {} ({})",
+                repo.display(),
+                &clone.source_head[..clone.source_head.len().min(12)]
+            );
             source.canonicalize()?
         }
         None => {
@@ -208,10 +214,6 @@ fn main() -> Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(run(&options, tmp.path(), &source))
-}
-
-fn git(dir: &Path, args: &[&str]) -> Result<String> {
-    Ok(testgit::git(dir, args))
 }
 
 /// Copies `.rs` files from cargo's registry sources into `dest` (up to CORPUS_BYTES), adds a
@@ -303,48 +305,6 @@ struct File {
 fn line_count(text: &[u8]) -> u64 {
     let newlines = text.iter().filter(|&&b| b == b'\n').count() as u64;
     newlines + u64::from(!text.is_empty() && !text.ends_with(b"\n"))
-}
-
-/// Clones `repo` bare and `--shared` into `dest` (its default branch only: `repo` is never
-/// written) and makes its head's tree one root commit, so the server under test fetches one
-/// commit whatever history (or lack of it, in a partial clone) `repo` has.
-fn clone_head(repo: &Path, dest: &Path) -> Result<()> {
-    eprintln!(
-        "cloning {} (bare, --shared) into {}",
-        repo.display(),
-        dest.display()
-    );
-    let parent = dest.parent().context("the clone's path has a parent")?;
-    git(
-        parent,
-        &[
-            "clone",
-            "-q",
-            "--bare",
-            "--shared",
-            "--single-branch",
-            "--no-tags",
-            repo.to_str().context("--repo is not UTF-8")?,
-            dest.to_str().context("the temp path is not UTF-8")?,
-        ],
-    )?;
-    let head = git(dest, &["rev-parse", "HEAD"])?;
-    let root = git(
-        dest,
-        &[
-            "commit-tree",
-            "HEAD^{tree}",
-            "-m",
-            &format!("bench/read: the tree of {head}"),
-        ],
-    )?;
-    git(dest, &["update-ref", "HEAD", &root])?;
-    eprintln!(
-        "corpus: the head tree of {} ({})",
-        repo.display(),
-        &head[..head.len().min(12)]
-    );
-    Ok(())
 }
 
 /// Text files of MIN_FILE_BYTES to MAX_FILE_BYTES from the corpus's head tree (regular files,
