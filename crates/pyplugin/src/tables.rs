@@ -199,6 +199,14 @@ fn check_preset(
             "has an unknown key {key:?} (allowed: tool, description, arguments)"
         ));
     }
+    if catalog.preset_targets.is_empty() {
+        // Only an embedding that passed no tools gets here (`HostConfig::tools` left empty).
+        return Err(
+            "cannot be checked: this server gave the plugin host no tools to build \
+                    presets on, so TOOL_PRESETS is not available here"
+                .into(),
+        );
+    }
     let allowed: Vec<&str> = catalog.preset_targets.keys().map(String::as_str).collect();
     let tool = obj
         .get("tool")
@@ -434,5 +442,14 @@ mod tests {
         )
         .unwrap();
         assert_eq!(t.presets["search_docs"].tool, "search");
+        let err = check_table(
+            "TOOL_PRESETS",
+            &json!({"x": {"tool": "search", "description": "d"}}),
+            "a.py",
+            &ToolCatalog::default(),
+            &mut t,
+        )
+        .unwrap_err();
+        assert!(err.contains("no tools to build presets on"), "{err}");
     }
 }
