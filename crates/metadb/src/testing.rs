@@ -1,0 +1,346 @@
+//! A throwaway PostgreSQL server for tests (feature `testing`): a cluster in a temporary
+//! directory on a free loopback port, with password logins like production, stopped and
+//! removed on drop. One per test process through [`shared`]; each test takes its own database
+//! with [`TestServer::create_database`].
+//!
+//! PostgreSQL refuses to run as root, so as root the server binaries run as the `postgres`
+//! user (Debian's package creates it) in a directory that user owns.
+//!
+//! The functions that a test calls in the middle of its work (`create_database`, `stop`,
+//! `restart`, `shared`) panic with a message saying what to do when they fail, as a test
+//! would; only [`TestServer::start`] returns its error.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError};
+use std::thread;
+
+/// The superuser the tests log in as.
+const USER: &str = "csg";
+
+/// A running PostgreSQL cluster for tests. See the [module](self) documentation.
+pub struct TestServer {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    as_postgres: bool,
+    port: u16,
+    password: String,
+    databases: AtomicU64,
+    /// A process that stops the server and removes its directory once this process is gone,
+    /// however it ended: the [`shared`] server is never dropped, and a test process may be
+    /// killed.
+    watchdog: Mutex<Option<Child>>,
+}
+
+impl std::fmt::Debug for TestServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestServer")
+            .field("dir", &self.dir.path())
+            .field("port", &self.port)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The server of this test process, started on first use.
+///
+/// # Panics
+/// If it cannot be started (the message says why and what to do).
+pub fn shared() -> &'static TestServer {
+    static SERVER: OnceLock<TestServer> = OnceLock::new();
+    SERVER.get_or_init(|| match TestServer::start() {
+        Ok(server) => server,
+        Err(e) => panic!("cannot start the test PostgreSQL server: {e}"),
+    })
+}
+
+impl TestServer {
+    /// Creates a cluster (`initdb`, a superuser with a random password, scram-sha-256 logins)
+    /// in a new temporary directory and starts it on a free 127.0.0.1 port, waiting until it
+    /// accepts connections.
+    pub fn start() -> Result<TestServer, String> {
+        let bin = binaries()?;
+        let as_postgres = running_as_root()?;
+        let dir = tempfile::Builder::new()
+            .prefix("csg-pg-")
+            .tempdir()
+            .map_err(|e| format!("cannot create a temporary directory: {e}"))?;
+        let mut password_bytes = [0u8; 16];
+        getrandom::fill(&mut password_bytes)
+            .map_err(|e| format!("cannot draw a random password: {e}"))?;
+        let password = password_bytes.iter().fold(String::new(), |mut hex, byte| {
+            let _ = write!(hex, "{byte:02x}");
+            hex
+        });
+        let password_file = dir.path().join("password");
+        fs::write(&password_file, format!("{password}\n"))
+            .map_err(|e| format!("cannot write {}: {e}", password_file.display()))?;
+        if as_postgres {
+            let mut chown = Command::new("chown");
+            chown.args(["-R", "postgres:postgres"]).arg(dir.path());
+            run(&mut chown, "chown")?;
+        }
+        let mut server = TestServer {
+            dir,
+            bin,
+            as_postgres,
+            port: 0,
+            password,
+            databases: AtomicU64::new(0),
+            watchdog: Mutex::new(None),
+        };
+        let mut initdb = server.command("initdb");
+        initdb
+            .arg("-D")
+            .arg(server.data())
+            .args([
+                "-U",
+                USER,
+                "--auth=scram-sha-256",
+                "-E",
+                "UTF8",
+                "--locale=C",
+                "--no-sync",
+            ])
+            .arg(format!("--pwfile={}", password_file.display()));
+        run(&mut initdb, "initdb")?;
+        // Sockets only in the temporary directory. No fsync: speed over surviving a machine
+        // crash; a server crash (`stop`) still loses no committed transaction, which the outage
+        // tests rely on (so no `synchronous_commit = off`).
+        let settings = format!(
+            "\n# csg tests\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\n\
+             fsync = off\nfull_page_writes = off\nmax_connections = 400\n",
+            server.dir.path().display()
+        );
+        append(&server.data().join("postgresql.conf"), &settings)?;
+        server.watchdog = Mutex::new(Some(server.spawn_watchdog()?));
+        // A free port may be taken between looking and binding: try a few.
+        let mut last = String::new();
+        for _ in 0..5 {
+            server.port = free_port()?;
+            let port_line = format!("port = {}\n", server.port);
+            append(&server.data().join("postgresql.conf"), &port_line)?;
+            match server.pg_ctl_start() {
+                Ok(()) => return Ok(server),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    /// The URL of `database` on this server, with the superuser's name and password.
+    pub fn url(&self, database: &str) -> String {
+        format!(
+            "postgres://{USER}:{}@127.0.0.1:{}/{database}",
+            self.password, self.port
+        )
+    }
+
+    /// The port the server listens on (127.0.0.1).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Creates a fresh database and returns its URL.
+    ///
+    /// # Panics
+    /// If the server does not accept the `CREATE DATABASE`.
+    pub fn create_database(&self) -> String {
+        let n = self.databases.fetch_add(1, Ordering::Relaxed);
+        let name = format!("t{n}");
+        let admin = self.url("postgres");
+        let statement = format!("CREATE DATABASE {name}");
+        // The driver must not run on a thread inside a Tokio runtime, which the caller's may be.
+        let created = thread::spawn(move || {
+            let mut client = postgres::Client::connect(&admin, postgres::NoTls)?;
+            client.batch_execute(&statement)
+        })
+        .join();
+        match created {
+            Ok(Ok(())) => self.url(&name),
+            Ok(Err(e)) => panic!(
+                "cannot create test database {name}: {}",
+                crate::Error::from(e)
+            ),
+            Err(_) => panic!("cannot create test database {name}: its thread panicked"),
+        }
+    }
+
+    /// Stops the server at once (`pg_ctl stop -m immediate`), like a crash; [`Self::restart`]
+    /// brings it back on the same port.
+    ///
+    /// # Panics
+    /// If `pg_ctl` fails, e.g. when the server is already stopped.
+    pub fn stop(&self) {
+        if let Err(e) = self.pg_ctl_stop() {
+            panic!("cannot stop the test PostgreSQL server: {e}");
+        }
+    }
+
+    /// Stops the server if it runs and starts it again on the same port: an outage.
+    ///
+    /// # Panics
+    /// If it does not start again.
+    pub fn restart(&self) {
+        let _ = self.pg_ctl_stop();
+        if let Err(e) = self.pg_ctl_start() {
+            panic!("cannot restart the test PostgreSQL server: {e}");
+        }
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// A server binary, as the `postgres` user when this process is root.
+    fn command(&self, program: &str) -> Command {
+        let program = self.bin.join(program);
+        let mut command = if self.as_postgres {
+            let mut runuser = Command::new("runuser");
+            runuser.args(["-u", "postgres", "--"]).arg(program);
+            runuser
+        } else {
+            Command::new(program)
+        };
+        // The caller's working directory may be closed to the postgres user.
+        command.current_dir(self.dir.path()).stdin(Stdio::null());
+        command
+    }
+
+    fn pg_ctl_start(&self) -> Result<(), String> {
+        let log = self.dir.path().join("server.log");
+        let mut start = self.command("pg_ctl");
+        start
+            .arg("-D")
+            .arg(self.data())
+            .arg("-l")
+            .arg(&log)
+            .args(["-w", "-t", "60", "start"]);
+        run(&mut start, "pg_ctl start").map_err(|e| {
+            let text = fs::read_to_string(&log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(10).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            format!("{e}\nserver log:\n{}", tail.join("\n"))
+        })
+    }
+
+    fn pg_ctl_stop(&self) -> Result<(), String> {
+        let mut stop = self.command("pg_ctl");
+        stop.arg("-D")
+            .arg(self.data())
+            .args(["-m", "immediate", "-w", "-t", "60", "stop"]);
+        run(&mut stop, "pg_ctl stop")
+    }
+
+    fn spawn_watchdog(&self) -> Result<Child, String> {
+        const SCRIPT: &str = r#"pid=$1; pg_ctl=$2; data=$3; dir=$4; as_postgres=$5
+while [ -d "/proc/$pid" ]; do sleep 1; done
+if [ "$as_postgres" = yes ]; then
+  runuser -u postgres -- "$pg_ctl" -D "$data" -m immediate stop
+else
+  "$pg_ctl" -D "$data" -m immediate stop
+fi
+rm -rf "$dir""#;
+        let as_postgres = if self.as_postgres { "yes" } else { "no" };
+        Command::new("sh")
+            .args(["-c", SCRIPT, "metadb-watchdog"])
+            .arg(std::process::id().to_string())
+            .arg(self.bin.join("pg_ctl"))
+            .arg(self.data())
+            .arg(self.dir.path())
+            .arg(as_postgres)
+            .current_dir("/")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            // Its own process group: a Ctrl-C to the tests must not end it first.
+            .process_group(0)
+            .spawn()
+            .map_err(|e| format!("cannot start the server's watchdog (sh): {e}"))
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let _ = self.pg_ctl_stop();
+        let watchdog = self
+            .watchdog
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(mut child) = watchdog.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        // The directory goes with `self.dir`.
+    }
+}
+
+/// The directory of `initdb` and `pg_ctl`: Debian's newest `/usr/lib/postgresql/N/bin`, else
+/// the `PATH`.
+fn binaries() -> Result<PathBuf, String> {
+    let has_both = |dir: &Path| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file();
+    let debian = fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let version: u32 = entry.file_name().to_str()?.parse().ok()?;
+            Some((version, entry.path().join("bin")))
+        })
+        .filter(|(_, bin)| has_both(bin))
+        .max_by_key(|(version, _)| *version);
+    if let Some((_, bin)) = debian {
+        return Ok(bin);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .find(|dir| has_both(dir))
+        .ok_or_else(|| {
+            "PostgreSQL server binaries not found (initdb, pg_ctl); run scripts/setup.sh \
+             (installs Debian's postgresql) or scripts/postgres.sh install"
+                .to_owned()
+        })
+}
+
+fn running_as_root() -> Result<bool, String> {
+    let output = Command::new("id")
+        .arg("-u")
+        .output()
+        .map_err(|e| format!("cannot run `id -u`: {e}"))?;
+    Ok(String::from_utf8_lossy(&output.stdout).trim() == "0")
+}
+
+fn free_port() -> Result<u16, String> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .map_err(|e| format!("cannot find a free loopback port: {e}"))
+}
+
+fn append(path: &Path, text: &str) -> Result<(), String> {
+    use std::io::Write as _;
+    fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .and_then(|mut file| file.write_all(text.as_bytes()))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+fn run(command: &mut Command, what: &str) -> Result<(), String> {
+    let output = command
+        .output()
+        .map_err(|e| format!("cannot run {what}: {e}"))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    Err(format!(
+        "{what} failed ({}): {}{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout).trim(),
+        String::from_utf8_lossy(&output.stderr).trim()
+    ))
+}
