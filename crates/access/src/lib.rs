@@ -1,19 +1,32 @@
 //! `access` owns who may do what (SPEC A-1..A-4): users, their personal API tokens, the
 //! `prepare` capability and read grants on private repositories. It lives in tables of the
-//! metadata database (`<data>/csg.sqlite`) beside the registry, written by the `csg user`,
-//! `csg token` and `csg grant` commands of any process and read by every server.
+//! metadata database beside the registry, written by the `csg user`, `csg token` and
+//! `csg grant` commands of any process and read by every server. That database is one of
+//! two, behind one internal trait (`backend.rs`) with versioned migrations each:
+//!
+//! - embedded SQLite, `<data>/csg.sqlite` ([`AccessStore::open`]), the default;
+//! - a cluster's shared PostgreSQL ([`AccessStore::open_postgres`], through `metadb`), where
+//!   replicas share users, tokens and grants.
 //!
 //! A token is shown once, when it is created, and stored only as its SHA-256: a presented
 //! token is hashed and looked up by hash, never compared as plaintext. The decisions
-//! ([`AccessStore::authenticate`], [`AccessStore::granted`]) answer from an in-memory view
-//! that is checked against the shared change counter (`changecounter`) on every call and
-//! reloaded when another process changed the tables: a revoked token or grant is refused on
-//! the very next call (W-34), without a database query per call.
+//! ([`AccessStore::authenticate`], [`AccessStore::granted`]) answer from an in-memory view,
+//! without a lock and without a database query per call. With SQLite the view is checked
+//! against the shared change counter (`changecounter`) on every call and reloaded when
+//! another process changed the tables: a revoked token or grant is refused on the very next
+//! call (W-34). With PostgreSQL every write announces itself (`NOTIFY`) and each replica's
+//! store reloads on its own thread within moments; a write through a store is in its view
+//! when the write returns. While PostgreSQL is unreachable, the decisions answer from the
+//! last view and writes fail at once with [`Error::Unavailable`].
 //!
 //! Repository visibility (public or private) is a property of the registration and lives in
 //! `gitstore`; this crate knows repositories only by name.
 
+mod backend;
 mod names;
+mod pg;
+mod reload;
+mod sqlite;
 mod store;
 mod token;
 
@@ -97,4 +110,20 @@ pub enum Error {
     /// The metadata database failed; the detail is in the log.
     #[error("the access store failed ({0}); see the server log")]
     Storage(String),
+    /// The shared metadata database (PostgreSQL, cluster mode) cannot be reached. Checks of
+    /// tokens and grants keep answering from the last view; this operation needs the
+    /// database. The text says what is refused until when.
+    #[error("the metadata database is unreachable; {0}")]
+    Unavailable(String),
+    /// The tables were written by a newer `csg`, whose schema this one does not know.
+    #[error(
+        "the access tables are at schema version {found}, newer than this csg knows ({known}); \
+         run the newer csg"
+    )]
+    SchemaTooNew {
+        /// The version in the database.
+        found: i64,
+        /// The newest version this build knows.
+        known: i64,
+    },
 }

@@ -1,0 +1,95 @@
+//! The tables behind an [`AccessStore`](crate::AccessStore), one implementation per kind of
+//! metadata database: [`SqliteAccess`](crate::sqlite::SqliteAccess) (one data directory,
+//! the default) and [`PgAccess`](crate::pg::PgAccess) (replicas sharing PostgreSQL).
+//!
+//! A backend only stores and loads. The store keeps everything a decision needs in memory
+//! (the [`View`]) and decides the rules both backends share: naming, timestamps, when the
+//! last use is written. So both answer alike, and the same tests run against both.
+
+use crate::Error;
+use crate::store::{GrantInfo, TokenInfo, UserInfo};
+use crate::token::TokenHash;
+use arc_swap::ArcSwap;
+use std::collections::{HashMap, HashSet};
+
+/// What the decisions need, loaded at once from the tables.
+#[derive(Debug, Default)]
+pub(crate) struct View {
+    /// Active tokens by hash: (id, user).
+    pub(crate) tokens: HashMap<TokenHash, (i64, String)>,
+    /// Users and whether they hold `prepare`.
+    pub(crate) users: HashMap<String, bool>,
+    /// (user, repo) pairs.
+    pub(crate) grants: HashSet<(String, String)>,
+}
+
+/// The users, tokens and grants tables of one metadata database. Times are whole seconds
+/// since the Unix epoch, chosen by the store.
+pub(crate) trait AccessBackend: Send + Sync {
+    /// Reads what the decisions need, as one consistent snapshot.
+    fn load(&self) -> Result<View, Error>;
+
+    /// Called before each decision: replaces `view` if the tables may have changed and this
+    /// backend learns that by asking (SQLite: the shared change counter, then
+    /// `data_version`). A backend told of changes instead (PostgreSQL's notifications, see
+    /// `reload.rs`) answers at once without touching its database.
+    fn refresh(&self, view: &ArcSwap<View>) -> Result<(), Error>;
+
+    /// Adds a user; [`Error::UserExists`] if the name is taken.
+    fn add_user(&self, name: &str, prepare: bool, created: i64) -> Result<(), Error>;
+
+    /// Gives or takes `prepare`; [`Error::UnknownUser`] if there is no such user.
+    fn set_prepare(&self, name: &str, prepare: bool) -> Result<(), Error>;
+
+    /// Removes a user, revoking their active tokens (at `now`) and dropping their grants.
+    fn remove_user(&self, name: &str, now: i64) -> Result<(), Error>;
+
+    /// Every user, by name.
+    fn users(&self) -> Result<Vec<UserInfo>, Error>;
+
+    /// Stores a token of `user` by its hash, named `name` or `token-<n>` (n: the user's
+    /// tokens so far, revoked ones included, plus one).
+    fn create_token(
+        &self,
+        user: &str,
+        name: Option<&str>,
+        hash: &TokenHash,
+        created: i64,
+    ) -> Result<TokenInfo, Error>;
+
+    /// Every token (of `user`, when given), by id.
+    fn tokens(&self, user: Option<&str>) -> Result<Vec<TokenInfo>, Error>;
+
+    /// Revokes token `id` at `now` if it is active; [`Error::UnknownToken`] if there is none.
+    fn revoke_token(&self, id: i64, now: i64) -> Result<(), Error>;
+
+    /// Grants `user` read on `repo`; [`Error::UnknownUser`] if there is no such user.
+    fn grant(&self, user: &str, repo: &str, now: i64) -> Result<(), Error>;
+
+    /// Takes a grant back; answers whether there was one.
+    fn ungrant(&self, user: &str, repo: &str) -> Result<bool, Error>;
+
+    /// Drops every grant on `repo`.
+    fn forget_repo(&self, repo: &str) -> Result<(), Error>;
+
+    /// Every grant, by user then repository.
+    fn grants(&self) -> Result<Vec<GrantInfo>, Error>;
+
+    /// Records the last use of token `id`. SQLite runs this on the request path, so it never
+    /// waits for a lock; PostgreSQL's runs on the store's own thread.
+    fn note_use(&self, id: i64, at: i64) -> Result<(), Error>;
+}
+
+/// Logs the detail and answers the generic storage error (no SQL text, paths or URLs reach
+/// the caller).
+pub(crate) fn storage<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> Error {
+    move |e| {
+        tracing::warn!(error = %e, "access: {what}");
+        Error::Storage(what.to_owned())
+    }
+}
+
+/// The default name of a user's next token, `count` tokens (revoked ones included) in.
+pub(crate) fn default_token_name(count: i64) -> String {
+    format!("token-{}", count + 1)
+}

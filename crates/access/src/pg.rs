@@ -1,0 +1,397 @@
+//! The access tables in a cluster's shared PostgreSQL database (issue 31): every replica
+//! reads and writes the same rows through `metadb`.
+//!
+//! Times are `BIGINT` seconds since the Unix epoch, as in SQLite, so both backends store
+//! and answer the same values. Ids are `BIGSERIAL`, token hashes `BYTEA`. The column naming
+//! a user is `user_name`: `user` is a reserved word in PostgreSQL. Listings sort with the
+//! `C` collation, byte order, as SQLite does, whatever the database's collation.
+//!
+//! Every write transaction announces itself on the topic [`TOPIC`]; each replica's store
+//! reloads its view when told (see `reload.rs`). Last-use times are not announced: no view
+//! holds them, and announcing them would make every replica reload for each token used.
+
+use crate::Error;
+use crate::backend::{AccessBackend, View, default_token_name, storage};
+use crate::store::{GrantInfo, TokenInfo, UserInfo, from_secs};
+use crate::token::TokenHash;
+use arc_swap::ArcSwap;
+use metadb::postgres::error::SqlState;
+use metadb::postgres::{self, Client, IsolationLevel, Transaction};
+
+/// The change topic of the access tables.
+pub(crate) const TOPIC: &str = "access";
+
+/// The schema's history (component `access`). A later change is a new entry, never an edit.
+const MIGRATIONS: &[metadb::Migration] = &[metadb::Migration {
+    version: 1,
+    name: "users, tokens and grants",
+    sql: "
+CREATE TABLE users (
+    name TEXT PRIMARY KEY,
+    prepare BOOLEAN NOT NULL DEFAULT FALSE,
+    created BIGINT NOT NULL
+);
+CREATE TABLE tokens (
+    id BIGSERIAL PRIMARY KEY,
+    user_name TEXT NOT NULL,
+    name TEXT NOT NULL,
+    hash BYTEA NOT NULL UNIQUE,
+    created BIGINT NOT NULL,
+    last_used BIGINT,
+    revoked BIGINT
+);
+CREATE UNIQUE INDEX tokens_active_name ON tokens (user_name, name) WHERE revoked IS NULL;
+CREATE INDEX tokens_user ON tokens (user_name);
+CREATE TABLE grants (
+    user_name TEXT NOT NULL,
+    repo TEXT NOT NULL,
+    created BIGINT NOT NULL,
+    PRIMARY KEY (user_name, repo)
+);
+CREATE INDEX grants_repo ON grants (repo);
+",
+}];
+
+/// What refused writes say.
+const WRITES: &str = "writes (users, tokens, grants) are refused until it is back; tokens and \
+                      grants already known keep working";
+/// What refused listings say.
+const LISTINGS: &str = "users, tokens and grants cannot be listed until it is back; tokens and \
+                        grants already known keep working";
+
+/// Why a call failed: an answer of the rules (an unknown user, say), or the database.
+enum Failure {
+    Answer(Error),
+    Database(metadb::Error),
+}
+
+impl From<metadb::Error> for Failure {
+    fn from(e: metadb::Error) -> Self {
+        Failure::Database(e)
+    }
+}
+
+impl From<postgres::Error> for Failure {
+    fn from(e: postgres::Error) -> Self {
+        // Through metadb, so a lost connection stays recognisable as one.
+        Failure::Database(metadb::Error::from(e))
+    }
+}
+
+/// Users, tokens and grants in PostgreSQL.
+pub(crate) struct PgAccess {
+    db: metadb::Database,
+}
+
+impl PgAccess {
+    /// Brings the tables to the newest schema; fails if the database cannot be reached.
+    pub(crate) fn open(db: metadb::Database) -> Result<Self, Error> {
+        db.migrate(TOPIC, MIGRATIONS).map_err(|e| match e {
+            metadb::Error::Unreachable(_) | metadb::Error::Refused(_) => {
+                tracing::warn!(error = %e, "access: cannot create the access tables");
+                Error::Unavailable(
+                    "the access store cannot be opened until it is back; check --database and \
+                     that PostgreSQL is running"
+                        .to_owned(),
+                )
+            }
+            // Its message says what to do (a newer csg migrated the database, say) and
+            // carries neither the URL nor a password.
+            other => {
+                tracing::warn!(error = %other, "access: cannot create the access tables");
+                Error::Storage(other.to_string())
+            }
+        })?;
+        Ok(Self { db })
+    }
+
+    /// Runs `work` on a connection; `refused` says what an unreachable database refuses.
+    fn call<T: Send + 'static>(
+        &self,
+        what: &'static str,
+        refused: &'static str,
+        work: impl FnOnce(&mut Client) -> Result<T, Failure> + Send + 'static,
+    ) -> Result<T, Error> {
+        self.db.run_with(work).map_err(|failure| match failure {
+            Failure::Answer(answer) => answer,
+            Failure::Database(e)
+                if matches!(e, metadb::Error::Unreachable(_) | metadb::Error::Refused(_)) =>
+            {
+                tracing::debug!(error = %e, "access: {what}");
+                Error::Unavailable(refused.to_owned())
+            }
+            Failure::Database(e) => storage(what)(e),
+        })
+    }
+
+    /// Runs `change` in a transaction that announces itself on [`TOPIC`] at commit.
+    fn write<T: Send + 'static>(
+        &self,
+        what: &'static str,
+        change: impl FnOnce(&mut Transaction<'_>) -> Result<T, Failure> + Send + 'static,
+    ) -> Result<T, Error> {
+        self.call(what, WRITES, move |client| {
+            let mut tx = client.transaction()?;
+            let value = change(&mut tx)?;
+            metadb::Database::notify_change(&mut tx, TOPIC)?;
+            tx.commit()?;
+            Ok(value)
+        })
+    }
+}
+
+/// Locks the row of `user` (`FOR UPDATE` or `FOR KEY SHARE`) inside a write; answers
+/// whether it exists. Holding the row keeps a concurrent removal of the user from slipping
+/// between the check and the write.
+fn lock_user(tx: &mut Transaction<'_>, user: &str, mode: &'static str) -> Result<bool, Failure> {
+    let sql = format!("SELECT 1 FROM users WHERE name = $1 FOR {mode}");
+    Ok(tx.query_opt(sql.as_str(), &[&user])?.is_some())
+}
+
+fn token_info(row: &postgres::Row) -> Result<TokenInfo, postgres::Error> {
+    Ok(TokenInfo {
+        id: row.try_get(0)?,
+        user: row.try_get(1)?,
+        name: row.try_get(2)?,
+        created: from_secs(row.try_get(3)?),
+        last_used: row.try_get::<_, Option<i64>>(4)?.map(from_secs),
+        revoked: row.try_get::<_, Option<i64>>(5)?.map(from_secs),
+    })
+}
+
+impl AccessBackend for PgAccess {
+    /// One repeatable-read snapshot of the three tables.
+    fn load(&self) -> Result<View, Error> {
+        self.call("reading the access tables", LISTINGS, |client| {
+            let mut tx = client
+                .build_transaction()
+                .isolation_level(IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()?;
+            let mut view = View::default();
+            for row in tx.query(
+                "SELECT id, user_name, hash FROM tokens WHERE revoked IS NULL",
+                &[],
+            )? {
+                let hash: Vec<u8> = row.try_get(2)?;
+                if let Ok(hash) = TokenHash::try_from(hash.as_slice()) {
+                    view.tokens.insert(hash, (row.try_get(0)?, row.try_get(1)?));
+                }
+            }
+            for row in tx.query("SELECT name, prepare FROM users", &[])? {
+                view.users.insert(row.try_get(0)?, row.try_get(1)?);
+            }
+            for row in tx.query("SELECT user_name, repo FROM grants", &[])? {
+                view.grants.insert((row.try_get(0)?, row.try_get(1)?));
+            }
+            tx.commit()?;
+            Ok(view)
+        })
+    }
+
+    /// Nothing to ask: changes are announced, and the store's thread reloads.
+    fn refresh(&self, _view: &ArcSwap<View>) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn add_user(&self, name: &str, prepare: bool, created: i64) -> Result<(), Error> {
+        let name = name.to_owned();
+        self.write("adding a user", move |tx| {
+            let added = tx.execute(
+                "INSERT INTO users (name, prepare, created) VALUES ($1, $2, $3)
+                 ON CONFLICT (name) DO NOTHING",
+                &[&name, &prepare, &created],
+            )?;
+            if added == 0 {
+                return Err(Failure::Answer(Error::UserExists(name)));
+            }
+            Ok(())
+        })
+    }
+
+    fn set_prepare(&self, name: &str, prepare: bool) -> Result<(), Error> {
+        let name = name.to_owned();
+        self.write("changing a user", move |tx| {
+            let changed = tx.execute(
+                "UPDATE users SET prepare = $2 WHERE name = $1",
+                &[&name, &prepare],
+            )?;
+            if changed == 0 {
+                return Err(Failure::Answer(Error::UnknownUser(name)));
+            }
+            Ok(())
+        })
+    }
+
+    fn remove_user(&self, name: &str, now: i64) -> Result<(), Error> {
+        let name = name.to_owned();
+        self.write("removing a user", move |tx| {
+            if tx.execute("DELETE FROM users WHERE name = $1", &[&name])? == 0 {
+                return Err(Failure::Answer(Error::UnknownUser(name)));
+            }
+            tx.execute(
+                "UPDATE tokens SET revoked = $2 WHERE user_name = $1 AND revoked IS NULL",
+                &[&name, &now],
+            )?;
+            tx.execute("DELETE FROM grants WHERE user_name = $1", &[&name])?;
+            Ok(())
+        })
+    }
+
+    fn users(&self) -> Result<Vec<UserInfo>, Error> {
+        self.call("listing users", LISTINGS, |client| {
+            let rows = client.query(
+                "SELECT name, prepare, created FROM users ORDER BY name COLLATE \"C\"",
+                &[],
+            )?;
+            let mut users = Vec::with_capacity(rows.len());
+            for row in rows {
+                users.push(UserInfo {
+                    name: row.try_get(0)?,
+                    prepare: row.try_get(1)?,
+                    created: from_secs(row.try_get(2)?),
+                });
+            }
+            Ok(users)
+        })
+    }
+
+    fn create_token(
+        &self,
+        user: &str,
+        name: Option<&str>,
+        hash: &TokenHash,
+        created: i64,
+    ) -> Result<TokenInfo, Error> {
+        let (user, name, hash) = (user.to_owned(), name.map(str::to_owned), hash.to_vec());
+        self.write("creating a token", move |tx| {
+            // FOR UPDATE: two creations for one user take turns, so the default name counts
+            // every token before it.
+            if !lock_user(tx, &user, "UPDATE")? {
+                return Err(Failure::Answer(Error::UnknownUser(user)));
+            }
+            let name = match name {
+                Some(name) => name,
+                None => {
+                    let count: i64 = tx
+                        .query_one("SELECT count(*) FROM tokens WHERE user_name = $1", &[&user])?
+                        .try_get(0)?;
+                    default_token_name(count)
+                }
+            };
+            let inserted = tx.query_one(
+                "INSERT INTO tokens (user_name, name, hash, created) VALUES ($1, $2, $3, $4)
+                 RETURNING id",
+                &[&user, &name, &hash, &created],
+            );
+            let id: i64 = match inserted {
+                Ok(row) => row.try_get(0)?,
+                Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+                    return Err(Failure::Answer(Error::TokenNameTaken { user, name }));
+                }
+                Err(e) => return Err(e.into()),
+            };
+            Ok(TokenInfo {
+                id,
+                user,
+                name,
+                created: from_secs(created),
+                last_used: None,
+                revoked: None,
+            })
+        })
+    }
+
+    fn tokens(&self, user: Option<&str>) -> Result<Vec<TokenInfo>, Error> {
+        let user = user.map(str::to_owned);
+        self.call("listing tokens", LISTINGS, move |client| {
+            let rows = client.query(
+                "SELECT id, user_name, name, created, last_used, revoked FROM tokens
+                 WHERE $1::TEXT IS NULL OR user_name = $1 ORDER BY id",
+                &[&user],
+            )?;
+            let mut tokens = Vec::with_capacity(rows.len());
+            for row in rows {
+                tokens.push(token_info(&row)?);
+            }
+            Ok(tokens)
+        })
+    }
+
+    fn revoke_token(&self, id: i64, now: i64) -> Result<(), Error> {
+        self.write("revoking a token", move |tx| {
+            let changed = tx.query_opt(
+                "UPDATE tokens SET revoked = coalesce(revoked, $2) WHERE id = $1 RETURNING id",
+                &[&id, &now],
+            )?;
+            if changed.is_none() {
+                return Err(Failure::Answer(Error::UnknownToken(id)));
+            }
+            Ok(())
+        })
+    }
+
+    fn grant(&self, user: &str, repo: &str, now: i64) -> Result<(), Error> {
+        let (user, repo) = (user.to_owned(), repo.to_owned());
+        self.write("granting", move |tx| {
+            if !lock_user(tx, &user, "KEY SHARE")? {
+                return Err(Failure::Answer(Error::UnknownUser(user)));
+            }
+            tx.execute(
+                "INSERT INTO grants (user_name, repo, created) VALUES ($1, $2, $3)
+                 ON CONFLICT (user_name, repo) DO NOTHING",
+                &[&user, &repo, &now],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn ungrant(&self, user: &str, repo: &str) -> Result<bool, Error> {
+        let (user, repo) = (user.to_owned(), repo.to_owned());
+        self.write("taking a grant back", move |tx| {
+            let removed = tx.execute(
+                "DELETE FROM grants WHERE user_name = $1 AND repo = $2",
+                &[&user, &repo],
+            )?;
+            Ok(removed > 0)
+        })
+    }
+
+    fn forget_repo(&self, repo: &str) -> Result<(), Error> {
+        let repo = repo.to_owned();
+        self.write("dropping grants", move |tx| {
+            tx.execute("DELETE FROM grants WHERE repo = $1", &[&repo])?;
+            Ok(())
+        })
+    }
+
+    fn grants(&self) -> Result<Vec<GrantInfo>, Error> {
+        self.call("listing grants", LISTINGS, |client| {
+            let rows = client.query(
+                "SELECT user_name, repo FROM grants
+                 ORDER BY user_name COLLATE \"C\", repo COLLATE \"C\"",
+                &[],
+            )?;
+            let mut grants = Vec::with_capacity(rows.len());
+            for row in rows {
+                grants.push(GrantInfo {
+                    user: row.try_get(0)?,
+                    repo: row.try_get(1)?,
+                });
+            }
+            Ok(grants)
+        })
+    }
+
+    /// Runs on the store's thread, never on a request's. Not announced (see the module).
+    fn note_use(&self, id: i64, at: i64) -> Result<(), Error> {
+        self.call("recording a token's last use", WRITES, move |client| {
+            client.execute(
+                "UPDATE tokens SET last_used = $2 WHERE id = $1",
+                &[&id, &at],
+            )?;
+            Ok(())
+        })
+        .inspect_err(|error| tracing::debug!(%error, "access: last-use time not written this time"))
+    }
+}

@@ -1,0 +1,561 @@
+//! The access tables in the embedded metadata database, `<data>/csg.sqlite`, shared with the
+//! registry (`gitstore`) and with every `csg` process on the data directory.
+
+use crate::Error;
+use crate::backend::{AccessBackend, View, default_token_name, storage};
+use crate::store::{GrantInfo, TokenInfo, UserInfo, from_secs, lock};
+use crate::token::TokenHash;
+use arc_swap::ArcSwap;
+use changecounter::{Changes, Seen};
+use rusqlite::{Connection, OptionalExtension, params};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// One schema change: applied once, in order, recorded in `access_migrations`.
+struct Migration {
+    version: i64,
+    name: &'static str,
+    sql: &'static str,
+}
+
+/// The schema's history. Version 1 is the schema from before versions were recorded; its
+/// `IF NOT EXISTS` lets it run over a data directory of that time and change nothing.
+/// A later change is a new entry, never an edit of an old one.
+const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "users, tokens and grants",
+    sql: "
+CREATE TABLE IF NOT EXISTS users (
+    name TEXT PRIMARY KEY NOT NULL,
+    prepare INTEGER NOT NULL DEFAULT 0,
+    created INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tokens (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    user TEXT NOT NULL,
+    name TEXT NOT NULL,
+    hash BLOB NOT NULL UNIQUE,
+    created INTEGER NOT NULL,
+    last_used INTEGER,
+    revoked INTEGER
+);
+CREATE UNIQUE INDEX IF NOT EXISTS tokens_active_name ON tokens (user, name)
+    WHERE revoked IS NULL;
+CREATE TABLE IF NOT EXISTS grants (
+    user TEXT NOT NULL,
+    repo TEXT NOT NULL,
+    created INTEGER NOT NULL,
+    PRIMARY KEY (user, repo)
+);
+",
+}];
+
+/// The versions applied, a table of this crate's own: the file is shared with the registry,
+/// whose schema is versioned separately, so neither can use the file's `user_version`.
+const MIGRATIONS_TABLE: &str = "
+CREATE TABLE IF NOT EXISTS access_migrations (
+    version INTEGER PRIMARY KEY NOT NULL,
+    name TEXT NOT NULL,
+    applied INTEGER NOT NULL
+);
+";
+
+/// Users, tokens and grants in SQLite.
+pub(crate) struct SqliteAccess {
+    conn: Mutex<Connection>,
+    /// The readers' connection, never used for a write: `PRAGMA data_version` and the reload
+    /// of the view (see `gitstore`'s metadata: the same scheme).
+    watch: Mutex<Connection>,
+    /// Last-use writes: a connection of their own that never waits for a lock.
+    last_use: Mutex<Connection>,
+    changes: Changes,
+    seen: Mutex<Seen>,
+}
+
+fn open_connection(path: &Path, busy: Duration) -> Result<Connection, Error> {
+    let conn = Connection::open(path).map_err(storage("opening the access store"))?;
+    conn.busy_timeout(busy)
+        .map_err(storage("configuring the access store"))?;
+    Ok(conn)
+}
+
+/// Applies the migrations this file lacks, in one immediate transaction: two processes
+/// opening the same data directory at once must not both apply one.
+fn migrate(conn: &mut Connection, now: i64) -> Result<(), Error> {
+    let fail = || storage("creating the access tables");
+    let known = MIGRATIONS.last().map_or(0, |m| m.version);
+    // Up to date, the usual case: a read, so opening never waits for another process's
+    // write transaction.
+    if applied(conn).map_err(fail())? == Some(known) {
+        return Ok(());
+    }
+    let tx = conn
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(fail())?;
+    tx.execute_batch(MIGRATIONS_TABLE).map_err(fail())?;
+    let found = applied(&tx).map_err(fail())?.unwrap_or(0);
+    if found > known {
+        return Err(Error::SchemaTooNew { found, known });
+    }
+    for migration in MIGRATIONS.iter().filter(|m| m.version > found) {
+        tx.execute_batch(migration.sql).map_err(fail())?;
+        tx.execute(
+            "INSERT INTO access_migrations (version, name, applied) VALUES (?1, ?2, ?3)",
+            params![migration.version, migration.name, now],
+        )
+        .map_err(fail())?;
+    }
+    tx.commit().map_err(fail())
+}
+
+/// The newest version applied; `None` before any was recorded.
+fn applied(conn: &Connection) -> rusqlite::Result<Option<i64>> {
+    let recorded: bool = conn.query_row(
+        "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'access_migrations'",
+        [],
+        |r| r.get(0),
+    )?;
+    if !recorded {
+        return Ok(None);
+    }
+    conn.query_row("SELECT max(version) FROM access_migrations", [], |r| {
+        r.get(0)
+    })
+}
+
+impl SqliteAccess {
+    /// Opens the metadata database at `path`, bringing the access tables to the newest
+    /// schema; the change counter is the file beside it (`csg.changes`).
+    pub(crate) fn open(path: &Path, now: i64) -> Result<Self, Error> {
+        let mut conn = open_connection(path, Duration::from_secs(10))?;
+        conn.query_row("PRAGMA journal_mode=WAL", [], |_| Ok(()))
+            .map_err(storage("configuring the access store"))?;
+        conn.execute_batch("PRAGMA synchronous=NORMAL;")
+            .map_err(storage("configuring the access store"))?;
+        migrate(&mut conn, now)?;
+        Ok(Self {
+            watch: Mutex::new(open_connection(path, Duration::from_secs(10))?),
+            last_use: Mutex::new(open_connection(path, Duration::ZERO)?),
+            conn: Mutex::new(conn),
+            changes: Changes::open(&path.with_extension("changes")),
+            seen: Mutex::new(Seen::default()),
+        })
+    }
+
+    /// Runs a change in an immediate transaction and tells every process.
+    fn write<T>(
+        &self,
+        what: &'static str,
+        change: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let mut conn = lock(&self.conn);
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(storage(what))?;
+        let value = change(&tx)?;
+        tx.commit().map_err(storage(what))?;
+        drop(conn);
+        self.changes.bump();
+        Ok(value)
+    }
+
+    /// The rows of one listing query, each mapped by `row`.
+    fn list<T>(
+        &self,
+        what: &'static str,
+        sql: &str,
+        params: impl rusqlite::Params,
+        row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Vec<T>, Error> {
+        let conn = lock(&self.conn);
+        let fail = || storage(what);
+        let mut stmt = conn.prepare(sql).map_err(fail())?;
+        let rows = stmt.query_map(params, row).map_err(fail())?;
+        rows.collect::<Result<_, _>>().map_err(fail())
+    }
+
+    /// Whether `user` exists, inside a write.
+    fn user_exists(
+        tx: &rusqlite::Transaction<'_>,
+        user: &str,
+        what: &'static str,
+    ) -> Result<bool, Error> {
+        let known: Option<i64> = tx
+            .query_row("SELECT 1 FROM users WHERE name = ?1", [user], |r| r.get(0))
+            .optional()
+            .map_err(storage(what))?;
+        Ok(known.is_some())
+    }
+}
+
+impl AccessBackend for SqliteAccess {
+    /// Reads the tables on the readers' connection: in WAL mode it never waits for a writer,
+    /// and a writer holding `conn` (waiting on another process's transaction, say) never
+    /// keeps a check of a token or grant waiting (R-8).
+    fn load(&self) -> Result<View, Error> {
+        let conn = lock(&self.watch);
+        let fail = || storage("reading the access tables");
+        let mut view = View::default();
+        let mut stmt = conn
+            .prepare("SELECT id, user, hash FROM tokens WHERE revoked IS NULL")
+            .map_err(fail())?;
+        let rows = stmt
+            .query_map([], |row| {
+                Ok((
+                    row.get::<_, i64>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, Vec<u8>>(2)?,
+                ))
+            })
+            .map_err(fail())?;
+        for row in rows {
+            let (id, user, hash) = row.map_err(fail())?;
+            if let Ok(hash) = TokenHash::try_from(hash.as_slice()) {
+                view.tokens.insert(hash, (id, user));
+            }
+        }
+        let mut stmt = conn
+            .prepare("SELECT name, prepare FROM users")
+            .map_err(fail())?;
+        let rows = stmt
+            .query_map([], |row| Ok((row.get(0)?, row.get::<_, bool>(1)?)))
+            .map_err(fail())?;
+        for row in rows {
+            let (name, prepare) = row.map_err(fail())?;
+            view.users.insert(name, prepare);
+        }
+        let mut stmt = conn
+            .prepare("SELECT user, repo FROM grants")
+            .map_err(fail())?;
+        let rows = stmt
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+            .map_err(fail())?;
+        for row in rows {
+            view.grants.insert(row.map_err(fail())?);
+        }
+        Ok(view)
+    }
+
+    /// A counter load when nothing changed; `data_version` at least once a second, and a
+    /// reload only when it moved.
+    fn refresh(&self, view: &ArcSwap<View>) -> Result<(), Error> {
+        let mut seen = lock(&self.seen);
+        seen.refresh(
+            self.changes.current(),
+            || {
+                lock(&self.watch)
+                    .query_row("PRAGMA data_version", [], |row| row.get(0))
+                    .map_err(storage("reading the access store version"))
+            },
+            || {
+                view.store(Arc::new(self.load()?));
+                Ok(())
+            },
+        )
+    }
+
+    fn add_user(&self, name: &str, prepare: bool, created: i64) -> Result<(), Error> {
+        self.write("adding a user", |tx| {
+            let added = tx
+                .execute(
+                    "INSERT INTO users (name, prepare, created) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (name) DO NOTHING",
+                    params![name, prepare, created],
+                )
+                .map_err(storage("adding a user"))?;
+            if added == 0 {
+                return Err(Error::UserExists(name.to_owned()));
+            }
+            Ok(())
+        })
+    }
+
+    fn set_prepare(&self, name: &str, prepare: bool) -> Result<(), Error> {
+        self.write("changing a user", |tx| {
+            let changed = tx
+                .execute(
+                    "UPDATE users SET prepare = ?2 WHERE name = ?1",
+                    params![name, prepare],
+                )
+                .map_err(storage("changing a user"))?;
+            if changed == 0 {
+                return Err(Error::UnknownUser(name.to_owned()));
+            }
+            Ok(())
+        })
+    }
+
+    fn remove_user(&self, name: &str, now: i64) -> Result<(), Error> {
+        self.write("removing a user", |tx| {
+            let fail = || storage("removing a user");
+            if tx
+                .execute("DELETE FROM users WHERE name = ?1", [name])
+                .map_err(fail())?
+                == 0
+            {
+                return Err(Error::UnknownUser(name.to_owned()));
+            }
+            tx.execute(
+                "UPDATE tokens SET revoked = ?2 WHERE user = ?1 AND revoked IS NULL",
+                params![name, now],
+            )
+            .map_err(fail())?;
+            tx.execute("DELETE FROM grants WHERE user = ?1", [name])
+                .map_err(fail())?;
+            Ok(())
+        })
+    }
+
+    fn users(&self) -> Result<Vec<UserInfo>, Error> {
+        self.list(
+            "listing users",
+            "SELECT name, prepare, created FROM users ORDER BY name",
+            [],
+            |row| {
+                Ok(UserInfo {
+                    name: row.get(0)?,
+                    prepare: row.get(1)?,
+                    created: from_secs(row.get(2)?),
+                })
+            },
+        )
+    }
+
+    fn create_token(
+        &self,
+        user: &str,
+        name: Option<&str>,
+        hash: &TokenHash,
+        created: i64,
+    ) -> Result<TokenInfo, Error> {
+        self.write("creating a token", |tx| {
+            let fail = || storage("creating a token");
+            if !Self::user_exists(tx, user, "creating a token")? {
+                return Err(Error::UnknownUser(user.to_owned()));
+            }
+            let name = match name {
+                Some(name) => name.to_owned(),
+                None => {
+                    let count: i64 = tx
+                        .query_row("SELECT count(*) FROM tokens WHERE user = ?1", [user], |r| {
+                            r.get(0)
+                        })
+                        .map_err(fail())?;
+                    default_token_name(count)
+                }
+            };
+            let inserted = tx.execute(
+                "INSERT INTO tokens (user, name, hash, created) VALUES (?1, ?2, ?3, ?4)",
+                params![user, name, hash.as_slice(), created],
+            );
+            match inserted {
+                Ok(_) => {}
+                Err(rusqlite::Error::SqliteFailure(e, _))
+                    if e.code == rusqlite::ErrorCode::ConstraintViolation =>
+                {
+                    return Err(Error::TokenNameTaken {
+                        user: user.to_owned(),
+                        name,
+                    });
+                }
+                Err(other) => return Err(fail()(other)),
+            }
+            Ok(TokenInfo {
+                id: tx.last_insert_rowid(),
+                user: user.to_owned(),
+                name,
+                created: from_secs(created),
+                last_used: None,
+                revoked: None,
+            })
+        })
+    }
+
+    fn tokens(&self, user: Option<&str>) -> Result<Vec<TokenInfo>, Error> {
+        self.list(
+            "listing tokens",
+            "SELECT id, user, name, created, last_used, revoked FROM tokens
+             WHERE ?1 IS NULL OR user = ?1 ORDER BY id",
+            [user],
+            |row| {
+                Ok(TokenInfo {
+                    id: row.get(0)?,
+                    user: row.get(1)?,
+                    name: row.get(2)?,
+                    created: from_secs(row.get(3)?),
+                    last_used: row.get::<_, Option<i64>>(4)?.map(from_secs),
+                    revoked: row.get::<_, Option<i64>>(5)?.map(from_secs),
+                })
+            },
+        )
+    }
+
+    fn revoke_token(&self, id: i64, now: i64) -> Result<(), Error> {
+        self.write("revoking a token", |tx| {
+            let fail = || storage("revoking a token");
+            let known: Option<i64> = tx
+                .query_row("SELECT 1 FROM tokens WHERE id = ?1", [id], |r| r.get(0))
+                .optional()
+                .map_err(fail())?;
+            if known.is_none() {
+                return Err(Error::UnknownToken(id));
+            }
+            tx.execute(
+                "UPDATE tokens SET revoked = ?2 WHERE id = ?1 AND revoked IS NULL",
+                params![id, now],
+            )
+            .map_err(fail())?;
+            Ok(())
+        })
+    }
+
+    fn grant(&self, user: &str, repo: &str, now: i64) -> Result<(), Error> {
+        self.write("granting", |tx| {
+            if !Self::user_exists(tx, user, "granting")? {
+                return Err(Error::UnknownUser(user.to_owned()));
+            }
+            tx.execute(
+                "INSERT INTO grants (user, repo, created) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (user, repo) DO NOTHING",
+                params![user, repo, now],
+            )
+            .map_err(storage("granting"))?;
+            Ok(())
+        })
+    }
+
+    fn ungrant(&self, user: &str, repo: &str) -> Result<bool, Error> {
+        self.write("taking a grant back", |tx| {
+            tx.execute(
+                "DELETE FROM grants WHERE user = ?1 AND repo = ?2",
+                params![user, repo],
+            )
+            .map(|n| n > 0)
+            .map_err(storage("taking a grant back"))
+        })
+    }
+
+    fn forget_repo(&self, repo: &str) -> Result<(), Error> {
+        self.write("dropping grants", |tx| {
+            tx.execute("DELETE FROM grants WHERE repo = ?1", [repo])
+                .map(|_| ())
+                .map_err(storage("dropping grants"))
+        })
+    }
+
+    fn grants(&self) -> Result<Vec<GrantInfo>, Error> {
+        self.list(
+            "listing grants",
+            "SELECT user, repo FROM grants ORDER BY user, repo",
+            [],
+            |row| {
+                Ok(GrantInfo {
+                    user: row.get(0)?,
+                    repo: row.get(1)?,
+                })
+            },
+        )
+    }
+
+    /// On its own connection with no busy timeout: a writer holding the database makes this
+    /// fail at once (the store tries again on the next use) instead of delaying the call.
+    fn note_use(&self, id: i64, at: i64) -> Result<(), Error> {
+        lock(&self.last_use)
+            .execute(
+                "UPDATE tokens SET last_used = ?2 WHERE id = ?1",
+                params![id, at],
+            )
+            .map(|_| ())
+            .map_err(|error| {
+                tracing::debug!(%error, "access: last-use time not written this time");
+                Error::Storage("recording a token's last use".to_owned())
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::AccessStore;
+
+    /// The schema as `csg` created it before versions were recorded.
+    const UNVERSIONED: &str = MIGRATIONS[0].sql;
+
+    fn schema(conn: &Connection) -> Vec<(String, String)> {
+        let mut stmt = conn
+            .prepare(
+                "SELECT name, sql FROM sqlite_master
+                 WHERE name NOT LIKE 'access_migrations%' AND sql IS NOT NULL ORDER BY name",
+            )
+            .expect("schema");
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("rows")
+            .collect::<Result<_, _>>()
+            .expect("rows")
+    }
+
+    /// A data directory from before versioned migrations opens unchanged: its tables and rows
+    /// stay as they are, its tokens authenticate, and it is recorded at version 1, once.
+    #[test]
+    fn a_data_directory_from_before_versions_opens_unchanged() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("csg.sqlite");
+        let secret = crate::token::generate().expect("random");
+        {
+            let conn = Connection::open(&path).expect("open");
+            conn.execute_batch(UNVERSIONED).expect("old schema");
+            conn.execute(
+                "INSERT INTO users (name, prepare, created) VALUES ('alice', 1, 1700000000)",
+                [],
+            )
+            .expect("user");
+            conn.execute(
+                "INSERT INTO tokens (user, name, hash, created) VALUES ('alice', 'old', ?1, 1700000000)",
+                [crate::token::hash(&secret).to_vec()],
+            )
+            .expect("token");
+        }
+        let before = schema(&Connection::open(&path).expect("open"));
+        let access = AccessStore::open(&path).expect("opens");
+        assert!(access.authenticate(&secret).expect("old token").prepare);
+        assert_eq!(
+            access.users().expect("users")[0].created,
+            from_secs(1700000000)
+        );
+        drop(AccessStore::open(&path).expect("opens again"));
+        let conn = Connection::open(&path).expect("open");
+        assert_eq!(schema(&conn), before, "the tables are untouched");
+        let versions: Vec<(i64, String)> = conn
+            .prepare("SELECT version, name FROM access_migrations")
+            .expect("query")
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("rows")
+            .collect::<Result<_, _>>()
+            .expect("rows");
+        assert_eq!(versions, [(1, "users, tokens and grants".to_owned())]);
+    }
+
+    /// A database a newer `csg` migrated is refused with a message saying so, not misread.
+    #[test]
+    fn a_newer_schema_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("csg.sqlite");
+        drop(AccessStore::open(&path).expect("opens"));
+        Connection::open(&path)
+            .expect("open")
+            .execute(
+                "INSERT INTO access_migrations (version, name, applied) VALUES (2, 'later', 0)",
+                [],
+            )
+            .expect("a later version");
+        let refused = AccessStore::open(&path).map(|_| ());
+        assert_eq!(refused, Err(Error::SchemaTooNew { found: 2, known: 1 }));
+        assert!(
+            refused
+                .unwrap_err()
+                .to_string()
+                .contains("newer than this csg knows")
+        );
+    }
+}

@@ -1,0 +1,569 @@
+//! The same behaviour of the access store over both metadata databases: embedded SQLite in a
+//! temporary data directory, and PostgreSQL (a real throwaway server, `metadb::testing`).
+//! Then what only PostgreSQL has: replicas sharing one database, and its outages.
+
+use access::{AccessStore, Error};
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::{Duration, Instant};
+
+/// How long any one test may take: a hang fails the test instead of stalling the run.
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// How long a change may take to reach another replica.
+const PROPAGATION: Duration = Duration::from_secs(5);
+
+/// Runs `f` on a thread of its own and fails the test if it has not finished within `limit`.
+/// A panic in `f` fails the test with its own message.
+fn within(limit: Duration, f: impl FnOnce() + Send + 'static) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let worker = std::thread::spawn(move || {
+        f();
+        let _ = tx.send(());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(()) => {}
+        Err(RecvTimeoutError::Timeout) => panic!("the test did not finish within {limit:?}"),
+        Err(RecvTimeoutError::Disconnected) => match worker.join() {
+            Err(panic) => std::panic::resume_unwind(panic),
+            Ok(()) => panic!("the test thread ended without a result"),
+        },
+    }
+}
+
+/// Polls `check` until it holds or `PROPAGATION` has passed; answers whether it held.
+fn eventually(mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + PROPAGATION;
+    loop {
+        if check() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// One metadata database to open stores on, with raw access to what it stores.
+trait Backend {
+    /// A store on this database (another process or replica when called twice).
+    fn open(&self) -> AccessStore;
+    /// Every stored token hash and name, as raw bytes and text.
+    fn stored_tokens(&self) -> Vec<(Vec<u8>, String)>;
+    /// Sets a token's last-use time behind the store's back.
+    fn set_last_used(&self, id: i64, secs: i64);
+}
+
+struct Sqlite {
+    dir: tempfile::TempDir,
+}
+
+impl Sqlite {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+
+    fn raw(&self) -> rusqlite::Connection {
+        rusqlite::Connection::open(self.dir.path().join("csg.sqlite")).expect("open the file")
+    }
+}
+
+impl Backend for Sqlite {
+    fn open(&self) -> AccessStore {
+        AccessStore::open(&self.dir.path().join("csg.sqlite")).expect("open")
+    }
+
+    fn stored_tokens(&self) -> Vec<(Vec<u8>, String)> {
+        let conn = self.raw();
+        let mut stmt = conn
+            .prepare("SELECT hash, name FROM tokens")
+            .expect("query");
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("rows")
+            .collect::<Result<_, _>>()
+            .expect("rows")
+    }
+
+    fn set_last_used(&self, id: i64, secs: i64) {
+        self.raw()
+            .execute(
+                "UPDATE tokens SET last_used = ?2 WHERE id = ?1",
+                rusqlite::params![id, secs],
+            )
+            .expect("update");
+    }
+}
+
+struct Postgres {
+    url: String,
+}
+
+impl Postgres {
+    fn new() -> Self {
+        Self {
+            url: metadb::testing::shared().create_database(),
+        }
+    }
+
+    fn connect(&self) -> metadb::Database {
+        metadb::Database::connect(&self.url, metadb::Options::default()).expect("connect")
+    }
+}
+
+impl Backend for Postgres {
+    fn open(&self) -> AccessStore {
+        AccessStore::open_postgres(self.connect()).expect("open")
+    }
+
+    fn stored_tokens(&self) -> Vec<(Vec<u8>, String)> {
+        self.connect()
+            .run(|client| {
+                let rows = client.query("SELECT hash, name FROM tokens", &[])?;
+                rows.iter()
+                    .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+                    .collect()
+            })
+            .expect("query")
+    }
+
+    fn set_last_used(&self, id: i64, secs: i64) {
+        self.connect()
+            .run(move |client| {
+                client.execute(
+                    "UPDATE tokens SET last_used = $2 WHERE id = $1",
+                    &[&id, &secs],
+                )
+            })
+            .expect("update");
+    }
+}
+
+/// Each behaviour below, once per backend.
+macro_rules! on_both {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[test]
+            fn $name() {
+                super::within(super::LIMIT, || super::$name(&super::Sqlite::new()));
+            })*
+        }
+        mod postgres {
+            $(#[test]
+            fn $name() {
+                super::within(super::LIMIT, || super::$name(&super::Postgres::new()));
+            })*
+        }
+    };
+}
+
+on_both!(
+    users,
+    token_lifecycle,
+    token_names,
+    grants,
+    forget_repo,
+    removing_a_user_revokes_everything,
+    last_use,
+);
+
+fn users(backend: &dyn Backend) {
+    let access = backend.open();
+    assert!(access.users().expect("users").is_empty());
+    let alice = access.add_user("alice", false).expect("add");
+    assert_eq!((alice.name.as_str(), alice.prepare), ("alice", false));
+    access.add_user("Bob", true).expect("add");
+    access.add_user("carol-2", false).expect("add");
+    assert_eq!(
+        access.add_user("alice", true),
+        Err(Error::UserExists("alice".into()))
+    );
+    assert_eq!(
+        access.add_user("-x", false),
+        Err(Error::InvalidUserName("-x".into()))
+    );
+    access.set_prepare("alice", true).expect("prepare");
+    assert_eq!(
+        access.set_prepare("dave", true),
+        Err(Error::UnknownUser("dave".into()))
+    );
+    let users = access.users().expect("users");
+    // Byte order, upper case first, in both.
+    let listed: Vec<_> = users.iter().map(|u| (u.name.as_str(), u.prepare)).collect();
+    assert_eq!(listed, [("Bob", true), ("alice", true), ("carol-2", false)]);
+    assert_eq!(
+        users[1].created, alice.created,
+        "the stored time is the answered one"
+    );
+    access.remove_user("carol-2").expect("remove");
+    assert_eq!(
+        access.remove_user("carol-2"),
+        Err(Error::UnknownUser("carol-2".into()))
+    );
+    assert_eq!(access.users().expect("users").len(), 2);
+    // Another store on the same database sees the same rows.
+    let names: Vec<_> = backend
+        .open()
+        .users()
+        .expect("users")
+        .into_iter()
+        .map(|u| u.name)
+        .collect();
+    assert_eq!(names, ["Bob", "alice"]);
+}
+
+fn token_lifecycle(backend: &dyn Backend) {
+    let access = backend.open();
+    access.add_user("alice", true).expect("user");
+    let new = access.create_token("alice", Some("laptop")).expect("token");
+    assert!(!format!("{new:?}").contains(&new.secret), "Debug redacts");
+    assert_eq!(
+        (new.info.user.as_str(), new.info.name.as_str()),
+        ("alice", "laptop")
+    );
+    assert_eq!((new.info.last_used, new.info.revoked), (None, None));
+    // This store sees its own write at once.
+    let who = access.authenticate(&new.secret).expect("valid");
+    assert_eq!(
+        (who.user.as_str(), who.prepare, who.token_id),
+        ("alice", true, new.info.id)
+    );
+    // Stored only as the SHA-256 of the whole text.
+    let stored = backend.stored_tokens();
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].0.len(), 32);
+    assert!(
+        !format!("{:?}{}", stored[0].0, stored[0].1).contains(&new.secret[4..]),
+        "the plaintext is not stored"
+    );
+    access.set_prepare("alice", false).expect("prepare");
+    assert!(!access.authenticate(&new.secret).expect("valid").prepare);
+
+    assert_eq!(access.authenticate("hunter2"), Err(Error::Malformed));
+    let unknown = format!("csg_{}", "0".repeat(64));
+    assert_eq!(access.authenticate(&unknown), Err(Error::InvalidToken));
+
+    access.revoke_token(new.info.id).expect("revoke");
+    assert_eq!(access.authenticate(&new.secret), Err(Error::InvalidToken));
+    let revoked = access.tokens(None).expect("list")[0].revoked;
+    assert!(revoked.is_some());
+    // Revoking again changes nothing; an unknown id is said to be one.
+    access.revoke_token(new.info.id).expect("revoke again");
+    assert_eq!(access.tokens(None).expect("list")[0].revoked, revoked);
+    assert_eq!(access.revoke_token(9999), Err(Error::UnknownToken(9999)));
+    assert_eq!(
+        access.create_token("bob", None).map(|t| t.info),
+        Err(Error::UnknownUser("bob".into()))
+    );
+}
+
+fn token_names(backend: &dyn Backend) {
+    let access = backend.open();
+    access.add_user("alice", false).expect("user");
+    access.add_user("bob", false).expect("user");
+    let first = access.create_token("alice", None).expect("token");
+    assert_eq!(first.info.name, "token-1");
+    let laptop = access.create_token("alice", Some("laptop")).expect("token");
+    assert!(matches!(
+        access.create_token("alice", Some("laptop")),
+        Err(Error::TokenNameTaken { ref user, ref name }) if user == "alice" && name == "laptop"
+    ));
+    // Another user may use the name; a revoked token frees it.
+    access.create_token("bob", Some("laptop")).expect("bob's");
+    access.revoke_token(laptop.info.id).expect("revoke");
+    let again = access.create_token("alice", Some("laptop")).expect("reuse");
+    // The default name counts revoked tokens too.
+    assert_eq!(
+        access.create_token("alice", None).expect("token").info.name,
+        "token-4"
+    );
+    assert!(matches!(
+        access.create_token("alice", Some("a\nb")),
+        Err(Error::InvalidTokenName(_))
+    ));
+    let alices: Vec<_> = access
+        .tokens(Some("alice"))
+        .expect("list")
+        .into_iter()
+        .map(|t| (t.id, t.name, t.revoked.is_some()))
+        .collect();
+    assert_eq!(alices.len(), 4);
+    assert_eq!(alices[0], (first.info.id, "token-1".into(), false));
+    assert_eq!(alices[2], (again.info.id, "laptop".into(), false));
+    assert!(alices.windows(2).all(|w| w[0].0 < w[1].0), "by id");
+    assert_eq!(access.tokens(None).expect("list").len(), 5);
+    assert!(access.tokens(Some("nobody")).expect("list").is_empty());
+}
+
+fn grants(backend: &dyn Backend) {
+    let access = backend.open();
+    access.add_user("alice", false).expect("user");
+    access.add_user("Bob", false).expect("user");
+    assert!(!access.granted("alice", "acme/private").expect("view"));
+    access.grant("alice", "acme/private").expect("grant");
+    access
+        .grant("alice", "acme/private")
+        .expect("granting twice is one grant");
+    access.grant("alice", "Acme/other").expect("grant");
+    access.grant("Bob", "acme/private").expect("grant");
+    assert!(access.granted("alice", "acme/private").expect("view"));
+    assert!(!access.granted("alice", "acme/elsewhere").expect("view"));
+    assert_eq!(
+        access.grant("carol", "acme/private"),
+        Err(Error::UnknownUser("carol".into()))
+    );
+    let listed: Vec<_> = access
+        .grants()
+        .expect("grants")
+        .into_iter()
+        .map(|g| (g.user, g.repo))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("Bob".to_owned(), "acme/private".to_owned()),
+            ("alice".to_owned(), "Acme/other".to_owned()),
+            ("alice".to_owned(), "acme/private".to_owned()),
+        ]
+    );
+    assert!(access.ungrant("alice", "acme/private").expect("ungrant"));
+    assert!(
+        !access
+            .ungrant("alice", "acme/private")
+            .expect("no grant left")
+    );
+    assert!(!access.granted("alice", "acme/private").expect("view"));
+    assert!(access.granted("Bob", "acme/private").expect("view"));
+}
+
+fn forget_repo(backend: &dyn Backend) {
+    let access = backend.open();
+    access.add_user("alice", false).expect("user");
+    access.add_user("bob", false).expect("user");
+    access.grant("alice", "acme/private").expect("grant");
+    access.grant("bob", "acme/private").expect("grant");
+    access.grant("bob", "acme/kept").expect("grant");
+    access.forget_repo("acme/private").expect("forget");
+    access.forget_repo("acme/never").expect("nothing to forget");
+    assert!(!access.granted("alice", "acme/private").expect("view"));
+    assert!(!access.granted("bob", "acme/private").expect("view"));
+    assert!(access.granted("bob", "acme/kept").expect("view"));
+    assert_eq!(access.grants().expect("grants").len(), 1);
+}
+
+fn removing_a_user_revokes_everything(backend: &dyn Backend) {
+    let access = backend.open();
+    access.add_user("alice", false).expect("user");
+    access.add_user("bob", false).expect("user");
+    let alices = access.create_token("alice", None).expect("token");
+    let bobs = access.create_token("bob", None).expect("token");
+    access.grant("alice", "acme/private").expect("grant");
+    access.grant("bob", "acme/private").expect("grant");
+    access.remove_user("alice").expect("remove");
+    assert_eq!(
+        access.authenticate(&alices.secret),
+        Err(Error::InvalidToken)
+    );
+    assert!(!access.granted("alice", "acme/private").expect("view"));
+    assert_eq!(
+        access.authenticate(&bobs.secret).expect("valid").user,
+        "bob"
+    );
+    assert!(access.granted("bob", "acme/private").expect("view"));
+    let tokens = access.tokens(None).expect("list");
+    assert!(tokens[0].revoked.is_some() && tokens[1].revoked.is_none());
+    // A new user of the same name inherits nothing.
+    access.add_user("alice", false).expect("user again");
+    assert_eq!(
+        access.authenticate(&alices.secret),
+        Err(Error::InvalidToken)
+    );
+    assert!(!access.granted("alice", "acme/private").expect("view"));
+}
+
+/// The last use is written (by PostgreSQL's store off the request path: polled), and at
+/// most once a minute per token.
+fn last_use(backend: &dyn Backend) {
+    let access = backend.open();
+    access.add_user("alice", false).expect("user");
+    let first = access.create_token("alice", None).expect("token");
+    let second = access.create_token("alice", None).expect("token");
+    let used = |id: i64| {
+        access
+            .tokens(None)
+            .expect("list")
+            .into_iter()
+            .find(|t| t.id == id)
+            .and_then(|t| t.last_used)
+    };
+    assert_eq!(used(first.info.id), None);
+    access.authenticate(&first.secret).expect("valid");
+    assert!(
+        eventually(|| used(first.info.id).is_some()),
+        "last use recorded"
+    );
+    let recorded = used(first.info.id).expect("recorded");
+    assert!(recorded >= first.info.created);
+    // Within the minute, another use writes nothing: the older time stays. The second token's
+    // first use is written after anything the first one's would have been.
+    backend.set_last_used(first.info.id, 0);
+    access.authenticate(&first.secret).expect("valid");
+    access.authenticate(&second.secret).expect("valid");
+    assert!(eventually(|| used(second.info.id).is_some()));
+    assert_eq!(used(first.info.id), Some(std::time::UNIX_EPOCH));
+}
+
+/// Two replicas on one database: what one writes, the other's checks see within moments,
+/// without a database query per check.
+#[test]
+fn postgres_replicas_share_tokens_and_grants() {
+    within(LIMIT, || {
+        let backend = Postgres::new();
+        let (one, two) = (backend.open(), backend.open());
+        one.add_user("alice", false).expect("user");
+        let new = one.create_token("alice", None).expect("token");
+        assert_eq!(
+            one.authenticate(&new.secret).expect("at once").user,
+            "alice"
+        );
+        assert!(
+            eventually(|| two.authenticate(&new.secret).is_ok()),
+            "a token made on one replica works on the other within {PROPAGATION:?}"
+        );
+        two.grant("alice", "acme/private").expect("grant");
+        assert!(two.granted("alice", "acme/private").expect("at once"));
+        assert!(eventually(|| one
+            .granted("alice", "acme/private")
+            .expect("view")));
+        two.set_prepare("alice", true).expect("prepare");
+        assert!(eventually(|| one
+            .authenticate(&new.secret)
+            .is_ok_and(|p| p.prepare)));
+        one.revoke_token(new.info.id).expect("revoke");
+        assert_eq!(one.authenticate(&new.secret), Err(Error::InvalidToken));
+        assert!(
+            eventually(|| two.authenticate(&new.secret) == Err(Error::InvalidToken)),
+            "a token revoked on one replica is refused by the other within {PROPAGATION:?}"
+        );
+        one.forget_repo("acme/private").expect("forget");
+        assert!(eventually(|| !two
+            .granted("alice", "acme/private")
+            .expect("view")));
+        // Dropping a store ends its thread; the other keeps working.
+        drop(one);
+        let later = two.create_token("alice", None).expect("token");
+        assert!(two.authenticate(&later.secret).is_ok());
+    });
+}
+
+/// PostgreSQL stopped: known tokens and grants keep working from the last view, writes and
+/// listings fail at once with the clear error, and all recovers when it is back, without
+/// reopening the store.
+#[test]
+fn postgres_outage_keeps_checks_and_refuses_writes() {
+    within(LIMIT, || {
+        let server = metadb::testing::TestServer::start().expect("a server of this test's own");
+        let url = server.create_database();
+        let db = metadb::Database::connect(&url, metadb::Options::default()).expect("connect");
+        let store = AccessStore::open_postgres(db.clone()).expect("open");
+        store.add_user("alice", false).expect("user");
+        store.grant("alice", "acme/private").expect("grant");
+        let known = store.create_token("alice", None).expect("token");
+        // The test server commits without waiting for the disk (synchronous_commit = off)
+        // and `stop` is a crash: without a checkpoint the last commits would be lost.
+        db.run(|client| client.batch_execute("CHECKPOINT"))
+            .expect("checkpoint");
+
+        server.stop();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline {
+            assert_eq!(
+                store.authenticate(&known.secret).expect("still known").user,
+                "alice"
+            );
+            assert!(
+                store
+                    .granted("alice", "acme/private")
+                    .expect("still granted")
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let started = Instant::now();
+        let refused = store.add_user("bob", false);
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "a write fails at once, not after {:?}",
+            started.elapsed()
+        );
+        let Err(error @ Error::Unavailable(_)) = refused else {
+            panic!("a write while PostgreSQL is down: {refused:?}");
+        };
+        let message = error.to_string();
+        assert!(
+            message.starts_with(
+                "the metadata database is unreachable; writes (users, tokens, grants) are refused"
+            ),
+            "{message}"
+        );
+        assert!(!message.contains("127.0.0.1") && !message.contains("postgres://"));
+        assert!(matches!(
+            store.create_token("alice", None),
+            Err(Error::Unavailable(_))
+        ));
+        assert!(matches!(
+            store.revoke_token(known.info.id),
+            Err(Error::Unavailable(_))
+        ));
+        assert!(matches!(store.users(), Err(Error::Unavailable(_))));
+        // Authentication still answers, and does not wait on the database.
+        let started = Instant::now();
+        store.authenticate(&known.secret).expect("still known");
+        assert!(started.elapsed() < Duration::from_millis(100));
+
+        server.restart();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let bob = loop {
+            match store.add_user("bob", false) {
+                Ok(bob) => break bob,
+                Err(Error::Unavailable(_)) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(other) => panic!("the write after the restart: {other:?}"),
+            }
+        };
+        assert_eq!(bob.name, "bob");
+        let new = store
+            .create_token("bob", None)
+            .expect("token after the outage");
+        assert_eq!(store.authenticate(&new.secret).expect("valid").user, "bob");
+        store
+            .revoke_token(known.info.id)
+            .expect("revoke after the outage");
+        assert_eq!(store.authenticate(&known.secret), Err(Error::InvalidToken));
+    });
+}
+
+/// A database a newer `csg` migrated is refused with metadb's message, which says so.
+#[test]
+fn postgres_newer_schema_is_refused() {
+    within(LIMIT, || {
+        let backend = Postgres::new();
+        drop(backend.open());
+        backend
+            .connect()
+            .run(|client| {
+                client.execute(
+                    "INSERT INTO csg_schema_migrations (component, version, name)
+                     VALUES ('access', 2, 'later')",
+                    &[],
+                )
+            })
+            .expect("a later version");
+        let refused = AccessStore::open_postgres(backend.connect()).map(|_| ());
+        let Err(Error::Storage(message)) = refused else {
+            panic!("opened a database of a newer csg: {refused:?}");
+        };
+        assert!(message.contains("newer csg"), "{message}");
+    });
+}
