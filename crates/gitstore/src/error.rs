@@ -104,3 +104,16 @@ pub enum Error {
     #[error("storage error: {0}; see the server log")]
     Storage(String),
 }
+
+/// The message of the [`Error::Storage`] every metadata write answers while the PostgreSQL
+/// metadata database (cluster mode) cannot be reached.
+pub(crate) const METADATA_UNREACHABLE: &str = "the metadata database is unreachable, so registrations, removals, visibility changes, pins and sync results cannot be recorded until it is back (reads go on from the last known metadata)";
+
+impl Error {
+    /// Whether this is the refusal of a metadata write while the PostgreSQL metadata database
+    /// is unreachable: the caller may say "try again later" (HTTP 503) rather than report an
+    /// internal error. Reads do not fail this way: they answer from the last known metadata.
+    pub fn is_metadata_unreachable(&self) -> bool {
+        matches!(self, Error::Storage(message) if message == METADATA_UNREACHABLE)
+    }
+}

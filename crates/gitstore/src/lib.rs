@@ -1,8 +1,9 @@
 //! `gitstore` owns the Git side of Context Source Graph (SPEC section 1, G-1..G-8).
 //!
 //! It keeps registered repositories (a whole repository or a registered path inside a
-//! monorepo), their bare mirrors under the data directory, the SQLite metadata (registrations,
-//! sync state, heads seen, pins), revision resolution to full SHAs, retention with an
+//! monorepo), their bare mirrors under the data directory, the metadata (registrations, sync
+//! state, heads seen, pins: SQLite in the data directory, or PostgreSQL shared by cluster
+//! replicas, see [`Metadata`]), revision resolution to full SHAs, retention with an
 //! injectable clock, snapshot leases, path safety and blob/tree reads.
 //!
 //! Everything here is blocking: callers on an async runtime wrap calls in
@@ -61,10 +62,28 @@ pub const DEFAULT_RETENTION: Duration = Duration::from_secs(30 * 24 * 60 * 60);
 /// How the store is set up.
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
-    /// The storage root: SQLite metadata and mirrors live below it.
+    /// The storage root: mirrors, lock files, lease records and (unless
+    /// [`Metadata::Postgres`]) the SQLite metadata live below it.
     pub data_dir: PathBuf,
     /// How long a former head stays readable after the last sync that saw it (G-5).
     pub retention: Duration,
+}
+
+/// Where the registry metadata (registrations, sync state, heads seen by syncs, pins) lives.
+/// Chosen when the store opens ([`GitStore::open_with`]).
+#[derive(Debug, Clone, Default)]
+pub enum Metadata {
+    /// `<data>/csg.sqlite`, shared by the processes of one data directory: the default.
+    #[default]
+    Sqlite,
+    /// The tables `repos`, `seen_heads`, `pins` and `meta` in a PostgreSQL database shared
+    /// by replicas (cluster mode), migrated on open (component `registry`). Each replica
+    /// keeps its mirrors, lock files and lease records in its own data directory. Another
+    /// replica's registration, removal, sync or pin is seen on the first call after its
+    /// notification arrives; while the database is unreachable, reads answer from the last
+    /// known metadata and every metadata write fails at once (see
+    /// [`Error::is_metadata_unreachable`]), until it is back (no reopening needed).
+    Postgres(metadb::Database),
 }
 
 /// What a caller asks to register (G-1, G-2).
@@ -266,10 +285,23 @@ pub struct GitStore {
 }
 
 impl GitStore {
-    /// Opens (creating if needed) the store under `config.data_dir`.
+    /// Opens (creating if needed) the store under `config.data_dir`, its metadata in
+    /// `<data>/csg.sqlite` ([`Metadata::Sqlite`]).
     pub fn open(config: StoreConfig, clock: Arc<dyn Clock>) -> Result<Self, Error> {
+        Self::open_with(config, clock, Metadata::Sqlite)
+    }
+
+    /// Opens (creating if needed) the store under `config.data_dir` with its registry
+    /// metadata where `metadata` says. The data directory holds the mirrors, the lock files
+    /// and the lease records either way; only the metadata rows (registrations, sync state,
+    /// seen heads, pins) move to PostgreSQL with [`Metadata::Postgres`].
+    pub fn open_with(
+        config: StoreConfig,
+        clock: Arc<dyn Clock>,
+        metadata: Metadata,
+    ) -> Result<Self, Error> {
         Ok(Self {
-            inner: Arc::new(store::Inner::open(config, clock)?),
+            inner: Arc::new(store::Inner::open(config, clock, metadata)?),
         })
     }
 
@@ -278,7 +310,8 @@ impl GitStore {
         self.inner.storage_root()
     }
 
-    /// The metadata database (`<data>/csg.sqlite`).
+    /// The SQLite metadata database (`<data>/csg.sqlite`); with [`Metadata::Postgres`] the
+    /// registry is not there.
     pub fn metadata_path(&self) -> std::path::PathBuf {
         self.inner.storage_root().join(METADATA_FILE)
     }

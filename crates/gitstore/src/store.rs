@@ -15,7 +15,7 @@
 //! `leases`, then the metadata's write connection.
 
 use crate::blobcache::{BlobCache, DEFAULT_BLOB_CACHE_BYTES};
-use crate::db::{Db, storage};
+use crate::db::{PgRegistry, RegistryBackend, SqliteRegistry, storage};
 use crate::handles;
 use crate::objects::{self, Target, odb, to_commit_id, to_oid};
 use crate::retention::{Memo, Roots};
@@ -163,7 +163,8 @@ pub(crate) struct Registry {
 pub(crate) struct Inner {
     config: StoreConfig,
     clock: Arc<dyn Clock>,
-    db: Db,
+    /// The registry metadata: SQLite in the data directory, or PostgreSQL (cluster mode).
+    db: Box<dyn RegistryBackend>,
     /// The registry snapshot: loaded once per call, replaced whole by a registration
     /// change of this process or a reconcile with the metadata.
     repos: ArcSwap<Registry>,
@@ -190,13 +191,33 @@ pub(crate) struct Inner {
     counter: AtomicU64,
     /// The data directory as configured and as canonicalised: never shown to callers.
     data_dir_forms: Vec<String>,
+    /// Whether the metadata is shared with processes that keep mirrors of their own
+    /// (PostgreSQL, cluster mode): a mirror then names the registration it was made for (see
+    /// [`MIRROR_INCARNATION`]), since another replica's removal cannot trash it here.
+    mirrors_per_replica: bool,
 }
 
+/// The file in a mirror naming the incarnation it was made for, in cluster mode only. A name
+/// removed through another replica and registered again, maybe with another source, must not
+/// be served from the mirror this replica kept of the old registration: such a mirror is not
+/// loaded, and the next sync here trashes it and clones afresh.
+pub(crate) const MIRROR_INCARNATION: &str = "csg-incarnation";
+
 impl Inner {
-    pub(crate) fn open(config: StoreConfig, clock: Arc<dyn Clock>) -> Result<Self, Error> {
+    pub(crate) fn open(
+        config: StoreConfig,
+        clock: Arc<dyn Clock>,
+        metadata: crate::Metadata,
+    ) -> Result<Self, Error> {
         std::fs::create_dir_all(config.data_dir.join("mirrors"))
             .map_err(storage("creating the data directory"))?;
-        let db = Db::open(&config.data_dir.join(crate::METADATA_FILE))?;
+        let mirrors_per_replica = matches!(metadata, crate::Metadata::Postgres(_));
+        let db: Box<dyn RegistryBackend> = match metadata {
+            crate::Metadata::Sqlite => Box::new(SqliteRegistry::open(
+                &config.data_dir.join(crate::METADATA_FILE),
+            )?),
+            crate::Metadata::Postgres(database) => Box::new(PgRegistry::open(database)?),
+        };
         let owner = shared::Owner::create(&config.data_dir.join("leases"))?;
         let mut data_dir_forms = vec![config.data_dir.to_string_lossy().into_owned()];
         if let Ok(canonical) = config.data_dir.canonicalize() {
@@ -216,6 +237,7 @@ impl Inner {
             blobs: BlobCache::new(DEFAULT_BLOB_CACHE_BYTES),
             counter: AtomicU64::new(1),
             data_dir_forms,
+            mirrors_per_replica,
         };
         inner.refresh()?;
         Ok(inner)
@@ -226,7 +248,9 @@ impl Inner {
     /// data_version`; when that moved, the registrations are re-read and diffed against
     /// `repos` (new, removed and re-registered names), and a repository whose `state_gen`
     /// moved (another process synced, pinned or swept it) gets its view reloaded from the
-    /// shared mirror.
+    /// shared mirror. With PostgreSQL the counter is that of the registry's notifications
+    /// and `data_version` is the same number (see `db/postgres.rs`): no query unless
+    /// something changed, and during an outage the reconcile adopts the last rows read.
     ///
     /// Only readers take `seen`; a thread that finds another one reconciling waits for that
     /// reconcile (reads of the metadata's read connection and of mirror refs), never for a
@@ -340,7 +364,10 @@ impl Inner {
     /// keeps serving (a mirror mid-change by another process, say) and a later change
     /// retries.
     fn load_into(&self, state: &RepoState, row: &crate::db::RepoRow) {
-        if row.last_good_sync.is_none() || !state.mirror.join("HEAD").is_file() {
+        if row.last_good_sync.is_none()
+            || !state.mirror.join("HEAD").is_file()
+            || !self.mirror_is_for(state)
+        {
             return;
         }
         match self.load_view(state, row.default_branch.clone()) {
@@ -351,6 +378,17 @@ impl Inner {
                 tracing::warn!(repo = %row.name, error = %e, "gitstore: could not load mirror state")
             }
         }
+    }
+
+    /// Whether the mirror on disk was made for `state`'s registration: always with SQLite
+    /// (a removal trashes the mirror of every process), else as its [`MIRROR_INCARNATION`]
+    /// says.
+    fn mirror_is_for(&self, state: &RepoState) -> bool {
+        !self.mirrors_per_replica
+            || std::fs::read_to_string(state.mirror.join(MIRROR_INCARNATION))
+                .ok()
+                .and_then(|text| text.trim().parse::<u64>().ok())
+                == Some(state.id)
     }
 
     /// Installs the test hook run just before `git gc`.

@@ -74,6 +74,8 @@ impl Inner {
         observer: Option<ProgressObserver<'_>>,
     ) -> Result<SyncOutcome, Error> {
         let state = self.state(name)?;
+        // A sync whose result cannot be recorded is not worth its fetch.
+        self.db.check_writable()?;
         let _maintenance = lock(&state.maintenance);
         let Some(_mirror) = self.lock_mirror(&state)? else {
             return Err(Error::UnknownRepo(name.clone()));
@@ -97,7 +99,12 @@ impl Inner {
 
     fn ensure_mirror(&self, state: &RepoState) -> Result<(), Error> {
         if state.mirror.join("HEAD").is_file() {
-            return Ok(());
+            if self.mirror_is_for(state) {
+                return Ok(());
+            }
+            // Cluster mode: kept from an earlier registration of the name, removed through
+            // another replica.
+            self.trash_mirror(state)?;
         }
         if let Some(parent) = state.mirror.parent() {
             std::fs::create_dir_all(parent).map_err(storage("creating a mirror directory"))?;
@@ -113,6 +120,13 @@ impl Inner {
                 None,
                 LOCAL_TIMEOUT,
             )?;
+        }
+        if self.mirrors_per_replica {
+            std::fs::write(
+                state.mirror.join(super::MIRROR_INCARNATION),
+                format!("{}\n", state.id),
+            )
+            .map_err(storage("marking a mirror"))?;
         }
         Ok(())
     }
@@ -267,6 +281,8 @@ impl Inner {
 
     pub(crate) fn pin(&self, name: &RepoName, commit: &CommitId) -> Result<(), Error> {
         let state = self.state(name)?;
+        // Before the pinned ref is written: a pin the metadata cannot record is not made.
+        self.db.check_writable()?;
         let _maintenance = lock(&state.maintenance);
         let Some(_mirror) = self.lock_mirror(&state)? else {
             return Err(Error::UnknownRepo(name.clone()));
