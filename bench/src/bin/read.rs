@@ -79,7 +79,8 @@ rows: inprocess, stdio, stdio8, http1, http8, mcp1, mcp1n, api1, catfile, contin
 http1/http8 use rmcp's client, which opens a TCP connection per call (it disables pooling);
 mcp1 (2025-11-25) and mcp1n (2026-07-28) post JSON-RPC on one keep-alive connection, as
 the JSON API row api1 does;
---rounds N runs the server rows N times, interleaved (row 1, row 2, …, row 1, row 2, …), and
+--rounds N runs the server rows N times, interleaved (row 1, row 2, …, then row 2, row 3, …, row 1:
+each round starts one row later), and
 shows each row's median round with every round's figure: on a busy machine drift then hits
 every row alike;
 --repo PATH reads the files of PATH's head tree (cloned bare and --shared, never written; e.g.
@@ -555,20 +556,25 @@ async fn run(options: &Options, tmp: &Path, source: &Path) -> Result<()> {
     let mut server_rows = Vec::new();
     // Every row gets a fresh server process, so no row reads blobs an earlier row left in the
     // server's caches; each warms up on other files first.
-    for (row, label, clients) in (0..options.rounds).flat_map(|_| {
-        [
-            ("stdio", STDIO_ROW, 1usize),
-            ("stdio8", "csg mcp, stdio, 8 in flight", 8),
-            ("http1", HTTP_ROW, 1),
-            ("http8", "csg serve, HTTP, 8 clients", 8),
-            ("mcp1", MCP_ROW, 1),
-            ("mcp1n", MCP_NEXT_ROW, 1),
-            ("api1", API_ROW, 1),
-        ]
+    let wanted: Vec<(&str, &str, usize)> = [
+        ("stdio", STDIO_ROW, 1usize),
+        ("stdio8", "csg mcp, stdio, 8 in flight", 8),
+        ("http1", HTTP_ROW, 1),
+        ("http8", "csg serve, HTTP, 8 clients", 8),
+        ("mcp1", MCP_ROW, 1),
+        ("mcp1n", MCP_NEXT_ROW, 1),
+        ("api1", API_ROW, 1),
+    ]
+    .into_iter()
+    .filter(|(row, _, _)| options.wants(row))
+    .collect();
+    // Each round starts one row later than the last, so no row always runs right after the
+    // same neighbour (or first, on a machine still settling).
+    for (row, label, clients) in (0..options.rounds).flat_map(|round| {
+        let mut order = wanted.clone();
+        order.rotate_left(round % wanted.len().max(1));
+        order
     }) {
-        if !options.wants(row) {
-            continue;
-        }
         let log = log_dir.join(format!("{row}.log"));
         let face = match row {
             "mcp1" => Some(Face::Mcp(ProtocolEra::Legacy)),

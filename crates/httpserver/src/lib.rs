@@ -11,6 +11,7 @@
 mod api;
 mod auth;
 mod json;
+mod listener;
 mod session;
 mod site;
 
@@ -90,18 +91,14 @@ pub fn site_router_with_origin(
 }
 
 /// Serves `app` on `listener` until `shutdown` completes, then lets in-flight requests finish
-/// (O-6).
+/// (O-6). Each connection is served to its end by one of as many worker threads as the
+/// calling runtime has workers (see `listener.rs` for why). The peer address
+/// (`ConnectInfo<SocketAddr>`) keys the wrong-token rate limits (API and sign-in); it never
+/// earns a capability.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    // The peer address keys the wrong-token rate limits (API and sign-in); it never earns a
-    // capability.
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
+    listener::serve(listener, app, shutdown).await
 }
