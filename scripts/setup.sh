@@ -26,6 +26,9 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
+# Cluster mode's tests run a real PostgreSQL (Debian's postgresql, started by the tests in a
+# temporary directory on a loopback port).
+scripts/postgres.sh install
 command -v rustup >/dev/null 2>&1 || { echo "setup: rustup is missing; install Rust with rustup first (https://rustup.rs)" >&2; exit 1; }
 
 # The pinned toolchain (rust-toolchain.toml). Checked before any cargo call, since rustup's

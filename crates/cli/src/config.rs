@@ -105,6 +105,47 @@ pub fn resolve(matches: &ArgMatches, env: &dyn Fn(&str) -> Option<OsString>) -> 
     Ok(settings)
 }
 
+/// The shortest cluster secret accepted: guessing it must be out of reach.
+const MIN_CLUSTER_SECRET_CHARS: usize = 32;
+
+/// Cluster mode's settings go together: `serve` with `--database` needs the URL the other
+/// replicas reach it at and the secret they share; without `--database` neither means
+/// anything, and a stray one is most likely a deployment mistake worth stopping for.
+/// Called at start, after [`resolve`] (which checks each setting alone).
+pub fn check_cluster(settings: &Settings, subcommand: Option<&str>) -> Result<()> {
+    if subcommand != Some("serve") {
+        return Ok(());
+    }
+    if settings.database.is_none() {
+        if settings.node_url.is_some() || settings.cluster_secret.is_some() {
+            anyhow::bail!(
+                "--node-url and --cluster-secret (CSG_NODE_URL, CSG_CLUSTER_SECRET) apply only \
+                 in cluster mode; pass --database (CSG_DATABASE_URL) too, or drop them"
+            );
+        }
+        return Ok(());
+    }
+    if settings.node_url.is_none() {
+        anyhow::bail!(
+            "cluster mode (--database) needs --node-url (CSG_NODE_URL): the URL the other \
+             replicas reach this one at, such as http://10.0.0.5:7878"
+        );
+    }
+    match &settings.cluster_secret {
+        None => anyhow::bail!(
+            "cluster mode (--database) needs CSG_CLUSTER_SECRET: the same secret of at least \
+             {MIN_CLUSTER_SECRET_CHARS} characters on every replica (e.g. `openssl rand -hex 32`)"
+        ),
+        Some(secret) if secret.expose().chars().count() < MIN_CLUSTER_SECRET_CHARS => {
+            anyhow::bail!(
+                "CSG_CLUSTER_SECRET is too short: use at least {MIN_CLUSTER_SECRET_CHARS} \
+                 characters (e.g. `openssl rand -hex 32`)"
+            )
+        }
+        Some(_) => Ok(()),
+    }
+}
+
 /// The values of a `--config` file, by key, each of its setting's TOML type.
 #[derive(Debug, Default)]
 struct FileValues {
@@ -186,7 +227,7 @@ mod tests {
     /// What one invalid value of `def` is, or `None` when every text is valid.
     fn invalid(def: &Def) -> Option<&'static str> {
         match def.field {
-            Field::Path(_) | Field::Text(_) | Field::List(_) => None,
+            Field::Path(_) | Field::Text(_) | Field::Secret(_) | Field::List(_) => None,
             _ => Some("bogus"),
         }
     }
@@ -196,6 +237,7 @@ mod tests {
         let value = match def.field {
             Field::Path(_) => "\"/sample\"".to_owned(),
             Field::Text(_) => "\"https://sample.example\"".to_owned(),
+            Field::Secret(_) => "\"postgres://u:p@sample.example/db\"".to_owned(),
             Field::Listen(_) => "\"127.0.0.1:1\"".to_owned(),
             Field::Choice(choices, _) => format!("\"{}\"", choices[choices.len() - 1]),
             Field::Bool(_) => "false".to_owned(),
@@ -214,6 +256,7 @@ mod tests {
         match def.field {
             Field::Path(field) => format!("{:?}", field(settings)),
             Field::Text(field) => format!("{:?}", field(settings)),
+            Field::Secret(field) => format!("{:?}", field(settings).as_ref().map(|s| s.expose())),
             Field::Listen(field) => format!("{:?}", field(settings)),
             Field::Choice(_, field) => format!("{:?}", field(settings)),
             Field::Bool(field) => format!("{:?}", field(settings)),
@@ -454,6 +497,58 @@ mod tests {
         assert!(resolve_with(&["mcp", "--listen", "127.0.0.1:1"], &[]).is_err());
     }
 
+    /// Issue 31: cluster mode's settings go together, and neither the database password nor
+    /// the cluster secret is ever repeated in an error or `Debug` output.
+    #[test]
+    fn cluster_settings_go_together_and_stay_secret() {
+        let resolve_with = |args: &[&str], env: &[(&str, &str)]| {
+            let settings = resolve_with(args, env)?;
+            check_cluster(&settings, args.first().copied()).map(|()| settings)
+        };
+        let url = "postgres://csg:hunter2-password@127.0.0.1:5432/csg";
+        let secret = "s".repeat(40);
+        let database = [("CSG_DATABASE_URL", url)];
+        let error = resolve_with(&["serve"], &database).unwrap_err().to_string();
+        assert!(error.contains("needs --node-url"), "{error}");
+        let with_node = [
+            ("CSG_DATABASE_URL", url),
+            ("CSG_NODE_URL", "http://10.0.0.5:7878"),
+        ];
+        let error = resolve_with(&["serve"], &with_node)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("needs CSG_CLUSTER_SECRET"), "{error}");
+        let short = [
+            ("CSG_DATABASE_URL", url),
+            ("CSG_NODE_URL", "http://10.0.0.5:7878"),
+            ("CSG_CLUSTER_SECRET", "short-secret"),
+        ];
+        let error = resolve_with(&["serve"], &short).unwrap_err().to_string();
+        assert!(error.contains("too short"), "{error}");
+        assert!(!error.contains("short-secret"), "{error}");
+        let complete = [
+            ("CSG_DATABASE_URL", url),
+            ("CSG_NODE_URL", "http://10.0.0.5:7878"),
+            ("CSG_CLUSTER_SECRET", secret.as_str()),
+        ];
+        let settings = resolve_with(&["serve"], &complete).unwrap();
+        assert_eq!(
+            settings.database.as_ref().map(|url| url.expose()),
+            Some(url)
+        );
+        let shown = format!("{settings:?}");
+        assert!(
+            !shown.contains("hunter2") && !shown.contains(&secret),
+            "{shown}"
+        );
+        // The admin commands take the database alone.
+        assert!(resolve_with(&["repo", "list"], &database).is_ok());
+        // Without the database, the cluster-only settings are a mistake worth stopping for.
+        let stray = [("CSG_NODE_URL", "http://10.0.0.5:7878")];
+        let error = resolve_with(&["serve"], &stray).unwrap_err().to_string();
+        assert!(error.contains("apply only in cluster mode"), "{error}");
+    }
+
     /// O-3: every setting's defaults are the libraries' own.
     #[test]
     fn o3_defaults_come_from_the_libraries() {
@@ -478,6 +573,10 @@ mod tests {
             allowed_hosts: None,
             allowed_origins: None,
             public_read: service.public_read,
+            database: None,
+            node_url: None,
+            cluster_secret: None,
+            trusted_proxies: None,
         };
         assert_eq!(settings, expected);
         // Another command's settings hold their defaults too, never blanks.
@@ -569,9 +668,14 @@ mod tests {
         for def in SETTINGS {
             assert_eq!(def.env, format!("CSG_{}", def.key.to_uppercase()));
             // `--allowed-host` is repeated once per host; its key and variable list them.
+            // `--database` is a URL, as its key and variable say (issue 31's interface).
             let flag = def.key.replace('_', "-");
+            let plural = match def.flag.strip_suffix('y') {
+                Some(stem) => format!("{stem}ies"),
+                None => format!("{}s", def.flag),
+            };
             assert!(
-                def.flag == flag || format!("{}s", def.flag) == flag,
+                def.flag == flag || plural == flag || format!("{}-url", def.flag) == flag,
                 "{}",
                 def.flag
             );

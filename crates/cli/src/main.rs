@@ -16,7 +16,7 @@ mod users;
 
 use anyhow::{Context, Result};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use gitstore::{GitStore, RepoName, StoreConfig, SystemClock};
+use gitstore::{GitStore, Metadata, RepoName, StoreConfig, SystemClock};
 use service::{ConnectionPlugins, Service, ServiceConfig};
 use setting::Settings;
 use std::io::IsTerminal;
@@ -151,6 +151,7 @@ fn main() -> std::process::ExitCode {
 fn run(cli: Cli, matches: &clap::ArgMatches) -> Result<()> {
     // Every setting of this command is read and checked here, before anything starts (O-3).
     let settings = config::resolve(matches, &|name| std::env::var_os(name))?;
+    config::check_cluster(&settings, matches.subcommand_name())?;
     init_tracing(settings.log_format)?;
     // `csg mcp` serves one client over one pipe: a single-threaded runtime answers it with
     // no wake-ups between worker threads (its Git work and maintenance still go to the
@@ -251,7 +252,14 @@ fn open_store(settings: &Settings) -> Result<GitStore> {
         data_dir: data_dir.clone(),
         retention: Duration::from_secs(settings.retention_days * 86_400),
     };
-    GitStore::open(config, Arc::new(SystemClock))
+    let metadata = match &settings.database {
+        None => Metadata::Sqlite,
+        Some(url) => Metadata::Postgres(
+            metadb::Database::connect(url.expose(), metadb::Options::default())
+                .context("cannot open the cluster's metadata database (--database)")?,
+        ),
+    };
+    GitStore::open_with(config, Arc::new(SystemClock), metadata)
         .with_context(|| format!("cannot open the data directory {}", data_dir.display()))
 }
 

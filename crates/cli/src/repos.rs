@@ -242,7 +242,7 @@ fn run_blocking(store: &GitStore, command: RepoCommand) -> Result<()> {
             let name = repo_name(&name)?;
             store.unregister(&name)?;
             // A repository registered later under the name must not inherit the grants.
-            access::AccessStore::open(&store.metadata_path())?.forget_repo(name.as_str())?;
+            service::open_access(store)?.forget_repo(name.as_str())?;
             println!("removed {name}");
         }
         RepoCommand::Visibility { name, visibility } => {

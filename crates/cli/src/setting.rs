@@ -12,6 +12,23 @@ use std::time::Duration;
 /// The default listen address (SPEC §9).
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
 
+/// A secret setting's text. Its `Debug` never shows it; only [`SecretText::expose`] does.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretText(String);
+
+impl SecretText {
+    /// The text, for the one place that needs it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for SecretText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretText(***)")
+    }
+}
+
 /// Where the settings start in `--help`: after the arguments the commands derive.
 pub(crate) const DISPLAY_ORDER: usize = 100;
 
@@ -55,6 +72,9 @@ pub enum Field {
     Path(fn(&mut Settings) -> &mut Option<PathBuf>),
     /// Free text. TOML: a string.
     Text(fn(&mut Settings) -> &mut Option<String>),
+    /// Text that must never be shown (a password, a shared secret): no error, log or
+    /// `Debug` output repeats it. TOML: a string.
+    Secret(fn(&mut Settings) -> &mut Option<SecretText>),
     /// `IP:PORT`. TOML: a string.
     Listen(fn(&mut Settings) -> &mut SocketAddr),
     /// One of a few words. TOML: a string.
@@ -171,6 +191,7 @@ impl Def {
             Field::Bool(_)
             | Field::Path(_)
             | Field::Text(_)
+            | Field::Secret(_)
             | Field::Listen(_)
             | Field::List(_) => None,
         }
@@ -266,6 +287,12 @@ impl Def {
         match self.field {
             Field::Path(field) => *field(settings) = Some(PathBuf::from(one)),
             Field::Text(field) => *field(settings) = Some(self.text(&one)?.to_owned()),
+            Field::Secret(field) => {
+                let text = one
+                    .into_string()
+                    .map_err(|_| self.refuse("(not shown)", "use UTF-8 text"))?;
+                *field(settings) = Some(SecretText(text));
+            }
             Field::List(field) => {
                 let items = self.text(&one)?.split(',').map(str::to_owned).collect();
                 *field(settings) = Some(items);
@@ -436,6 +463,14 @@ pub struct Settings {
     pub allowed_origins: Option<Vec<String>>,
     /// `--public-read`.
     pub public_read: bool,
+    /// `--database`: a cluster's PostgreSQL; `None`: the embedded SQLite.
+    pub database: Option<SecretText>,
+    /// `--node-url`: how the other replicas reach this one (cluster mode).
+    pub node_url: Option<String>,
+    /// `--cluster-secret`: authenticates replica-to-replica calls (cluster mode).
+    pub cluster_secret: Option<SecretText>,
+    /// `--trusted-proxy`: the proxies whose forwarded client addresses are believed.
+    pub trusted_proxies: Option<Vec<String>>,
 }
 
 impl Settings {
@@ -460,6 +495,10 @@ impl Settings {
         allowed_hosts: None,
         allowed_origins: None,
         public_read: false,
+        database: None,
+        node_url: None,
+        cluster_secret: None,
+        trusted_proxies: None,
     };
 }
 

@@ -41,6 +41,19 @@ pub const SETTINGS: &[Def] = &[
         help: "Data directory (SQLite metadata, mirrors, indexes).",
     },
     Def {
+        key: "database_url",
+        flag: "database",
+        env: "CSG_DATABASE_URL",
+        in_file: true,
+        scope: Scope::Global,
+        value_name: "URL",
+        field: Field::Secret(|s| &mut s.database),
+        default: DefaultValue::Derived("none: the embedded SQLite in the data directory"),
+        help: "Cluster mode: the PostgreSQL database the replicas share for their metadata \
+               (`postgres://USER:PASS@HOST:PORT/DB`); the admin commands then act on it too. \
+               Mirrors and indexes stay in each replica's data directory.",
+    },
+    Def {
         key: "log_format",
         flag: "log-format",
         env: "CSG_LOG_FORMAT",
@@ -266,5 +279,43 @@ pub const SETTINGS: &[Def] = &[
         default: DefaultValue::Value(|| "10s".into()),
         help: "On SIGTERM/Ctrl-C, how long in-flight calls and maintenance may take to finish \
                before running `git` commands are killed and the process exits (O-6).",
+    },
+    Def {
+        key: "node_url",
+        flag: "node-url",
+        env: "CSG_NODE_URL",
+        in_file: true,
+        scope: Scope::Serve,
+        value_name: "URL",
+        field: Field::Text(|s| &mut s.node_url),
+        default: DefaultValue::Derived("none; required with `--database`"),
+        help: "Cluster mode: the URL the other replicas reach this one at \
+               (`http://10.0.0.5:7878`).",
+    },
+    Def {
+        key: "cluster_secret",
+        flag: "cluster-secret",
+        env: "CSG_CLUSTER_SECRET",
+        in_file: true,
+        scope: Scope::Serve,
+        value_name: "SECRET",
+        field: Field::Secret(|s| &mut s.cluster_secret),
+        default: DefaultValue::Derived("none; required with `--database`"),
+        help: "Cluster mode: the secret every replica shares (at least 32 characters) to \
+               authenticate replica-to-replica calls. Prefer the variable or the file: a flag \
+               shows in the process list.",
+    },
+    Def {
+        key: "trusted_proxies",
+        flag: "trusted-proxy",
+        env: "CSG_TRUSTED_PROXIES",
+        in_file: true,
+        scope: Scope::Serve,
+        value_name: "CIDR",
+        field: Field::List(|s| &mut s.trusted_proxies),
+        default: DefaultValue::Derived("none"),
+        help: "Proxies (`10.0.0.0/8`, `::1`) whose `X-Forwarded-For` or PROXY protocol \
+               header names the client that rate limits, logs and metrics key on. \
+               Repeatable or comma-separated.",
     },
 ];

@@ -58,7 +58,7 @@ pub struct GrantArgs {
 }
 
 fn open(store: &GitStore) -> Result<access::AccessStore> {
-    access::AccessStore::open(&store.metadata_path()).context("cannot open the access store")
+    service::open_access(store).context("cannot open the access store")
 }
 
 /// `csg user …`.

@@ -310,6 +310,12 @@ impl GitStore {
         self.inner.storage_root()
     }
 
+    /// Where the registry metadata lives: the other metadata stores of this process (users,
+    /// tokens, grants) open on the same one.
+    pub fn metadata(&self) -> &Metadata {
+        self.inner.metadata()
+    }
+
     /// The SQLite metadata database (`<data>/csg.sqlite`); with [`Metadata::Postgres`] the
     /// registry is not there.
     pub fn metadata_path(&self) -> std::path::PathBuf {

@@ -195,6 +195,8 @@ pub(crate) struct Inner {
     /// (PostgreSQL, cluster mode): a mirror then names the registration it was made for (see
     /// [`MIRROR_INCARNATION`]), since another replica's removal cannot trash it here.
     mirrors_per_replica: bool,
+    /// Where the registry lives, for [`crate::GitStore::metadata`].
+    metadata: crate::Metadata,
 }
 
 /// The file in a mirror naming the incarnation it was made for, in cluster mode only. A name
@@ -204,6 +206,11 @@ pub(crate) struct Inner {
 pub(crate) const MIRROR_INCARNATION: &str = "csg-incarnation";
 
 impl Inner {
+    /// Where the registry lives.
+    pub(crate) fn metadata(&self) -> &crate::Metadata {
+        &self.metadata
+    }
+
     pub(crate) fn open(
         config: StoreConfig,
         clock: Arc<dyn Clock>,
@@ -212,7 +219,7 @@ impl Inner {
         std::fs::create_dir_all(config.data_dir.join("mirrors"))
             .map_err(storage("creating the data directory"))?;
         let mirrors_per_replica = matches!(metadata, crate::Metadata::Postgres(_));
-        let db: Box<dyn RegistryBackend> = match metadata {
+        let db: Box<dyn RegistryBackend> = match metadata.clone() {
             crate::Metadata::Sqlite => Box::new(SqliteRegistry::open(
                 &config.data_dir.join(crate::METADATA_FILE),
             )?),
@@ -238,6 +245,7 @@ impl Inner {
             counter: AtomicU64::new(1),
             data_dir_forms,
             mirrors_per_replica,
+            metadata,
         };
         inner.refresh()?;
         Ok(inner)

@@ -100,12 +100,16 @@ impl Target {
             .config
             .connect(NoTls)
             .map_err(|e| self.connect_error(&e))?;
+        // The server's NOTICEs (`CREATE TABLE IF NOT EXISTS` of a table that exists) would be
+        // logged by the driver at INFO on every start of every command: only warnings count.
+        let mut setup = "SET client_min_messages = warning;".to_owned();
         if statement_timeout {
             let millis = self.statement_timeout.as_millis();
-            client
-                .batch_execute(&format!("SET statement_timeout = {millis}"))
-                .map_err(|e| self.connect_error(&e))?;
+            setup.push_str(&format!(" SET statement_timeout = {millis};"));
         }
+        client
+            .batch_execute(&setup)
+            .map_err(|e| self.connect_error(&e))?;
         Ok(client)
     }
 

@@ -105,6 +105,8 @@ impl From<gitstore::Error> for ServiceError {
             | E::TooLarge { .. } => ErrorKind::InvalidArgument,
             E::NotSynced(_) | E::Sync { .. } => ErrorKind::Unavailable,
             E::NameTaken(_) | E::VisibilityDiffers { .. } => ErrorKind::InvalidArgument,
+            // A cluster's PostgreSQL is down: the write is refused at once; try again later.
+            E::Storage(_) if error.is_metadata_unreachable() => ErrorKind::Unavailable,
             E::Storage(_) => ErrorKind::Internal,
         };
         Self {
@@ -117,7 +119,8 @@ impl From<gitstore::Error> for ServiceError {
 impl From<access::Error> for ServiceError {
     fn from(error: access::Error) -> Self {
         let kind = match &error {
-            access::Error::Storage(_) => ErrorKind::Internal,
+            access::Error::Storage(_) | access::Error::SchemaTooNew { .. } => ErrorKind::Internal,
+            access::Error::Unavailable(_) => ErrorKind::Unavailable,
             access::Error::Malformed | access::Error::InvalidToken => ErrorKind::Unauthenticated,
             _ => ErrorKind::InvalidArgument,
         };

@@ -181,6 +181,17 @@ struct Inner {
     access: Result<access::AccessStore, String>,
 }
 
+/// The access store (users, tokens, grants) on the metadata `store`'s registry uses: the
+/// SQLite file of its data directory, or a cluster's PostgreSQL.
+pub fn open_access(store: &GitStore) -> Result<access::AccessStore, access::Error> {
+    match store.metadata() {
+        gitstore::Metadata::Sqlite => access::AccessStore::open(&store.metadata_path()),
+        gitstore::Metadata::Postgres(database) => {
+            access::AccessStore::open_postgres(database.clone())
+        }
+    }
+}
+
 impl Service {
     /// A service over `store`, without server plugins.
     pub fn new(store: GitStore, config: ServiceConfig) -> Self {
@@ -193,7 +204,7 @@ impl Service {
         config: ServiceConfig,
         server_plugins: PluginHost,
     ) -> Self {
-        let access = access::AccessStore::open(&store.metadata_path()).map_err(|e| e.to_string());
+        let access = open_access(&store).map_err(|e| e.to_string());
         Self {
             inner: Arc::new(Inner {
                 access,
