@@ -14,20 +14,21 @@
 //! cookie (`crate::session`), checked again through the service on every page, and a page
 //! that needs a token answers as HTML (the site's sign-in), not with a 401 challenge.
 
+use crate::ClientAddr;
 use crate::SiteConfig;
 use crate::json::{ApiError, INVALID_TOKEN, UNAUTHENTICATED};
 use crate::session::{
     self, CSRF_COOKIE, SESSION_COOKIE, Sessions, random_hex, set_cookie, well_formed,
 };
 use axum::Router;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use service::{AuthFailure, CallContext, Caller, Service};
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
@@ -351,10 +352,13 @@ async fn check(State(access): State<Arc<Access>>, mut request: Request, next: Ne
         COUNTERS.token_in_url.fetch_add(1, Ordering::Relaxed);
         return ApiError::bad_request(TOKEN_IN_URL).into_response();
     }
-    let client = request
+    // The client as the listener told it (the peer, or behind a trusted proxy the client it
+    // names); none when the app is served some other way, which then goes unlimited.
+    let address = request
         .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(peer)| client_key(peer.ip()));
+        .get::<ClientAddr>()
+        .map(|ClientAddr(addr)| *addr);
+    let client = address.map(client_key);
     let caller = match bearer(request.headers()) {
         Err(message) => {
             return ApiError::new(StatusCode::UNAUTHORIZED, UNAUTHENTICATED, message)
@@ -372,6 +376,7 @@ async fn check(State(access): State<Arc<Access>>, mut request: Request, next: Ne
         Ok(Some(token)) => {
             if let Some(wait) = client.and_then(|c| access.limiter.wait(c)) {
                 COUNTERS.rate_limited.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(client = ?address, wait, "too many wrong API tokens: refused");
                 let mut response = ApiError::new(
                     StatusCode::TOO_MANY_REQUESTS,
                     "rate_limited",
@@ -393,6 +398,7 @@ async fn check(State(access): State<Arc<Access>>, mut request: Request, next: Ne
                 }
                 Err(AuthFailure::Invalid(message)) => {
                     COUNTERS.refused.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(client = ?address, "a wrong API token: refused");
                     if let Some(client) = client {
                         access.limiter.failed(client);
                     }

@@ -10,6 +10,7 @@
 
 mod api;
 mod auth;
+mod client;
 mod json;
 mod listener;
 mod session;
@@ -21,6 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use auth::with_access;
+pub use client::{ClientAddr, InvalidTrustedProxy, TrustedProxies};
 pub use json::ErrorBody;
 pub use tools::ItemJson;
 
@@ -90,15 +92,55 @@ pub fn site_router_with_origin(
     site::router(service, site, connect)
 }
 
+/// How [`serve_with`] tells clients apart and bounds a connection's start.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// The proxies (load balancers) whose word on the client is taken: their
+    /// `X-Forwarded-For` entries and PROXY protocol headers (see [`TrustedProxies::client`]
+    /// for the exact rule). None by default: the client is the TCP peer.
+    pub trusted_proxies: TrustedProxies,
+    /// How long a connection from a trusted proxy may take to show whether it opens with a
+    /// PROXY header, and to send it whole (5 s); then it is closed.
+    pub proxy_header_timeout: std::time::Duration,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        Self {
+            trusted_proxies: TrustedProxies::none(),
+            proxy_header_timeout: std::time::Duration::from_secs(5),
+        }
+    }
+}
+
 /// Serves `app` on `listener` until `shutdown` completes, then lets in-flight requests finish
-/// (O-6). Each connection is served to its end by one of as many worker threads as the
-/// calling runtime has workers (see `listener.rs` for why). The peer address
-/// (`ConnectInfo<SocketAddr>`) keys the wrong-token rate limits (API and sign-in); it never
-/// earns a capability.
+/// (O-6): [`serve_with`] and the default [`ServeOptions`], which trust no proxy.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    listener::serve(listener, app, shutdown).await
+    serve_with(listener, app, shutdown, ServeOptions::default()).await
+}
+
+/// Serves `app` on `listener` until `shutdown` completes, then lets in-flight requests finish
+/// (O-6). Each connection is served to its end by one of as many worker threads as the
+/// calling runtime has workers (see `listener.rs` for why). Every request carries its
+/// [`ClientAddr`] in its extensions (and the TCP peer as `ConnectInfo<SocketAddr>`): the peer,
+/// or behind one of `options.trusted_proxies` the client they name. The client address keys
+/// the wrong-token rate limits (API and sign-in) and the logs; it never earns a capability.
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    options: ServeOptions,
+) -> std::io::Result<()> {
+    listener::serve(
+        listener,
+        app,
+        shutdown,
+        options.trusted_proxies,
+        options.proxy_header_timeout,
+    )
+    .await
 }

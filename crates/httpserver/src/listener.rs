@@ -12,7 +12,16 @@
 //!
 //! The load a worker carries is its number of open connections; a new connection goes to the
 //! worker with the fewest (ties in turn), so a burst of keep-alive clients spreads evenly.
+//!
+//! A connection from a trusted proxy (`crate::client`) may open with a PROXY protocol header
+//! (v1 or v2) naming the client. Its worker reads the first bytes in a task of their own
+//! before hyper sees the connection: at most [`PRELUDE_MAX`] bytes within the options'
+//! `proxy_header_timeout`, else the connection is closed, so a slow or partial header holds
+//! up nothing but itself. Bytes read past the header (the HTTP request) are handed to hyper
+//! first. A connection from any other peer is served as it came: a PROXY header from it is
+//! not honoured (hyper refuses it as a malformed request).
 
+use crate::client::{self, Connection, PRELUDE_MAX, Prelude, TrustedProxies};
 use axum::Router;
 use axum::serve::ListenerExt;
 use std::future::Future;
@@ -23,19 +32,31 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 /// Serves `app` on `listener` until `shutdown` completes, then lets in-flight requests finish
 /// (O-6). Connections are served by as many worker threads as the calling runtime has workers.
+/// Every request carries its [`client::ClientAddr`], told by `trusted`.
 pub(crate) async fn serve(
     listener: TcpListener,
     app: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
+    trusted: TrustedProxies,
+    proxy_header_timeout: Duration,
 ) -> io::Result<()> {
     let local = listener.local_addr()?;
+    let trusted = Arc::new(trusted);
+    let app = app.layer(axum::middleware::from_fn_with_state(
+        trusted.clone(),
+        client::mark,
+    ));
+    let prelude = Arc::new(Preludes {
+        trusted,
+        timeout: proxy_header_timeout,
+    });
     let count = tokio::runtime::Handle::current()
         .metrics()
         .num_workers()
@@ -44,7 +65,7 @@ pub(crate) async fn serve(
     // Dropping this future (a caller that stops waiting) stops the workers too.
     let _stop_on_drop = stop.clone().drop_guard();
     let workers = (0..count)
-        .map(|index| Worker::start(index, local, app.clone(), stop.clone()))
+        .map(|index| Worker::start(index, local, app.clone(), prelude.clone(), stop.clone()))
         .collect::<io::Result<Vec<_>>>()?;
     let mut next = 0;
     let mut shutdown = std::pin::pin!(shutdown);
@@ -116,6 +137,7 @@ impl Worker {
         index: usize,
         local: SocketAddr,
         app: Router,
+        prelude: Arc<Preludes>,
         stop: CancellationToken,
     ) -> io::Result<Self> {
         // Built here, not on the thread, so a runtime that cannot start fails the call.
@@ -125,20 +147,24 @@ impl Worker {
         let (queue, incoming) = mpsc::unbounded_channel();
         let load = Arc::new(AtomicUsize::new(0));
         let (done, finished) = oneshot::channel();
+        let (read, prelude_read) = mpsc::unbounded_channel();
         let listener = Handed {
-            incoming,
+            incoming: Some(incoming),
             load: load.clone(),
             local,
+            prelude,
+            read,
+            prelude_read,
         };
         std::thread::Builder::new()
             .name(format!("csg-http-{index}"))
             .spawn(move || {
                 let served = runtime.block_on(async move {
-                    // `tap_io` only to get axum's `ConnectInfo<SocketAddr>` for this listener.
+                    // `tap_io` only to get axum's `ConnectInfo<Connection>` for this listener.
                     let listener = listener.tap_io(|_| {});
                     axum::serve(
                         listener,
-                        app.into_make_service_with_connect_info::<SocketAddr>(),
+                        app.into_make_service_with_connect_info::<Connection>(),
                     )
                     .with_graceful_shutdown(stop.cancelled_owned())
                     .await
@@ -170,49 +196,177 @@ impl Worker {
     }
 }
 
+/// How connections from trusted proxies are opened: who is trusted, how long a PROXY header
+/// may take.
+struct Preludes {
+    trusted: Arc<TrustedProxies>,
+    timeout: Duration,
+}
+
 /// A worker's side of the hand-over: axum accepts from it.
 struct Handed {
-    incoming: mpsc::UnboundedReceiver<(std::net::TcpStream, SocketAddr)>,
+    /// Connections from the accept loop; `None` once it is gone.
+    incoming: Option<mpsc::UnboundedReceiver<(std::net::TcpStream, SocketAddr)>>,
     load: Arc<AtomicUsize>,
     local: SocketAddr,
+    prelude: Arc<Preludes>,
+    /// Where a trusted peer's connection goes once its prelude is read.
+    read: mpsc::UnboundedSender<(Counted, Connection)>,
+    prelude_read: mpsc::UnboundedReceiver<(Counted, Connection)>,
 }
 
 impl axum::serve::Listener for Handed {
     type Io = Counted;
-    type Addr = SocketAddr;
+    type Addr = Connection;
 
-    async fn accept(&mut self) -> (Counted, SocketAddr) {
+    async fn accept(&mut self) -> (Counted, Connection) {
         loop {
-            let Some((stream, peer)) = self.incoming.recv().await else {
-                // The accept loop is gone; the stop token ends this worker.
-                return std::future::pending().await;
+            // Both receivers are cancel-safe: axum drops this future at shutdown.
+            let handed = match &mut self.incoming {
+                Some(incoming) => tokio::select! {
+                    Some(ready) = self.prelude_read.recv() => return ready,
+                    handed = incoming.recv() => handed,
+                },
+                None => None,
+            };
+            let Some((stream, peer)) = handed else {
+                // The accept loop is gone; the stop token ends this worker. Preludes under
+                // way may still finish.
+                self.incoming = None;
+                match self.prelude_read.recv().await {
+                    Some(ready) => return ready,
+                    None => return std::future::pending().await,
+                }
             };
             // Taken first: a connection that cannot be registered gives its load back too.
             let open = Open(self.load.clone());
-            match TcpStream::from_std(stream) {
-                Ok(stream) => {
-                    return (
-                        Counted {
-                            stream,
-                            _open: open,
-                        },
-                        peer,
-                    );
+            let stream = match TcpStream::from_std(stream) {
+                Ok(stream) => stream,
+                Err(error) => {
+                    tracing::debug!(%peer, %error, "cannot take over a connection");
+                    continue;
                 }
-                Err(error) => tracing::debug!(%peer, %error, "cannot take over a connection"),
+            };
+            let counted = Counted {
+                stream,
+                early: Vec::new(),
+                early_at: 0,
+                _open: open,
+            };
+            if !self.prelude.trusted.trusts(peer.ip()) {
+                let connection = Connection {
+                    peer,
+                    proxied: None,
+                };
+                return (counted, connection);
             }
+            // A trusted peer may open with a PROXY header: read on a task of its own, so a
+            // slow one keeps no other connection waiting.
+            let (prelude, read) = (self.prelude.clone(), self.read.clone());
+            tokio::spawn(async move {
+                if let Some(ready) = open_proxied(counted, peer, prelude.timeout).await {
+                    let _ = read.send(ready);
+                }
+            });
         }
     }
 
-    fn local_addr(&self) -> io::Result<SocketAddr> {
-        Ok(self.local)
+    /// This end of the connections (axum asks only to log it).
+    fn local_addr(&self) -> io::Result<Connection> {
+        Ok(Connection {
+            peer: self.local,
+            proxied: None,
+        })
+    }
+}
+
+/// Reads a trusted peer's PROXY header, if it sent one, within `timeout`; `None` when the
+/// connection is closed instead (a header that is malformed, too long or too slow, or a
+/// peer that went away).
+async fn open_proxied(
+    mut counted: Counted,
+    peer: SocketAddr,
+    timeout: Duration,
+) -> Option<(Counted, Connection)> {
+    let read = tokio::time::timeout(timeout, read_prelude(&mut counted.stream)).await;
+    let (bytes, prelude) = match read {
+        Ok(Ok(read)) => read,
+        Ok(Err(PreludeFailure::Header(why))) => {
+            // The operator's own proxy speaks a PROXY protocol this server cannot read: worth
+            // their attention, unlike a client that went away.
+            tracing::warn!(%peer, "a trusted proxy sent {why}; closing its connection");
+            return None;
+        }
+        Ok(Err(PreludeFailure::Connection(why))) => {
+            tracing::debug!(%peer, "closing a connection from a trusted proxy: {why}");
+            return None;
+        }
+        Err(_) => {
+            tracing::debug!(
+                %peer,
+                "closing a connection from a trusted proxy: no complete request or PROXY header \
+                 within {} ms",
+                timeout.as_millis()
+            );
+            return None;
+        }
+    };
+    let (skip, proxied) = match prelude {
+        Prelude::Header { len, source } => (len, source),
+        _ => (0, None),
+    };
+    if skip < bytes.len() {
+        counted.early = bytes;
+        counted.early_at = skip;
+    }
+    Some((counted, Connection { peer, proxied }))
+}
+
+/// Why a connection's prelude was not read.
+enum PreludeFailure {
+    /// The PROXY header cannot be read.
+    Header(&'static str),
+    /// The connection failed or closed first.
+    Connection(String),
+}
+
+/// The first bytes of a connection, enough to tell whether they start with a PROXY header
+/// and to read it whole; answers them and what they are (never [`Prelude::More`]). Bytes of
+/// the request behind the header may come along: they are read in chunks, not byte by byte.
+async fn read_prelude(stream: &mut TcpStream) -> Result<(Vec<u8>, Prelude), PreludeFailure> {
+    let mut bytes = Vec::with_capacity(512);
+    loop {
+        match client::prelude(&bytes) {
+            Prelude::More => {}
+            Prelude::Invalid(why) => return Err(PreludeFailure::Header(why)),
+            done => return Ok((bytes, done)),
+        }
+        let room = PRELUDE_MAX.saturating_sub(bytes.len()).min(2048);
+        if room == 0 {
+            return Err(PreludeFailure::Header("a PROXY header that is too long"));
+        }
+        let start = bytes.len();
+        bytes.resize(start + room, 0);
+        let n = stream
+            .read(&mut bytes[start..])
+            .await
+            .map_err(|e| PreludeFailure::Connection(e.to_string()))?;
+        bytes.truncate(start + n);
+        if n == 0 {
+            return Err(PreludeFailure::Connection(
+                "it closed before its first request".to_owned(),
+            ));
+        }
     }
 }
 
 /// A connection, registered with its worker's reactor, that counts toward the worker's load
-/// while it is open.
+/// while it is open. `early` holds bytes read before hyper took over (behind a PROXY header):
+/// they are read first, from `early_at`.
 struct Counted {
     stream: TcpStream,
+    early: Vec<u8>,
+    early_at: usize,
     _open: Open,
 }
 
@@ -231,6 +385,17 @@ impl AsyncRead for Counted {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        if self.early_at < self.early.len() {
+            let this = &mut *self;
+            let n = buf.remaining().min(this.early.len() - this.early_at);
+            buf.put_slice(&this.early[this.early_at..this.early_at + n]);
+            this.early_at += n;
+            if this.early_at == this.early.len() {
+                this.early = Vec::new();
+                this.early_at = 0;
+            }
+            return Poll::Ready(Ok(()));
+        }
         Pin::new(&mut self.stream).poll_read(cx, buf)
     }
 }

@@ -7,7 +7,7 @@ use crate::auth::{SignInRefusal, SiteAccess, Visitor};
 use crate::session::same_secret;
 use crate::{ConnectOrigin, SiteConfig};
 use axum::Router;
-use axum::extract::{ConnectInfo, Form, FromRequestParts, Query, State};
+use axum::extract::{Form, FromRequestParts, Query, State};
 use axum::http::request::Parts;
 use axum::http::uri::Authority;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
@@ -18,7 +18,7 @@ use service::{
     AvailabilityRequest, CallContext, ErrorKind, ListRequest, OutlineRequest, ReadRequest,
     SearchRequest, Service, ServiceError,
 };
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use website::{Chrome, FileView};
 
 /// Lines of one file page at most; the page links to the next.
@@ -163,7 +163,7 @@ struct Page {
     chrome: Chrome,
     ctx: CallContext,
     visitor: Visitor,
-    /// The peer's address (the sign-in limiter's key).
+    /// The client's address (the sign-in limiter's key).
     client: Option<IpAddr>,
 }
 
@@ -189,8 +189,8 @@ impl<S: Send + Sync> FromRequestParts<S> for Page {
             visitor,
             client: parts
                 .extensions
-                .get::<ConnectInfo<SocketAddr>>()
-                .map(|ConnectInfo(peer)| peer.ip()),
+                .get::<crate::ClientAddr>()
+                .map(|crate::ClientAddr(addr)| *addr),
         })
     }
 }
