@@ -2,6 +2,7 @@
 //! (flags > `CSG_*` env > `--config` TOML > defaults, each defined once in `settings.rs`) and
 //! wires the crates together; the work itself lives in the library crates.
 
+mod clustered;
 mod config;
 mod index;
 mod plugins;
@@ -344,7 +345,7 @@ async fn register_repos(service: &Service, specs: &[String]) -> Result<()> {
 }
 
 /// Start-up progress (O-5): on stderr, so it never mixes with a protocol on stdout.
-fn progress(message: &str) {
+pub(crate) fn progress(message: &str) {
     eprintln!("csg: {message}");
 }
 
@@ -359,6 +360,18 @@ async fn serve(
     config.public_read = settings.public_read;
     let service = plugins::service(store, config, "http").await?;
     let addr = settings.listen;
+    // Checked before anything starts (O-3): a bad block is refused with its setting's name.
+    let trusted_proxies = httpserver::TrustedProxies::from_values(
+        settings
+            .trusted_proxies
+            .iter()
+            .flatten()
+            .map(String::as_str),
+    )
+    .map_err(|error| anyhow::anyhow!("invalid --trusted-proxy (CSG_TRUSTED_PROXIES): {error}"))?;
+    // Cluster mode: placement first, so the start-up syncs below only fetch what this
+    // replica owns.
+    let replica = clustered::Replica::join(settings, &service).await?;
     tokio::select! {
         registered = register_repos(&service, &args.read.repos) => registered?,
         () = signal.cancelled() => {
@@ -413,6 +426,11 @@ async fn serve(
         .nest_service("/sourcegraph/mcp", mcp);
     // who calls, for the API, MCP and the site alike.
     let app = httpserver::with_access(app, service.clone(), &site_config);
+    // Issue 31: calls for repositories other replicas own go to them, credentials and all.
+    let app = match &replica {
+        Some(replica) => replica.route(app, service.clone())?,
+        None => app,
+    };
 
     let (stop_maintenance, maintenance_signal) = tokio::sync::watch::channel(false);
     let mut maintenance =
@@ -422,9 +440,18 @@ async fn serve(
 
     let grace = wiring.shutdown_grace;
     let stop_accepting = signal.clone();
-    let mut server = std::pin::pin!(httpserver::serve(listener, app, async move {
-        stop_accepting.cancelled().await;
-    }));
+    let options = httpserver::ServeOptions {
+        trusted_proxies,
+        ..httpserver::ServeOptions::default()
+    };
+    let mut server = std::pin::pin!(httpserver::serve_with(
+        listener,
+        app,
+        async move {
+            stop_accepting.cancelled().await;
+        },
+        options
+    ));
     tokio::select! {
         ended = &mut server => {
             let _ = stop_maintenance.send(true);
@@ -437,11 +464,16 @@ async fn serve(
         grace.as_secs_f64()
     ));
     let _ = stop_maintenance.send(true);
+    // The other replicas take this one's repositories over now, not after its lease.
+    let leaving = replica.map(|replica| tokio::spawn(replica.leave()));
     // O-6: in-flight calls and the maintenance round get the grace period; whatever still
     // runs after it is stopped by run() (git killed, blocking work abandoned).
     let drained = tokio::time::timeout(grace, async {
         let served = (&mut server).await;
         let _ = (&mut maintenance).await;
+        if let Some(leaving) = leaving {
+            let _ = leaving.await;
+        }
         served
     })
     .await;

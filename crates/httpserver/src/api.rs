@@ -60,7 +60,8 @@ pub(crate) fn router(service: Service, readiness: Readiness) -> Router {
     }
     let api = api
         .route("/prepare", post(prepare))
-        .route("/repos", post(add_repo));
+        .route("/repos", post(add_repo))
+        .route("/cluster", get(cluster));
     Router::new()
         .nest("/sourcegraph/api", api)
         .route("/healthz", get(|| async { "ok\n" }))
@@ -323,12 +324,79 @@ async fn add_repo(
 /// `/healthz`. Neither ever asks the service for anything that could wait on the
 /// server-plugin interpreter (P-23: a wedged interpreter bypasses hooks; the server stays
 /// ready and `/metrics` shows the wedge).
-async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
-    if state.readiness.is_ready() {
-        (StatusCode::OK, "ready\n")
+///
+/// In cluster mode (issue 31) it answers JSON: ready once started and not draining, even
+/// while the metadata database is unreachable (the replica serves what it holds from the last
+/// known metadata; `writes` says it cannot record anything), so a database outage never
+/// takes every replica out of a balancer's rotation at once.
+async fn readyz(State(state): State<AppState>) -> axum::response::Response {
+    let started = state.readiness.is_ready();
+    let Some(cluster) = state.service.cluster_status() else {
+        return if started {
+            (StatusCode::OK, "ready\n").into_response()
+        } else {
+            (StatusCode::SERVICE_UNAVAILABLE, "starting\n").into_response()
+        };
+    };
+    let membership = &cluster.membership;
+    let ready = started && !membership.draining;
+    let body = serde_json::json!({
+        "ready": ready,
+        "state": if !started { "starting" } else if membership.draining { "draining" } else { "serving" },
+        "database": if membership.database_reachable { "ok" } else { "unreachable" },
+        "writes": membership.database_reachable,
+        "repositories_served": cluster.served_here,
+    });
+    let status = if ready {
+        StatusCode::OK
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "starting\n")
-    }
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(body)).into_response()
+}
+
+/// `GET /sourcegraph/api/cluster`: the members and each repository's owners, for operators
+/// (a token with the prepare capability) and the other replicas (the cluster secret).
+async fn cluster(
+    State(state): State<AppState>,
+    Ctx(ctx): Ctx,
+    replica: Option<axum::Extension<crate::FromReplica>>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    // Another replica (it showed the cluster secret) asks as the operator would.
+    let ctx = if replica.is_some() {
+        CallContext::default()
+    } else {
+        ctx
+    };
+    let cluster = state.service.cluster(&ctx).map_err(ApiError::from)?;
+    let members: Vec<serde_json::Value> = cluster
+        .membership
+        .members
+        .iter()
+        .map(|member| {
+            let owned = cluster
+                .repositories
+                .iter()
+                .filter(|(_, owners)| owners.contains(&member.node_url))
+                .count();
+            serde_json::json!({
+                "node_url": member.node_url,
+                "last_heartbeat": service::rfc3339(member.last_heartbeat),
+                "live": member.live,
+                "repositories_owned": owned,
+            })
+        })
+        .collect();
+    let repositories: Vec<serde_json::Value> = cluster
+        .repositories
+        .iter()
+        .map(|(name, owners)| serde_json::json!({ "name": name, "owners": owners }))
+        .collect();
+    Ok(Json(serde_json::json!({
+        "self": cluster.self_url,
+        "members": members,
+        "repositories": repositories,
+    })))
 }
 
 /// `/metrics`: the Prometheus text exposition (O-4).

@@ -11,6 +11,7 @@
 mod api;
 mod auth;
 mod client;
+mod forward;
 mod json;
 mod listener;
 mod session;
@@ -23,6 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use auth::with_access;
 pub use client::{ClientAddr, InvalidTrustedProxy, TrustedProxies};
+pub use forward::{ClusterRouting, FromReplica, with_cluster_routing};
 pub use json::ErrorBody;
 pub use tools::ItemJson;
 

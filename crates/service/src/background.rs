@@ -111,6 +111,11 @@ pub fn spawn_maintenance(
             backoffs.retain(&repos.iter().map(|r| r.name.as_str()).collect());
             let now = Instant::now();
             for repo in repos {
+                // Cluster mode: a replica keeps mirrors and indexes of what it owns only; the
+                // other repositories' calls are forwarded to their owners.
+                if !service.owns_here(&repo.name) {
+                    continue;
+                }
                 if running.contains_key(&repo.name) {
                     tracing::debug!(repo = %repo.name, "maintenance: still busy since an earlier round; skipped");
                     continue;

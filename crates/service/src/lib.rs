@@ -20,6 +20,7 @@ mod lines;
 mod model;
 mod navigate;
 mod permissions;
+mod placement;
 mod pluginstatus;
 mod prepare;
 mod progress;
@@ -47,6 +48,7 @@ pub use navigate::{
     OutlineSymbol, Reference, ReferencesAnswer, ReferencesRequest, RepoReferences, SymbolQuery,
 };
 pub use permissions::{AuthFailure, Caller, NewToken, Principal, TOKEN_NEEDED, TokenInfo};
+pub use placement::{ClusterStatus, Member, Membership, Placement, Route};
 pub use prepare::{AddRepoAnswer, IndexReport, PrepareAction, PrepareAnswer, PrepareRequest};
 pub use progress::TenthLog;
 pub use pyplugin::HostConfig;
@@ -179,6 +181,8 @@ struct Inner {
     /// Users, tokens and grants, or why they could not open (then only the local
     /// caller and anonymous reads of public repositories work).
     access: Result<access::AccessStore, String>,
+    /// Cluster mode: where repositories are served (unset: everything here).
+    placement: std::sync::OnceLock<Arc<dyn placement::Placement>>,
 }
 
 /// The access store (users, tokens, grants) on the metadata `store`'s registry uses: the
@@ -222,6 +226,7 @@ impl Service {
                 derived_epochs: Default::default(),
                 indexed_here: Default::default(),
                 preparations: Preparations::default(),
+                placement: std::sync::OnceLock::new(),
             }),
         }
     }

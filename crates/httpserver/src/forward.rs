@@ -1,0 +1,366 @@
+//! Cluster mode's routing (issue 31): a call for a repository this replica does not own is
+//! forwarded, as it came, to an owner, and to the next owner if that one cannot answer.
+//!
+//! The request is forwarded whole — method, path, query, body and the caller's credentials
+//! (bearer token or session cookie) — so the owner authenticates, checks access, applies
+//! aliases and plugins and renders the answer exactly as it would for a caller of its own;
+//! this replica never answers for a repository it does not hold. The cluster secret marks
+//! a forwarded request: the owner then trusts the client address it carries and never
+//! forwards it again (a replica that believes it owns nothing would otherwise bounce it).
+//!
+//! Which repository a request names: `repo` in the JSON API's query string or JSON body, in
+//! a MCP `tools/call`'s arguments, or the site's `/sourcegraph/repos/<owner>/<name>/…` path.
+//! A request naming none (discovery, search over every repository, probes) is answered here.
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
+use service::{CallContext, Route, Service};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The header that carries the cluster secret on replica-to-replica calls.
+pub const CLUSTER_SECRET_HEADER: HeaderName = HeaderName::from_static("x-csg-cluster-secret");
+/// The header that tells the owner how long the caller still waits, in milliseconds.
+pub const DEADLINE_HEADER: HeaderName = HeaderName::from_static("x-csg-deadline-ms");
+/// The header that names the caller's client address (as the forwarding replica told it),
+/// believed only with the cluster secret.
+pub const CLIENT_HEADER: HeaderName = HeaderName::from_static("x-csg-client-addr");
+
+/// The biggest request body read to find the repository it names (the API's and the MCP
+/// endpoint's own limits are below it); a bigger one is refused here.
+const MAX_ROUTED_BODY_BYTES: usize = 8 * 1024 * 1024;
+
+/// How a replica forwards calls.
+#[derive(Clone)]
+pub struct ClusterRouting {
+    /// The secret every replica shares.
+    pub secret: String,
+    /// How long one owner gets to answer before the next is tried.
+    pub attempt_timeout: Duration,
+}
+
+/// A request another replica forwarded here, with the cluster secret: its client address
+/// comes from `X-Forwarded-For`, and it is never forwarded again.
+#[derive(Debug, Clone, Copy)]
+pub struct FromReplica;
+
+struct Forwarder {
+    service: Service,
+    secret: HeaderValue,
+    secret_text: String,
+    client: reqwest::Client,
+    attempt_timeout: Duration,
+}
+
+/// Wraps `app` (the whole router, access layer included) with cluster routing.
+pub fn with_cluster_routing(
+    app: axum::Router,
+    service: Service,
+    routing: ClusterRouting,
+) -> Result<axum::Router, String> {
+    let secret = HeaderValue::from_str(&routing.secret)
+        .map_err(|_| "the cluster secret must be printable ASCII".to_owned())?;
+    let client = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(1))
+        .pool_idle_timeout(Duration::from_secs(60))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|error| format!("cannot build the forwarding HTTP client: {error}"))?;
+    let state = Arc::new(Forwarder {
+        service,
+        secret,
+        secret_text: routing.secret,
+        client,
+        attempt_timeout: routing.attempt_timeout,
+    });
+    Ok(app.layer(axum::middleware::from_fn_with_state(state, route)))
+}
+
+async fn route(State(state): State<Arc<Forwarder>>, request: Request, next: Next) -> Response {
+    let (mut parts, body) = request.into_parts();
+    if let Some(presented) = parts.headers.remove(&CLUSTER_SECRET_HEADER) {
+        if !constant_time_eq(presented.as_bytes(), state.secret_text.as_bytes()) {
+            return refuse(StatusCode::FORBIDDEN, "wrong cluster secret");
+        }
+        parts.extensions.insert(FromReplica);
+        if let Some(client) = parts
+            .headers
+            .remove(&CLIENT_HEADER)
+            .and_then(|value| value.to_str().ok()?.parse().ok())
+        {
+            parts.extensions.insert(crate::ClientAddr(client));
+        }
+        let deadline = parts
+            .headers
+            .remove(&DEADLINE_HEADER)
+            .and_then(|value| value.to_str().ok()?.parse::<u64>().ok())
+            .map(Duration::from_millis);
+        let answer = next.run(Request::from_parts(parts, body));
+        return match deadline {
+            // The forwarding replica stops waiting then: work past it would be wasted.
+            Some(deadline) => tokio::time::timeout(deadline, answer)
+                .await
+                .unwrap_or_else(|_| {
+                    refuse(
+                        StatusCode::GATEWAY_TIMEOUT,
+                        "the call did not finish within the forwarding replica's deadline",
+                    )
+                }),
+            None => answer.await,
+        };
+    }
+    // Only bodies that may name a repository are read here; others pass untouched.
+    let needs_body = parts.method == Method::POST && names_repo_in_body(parts.uri.path());
+    let (bytes, body) = if needs_body {
+        match axum::body::to_bytes(body, MAX_ROUTED_BODY_BYTES).await {
+            Ok(bytes) => (Some(bytes.clone()), Body::from(bytes)),
+            Err(_) => {
+                return refuse(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "the request body is too large or was cut off",
+                );
+            }
+        }
+    } else {
+        (None, body)
+    };
+    let Some(repo) = named_repo(&parts, bytes.as_deref()) else {
+        return next.run(Request::from_parts(parts, body)).await;
+    };
+    match state.service.route(&CallContext::default(), &repo) {
+        Route::Here => next.run(Request::from_parts(parts, body)).await,
+        Route::Elsewhere(owners) => {
+            let bytes = match bytes {
+                Some(bytes) => bytes,
+                None => match axum::body::to_bytes(body, MAX_ROUTED_BODY_BYTES).await {
+                    Ok(bytes) => bytes,
+                    Err(_) => {
+                        return refuse(
+                            StatusCode::PAYLOAD_TOO_LARGE,
+                            "the request body is too large or was cut off",
+                        );
+                    }
+                },
+            };
+            state.forward(&parts, bytes, &repo, &owners).await
+        }
+    }
+}
+
+impl Forwarder {
+    /// Tries each owner in turn; a connection failure, a timeout or a 502/503/504 moves on
+    /// to the next (every routed call is safe to repeat: the owner had not answered it).
+    async fn forward(
+        &self,
+        parts: &http::request::Parts,
+        body: Bytes,
+        repo: &str,
+        owners: &[String],
+    ) -> Response {
+        let started = Instant::now();
+        let path = parts
+            .uri
+            .path_and_query()
+            .map_or_else(|| parts.uri.path().to_owned(), |pq| pq.as_str().to_owned());
+        for owner in owners {
+            let url = format!("{}{path}", owner.trim_end_matches('/'));
+            let mut headers = forwarded_headers(&parts.headers);
+            headers.insert(CLUSTER_SECRET_HEADER, self.secret.clone());
+            if let Some(value) = parts
+                .extensions
+                .get::<crate::ClientAddr>()
+                .and_then(|crate::ClientAddr(addr)| HeaderValue::from_str(&addr.to_string()).ok())
+            {
+                headers.insert(CLIENT_HEADER, value);
+            }
+            if let Ok(value) = HeaderValue::from_str(&self.attempt_timeout.as_millis().to_string())
+            {
+                headers.insert(DEADLINE_HEADER, value);
+            }
+            let attempt = self
+                .client
+                .request(parts.method.clone(), &url)
+                .headers(headers)
+                .timeout(self.attempt_timeout)
+                .body(body.clone())
+                .send()
+                .await;
+            match attempt {
+                Ok(answer) if !retryable(answer.status()) => {
+                    return relay(answer).await.unwrap_or_else(|| {
+                        refuse(StatusCode::BAD_GATEWAY, "the owner's answer was cut off")
+                    });
+                }
+                Ok(answer) => {
+                    tracing::info!(%repo, %owner, status = %answer.status(), "owner could not answer; trying the next");
+                }
+                Err(error) => {
+                    tracing::info!(%repo, %owner, %error, "owner unreachable; trying the next");
+                }
+            }
+        }
+        tracing::warn!(
+            %repo,
+            owners = owners.len(),
+            waited_ms = started.elapsed().as_millis() as u64,
+            "no owner of the repository answered"
+        );
+        refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the replicas that hold this repository did not answer; try again shortly",
+        )
+    }
+}
+
+fn retryable(status: reqwest::StatusCode) -> bool {
+    matches!(status.as_u16(), 502..=504)
+}
+
+/// The owner's answer, headers and body, as this replica's.
+async fn relay(answer: reqwest::Response) -> Option<Response> {
+    let status = StatusCode::from_u16(answer.status().as_u16()).ok()?;
+    let mut headers = HeaderMap::new();
+    for (name, value) in answer.headers() {
+        if !hop_by_hop(name.as_str()) {
+            headers.append(name.clone(), value.clone());
+        }
+    }
+    let body = answer.bytes().await.ok()?;
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    Some(response)
+}
+
+/// The caller's headers, less the hop-by-hop ones (RFC 9110 §7.6.1) and any cluster header.
+fn forwarded_headers(incoming: &HeaderMap) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    for (name, value) in incoming {
+        let ours = [&CLUSTER_SECRET_HEADER, &DEADLINE_HEADER, &CLIENT_HEADER];
+        if !hop_by_hop(name.as_str()) && !ours.contains(&name) {
+            headers.append(name.clone(), value.clone());
+        }
+    }
+    headers
+}
+
+fn hop_by_hop(name: &str) -> bool {
+    matches!(
+        name,
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "transfer-encoding"
+            | "te"
+            | "trailer"
+            | "upgrade"
+            | "host"
+            | "content-length"
+    )
+}
+
+/// The JSON API's tool routes and the MCP endpoint carry the repository in their body.
+fn names_repo_in_body(path: &str) -> bool {
+    path.starts_with("/sourcegraph/api/") || path.starts_with("/sourcegraph/mcp")
+}
+
+/// The repository a request names, if any.
+fn named_repo(parts: &http::request::Parts, body: Option<&[u8]>) -> Option<String> {
+    let path = parts.uri.path();
+    if let Some(rest) = path.strip_prefix("/sourcegraph/repos/") {
+        let mut segments = rest.split('/');
+        let owner = percent_decode(segments.next()?)?;
+        let name = percent_decode(segments.next()?)?;
+        return (!owner.is_empty() && !name.is_empty()).then(|| format!("{owner}/{name}"));
+    }
+    if path.starts_with("/sourcegraph/mcp") {
+        let message: serde_json::Value = serde_json::from_slice(body?).ok()?;
+        if message.get("method")?.as_str()? != "tools/call" {
+            return None;
+        }
+        return text_field(message.get("params")?.get("arguments")?, "repo");
+    }
+    if path.starts_with("/sourcegraph/api/") {
+        if parts.method == Method::GET {
+            let query = parts.uri.query()?;
+            return serde_urlencoded::from_str::<Vec<(String, String)>>(query)
+                .ok()?
+                .into_iter()
+                .find_map(|(key, value)| (key == "repo").then_some(value));
+        }
+        let value: serde_json::Value = serde_json::from_slice(body?).ok()?;
+        return text_field(&value, "repo");
+    }
+    None
+}
+
+fn text_field(value: &serde_json::Value, key: &str) -> Option<String> {
+    value.get(key)?.as_str().map(str::to_owned)
+}
+
+fn percent_decode(segment: &str) -> Option<String> {
+    percent_encoding::percent_decode_str(segment)
+        .decode_utf8()
+        .ok()
+        .map(|text| text.into_owned())
+}
+
+/// Compares without an early exit, so the time taken says nothing about the secret.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn refuse(status: StatusCode, message: &str) -> Response {
+    let body = serde_json::json!({ "error": { "code": "cluster", "message": message } });
+    let mut response = (status, axum::Json(body)).into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(method: Method, uri: &str) -> http::request::Parts {
+        let (parts, ()) = http::Request::builder()
+            .method(method)
+            .uri(uri)
+            .body(())
+            .expect("request")
+            .into_parts();
+        parts
+    }
+
+    #[test]
+    fn finds_the_repository_each_face_names() {
+        let get = parts(Method::GET, "/sourcegraph/api/read?repo=acme%2Fweb&path=a");
+        assert_eq!(named_repo(&get, None).as_deref(), Some("acme/web"));
+        let post = parts(Method::POST, "/sourcegraph/api/read");
+        assert_eq!(
+            named_repo(&post, Some(br#"{"repo":"acme/api","path":"x"}"#)).as_deref(),
+            Some("acme/api")
+        );
+        let mcp = parts(Method::POST, "/sourcegraph/mcp?plugins=auto");
+        let call = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read","arguments":{"repo":"acme/web"}}}"#;
+        assert_eq!(named_repo(&mcp, Some(call)).as_deref(), Some("acme/web"));
+        let list = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+        assert_eq!(named_repo(&mcp, Some(list)), None);
+        let site = parts(Method::GET, "/sourcegraph/repos/acme/web/-/blob/main/a.rs");
+        assert_eq!(named_repo(&site, None).as_deref(), Some("acme/web"));
+        let search = parts(Method::GET, "/sourcegraph/api/search?query=x");
+        assert_eq!(named_repo(&search, None), None);
+        assert_eq!(named_repo(&parts(Method::GET, "/healthz"), None), None);
+    }
+
+    #[test]
+    fn secrets_compare_whole() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secret2"));
+    }
+}

@@ -1,0 +1,213 @@
+//! Cluster mode's routing (issue 31): a call naming a repository this replica does not own
+//! is forwarded, credentials and all, to an owner, and to the next when one does not answer;
+//! a forwarded call is never forwarded again. Two real replicas on 127.0.0.1, each with its
+//! own data directory; the placement is fixed so the test decides who owns what.
+
+use serde_json::Value;
+use service::{Placement, Service, ServiceConfig};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use testgit::SourceRepo;
+
+const SECRET: &str = "a-cluster-secret-of-at-least-32-characters";
+
+struct Fixed {
+    me: String,
+    owners: HashMap<String, Vec<String>>,
+}
+
+impl Placement for Fixed {
+    fn owners(&self, repo: &str) -> Vec<String> {
+        self.owners.get(repo).cloned().unwrap_or_default()
+    }
+    fn self_url(&self) -> &str {
+        &self.me
+    }
+    fn members(&self) -> service::Membership {
+        service::Membership {
+            members: Vec::new(),
+            database_reachable: true,
+            draining: false,
+        }
+    }
+}
+
+struct Replica {
+    _source: SourceRepo,
+    base: String,
+}
+
+/// A replica holding `repo` with one file `a.md` of `text`, routing by `owners`.
+async fn replica(
+    listener: tokio::net::TcpListener,
+    repo: &str,
+    text: &str,
+    owners: &[(&str, Vec<String>)],
+) -> Replica {
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let source = SourceRepo::with_files(&[("a.md", text.as_bytes())]);
+    let service = Service::new(source.store(repo, ""), ServiceConfig::default());
+    service.set_placement(Arc::new(Fixed {
+        me: base.clone(),
+        owners: owners
+            .iter()
+            .map(|(repo, owners)| (repo.to_string(), owners.clone()))
+            .collect(),
+    }));
+    let site = httpserver::SiteConfig {
+        origin: base.clone(),
+    };
+    let app = httpserver::with_access(
+        httpserver::router(service.clone(), httpserver::Readiness::default())
+            .merge(httpserver::site_router(service.clone(), &site)),
+        service.clone(),
+        &site,
+    );
+    let app = httpserver::with_cluster_routing(
+        app,
+        service,
+        httpserver::ClusterRouting {
+            secret: SECRET.into(),
+            attempt_timeout: Duration::from_secs(5),
+        },
+    )
+    .expect("routing");
+    tokio::spawn(httpserver::serve(listener, app, std::future::pending()));
+    Replica {
+        _source: source,
+        base,
+    }
+}
+
+async fn bind() -> tokio::net::TcpListener {
+    tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind")
+}
+
+async fn get(client: &reqwest::Client, url: &str) -> (u16, String) {
+    let answer = client.get(url).send().await.expect("send");
+    (answer.status().as_u16(), answer.text().await.expect("text"))
+}
+
+fn text_of(body: &str) -> String {
+    let value: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+    value["content"].as_str().unwrap_or_default().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_for_another_owners_repository_is_answered_by_that_owner() {
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let (la, lb) = (bind().await, bind().await);
+        let a_url = format!("http://{}", la.local_addr().expect("addr"));
+        let b_url = format!("http://{}", lb.local_addr().expect("addr"));
+        let dead = "http://127.0.0.1:1".to_owned();
+        // A owns acme/a; acme/b is B's, and A tries a dead replica first.
+        let a = replica(
+            la,
+            "acme/a",
+            "from A\n",
+            &[
+                ("acme/a", vec![a_url.clone()]),
+                ("acme/b", vec![dead.clone(), b_url.clone()]),
+                ("acme/gone", vec![dead.clone()]),
+            ],
+        )
+        .await;
+        // B believes A owns acme/x: a forwarded call must still not bounce back.
+        let b = replica(
+            lb,
+            "acme/b",
+            "from B\n",
+            &[("acme/b", vec![b_url.clone()]), ("acme/x", vec![a_url])],
+        )
+        .await;
+        let client = reqwest::Client::new();
+
+        let (status, body) = get(
+            &client,
+            &format!("{}/sourcegraph/api/read?repo=acme/a&path=a.md", a.base),
+        )
+        .await;
+        assert_eq!(
+            (status, text_of(&body).as_str()),
+            (200, "from A\n"),
+            "{body}"
+        );
+        // Through A, past the dead replica, answered by B.
+        let (status, body) = get(
+            &client,
+            &format!("{}/sourcegraph/api/read?repo=acme/b&path=a.md", a.base),
+        )
+        .await;
+        assert_eq!(
+            (status, text_of(&body).as_str()),
+            (200, "from B\n"),
+            "{body}"
+        );
+        // The same call as a POST with a JSON body.
+        let answer = client
+            .post(format!("{}/sourcegraph/api/read", a.base))
+            .json(&serde_json::json!({"repo": "acme/b", "path": "a.md"}))
+            .send()
+            .await
+            .expect("send");
+        let status = answer.status().as_u16();
+        let body = answer.text().await.expect("text");
+        assert_eq!(
+            (status, text_of(&body).as_str()),
+            (200, "from B\n"),
+            "{body}"
+        );
+        // The site's pages of a repository route the same way.
+        let (status, page) = get(
+            &client,
+            &format!("{}/sourcegraph/repos/acme/b/-/blob/HEAD/a.md", a.base),
+        )
+        .await;
+        assert_eq!(status, 200, "{page}");
+        assert!(page.contains("from B"), "{page}");
+        // An unknown repository owned by B answers as B answers it: not found.
+        let (status, _) = get(
+            &client,
+            &format!("{}/sourcegraph/api/read?repo=acme/b2&path=a.md", b.base),
+        )
+        .await;
+        assert_eq!(status, 404);
+        // No owner answers: a clear 503, not a hang.
+        let (status, body) = get(
+            &client,
+            &format!("{}/sourcegraph/api/read?repo=acme/gone&path=a.md", a.base),
+        )
+        .await;
+        assert_eq!(status, 503, "{body}");
+        assert!(body.contains("did not answer"), "{body}");
+
+        // A forwarded call (with the secret) is served where it lands, even when that replica
+        // thinks another owns the repository: it answers from what it holds (here: unknown).
+        let answer = client
+            .get(format!(
+                "{}/sourcegraph/api/read?repo=acme/x&path=a.md",
+                b.base
+            ))
+            .header("x-csg-cluster-secret", SECRET)
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(answer.status().as_u16(), 404);
+        // A wrong secret is refused outright.
+        let answer = client
+            .get(format!(
+                "{}/sourcegraph/api/read?repo=acme/b&path=a.md",
+                b.base
+            ))
+            .header("x-csg-cluster-secret", "not-the-secret")
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(answer.status().as_u16(), 403);
+    })
+    .await
+    .expect("timed out");
+}
