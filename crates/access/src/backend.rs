@@ -8,15 +8,28 @@
 
 use crate::Error;
 use crate::store::{GrantInfo, TokenInfo, UserInfo};
-use crate::token::TokenHash;
+use crate::token::{SessionHash, TokenHash};
 use arc_swap::ArcSwap;
 use std::collections::{HashMap, HashSet};
+
+/// A live website session as the view holds it: only those whose token is active.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SessionRow {
+    /// The token it was signed in with.
+    pub(crate) token_id: i64,
+    /// The token's user.
+    pub(crate) user: String,
+    /// When it was last used, as last written (seconds since the epoch).
+    pub(crate) last_seen: i64,
+}
 
 /// What the decisions need, loaded at once from the tables.
 #[derive(Debug, Default)]
 pub(crate) struct View {
     /// Active tokens by hash: (id, user).
     pub(crate) tokens: HashMap<TokenHash, (i64, String)>,
+    /// Website sessions of active tokens, by the hash of their id.
+    pub(crate) sessions: HashMap<SessionHash, SessionRow>,
     /// Users and whether they hold `prepare`.
     pub(crate) users: HashMap<String, bool>,
     /// (user, repo) pairs.
@@ -41,7 +54,8 @@ pub(crate) trait AccessBackend: Send + Sync {
     /// Gives or takes `prepare`; [`Error::UnknownUser`] if there is no such user.
     fn set_prepare(&self, name: &str, prepare: bool) -> Result<(), Error>;
 
-    /// Removes a user, revoking their active tokens (at `now`) and dropping their grants.
+    /// Removes a user, revoking their active tokens (at `now`) and dropping their grants and
+    /// website sessions.
     fn remove_user(&self, name: &str, now: i64) -> Result<(), Error>;
 
     /// Every user, by name.
@@ -60,7 +74,8 @@ pub(crate) trait AccessBackend: Send + Sync {
     /// Every token (of `user`, when given), by id.
     fn tokens(&self, user: Option<&str>) -> Result<Vec<TokenInfo>, Error>;
 
-    /// Revokes token `id` at `now` if it is active; [`Error::UnknownToken`] if there is none.
+    /// Revokes token `id` at `now` if it is active, ending its website sessions;
+    /// [`Error::UnknownToken`] if there is none.
     fn revoke_token(&self, id: i64, now: i64) -> Result<(), Error>;
 
     /// Grants `user` read on `repo`; [`Error::UnknownUser`] if there is no such user.
@@ -78,6 +93,31 @@ pub(crate) trait AccessBackend: Send + Sync {
     /// Records the last use of token `id`. SQLite runs this on the request path, so it never
     /// waits for a lock; PostgreSQL's runs on the store's own thread.
     fn note_use(&self, id: i64, at: i64) -> Result<(), Error>;
+
+    /// Stores a website session of token `token_id` by the hash of its id, at `now`;
+    /// [`Error::InvalidToken`] if the token is no longer active. In the same transaction,
+    /// drops every session unused since `idle_before` and the oldest sessions of the token
+    /// beyond `per_token` (this one included).
+    fn create_session(
+        &self,
+        hash: &SessionHash,
+        token_id: i64,
+        now: i64,
+        idle_before: i64,
+        per_token: i64,
+    ) -> Result<(), Error>;
+
+    /// Ends the session of this hash, if there is one.
+    fn end_session(&self, hash: &SessionHash) -> Result<(), Error>;
+
+    /// The session of this hash as the database has it now, with whether its user holds
+    /// `prepare`; `None` if there is none, or its token is revoked or its user gone. Asked
+    /// only when the view cannot answer: a session another replica started a moment ago, or
+    /// used since this view was loaded (last uses are not announced).
+    fn find_session(&self, hash: &SessionHash) -> Result<Option<(SessionRow, bool)>, Error>;
+
+    /// Records the last use of a session, as [`AccessBackend::note_use`] does for tokens.
+    fn note_seen(&self, hash: &SessionHash, at: i64) -> Result<(), Error>;
 }
 
 /// Logs the detail and answers the generic storage error (no SQL text, paths or URLs reach

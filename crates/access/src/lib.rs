@@ -9,7 +9,12 @@
 //!   replicas share users, tokens and grants.
 //!
 //! A token is shown once, when it is created, and stored only as its SHA-256: a presented
-//! token is hashed and looked up by hash, never compared as plaintext. The decisions
+//! token is hashed and looked up by hash, never compared as plaintext. The website's sign-in
+//! sessions live here too ([`AccessStore::start_session`]), so they survive a restart and
+//! work on every replica: a row per session keyed by the SHA-256 of its id (the cookie
+//! value), naming the token it was signed in with by id, never the token itself; a session
+//! ends on sign-out, after [`SESSION_IDLE`] unused, or when its token is revoked or its user
+//! removed. The decisions
 //! ([`AccessStore::authenticate`], [`AccessStore::granted`]) answer from an in-memory view,
 //! without a lock and without a database query per call. With SQLite the view is checked
 //! against the shared change counter (`changecounter`) on every call and reloaded when
@@ -31,7 +36,7 @@ mod store;
 mod token;
 
 pub use names::valid_user_name;
-pub use store::{AccessStore, GrantInfo, TokenInfo, UserInfo};
+pub use store::{AccessStore, GrantInfo, SESSION_IDLE, TokenInfo, UserInfo};
 pub use token::{TOKEN_PREFIX, looks_like_token};
 
 use std::fmt;
@@ -66,6 +71,26 @@ impl fmt::Debug for NewToken {
     }
 }
 
+/// A website session that was just started: the only time its id exists outside the
+/// visitor's cookie (it is stored as its SHA-256).
+#[derive(Clone, PartialEq, Eq)]
+pub struct NewSession {
+    /// The session id, for the visitor's cookie: 64 hex digits.
+    pub id: String,
+    /// Who signed in.
+    pub principal: Principal,
+}
+
+impl fmt::Debug for NewSession {
+    // Never print the id by accident: it is a credential while the session lives.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NewSession")
+            .field("id", &"<redacted>")
+            .field("principal", &self.principal)
+            .finish()
+    }
+}
+
 /// Why an access-store operation failed. Messages are fit for the caller: no host paths,
 /// no SQLite detail (that goes to the log).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -81,6 +106,13 @@ pub enum Error {
         "the API token is unknown or was revoked; create a new one with `csg token create USER`"
     )]
     InvalidToken,
+    /// No live website session has this id: never started, signed out, unused longer than
+    /// [`SESSION_IDLE`], or its token was revoked or its user removed.
+    #[error(
+        "the website session has ended (signed out, unused for 12 hours, or its API token was \
+         revoked); sign in again"
+    )]
+    SessionEnded,
     /// A user name that breaks the naming rule.
     #[error(
         "invalid user name {0:?}: use 1 to 64 letters, digits, `.`, `_` or `-`, starting with a \

@@ -11,9 +11,9 @@
 //! holds them, and announcing them would make every replica reload for each token used.
 
 use crate::Error;
-use crate::backend::{AccessBackend, View, default_token_name, storage};
+use crate::backend::{AccessBackend, SessionRow, View, default_token_name, storage};
 use crate::store::{GrantInfo, TokenInfo, UserInfo, from_secs};
-use crate::token::TokenHash;
+use crate::token::{SessionHash, TokenHash};
 use arc_swap::ArcSwap;
 use metadb::postgres::error::SqlState;
 use metadb::postgres::{self, Client, IsolationLevel, Transaction};
@@ -22,10 +22,11 @@ use metadb::postgres::{self, Client, IsolationLevel, Transaction};
 pub(crate) const TOPIC: &str = "access";
 
 /// The schema's history (component `access`). A later change is a new entry, never an edit.
-const MIGRATIONS: &[metadb::Migration] = &[metadb::Migration {
-    version: 1,
-    name: "users, tokens and grants",
-    sql: "
+const MIGRATIONS: &[metadb::Migration] = &[
+    metadb::Migration {
+        version: 1,
+        name: "users, tokens and grants",
+        sql: "
 CREATE TABLE users (
     name TEXT PRIMARY KEY,
     prepare BOOLEAN NOT NULL DEFAULT FALSE,
@@ -50,11 +51,30 @@ CREATE TABLE grants (
 );
 CREATE INDEX grants_repo ON grants (repo);
 ",
-}];
+    },
+    metadb::Migration {
+        version: 2,
+        name: "website sessions",
+        // Keyed by the SHA-256 of the session id (the cookie value); the token by its id.
+        sql: "
+CREATE TABLE sessions (
+    hash BYTEA PRIMARY KEY,
+    token_id BIGINT NOT NULL,
+    created BIGINT NOT NULL,
+    last_seen BIGINT NOT NULL
+);
+CREATE INDEX sessions_token ON sessions (token_id);
+CREATE INDEX sessions_last_seen ON sessions (last_seen);
+",
+    },
+];
 
 /// What refused writes say.
-const WRITES: &str = "writes (users, tokens, grants) are refused until it is back; tokens and \
-                      grants already known keep working";
+const WRITES: &str = "writes (users, tokens, grants, sign-ins) are refused until it is back; \
+                      tokens, grants and sessions already known keep working";
+/// What a session check that needed the database says.
+const SESSIONS: &str = "a website session this replica has not seen yet cannot be checked \
+                        until it is back; sessions already known keep working";
 /// What refused listings say.
 const LISTINGS: &str = "users, tokens and grants cannot be listed until it is back; tokens and \
                         grants already known keep working";
@@ -184,6 +204,21 @@ impl AccessBackend for PgAccess {
             for row in tx.query("SELECT user_name, repo FROM grants", &[])? {
                 view.grants.insert((row.try_get(0)?, row.try_get(1)?));
             }
+            for row in tx.query(
+                "SELECT s.hash, s.token_id, t.user_name, s.last_seen FROM sessions s
+                 JOIN tokens t ON t.id = s.token_id WHERE t.revoked IS NULL",
+                &[],
+            )? {
+                let hash: Vec<u8> = row.try_get(0)?;
+                if let Ok(hash) = SessionHash::try_from(hash.as_slice()) {
+                    let session = SessionRow {
+                        token_id: row.try_get(1)?,
+                        user: row.try_get(2)?,
+                        last_seen: row.try_get(3)?,
+                    };
+                    view.sessions.insert(hash, session);
+                }
+            }
             tx.commit()?;
             Ok(view)
         })
@@ -229,6 +264,10 @@ impl AccessBackend for PgAccess {
             if tx.execute("DELETE FROM users WHERE name = $1", &[&name])? == 0 {
                 return Err(Failure::Answer(Error::UnknownUser(name)));
             }
+            tx.execute(
+                "DELETE FROM sessions WHERE token_id IN (SELECT id FROM tokens WHERE user_name = $1)",
+                &[&name],
+            )?;
             tx.execute(
                 "UPDATE tokens SET revoked = $2 WHERE user_name = $1 AND revoked IS NULL",
                 &[&name, &now],
@@ -327,6 +366,7 @@ impl AccessBackend for PgAccess {
             if changed.is_none() {
                 return Err(Failure::Answer(Error::UnknownToken(id)));
             }
+            tx.execute("DELETE FROM sessions WHERE token_id = $1", &[&id])?;
             Ok(())
         })
     }
@@ -393,5 +433,85 @@ impl AccessBackend for PgAccess {
             Ok(())
         })
         .inspect_err(|error| tracing::debug!(%error, "access: last-use time not written this time"))
+    }
+
+    fn create_session(
+        &self,
+        hash: &SessionHash,
+        token_id: i64,
+        now: i64,
+        idle_before: i64,
+        per_token: i64,
+    ) -> Result<(), Error> {
+        let hash = hash.to_vec();
+        self.write("starting a session", move |tx| {
+            // FOR SHARE: a revocation of the token (an UPDATE of its row) waits for this
+            // sign-in, whose session its DELETE then sees; or this waits for the revocation
+            // and finds the token revoked. (A session of a revoked token would be harmless
+            // anyway: the view only holds sessions of active tokens.)
+            let active = tx.query_opt(
+                "SELECT 1 FROM tokens WHERE id = $1 AND revoked IS NULL FOR SHARE",
+                &[&token_id],
+            )?;
+            if active.is_none() {
+                return Err(Failure::Answer(Error::InvalidToken));
+            }
+            tx.execute("DELETE FROM sessions WHERE last_seen < $1", &[&idle_before])?;
+            tx.execute(
+                "INSERT INTO sessions (hash, token_id, created, last_seen) VALUES ($1, $2, $3, $3)",
+                &[&hash, &token_id, &now],
+            )?;
+            tx.execute(
+                "DELETE FROM sessions WHERE token_id = $1 AND hash NOT IN (
+                     SELECT hash FROM sessions WHERE token_id = $1
+                     ORDER BY last_seen DESC, created DESC LIMIT $2)",
+                &[&token_id, &per_token],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn end_session(&self, hash: &SessionHash) -> Result<(), Error> {
+        let hash = hash.to_vec();
+        self.write("ending a session", move |tx| {
+            tx.execute("DELETE FROM sessions WHERE hash = $1", &[&hash])?;
+            Ok(())
+        })
+    }
+
+    fn find_session(&self, hash: &SessionHash) -> Result<Option<(SessionRow, bool)>, Error> {
+        let hash = hash.to_vec();
+        self.call("reading a session", SESSIONS, move |client| {
+            let row = client.query_opt(
+                "SELECT s.token_id, t.user_name, s.last_seen, u.prepare FROM sessions s
+                 JOIN tokens t ON t.id = s.token_id JOIN users u ON u.name = t.user_name
+                 WHERE s.hash = $1 AND t.revoked IS NULL",
+                &[&hash],
+            )?;
+            let Some(row) = row else {
+                return Ok(None);
+            };
+            let session = SessionRow {
+                token_id: row.try_get(0)?,
+                user: row.try_get(1)?,
+                last_seen: row.try_get(2)?,
+            };
+            Ok(Some((session, row.try_get(3)?)))
+        })
+    }
+
+    /// Runs on the store's thread, never on a request's. Not announced, as last uses.
+    fn note_seen(&self, hash: &SessionHash, at: i64) -> Result<(), Error> {
+        let hash = hash.to_vec();
+        self.call("recording a session's last use", WRITES, move |client| {
+            client.execute(
+                "UPDATE sessions SET last_seen = greatest(last_seen, $2) WHERE hash = $1",
+                &[&hash, &at],
+            )?;
+            Ok(())
+        })
+        .inspect_err(
+            |error| tracing::debug!(%error, "access: a session's last use not written this time"),
+        )
     }
 }

@@ -1,5 +1,6 @@
 //! The PostgreSQL store's own thread: reloads the view when the database tells of a change,
-//! and writes last-use times, so neither ever makes a request wait on the database.
+//! and writes last-use times (of tokens and website sessions), so neither ever makes a
+//! request wait on the database.
 //!
 //! The listener's subscriber only sets a flag and wakes this thread: notifications arriving
 //! while a reload runs set the flag again, so a burst of changes costs at most one reload
@@ -7,6 +8,7 @@
 
 use crate::Error;
 use crate::store::{Tables, lock};
+use crate::token::SessionHash;
 use std::sync::{Arc, Condvar, Mutex, PoisonError, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -22,6 +24,8 @@ struct Pending {
     reload: bool,
     /// Last uses to write: (token id, seconds since the epoch).
     uses: Vec<(i64, i64)>,
+    /// Last uses of sessions to write: (hash of the session id, seconds since the epoch).
+    seen: Vec<(SessionHash, i64)>,
     /// The store is gone.
     stop: bool,
 }
@@ -85,6 +89,11 @@ impl Worker {
     pub(crate) fn queue_use(&self, id: i64, at: i64) {
         self.signal.update(|p| p.uses.push((id, at)));
     }
+
+    /// Queues a write of a session's last use.
+    pub(crate) fn queue_seen(&self, hash: SessionHash, at: i64) {
+        self.signal.update(|p| p.seen.push((hash, at)));
+    }
 }
 
 impl Drop for Worker {
@@ -109,7 +118,7 @@ fn run(signal: &Signal, tables: &Tables) {
                     // unreachable database would hold up the store's drop.
                     return;
                 }
-                if pending.reload || !pending.uses.is_empty() {
+                if pending.reload || !pending.uses.is_empty() || !pending.seen.is_empty() {
                     break;
                 }
                 if failing {
@@ -129,6 +138,7 @@ fn run(signal: &Signal, tables: &Tables) {
             Pending {
                 reload: std::mem::take(&mut pending.reload),
                 uses: std::mem::take(&mut pending.uses),
+                seen: std::mem::take(&mut pending.seen),
                 stop: false,
             }
         };
@@ -136,6 +146,9 @@ fn run(signal: &Signal, tables: &Tables) {
             // A failure is logged by the backend; the token's next use a minute on tries
             // again.
             let _ = tables.backend.note_use(id, at);
+        }
+        for (hash, at) in work.seen {
+            let _ = tables.backend.note_seen(&hash, at);
         }
         if work.reload {
             match tables.reload() {

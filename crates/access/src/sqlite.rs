@@ -2,9 +2,9 @@
 //! registry (`gitstore`) and with every `csg` process on the data directory.
 
 use crate::Error;
-use crate::backend::{AccessBackend, View, default_token_name, storage};
+use crate::backend::{AccessBackend, SessionRow, View, default_token_name, storage};
 use crate::store::{GrantInfo, TokenInfo, UserInfo, from_secs, lock};
-use crate::token::TokenHash;
+use crate::token::{SessionHash, TokenHash};
 use arc_swap::ArcSwap;
 use changecounter::{Changes, Seen};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -22,10 +22,11 @@ struct Migration {
 /// The schema's history. Version 1 is the schema from before versions were recorded; its
 /// `IF NOT EXISTS` lets it run over a data directory of that time and change nothing.
 /// A later change is a new entry, never an edit of an old one.
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "users, tokens and grants",
-    sql: "
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "users, tokens and grants",
+        sql: "
 CREATE TABLE IF NOT EXISTS users (
     name TEXT PRIMARY KEY NOT NULL,
     prepare INTEGER NOT NULL DEFAULT 0,
@@ -49,7 +50,23 @@ CREATE TABLE IF NOT EXISTS grants (
     PRIMARY KEY (user, repo)
 );
 ",
-}];
+    },
+    Migration {
+        version: 2,
+        name: "website sessions",
+        // Keyed by the SHA-256 of the session id (the cookie value); the token by its id.
+        sql: "
+CREATE TABLE sessions (
+    hash BLOB PRIMARY KEY NOT NULL,
+    token_id INTEGER NOT NULL,
+    created INTEGER NOT NULL,
+    last_seen INTEGER NOT NULL
+);
+CREATE INDEX sessions_token ON sessions (token_id);
+CREATE INDEX sessions_last_seen ON sessions (last_seen);
+",
+    },
+];
 
 /// The versions applied, a table of this crate's own: the file is shared with the registry,
 /// whose schema is versioned separately, so neither can use the file's `user_version`.
@@ -234,6 +251,30 @@ impl AccessBackend for SqliteAccess {
         for row in rows {
             view.grants.insert(row.map_err(fail())?);
         }
+        let mut stmt = conn
+            .prepare(
+                "SELECT s.hash, s.token_id, t.user, s.last_seen FROM sessions s
+                 JOIN tokens t ON t.id = s.token_id WHERE t.revoked IS NULL",
+            )
+            .map_err(fail())?;
+        let rows = stmt
+            .query_map([], |row| {
+                Ok((
+                    row.get::<_, Vec<u8>>(0)?,
+                    SessionRow {
+                        token_id: row.get(1)?,
+                        user: row.get(2)?,
+                        last_seen: row.get(3)?,
+                    },
+                ))
+            })
+            .map_err(fail())?;
+        for row in rows {
+            let (hash, session) = row.map_err(fail())?;
+            if let Ok(hash) = SessionHash::try_from(hash.as_slice()) {
+                view.sessions.insert(hash, session);
+            }
+        }
         Ok(view)
     }
 
@@ -296,6 +337,11 @@ impl AccessBackend for SqliteAccess {
             {
                 return Err(Error::UnknownUser(name.to_owned()));
             }
+            tx.execute(
+                "DELETE FROM sessions WHERE token_id IN (SELECT id FROM tokens WHERE user = ?1)",
+                [name],
+            )
+            .map_err(fail())?;
             tx.execute(
                 "UPDATE tokens SET revoked = ?2 WHERE user = ?1 AND revoked IS NULL",
                 params![name, now],
@@ -406,6 +452,8 @@ impl AccessBackend for SqliteAccess {
                 params![id, now],
             )
             .map_err(fail())?;
+            tx.execute("DELETE FROM sessions WHERE token_id = ?1", [id])
+                .map_err(fail())?;
             Ok(())
         })
     }
@@ -472,6 +520,89 @@ impl AccessBackend for SqliteAccess {
                 Error::Storage("recording a token's last use".to_owned())
             })
     }
+
+    fn create_session(
+        &self,
+        hash: &SessionHash,
+        token_id: i64,
+        now: i64,
+        idle_before: i64,
+        per_token: i64,
+    ) -> Result<(), Error> {
+        self.write("starting a session", |tx| {
+            let fail = || storage("starting a session");
+            let active: Option<i64> = tx
+                .query_row(
+                    "SELECT 1 FROM tokens WHERE id = ?1 AND revoked IS NULL",
+                    [token_id],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(fail())?;
+            if active.is_none() {
+                return Err(Error::InvalidToken);
+            }
+            tx.execute("DELETE FROM sessions WHERE last_seen < ?1", [idle_before])
+                .map_err(fail())?;
+            tx.execute(
+                "INSERT INTO sessions (hash, token_id, created, last_seen) VALUES (?1, ?2, ?3, ?3)",
+                params![hash.as_slice(), token_id, now],
+            )
+            .map_err(fail())?;
+            tx.execute(
+                "DELETE FROM sessions WHERE token_id = ?1 AND hash NOT IN (
+                     SELECT hash FROM sessions WHERE token_id = ?1
+                     ORDER BY last_seen DESC, created DESC LIMIT ?2)",
+                params![token_id, per_token],
+            )
+            .map_err(fail())?;
+            Ok(())
+        })
+    }
+
+    fn end_session(&self, hash: &SessionHash) -> Result<(), Error> {
+        self.write("ending a session", |tx| {
+            tx.execute("DELETE FROM sessions WHERE hash = ?1", [hash.as_slice()])
+                .map(|_| ())
+                .map_err(storage("ending a session"))
+        })
+    }
+
+    fn find_session(&self, hash: &SessionHash) -> Result<Option<(SessionRow, bool)>, Error> {
+        lock(&self.watch)
+            .query_row(
+                "SELECT s.token_id, t.user, s.last_seen, u.prepare FROM sessions s
+                 JOIN tokens t ON t.id = s.token_id JOIN users u ON u.name = t.user
+                 WHERE s.hash = ?1 AND t.revoked IS NULL",
+                [hash.as_slice()],
+                |r| {
+                    Ok((
+                        SessionRow {
+                            token_id: r.get(0)?,
+                            user: r.get(1)?,
+                            last_seen: r.get(2)?,
+                        },
+                        r.get(3)?,
+                    ))
+                },
+            )
+            .optional()
+            .map_err(storage("reading a session"))
+    }
+
+    /// As a token's last use: on its own connection, never waiting for a lock.
+    fn note_seen(&self, hash: &SessionHash, at: i64) -> Result<(), Error> {
+        lock(&self.last_use)
+            .execute(
+                "UPDATE sessions SET last_seen = max(last_seen, ?2) WHERE hash = ?1",
+                params![hash.as_slice(), at],
+            )
+            .map(|_| ())
+            .map_err(|error| {
+                tracing::debug!(%error, "access: a session's last use not written this time");
+                Error::Storage("recording a session's last use".to_owned())
+            })
+    }
 }
 
 #[cfg(test)]
@@ -495,8 +626,9 @@ mod tests {
             .expect("rows")
     }
 
-    /// A data directory from before versioned migrations opens unchanged: its tables and rows
-    /// stay as they are, its tokens authenticate, and it is recorded at version 1, once.
+    /// A data directory from before versioned migrations opens with its tables and rows as
+    /// they are (the sessions table is added beside them), its tokens authenticate, and it is
+    /// recorded at version 1 then 2, once each.
     #[test]
     fn a_data_directory_from_before_versions_opens_unchanged() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -525,7 +657,9 @@ mod tests {
         );
         drop(AccessStore::open(&path).expect("opens again"));
         let conn = Connection::open(&path).expect("open");
-        assert_eq!(schema(&conn), before, "the tables are untouched");
+        let mut after = schema(&conn);
+        after.retain(|(name, _)| !name.starts_with("sessions"));
+        assert_eq!(after, before, "the tables are untouched");
         let versions: Vec<(i64, String)> = conn
             .prepare("SELECT version, name FROM access_migrations")
             .expect("query")
@@ -533,7 +667,16 @@ mod tests {
             .expect("rows")
             .collect::<Result<_, _>>()
             .expect("rows");
-        assert_eq!(versions, [(1, "users, tokens and grants".to_owned())]);
+        assert_eq!(
+            versions,
+            [
+                (1, "users, tokens and grants".to_owned()),
+                (2, "website sessions".to_owned())
+            ]
+        );
+        // The new version's table works over the old rows.
+        let session = access.start_session(&secret).expect("a session");
+        assert_eq!(access.session(&session.id).expect("live").user, "alice");
     }
 
     /// A database a newer `csg` migrated is refused with a message saying so, not misread.
@@ -545,12 +688,12 @@ mod tests {
         Connection::open(&path)
             .expect("open")
             .execute(
-                "INSERT INTO access_migrations (version, name, applied) VALUES (2, 'later', 0)",
+                "INSERT INTO access_migrations (version, name, applied) VALUES (3, 'later', 0)",
                 [],
             )
             .expect("a later version");
         let refused = AccessStore::open(&path).map(|_| ());
-        assert_eq!(refused, Err(Error::SchemaTooNew { found: 2, known: 1 }));
+        assert_eq!(refused, Err(Error::SchemaTooNew { found: 3, known: 2 }));
         assert!(
             refused
                 .unwrap_err()

@@ -1,22 +1,34 @@
 //! The store: the in-memory view the decisions answer from, over the tables of one
 //! metadata database (see `backend.rs`).
 
-use crate::backend::{AccessBackend, View};
+use crate::backend::{AccessBackend, SessionRow, View};
 use crate::names::{valid_token_name, valid_user_name};
 use crate::pg::PgAccess;
 use crate::reload::Worker;
 use crate::sqlite::SqliteAccess;
-use crate::token;
-use crate::{Error, NewToken, Principal};
+use crate::token::{self, SessionHash};
+use crate::{Error, NewSession, NewToken, Principal};
 use arc_swap::ArcSwap;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// How often the last-use time of one token is written at most: a write per call would
-/// cost more than the call.
+/// How often the last-use time of one token (or website session) is written at most: a write
+/// per call would cost more than the call.
 const LAST_USE_EVERY: Duration = Duration::from_secs(60);
+
+/// A website session unused this long has ended.
+pub const SESSION_IDLE: Duration = Duration::from_secs(12 * 60 * 60);
+
+/// Website sessions one token keeps at most: a sign-in beyond them ends the least recently
+/// used, so signing in again and again does not grow the table (and every view) without end.
+const SESSIONS_PER_TOKEN: i64 = 100;
+
+/// Database look-ups of sessions the view does not answer, per second after a burst of
+/// [`FALLBACK_BURST`]: a cookie naming no session must not turn into database load.
+const FALLBACKS_PER_SECOND: f64 = 20.0;
+const FALLBACK_BURST: f64 = 100.0;
 
 /// A user as `csg user list` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,14 +93,54 @@ pub struct AccessStore {
     /// When each token's last use was last written (or queued): at most once per
     /// [`LAST_USE_EVERY`].
     last_use: Mutex<HashMap<i64, Instant>>,
+    /// Website sessions this store saw used: the last use (seconds since the epoch), newer
+    /// than the view's while its write waits, and when it was last written (or queued).
+    sessions_seen: Mutex<HashMap<SessionHash, SessionSeen>>,
+    /// The budget of database look-ups for sessions the view does not answer.
+    fallbacks: Mutex<Bucket>,
     /// PostgreSQL only: the thread that reloads the view when the database tells of a change
     /// and writes last uses, so no request waits on the database. SQLite has none: each
     /// check asks the shared change counter, an atomic load.
     worker: Option<Worker>,
 }
 
+/// What a store knows of a session's use beyond its view.
+#[derive(Debug, Clone, Copy)]
+struct SessionSeen {
+    /// The last use (seconds since the epoch).
+    at: i64,
+    /// When it was last written (or queued for writing).
+    written: Option<Instant>,
+}
+
+/// A token bucket: `level` tokens at `at`.
+struct Bucket {
+    level: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    /// Takes a token if there is one.
+    fn take(&mut self) -> bool {
+        let now = Instant::now();
+        let refill = now.saturating_duration_since(self.at).as_secs_f64() * FALLBACKS_PER_SECOND;
+        self.level = (self.level + refill).min(FALLBACK_BURST);
+        self.at = now;
+        if self.level >= 1.0 {
+            self.level -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn idle_secs() -> i64 {
+    i64::try_from(SESSION_IDLE.as_secs()).unwrap_or(i64::MAX)
 }
 
 fn now_secs() -> i64 {
@@ -141,6 +193,11 @@ impl AccessStore {
                 reloading: Mutex::new(()),
             }),
             last_use: Mutex::new(HashMap::new()),
+            sessions_seen: Mutex::new(HashMap::new()),
+            fallbacks: Mutex::new(Bucket {
+                level: FALLBACK_BURST,
+                at: Instant::now(),
+            }),
             worker: None,
         }
     }
@@ -215,6 +272,126 @@ impl AccessStore {
         }
     }
 
+    /// Starts a website session for a presented bearer token (the site's sign-in): the
+    /// token is checked as by [`AccessStore::authenticate`], and the session stored by the
+    /// SHA-256 of a new random id, naming the token by its id. Answers the id, for the
+    /// visitor's cookie: the only time it exists outside the cookie. Sessions unused for
+    /// [`SESSION_IDLE`] are dropped on the way, and so are the oldest of the token's sessions
+    /// beyond a hundred.
+    pub fn start_session(&self, token: &str) -> Result<NewSession, Error> {
+        let principal = self.authenticate(token)?;
+        let id = token::generate_session_id()
+            .map_err(crate::backend::storage("drawing a random session id"))?;
+        let hash = token::hash(&id);
+        let now = now_secs();
+        self.wrote(self.tables.backend.create_session(
+            &hash,
+            principal.token_id,
+            now,
+            now.saturating_sub(idle_secs()),
+            SESSIONS_PER_TOKEN,
+        ))?;
+        // Just written: the first pages write no last use.
+        lock(&self.sessions_seen).insert(
+            hash,
+            SessionSeen {
+                at: now,
+                written: Some(Instant::now()),
+            },
+        );
+        Ok(NewSession { id, principal })
+    }
+
+    /// Who the website session `id` (the cookie value) is signed in as; the session counts
+    /// as used now. [`Error::SessionEnded`] if it ended: signed out, unused for
+    /// [`SESSION_IDLE`], its token revoked or its user removed. Answers from the view: the
+    /// database is asked only for a session the view does not know or thinks idle too long
+    /// (another replica started it a moment ago, or used it since the view was loaded),
+    /// within a budget of such look-ups per second, so forged cookies cost no database load.
+    pub fn session(&self, id: &str) -> Result<Principal, Error> {
+        let hash = token::hash(id);
+        let view = self.current()?;
+        let now = now_secs();
+        let (row, prepare) = match view.sessions.get(&hash) {
+            Some(row) => {
+                let prepare = *view.users.get(&row.user).ok_or(Error::SessionEnded)?;
+                let seen = lock(&self.sessions_seen).get(&hash).map(|s| s.at);
+                let last = seen.map_or(row.last_seen, |at| at.max(row.last_seen));
+                if now.saturating_sub(last) < idle_secs() {
+                    (row.clone(), prepare)
+                } else {
+                    self.session_in_database(&hash, now)?
+                }
+            }
+            None => self.session_in_database(&hash, now)?,
+        };
+        self.note_seen(hash, now, &view);
+        self.note_use(row.token_id);
+        Ok(Principal {
+            user: row.user,
+            prepare,
+            token_id: row.token_id,
+        })
+    }
+
+    /// A session the view cannot vouch for, as the database has it now (within the budget
+    /// of such look-ups; beyond it, ended).
+    fn session_in_database(
+        &self,
+        hash: &SessionHash,
+        now: i64,
+    ) -> Result<(SessionRow, bool), Error> {
+        if !lock(&self.fallbacks).take() {
+            return Err(Error::SessionEnded);
+        }
+        match self.tables.backend.find_session(hash)? {
+            Some((row, prepare)) if now.saturating_sub(row.last_seen) < idle_secs() => {
+                Ok((row, prepare))
+            }
+            _ => Err(Error::SessionEnded),
+        }
+    }
+
+    /// Records that a session was used at `now`, written at most once per
+    /// [`LAST_USE_EVERY`], as a token's last use.
+    fn note_seen(&self, hash: SessionHash, now: i64, view: &View) {
+        let mut seen = lock(&self.sessions_seen);
+        let instant = Instant::now();
+        let entry = seen.entry(hash).or_insert(SessionSeen {
+            at: now,
+            written: None,
+        });
+        entry.at = entry.at.max(now);
+        if entry
+            .written
+            .is_some_and(|at| instant.saturating_duration_since(at) < LAST_USE_EVERY)
+        {
+            return;
+        }
+        let noted = match &self.worker {
+            Some(worker) => {
+                worker.queue_seen(hash, now);
+                true
+            }
+            None => self.tables.backend.note_seen(&hash, now).is_ok(),
+        };
+        if noted {
+            entry.written = Some(instant);
+        }
+        // Ended sessions are forgotten once they outnumber the live ones.
+        if seen.len() > 2 * view.sessions.len() + 64 {
+            seen.retain(|hash, _| view.sessions.contains_key(hash));
+        }
+    }
+
+    /// Ends the website session `id` (sign-out), on every replica. Ending one that already
+    /// ended changes nothing.
+    pub fn end_session(&self, id: &str) -> Result<(), Error> {
+        let hash = token::hash(id);
+        lock(&self.sessions_seen).remove(&hash);
+        self.wrote(self.tables.backend.end_session(&hash))
+    }
+
     /// Whether `user` holds a read grant on `repo`.
     pub fn granted(&self, user: &str, repo: &str) -> Result<bool, Error> {
         Ok(self
@@ -242,7 +419,8 @@ impl AccessStore {
         self.wrote(self.tables.backend.set_prepare(name, prepare))
     }
 
-    /// Removes a user: their tokens are revoked and their grants dropped.
+    /// Removes a user: their tokens are revoked, their website sessions ended and their
+    /// grants dropped.
     pub fn remove_user(&self, name: &str) -> Result<(), Error> {
         self.wrote(self.tables.backend.remove_user(name, now_secs()))
     }
@@ -276,8 +454,8 @@ impl AccessStore {
         self.tables.backend.tokens(user)
     }
 
-    /// Revokes token `id`: it is refused from the next call on, in every process. Revoking a
-    /// revoked token changes nothing.
+    /// Revokes token `id`: it is refused from the next call on, in every process, and its
+    /// website sessions end. Revoking a revoked token changes nothing.
     pub fn revoke_token(&self, id: i64) -> Result<(), Error> {
         self.wrote(self.tables.backend.revoke_token(id, now_secs()))
     }

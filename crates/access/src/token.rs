@@ -12,12 +12,26 @@ const SECRET_BYTES: usize = 32;
 /// The SHA-256 of a token's text, the only form in which it is stored.
 pub(crate) type TokenHash = [u8; 32];
 
+/// The SHA-256 of a website session's id (the cookie value), the only form in which it is
+/// stored.
+pub(crate) type SessionHash = [u8; 32];
+
 /// A new token from the operating system's random source.
 pub(crate) fn generate() -> Result<String, getrandom::Error> {
+    Ok(format!("{TOKEN_PREFIX}{}", random_hex()?))
+}
+
+/// A new website session id: 64 lower-case hex digits (256 random bits) and no prefix, so it
+/// is never taken for an API token.
+pub(crate) fn generate_session_id() -> Result<String, getrandom::Error> {
+    random_hex()
+}
+
+/// [`SECRET_BYTES`] random bytes as lower-case hex.
+fn random_hex() -> Result<String, getrandom::Error> {
     let mut bytes = [0u8; SECRET_BYTES];
     getrandom::fill(&mut bytes)?;
-    let mut text = String::with_capacity(TOKEN_PREFIX.len() + 2 * SECRET_BYTES);
-    text.push_str(TOKEN_PREFIX);
+    let mut text = String::with_capacity(2 * SECRET_BYTES);
     for byte in bytes {
         text.push(hex_digit(byte >> 4));
         text.push(hex_digit(byte & 0xf));

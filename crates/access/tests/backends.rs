@@ -52,6 +52,13 @@ trait Backend {
     fn stored_tokens(&self) -> Vec<(Vec<u8>, String)>;
     /// Sets a token's last-use time behind the store's back.
     fn set_last_used(&self, id: i64, secs: i64);
+    /// Every stored session: its key and token id.
+    fn stored_sessions(&self) -> Vec<(Vec<u8>, i64)>;
+    /// Sets every session's last use behind the store's back (another replica's use, which
+    /// is not announced; or a long idle time).
+    fn set_sessions_seen(&self, secs: i64);
+    /// The stored last use of the session with this key.
+    fn session_seen(&self, key: &[u8]) -> i64;
 }
 
 struct Sqlite {
@@ -93,6 +100,33 @@ impl Backend for Sqlite {
                 rusqlite::params![id, secs],
             )
             .expect("update");
+    }
+
+    fn stored_sessions(&self) -> Vec<(Vec<u8>, i64)> {
+        let conn = self.raw();
+        let mut stmt = conn
+            .prepare("SELECT hash, token_id FROM sessions")
+            .expect("query");
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("rows")
+            .collect::<Result<_, _>>()
+            .expect("rows")
+    }
+
+    fn set_sessions_seen(&self, secs: i64) {
+        self.raw()
+            .execute("UPDATE sessions SET last_seen = ?1", [secs])
+            .expect("update");
+    }
+
+    fn session_seen(&self, key: &[u8]) -> i64 {
+        self.raw()
+            .query_row(
+                "SELECT last_seen FROM sessions WHERE hash = ?1",
+                [key],
+                |r| r.get(0),
+            )
+            .expect("a session")
     }
 }
 
@@ -138,6 +172,34 @@ impl Backend for Postgres {
             })
             .expect("update");
     }
+
+    fn stored_sessions(&self) -> Vec<(Vec<u8>, i64)> {
+        self.connect()
+            .run(|client| {
+                let rows = client.query("SELECT hash, token_id FROM sessions", &[])?;
+                rows.iter()
+                    .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+                    .collect()
+            })
+            .expect("query")
+    }
+
+    fn set_sessions_seen(&self, secs: i64) {
+        self.connect()
+            .run(move |client| client.execute("UPDATE sessions SET last_seen = $1", &[&secs]))
+            .expect("update");
+    }
+
+    fn session_seen(&self, key: &[u8]) -> i64 {
+        let key = key.to_vec();
+        self.connect()
+            .run(move |client| {
+                client
+                    .query_one("SELECT last_seen FROM sessions WHERE hash = $1", &[&key])?
+                    .try_get(0)
+            })
+            .expect("a session")
+    }
 }
 
 /// Each behaviour below, once per backend.
@@ -166,6 +228,11 @@ on_both!(
     forget_repo,
     removing_a_user_revokes_everything,
     last_use,
+    session_lifecycle,
+    sessions_end_with_their_token_or_user,
+    idle_sessions_end,
+    session_last_use,
+    sessions_per_token_are_bounded,
 );
 
 fn users(backend: &dyn Backend) {
@@ -414,6 +481,208 @@ fn last_use(backend: &dyn Backend) {
     assert_eq!(used(first.info.id), Some(std::time::UNIX_EPOCH));
 }
 
+/// Seconds since the epoch now.
+fn now() -> i64 {
+    i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_secs(),
+    )
+    .expect("in range")
+}
+
+/// What a session is stored under: the SHA-256 of its id.
+fn key(id: &str) -> Vec<u8> {
+    use sha2::Digest;
+    sha2::Sha256::digest(id.as_bytes()).to_vec()
+}
+
+/// A session is started with a valid token only, stored under the hash of its id with the
+/// token's id (neither the id nor the token in plaintext), answers as its user, survives the
+/// store (a restart), and ends at sign-out, everywhere.
+fn session_lifecycle(backend: &dyn Backend) {
+    let access = backend.open();
+    access.add_user("alice", true).expect("user");
+    let token = access.create_token("alice", None).expect("token");
+    assert_eq!(
+        access.start_session("hunter2").map(|s| s.principal),
+        Err(Error::Malformed)
+    );
+    let unknown = format!("csg_{}", "0".repeat(64));
+    assert_eq!(
+        access.start_session(&unknown).map(|s| s.principal),
+        Err(Error::InvalidToken)
+    );
+    assert!(backend.stored_sessions().is_empty(), "nothing stored");
+
+    let session = access.start_session(&token.secret).expect("sign in");
+    assert_eq!(session.id.len(), 64);
+    assert!(session.id.bytes().all(|b| b.is_ascii_hexdigit()));
+    assert!(
+        !format!("{session:?}").contains(&session.id),
+        "Debug redacts"
+    );
+    assert_eq!(
+        (session.principal.user.as_str(), session.principal.token_id),
+        ("alice", token.info.id)
+    );
+    let who = access.session(&session.id).expect("live");
+    assert_eq!(who, session.principal);
+    assert!(who.prepare);
+    let stored = backend.stored_sessions();
+    assert_eq!(stored, [(key(&session.id), token.info.id)]);
+    let raw = format!("{stored:?}");
+    assert!(
+        !raw.contains(&session.id) && !raw.contains(&token.secret[4..]),
+        "neither the session id nor the token is stored"
+    );
+    assert_eq!(access.session(&"f".repeat(64)), Err(Error::SessionEnded));
+    assert_eq!(access.session("garbage"), Err(Error::SessionEnded));
+
+    // A restart: a new store on the same database knows the session.
+    drop(access);
+    let access = backend.open();
+    assert_eq!(access.session(&session.id).expect("survives").user, "alice");
+    let other = access
+        .start_session(&token.secret)
+        .expect("a second session");
+    assert_ne!(other.id, session.id);
+
+    access.end_session(&session.id).expect("sign out");
+    assert_eq!(access.session(&session.id), Err(Error::SessionEnded));
+    assert!(access.session(&other.id).is_ok(), "only that one ended");
+    assert_eq!(
+        backend.open().session(&session.id),
+        Err(Error::SessionEnded),
+        "ended for every store"
+    );
+    access
+        .end_session(&session.id)
+        .expect("ending it again changes nothing");
+    assert_eq!(backend.stored_sessions().len(), 1);
+}
+
+/// Revoking the token or removing the user ends the session on the next check, and drops
+/// its row.
+fn sessions_end_with_their_token_or_user(backend: &dyn Backend) {
+    let access = backend.open();
+    access.add_user("alice", false).expect("user");
+    access.add_user("bob", false).expect("user");
+    let (first, second) = (
+        access.create_token("alice", None).expect("token"),
+        access.create_token("alice", None).expect("token"),
+    );
+    let bob = access.create_token("bob", None).expect("token");
+    let by_first = access.start_session(&first.secret).expect("sign in");
+    let by_second = access.start_session(&second.secret).expect("sign in");
+    let by_bob = access.start_session(&bob.secret).expect("sign in");
+    let elsewhere = backend.open();
+    assert!(elsewhere.session(&by_first.id).is_ok());
+
+    access.revoke_token(first.info.id).expect("revoke");
+    assert_eq!(access.session(&by_first.id), Err(Error::SessionEnded));
+    assert!(
+        eventually(|| elsewhere.session(&by_first.id) == Err(Error::SessionEnded)),
+        "ended in every store"
+    );
+    assert!(
+        access.session(&by_second.id).is_ok(),
+        "the other token's stays"
+    );
+    assert_eq!(
+        access.start_session(&first.secret).map(|s| s.principal),
+        Err(Error::InvalidToken)
+    );
+
+    access.remove_user("alice").expect("remove");
+    assert_eq!(access.session(&by_second.id), Err(Error::SessionEnded));
+    assert!(access.session(&by_bob.id).is_ok(), "another user's stays");
+    assert_eq!(
+        backend
+            .stored_sessions()
+            .into_iter()
+            .map(|(_, token)| token)
+            .collect::<Vec<_>>(),
+        [bob.info.id],
+        "the ended sessions' rows are gone"
+    );
+}
+
+/// A session unused for twelve hours has ended, unless another store used it since this
+/// one's view was loaded; idle rows are dropped at the next sign-in.
+fn idle_sessions_end(backend: &dyn Backend) {
+    let access = backend.open();
+    access.add_user("alice", false).expect("user");
+    let token = access.create_token("alice", None).expect("token");
+    let session = access.start_session(&token.secret).expect("sign in");
+    let idle = i64::try_from(access::SESSION_IDLE.as_secs()).expect("in range");
+    assert_eq!(idle, 12 * 60 * 60);
+    backend.set_sessions_seen(now() - idle - 60);
+    // A store whose view holds the idle time, as a replica restarted now.
+    let later = backend.open();
+    assert_eq!(later.session(&session.id), Err(Error::SessionEnded));
+    // Another replica used it a moment ago (not announced): the database says so.
+    backend.set_sessions_seen(now() - 5);
+    assert_eq!(
+        later.session(&session.id).expect("used elsewhere").user,
+        "alice"
+    );
+
+    backend.set_sessions_seen(now() - idle - 60);
+    let fresh = later.start_session(&token.secret).expect("sign in again");
+    assert_eq!(
+        backend.stored_sessions(),
+        [(key(&fresh.id), token.info.id)],
+        "the idle session was dropped"
+    );
+    assert_eq!(later.session(&session.id), Err(Error::SessionEnded));
+}
+
+/// A session's use is written (PostgreSQL: off the request path, polled), at most once a
+/// minute per session and store.
+fn session_last_use(backend: &dyn Backend) {
+    let access = backend.open();
+    access.add_user("alice", false).expect("user");
+    let token = access.create_token("alice", None).expect("token");
+    let first = access.start_session(&token.secret).expect("sign in");
+    let second = access.start_session(&token.secret).expect("sign in");
+    let (first_key, second_key) = (key(&first.id), key(&second.id));
+    backend.set_sessions_seen(now() - 600);
+    // A store that has not seen the sessions used writes their first use at once.
+    let other = backend.open();
+    other.session(&first.id).expect("live");
+    assert!(
+        eventually(|| backend.session_seen(&first_key) >= now() - 60),
+        "the use is recorded"
+    );
+    // Within the minute, another use writes nothing: the older time stays. The second
+    // session's first use is written after anything the first one's would have been.
+    backend.set_sessions_seen(now() - 600);
+    other.session(&first.id).expect("live");
+    other.session(&second.id).expect("live");
+    assert!(eventually(
+        || backend.session_seen(&second_key) >= now() - 60
+    ));
+    assert!(backend.session_seen(&first_key) <= now() - 600);
+}
+
+/// One token keeps at most a hundred sessions: the least recently used go first.
+fn sessions_per_token_are_bounded(backend: &dyn Backend) {
+    let access = backend.open();
+    access.add_user("alice", false).expect("user");
+    let token = access.create_token("alice", None).expect("token");
+    let first = access.start_session(&token.secret).expect("sign in");
+    backend.set_sessions_seen(now() - 600);
+    let mut last = None;
+    for _ in 0..100 {
+        last = Some(access.start_session(&token.secret).expect("sign in"));
+    }
+    assert_eq!(backend.stored_sessions().len(), 100);
+    assert_eq!(backend.open().session(&first.id), Err(Error::SessionEnded));
+    assert!(access.session(&last.expect("one").id).is_ok());
+}
+
 /// Two replicas on one database: what one writes, the other's checks see within moments,
 /// without a database query per check.
 #[test]
@@ -457,6 +726,43 @@ fn postgres_replicas_share_tokens_and_grants() {
     });
 }
 
+/// The website on two replicas (issue 31 point 5): a visitor signs in through one and uses
+/// the cookie on the other at once (the redirect after sign-in may land there before the
+/// change is announced), signs out through the other, and a revocation on either ends it on
+/// both.
+#[test]
+fn postgres_replicas_share_sessions() {
+    within(LIMIT, || {
+        let backend = Postgres::new();
+        let (one, two) = (backend.open(), backend.open());
+        one.add_user("alice", false).expect("user");
+        let token = one.create_token("alice", None).expect("token");
+        let session = one.start_session(&token.secret).expect("sign in on one");
+        assert_eq!(
+            two.session(&session.id).expect("at once on the other").user,
+            "alice"
+        );
+        assert!(
+            eventually(|| two.session(&session.id).is_ok()),
+            "and from its view once announced"
+        );
+        two.end_session(&session.id).expect("sign out on the other");
+        assert_eq!(two.session(&session.id), Err(Error::SessionEnded));
+        assert!(
+            eventually(|| one.session(&session.id) == Err(Error::SessionEnded)),
+            "signed out on both within {PROPAGATION:?}"
+        );
+
+        let again = two.start_session(&token.secret).expect("sign in on two");
+        assert!(one.session(&again.id).is_ok());
+        two.revoke_token(token.info.id).expect("revoke on two");
+        assert!(
+            eventually(|| one.session(&again.id) == Err(Error::SessionEnded)),
+            "a revocation on one replica ends the session on the other"
+        );
+    });
+}
+
 /// PostgreSQL stopped: known tokens and grants keep working from the last view, writes and
 /// listings fail at once with the clear error, and all recovers when it is back, without
 /// reopening the store.
@@ -470,6 +776,7 @@ fn postgres_outage_keeps_checks_and_refuses_writes() {
         store.add_user("alice", false).expect("user");
         store.grant("alice", "acme/private").expect("grant");
         let known = store.create_token("alice", None).expect("token");
+        let session = store.start_session(&known.secret).expect("sign in");
         // The test server commits without waiting for the disk (synchronous_commit = off)
         // and `stop` is a crash: without a checkpoint the last commits would be lost.
         db.run(|client| client.batch_execute("CHECKPOINT"))
@@ -487,6 +794,10 @@ fn postgres_outage_keeps_checks_and_refuses_writes() {
                     .granted("alice", "acme/private")
                     .expect("still granted")
             );
+            assert_eq!(
+                store.session(&session.id).expect("still signed in").user,
+                "alice"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         let started = Instant::now();
@@ -502,7 +813,8 @@ fn postgres_outage_keeps_checks_and_refuses_writes() {
         let message = error.to_string();
         assert!(
             message.starts_with(
-                "the metadata database is unreachable; writes (users, tokens, grants) are refused"
+                "the metadata database is unreachable; writes (users, tokens, grants, sign-ins) are \
+                 refused"
             ),
             "{message}"
         );
@@ -516,6 +828,10 @@ fn postgres_outage_keeps_checks_and_refuses_writes() {
             Err(Error::Unavailable(_))
         ));
         assert!(matches!(store.users(), Err(Error::Unavailable(_))));
+        assert!(matches!(
+            store.start_session(&known.secret),
+            Err(Error::Unavailable(_))
+        ));
         // Authentication still answers, and does not wait on the database.
         let started = Instant::now();
         store.authenticate(&known.secret).expect("still known");
@@ -555,7 +871,7 @@ fn postgres_newer_schema_is_refused() {
             .run(|client| {
                 client.execute(
                     "INSERT INTO csg_schema_migrations (component, version, name)
-                     VALUES ('access', 2, 'later')",
+                     VALUES ('access', 3, 'later')",
                     &[],
                 )
             })
