@@ -11,14 +11,14 @@
 //!
 //! The website's pages (everything under `/sourcegraph/` but `api/` and `mcp`) are for
 //! browsers, which carry no bearer token: there the caller is the session of the visitor's
-//! cookie (`crate::session`), checked again through the service on every page, and a page
+//! cookie (`crate::session`), checked against the access store on every page, and a page
 //! that needs a token answers as HTML (the site's sign-in), not with a 401 challenge.
 
 use crate::ClientAddr;
 use crate::SiteConfig;
 use crate::json::{ApiError, INVALID_TOKEN, UNAUTHENTICATED};
 use crate::session::{
-    self, CSRF_COOKIE, SESSION_COOKIE, Sessions, random_hex, set_cookie, well_formed,
+    self, CSRF_COOKIE, SESSION_COOKIE, csrf_of, random_hex, set_cookie, well_formed,
 };
 use axum::Router;
 use axum::extract::{Request, State};
@@ -88,12 +88,36 @@ pub(crate) fn context(parts: &Parts) -> CallContext {
     }
 }
 
-/// `app` behind the access layer; `site` says whether the site's cookies are `Secure`.
+/// `app` behind the access layer; `site` says whether the site's cookies are `Secure`. The
+/// website's sign-in is refused (there is nowhere to keep sessions): serve the site through
+/// [`with_access_and_sessions`].
 pub fn with_access(app: Router, service: Service, site: &SiteConfig) -> Router {
+    layer(app, service, site, None)
+}
+
+/// [`with_access`] whose website sessions live in `sessions`, the access store of the
+/// server's metadata (SQLite beside the registry, or a cluster's PostgreSQL), so they
+/// survive a restart and work on every replica. Any store on that metadata will do: one of
+/// its own (`service::open_access`) or the service's.
+pub fn with_access_and_sessions(
+    app: Router,
+    service: Service,
+    site: &SiteConfig,
+    sessions: Arc<access::AccessStore>,
+) -> Router {
+    layer(app, service, site, Some(sessions))
+}
+
+fn layer(
+    app: Router,
+    service: Service,
+    site: &SiteConfig,
+    sessions: Option<Arc<access::AccessStore>>,
+) -> Router {
     let state = Arc::new(Access {
         service,
         limiter: Limiter::default(),
-        sessions: Sessions::default(),
+        sessions,
         secure_cookies: site.secure(),
     });
     app.layer(axum::middleware::from_fn_with_state(state, check))
@@ -102,8 +126,42 @@ pub fn with_access(app: Router, service: Service, site: &SiteConfig) -> Router {
 pub(crate) struct Access {
     service: Service,
     limiter: Limiter,
-    sessions: Sessions,
+    /// Where website sessions live; none: signing in is refused.
+    sessions: Option<Arc<access::AccessStore>>,
     secure_cookies: bool,
+}
+
+/// What a sign-in answers without a session store.
+const NO_SESSIONS: &str = "signing in to the website is not available on this server (it was \
+     started without a place to keep sessions); send your API token as `Authorization: Bearer \
+     <token>` instead";
+
+/// Runs a session-store call on the blocking pool: it may wait on the metadata database (a
+/// sign-in's write; a look-up of a session another replica started a moment ago), which must
+/// not hold up the worker thread's other connections.
+async fn on_store<T: Send + 'static>(
+    store: &Arc<access::AccessStore>,
+    call: impl FnOnce(&access::AccessStore) -> Result<T, access::Error> + Send + 'static,
+) -> Result<T, access::Error> {
+    let store = Arc::clone(store);
+    tokio::task::spawn_blocking(move || call(&store))
+        .await
+        .unwrap_or_else(|_| {
+            Err(access::Error::Storage(
+                "a session check was interrupted".to_owned(),
+            ))
+        })
+}
+
+/// Whether `error` says nothing about the credential (the store failed), so a session must
+/// not be ended for it.
+fn store_failed(error: &access::Error) -> bool {
+    matches!(
+        error,
+        access::Error::Storage(_)
+            | access::Error::Unavailable(_)
+            | access::Error::SchemaTooNew { .. }
+    )
 }
 
 /// Who is looking at a site page, for the page's header and forms.
@@ -134,42 +192,51 @@ pub(crate) enum SignInRefusal {
 impl Access {
     /// Signs in with a pasted token, under the same per-address limit as bearer tokens
     /// (A-1): answers the new session's id and CSRF token.
-    pub(crate) fn sign_in(
+    pub(crate) async fn sign_in(
         &self,
         token: &str,
         client: Option<IpAddr>,
     ) -> Result<(String, String), SignInRefusal> {
-        let client = client.map(client_key);
-        if let Some(wait) = client.and_then(|c| self.limiter.wait(c)) {
+        let key = client.map(client_key);
+        if let Some(wait) = key.and_then(|c| self.limiter.wait(c)) {
             COUNTERS.rate_limited.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(?client, wait, "too many wrong API tokens: sign-in refused");
             return Err(SignInRefusal::Wait(wait));
         }
-        match self.service.authenticate(token.trim()) {
-            Ok(_) => {
+        let Some(store) = &self.sessions else {
+            return Err(SignInRefusal::Unavailable(NO_SESSIONS.to_owned()));
+        };
+        let token = token.trim().to_owned();
+        match on_store(store, move |store| store.start_session(&token)).await {
+            Ok(session) => {
                 COUNTERS.authenticated.fetch_add(1, Ordering::Relaxed);
-                let unavailable =
-                    || SignInRefusal::Unavailable("no randomness for a session".into());
-                let csrf = random_hex().ok_or_else(unavailable)?;
-                let id = self
-                    .sessions
-                    .create(token.trim().to_owned(), csrf.clone())
-                    .ok_or_else(unavailable)?;
-                Ok((id, csrf))
+                let csrf = csrf_of(&session.id);
+                Ok((session.id, csrf))
             }
-            Err(AuthFailure::Invalid(message)) => {
+            Err(error) if store_failed(&error) => {
+                Err(SignInRefusal::Unavailable(error.to_string()))
+            }
+            Err(error) => {
                 COUNTERS.refused.fetch_add(1, Ordering::Relaxed);
-                if let Some(client) = client {
-                    self.limiter.failed(client);
+                tracing::debug!(?client, "a wrong API token: sign-in refused");
+                if let Some(key) = key {
+                    self.limiter.failed(key);
                 }
-                Err(SignInRefusal::Invalid(message))
+                Err(SignInRefusal::Invalid(error.to_string()))
             }
-            Err(AuthFailure::Unavailable(message)) => Err(SignInRefusal::Unavailable(message)),
         }
     }
 
-    /// Ends session `id`.
-    pub(crate) fn sign_out(&self, id: &str) {
-        self.sessions.remove(id);
+    /// Ends session `id` (sign-out), on every replica; a store that cannot be written now is
+    /// logged (the visitor's cookie is removed all the same, and the session ends when idle).
+    pub(crate) async fn sign_out(&self, id: &str) {
+        let Some(store) = &self.sessions else {
+            return;
+        };
+        let id = id.to_owned();
+        if let Err(error) = on_store(store, move |store| store.end_session(&id)).await {
+            tracing::warn!(%error, "a website session could not be ended in the access store");
+        }
     }
 
     /// `Set-Cookie` values that start (`Some`) or end (`None`) a session with its CSRF token.
@@ -192,7 +259,7 @@ impl Access {
     /// Who a site visitor is: `bearer` when the request carried a valid token, else the
     /// session of their cookie, checked again now; answers cookies to set as well (a fresh
     /// CSRF token, the removal of a session that ended).
-    fn visit(
+    async fn visit(
         &self,
         headers: &HeaderMap,
         bearer: Option<Caller>,
@@ -228,26 +295,30 @@ impl Access {
         let Some(id) = session::cookie(headers, SESSION_COOKIE).filter(|v| well_formed(v)) else {
             return (Caller::Anonymous, anonymous(csrf), cookies);
         };
-        let Some(live) = self.sessions.get(id) else {
+        let Some(store) = &self.sessions else {
             cookies.extend(self.session_cookies(None));
             return (Caller::Anonymous, anonymous(csrf), cookies);
         };
-        match self.service.authenticate(&live.token) {
+        let owned = id.to_owned();
+        match on_store(store, move |store| store.session(&owned)).await {
             Ok(principal) => {
                 let visitor = Visitor {
                     user: Some(principal.user.clone()),
-                    csrf: live.csrf,
+                    csrf: csrf_of(id),
                     session: Some(id.to_owned()),
                 };
                 (Caller::User(principal), visitor, cookies)
             }
-            // A-1, W-34: a revoked token or a removed user ends the session now.
-            Err(AuthFailure::Invalid(_)) => {
-                self.sessions.remove(id);
+            // The store cannot tell now: the visitor browses anonymously, the cookie stays.
+            Err(error) if store_failed(&error) => {
+                tracing::debug!(%error, "a website session could not be checked");
+                (Caller::Anonymous, anonymous(csrf), cookies)
+            }
+            // A-1, W-34: signed out, idle, its token revoked or its user removed.
+            Err(_) => {
                 cookies.extend(self.session_cookies(None));
                 (Caller::Anonymous, anonymous(csrf), cookies)
             }
-            Err(AuthFailure::Unavailable(_)) => (Caller::Anonymous, anonymous(csrf), cookies),
         }
     }
 }
@@ -417,7 +488,7 @@ async fn check(State(access): State<Arc<Access>>, mut request: Request, next: Ne
         return next.run(request).await;
     }
     let bearer = (caller != Caller::Anonymous).then_some(caller);
-    let (caller, visitor, cookies) = access.visit(request.headers(), bearer);
+    let (caller, visitor, cookies) = access.visit(request.headers(), bearer).await;
     request.extensions_mut().insert(caller);
     request.extensions_mut().insert(visitor);
     request.extensions_mut().insert(SiteAccess(access.clone()));

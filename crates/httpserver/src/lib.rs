@@ -22,7 +22,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-pub use auth::with_access;
+pub use auth::{with_access, with_access_and_sessions};
 pub use client::{ClientAddr, InvalidTrustedProxy, TrustedProxies};
 pub use forward::{ClusterRouting, FromReplica, with_cluster_routing};
 pub use json::ErrorBody;
@@ -80,7 +80,8 @@ pub enum ConnectOrigin {
 }
 
 /// The router of the website's pages (SPEC §9 routes): mount it beside [`router`], behind
-/// [`with_access`]. The access page names [`SiteConfig::origin`] ([`ConnectOrigin::Fixed`]).
+/// [`with_access_and_sessions`] (which keeps the sign-in sessions). The access page names
+/// [`SiteConfig::origin`] ([`ConnectOrigin::Fixed`]).
 pub fn site_router(service: service::Service, site: &SiteConfig) -> Router {
     site::router(service, site, ConnectOrigin::Fixed)
 }

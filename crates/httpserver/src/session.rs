@@ -1,88 +1,32 @@
 //! The site's sessions and CSRF tokens. A visitor signs in by pasting an API token; the
-//! session keeps it in this process's memory (never in a cookie) and the access layer checks
-//! it again through the service on every request, so a revoked token or a removed user ends
-//! the session on the next page. Cookies are `HttpOnly`, `SameSite=Strict`, scoped to
-//! `/sourcegraph` and `Secure` when the site's origin is https.
+//! session lives in the access store (`access::AccessStore::start_session`): a row keyed by
+//! the SHA-256 of the session id, naming the token by its id, so it survives a restart,
+//! works on every replica, and ends the moment its token is revoked or its user removed
+//! (A-1, W-34), or after twelve hours unused. Neither the token nor the session id is kept
+//! anywhere in plaintext but in the visitor's cookie. Cookies are `HttpOnly`,
+//! `SameSite=Strict`, scoped to `/sourcegraph` and `Secure` when the site's origin is https.
 //!
 //! Every form carries a CSRF token: a random value kept in its own cookie for a visitor, and
-//! the one fixed at sign-in for a session; a POST whose form value differs is refused.
+//! for a session one derived from the session id ([`csrf_of`]), so the store keeps none: a
+//! POST whose form value differs is refused.
 
 use axum::http::{HeaderMap, HeaderValue, header};
-use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use sha2::{Digest, Sha256};
 
 /// The cookie that names a session.
 pub(crate) const SESSION_COOKIE: &str = "csg_session";
 /// The cookie with a visitor's CSRF token.
 pub(crate) const CSRF_COOKIE: &str = "csg_csrf";
-/// A session unused this long is over.
-const IDLE: Duration = Duration::from_secs(12 * 60 * 60);
-/// Sessions one process keeps at most; the least recently used goes first.
-const MAX_SESSIONS: usize = 10_000;
 
-/// A signed-in visitor: the token they pasted and the CSRF token of their forms.
-#[derive(Clone)]
-pub(crate) struct Session {
-    pub(crate) token: String,
-    pub(crate) csrf: String,
-    last_seen: Instant,
-}
-
-/// The sessions of this process.
-#[derive(Default)]
-pub(crate) struct Sessions {
-    map: Mutex<HashMap<String, Session>>,
-}
-
-impl Sessions {
-    /// A new session for `token`; answers its id (the cookie value).
-    pub(crate) fn create(&self, token: String, csrf: String) -> Option<String> {
-        let id = random_hex()?;
-        let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
-        let now = Instant::now();
-        if map.len() >= MAX_SESSIONS {
-            map.retain(|_, s| now.saturating_duration_since(s.last_seen) < IDLE);
-            if map.len() >= MAX_SESSIONS
-                && let Some(oldest) = map
-                    .iter()
-                    .min_by_key(|(_, s)| s.last_seen)
-                    .map(|(id, _)| id.clone())
-            {
-                map.remove(&oldest);
-            }
-        }
-        map.insert(
-            id.clone(),
-            Session {
-                token,
-                csrf,
-                last_seen: now,
-            },
-        );
-        Some(id)
-    }
-
-    /// The live session `id`, marked used now.
-    pub(crate) fn get(&self, id: &str) -> Option<Session> {
-        let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
-        let now = Instant::now();
-        let session = map.get_mut(id)?;
-        if now.saturating_duration_since(session.last_seen) >= IDLE {
-            map.remove(id);
-            return None;
-        }
-        session.last_seen = now;
-        Some(session.clone())
-    }
-
-    /// Ends session `id`.
-    pub(crate) fn remove(&self, id: &str) {
-        self.map
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(id);
-    }
+/// The CSRF token of the session `id`: the SHA-256 of the id under a label of its own, as 64
+/// hex digits. Only the holder of the id (its cookie is `HttpOnly`) can compute it, and it
+/// gives the id away to nobody who reads a page; the store keeps the id only as another
+/// hash (unlabelled), so a copy of the database yields neither the id nor this token.
+pub(crate) fn csrf_of(id: &str) -> String {
+    let mut hash = Sha256::new();
+    hash.update(b"csg website csrf\0");
+    hash.update(id.as_bytes());
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// 256 random bits as 64 hex digits; `None` when the system has no randomness to give.
@@ -151,13 +95,18 @@ mod tests {
     }
 
     #[test]
-    fn sessions_live_until_removed() {
-        let sessions = Sessions::default();
-        let id = sessions.create("csg_t".into(), "c".into()).unwrap();
-        assert!(well_formed(&id));
-        assert_eq!(sessions.get(&id).unwrap().token, "csg_t");
-        sessions.remove(&id);
-        assert!(sessions.get(&id).is_none());
+    fn session_csrf_tokens_are_derived_apart() {
+        let (a, b) = (random_hex().unwrap(), random_hex().unwrap());
+        assert_eq!(csrf_of(&a), csrf_of(&a));
+        assert_ne!(csrf_of(&a), csrf_of(&b));
+        assert!(well_formed(&csrf_of(&a)), "usable as the CSRF cookie");
+        assert_ne!(csrf_of(&a), a);
+        // Not the stored key of the session (the plain SHA-256 of the id).
+        let stored: String = Sha256::digest(a.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_ne!(csrf_of(&a), stored);
         assert!(same_secret("abc", "abc") && !same_secret("abc", "abd") && !same_secret("a", "ab"));
     }
 }

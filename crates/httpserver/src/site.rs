@@ -661,10 +661,10 @@ async fn sign_in(
     if let Some(refusal) = refuse_forgery(&page, &form.csrf) {
         return refusal;
     }
-    let (status, message) = match access.0.0.sign_in(&form.token, page.client) {
+    let (status, message) = match access.0.0.sign_in(&form.token, page.client).await {
         Ok((id, csrf)) => {
             if let Some(old) = &page.visitor.session {
-                access.0.0.sign_out(old);
+                access.0.0.sign_out(old).await;
             }
             return home_with(access.0.0.session_cookies(Some((&id, &csrf))));
         }
@@ -693,7 +693,7 @@ async fn sign_out(
         return refusal;
     }
     if let Some(id) = &page.visitor.session {
-        access.0.0.sign_out(id);
+        access.0.0.sign_out(id).await;
     }
     home_with(access.0.0.session_cookies(None))
 }

@@ -31,7 +31,7 @@ struct Site {
     _source: SourceRepo,
     base: String,
     client: reqwest::Client,
-    users: access::AccessStore,
+    users: std::sync::Arc<access::AccessStore>,
 }
 
 async fn site(public_read: bool, private: bool) -> Site {
@@ -51,7 +51,8 @@ async fn site(public_read: bool, private: bool) -> Site {
     store
         .set_private(&gitstore::RepoName::parse(REPO).unwrap(), private)
         .unwrap();
-    let users = access::AccessStore::open(&store.metadata_path()).unwrap();
+    // The operator's store, which keeps the website's sessions too.
+    let users = std::sync::Arc::new(access::AccessStore::open(&store.metadata_path()).unwrap());
     let config = ServiceConfig {
         public_read,
         ..ServiceConfig::default()
@@ -60,10 +61,11 @@ async fn site(public_read: bool, private: bool) -> Site {
     let site = httpserver::SiteConfig {
         origin: "http://127.0.0.1".into(),
     };
-    let app = httpserver::with_access(
+    let app = httpserver::with_access_and_sessions(
         httpserver::site_router(service.clone(), &site),
         service,
         &site,
+        users.clone(),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
