@@ -5,6 +5,7 @@
 use crate::setting::Settings;
 use anyhow::{Context, Result};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// How long one owner gets to answer a forwarded call before the next owner is tried. A
@@ -17,10 +18,17 @@ pub struct Replica {
     routing: httpserver::ClusterRouting,
 }
 
+/// The change topic on which a replica announces a server-plugin reload to the others.
+const PLUGINS_TOPIC: &str = "plugins";
+
 /// The service's view of the membership: who owns a repository.
 struct Placement {
     membership: cluster::Membership,
     self_url: String,
+    /// The metadata database the announcements go through.
+    db: metadb::Database,
+    /// Announcements of this replica not yet heard back (`LISTEN` hears its own `NOTIFY`).
+    own_announcements: Arc<AtomicUsize>,
 }
 
 impl service::Placement for Placement {
@@ -35,6 +43,29 @@ impl service::Placement for Placement {
 
     fn self_url(&self) -> &str {
         &self.self_url
+    }
+
+    fn announce_plugin_reload(&self) {
+        self.own_announcements.fetch_add(1, Ordering::SeqCst);
+        let (db, own) = (self.db.clone(), self.own_announcements.clone());
+        // On a thread of its own: the caller is an async handler, the announcement a
+        // database round trip.
+        let spawned = std::thread::Builder::new()
+            .name("csg-announce".into())
+            .spawn(move || {
+                let sent = db.run(|client| {
+                    let mut tx = client.transaction()?;
+                    metadb::Database::notify_change(&mut tx, PLUGINS_TOPIC)?;
+                    tx.commit()
+                });
+                if let Err(error) = sent {
+                    own.fetch_sub(1, Ordering::SeqCst);
+                    tracing::warn!(%error, "the other replicas were not told to reload their server plugins; reload them one by one");
+                }
+            });
+        if spawned.is_err() {
+            self.own_announcements.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 
     fn members(&self) -> service::Membership {
@@ -76,20 +107,46 @@ impl Replica {
         let config = cluster::ClusterConfig::new(node_url.clone());
         // The heartbeat gets a connection of its own: behind the stores' slow calls it could
         // miss its lease, and the others would take this replica for dead.
-        let membership = tokio::task::spawn_blocking(move || {
+        let (membership, db) = tokio::task::spawn_blocking(move || {
             let options = metadb::Options {
                 connections: 1,
                 ..metadb::Options::default()
             };
             let db = metadb::Database::connect(url.expose(), options)
                 .context("cannot open the cluster's metadata database (--database)")?;
-            cluster::Membership::join(db, config).context("cannot join the cluster")
+            let membership =
+                cluster::Membership::join(db.clone(), config).context("cannot join the cluster")?;
+            anyhow::Ok((membership, db))
         })
         .await
         .context("joining the cluster stopped")??;
+        let own_announcements = Arc::new(AtomicUsize::new(0));
+        // Another replica's reload (issue 31 point 5): reload here too, off the listener
+        // thread. This replica's own announcement comes back once and is skipped.
+        let (runtime, reloading, own) = (
+            tokio::runtime::Handle::current(),
+            service.clone(),
+            own_announcements.clone(),
+        );
+        db.subscribe(PLUGINS_TOPIC, move || {
+            let skip = own
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+            if skip {
+                return;
+            }
+            let service = reloading.clone();
+            runtime.spawn(async move {
+                if let Err(error) = service.reload_server_plugins_here().await {
+                    tracing::warn!(%error, "reloading server plugins as another replica asked failed");
+                }
+            });
+        });
         service.set_placement(Arc::new(Placement {
             membership: membership.clone(),
             self_url: node_url.as_str().to_owned(),
+            db,
+            own_announcements,
         }));
         let view = membership.view();
         crate::progress(&format!(

@@ -424,8 +424,14 @@ async fn serve(
             connect,
         ))
         .nest_service("/sourcegraph/mcp", mcp);
-    // who calls, for the API, MCP and the site alike.
-    let app = httpserver::with_access(app, service.clone(), &site_config);
+    // who calls, for the API, MCP and the site alike; the site's sign-in sessions
+    // live in the access store, so they survive restarts and work on every replica.
+    let app = match service.access_store() {
+        Some(sessions) => {
+            httpserver::with_access_and_sessions(app, service.clone(), &site_config, sessions)
+        }
+        None => httpserver::with_access(app, service.clone(), &site_config),
+    };
     // Issue 31: calls for repositories other replicas own go to them, credentials and all.
     let app = match &replica {
         Some(replica) => replica.route(app, service.clone())?,

@@ -120,7 +120,9 @@ pub fn spawn_maintenance(
                     tracing::debug!(repo = %repo.name, "maintenance: still busy since an earlier round; skipped");
                     continue;
                 }
-                let sync = sync && backoffs.due(&repo.name, now);
+                // A repository this process holds no mirror of yet (a replica that just
+                // joined or gained it) is fetched in the first round too.
+                let sync = (sync || !service.holds(&repo.name)) && backoffs.due(&repo.name, now);
                 let (service, slots, name) = (service.clone(), slots.clone(), repo.name.clone());
                 let backoffs = backoffs.clone();
                 let task = tokio::spawn(async move {

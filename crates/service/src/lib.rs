@@ -180,7 +180,7 @@ struct Inner {
     indexed_here: std::sync::Mutex<std::collections::HashSet<String>>,
     /// Users, tokens and grants, or why they could not open (then only the local
     /// caller and anonymous reads of public repositories work).
-    access: Result<access::AccessStore, String>,
+    access: Result<Arc<access::AccessStore>, String>,
     /// Cluster mode: where repositories are served (unset: everything here).
     placement: std::sync::OnceLock<Arc<dyn placement::Placement>>,
 }
@@ -208,7 +208,9 @@ impl Service {
         config: ServiceConfig,
         server_plugins: PluginHost,
     ) -> Self {
-        let access = open_access(&store).map_err(|e| e.to_string());
+        let access = open_access(&store)
+            .map(Arc::new)
+            .map_err(|e| e.to_string());
         Self {
             inner: Arc::new(Inner {
                 access,

@@ -85,7 +85,7 @@ impl Inner {
     }
 
     pub(crate) fn access(&self) -> Result<&access::AccessStore, ServiceError> {
-        self.access.as_ref().map_err(|why| {
+        self.access.as_deref().map_err(|why| {
             tracing::warn!(error = %why, "the access store is unavailable");
             ServiceError::internal("the access store is unavailable; see the server log")
         })
@@ -102,6 +102,12 @@ pub enum AuthFailure {
 }
 
 impl Service {
+    /// The access store this service decides with, for the transport's sign-in sessions
+    /// (one store per process: one in-memory view, one reload thread).
+    pub fn access_store(&self) -> Option<std::sync::Arc<access::AccessStore>> {
+        self.inner.access.as_ref().ok().cloned()
+    }
+
     /// The user of a presented bearer token: hashed and looked up, never compared as
     /// plaintext. Cheap: an in-memory lookup, reloaded only when the access tables changed.
     pub fn authenticate(&self, token: &str) -> Result<Principal, AuthFailure> {
@@ -110,7 +116,9 @@ impl Service {
             .access()
             .map_err(|e| AuthFailure::Unavailable(e.message))?;
         store.authenticate(token).map_err(|error| match error {
-            access::Error::Storage(_) => AuthFailure::Unavailable(error.to_string()),
+            access::Error::Storage(_) | access::Error::Unavailable(_) => {
+                AuthFailure::Unavailable(error.to_string())
+            }
             other => AuthFailure::Invalid(other.to_string()),
         })
     }

@@ -14,6 +14,9 @@ pub trait Placement: Send + Sync + 'static {
     fn self_url(&self) -> &str;
     /// The membership as this replica last saw it.
     fn members(&self) -> Membership;
+    /// A caller reloaded the server plugins here: tell the other replicas to reload theirs
+    /// ([`Service::reload_server_plugins_here`]). Must not block.
+    fn announce_plugin_reload(&self) {}
 }
 
 /// The members of the cluster and this replica's standing, for `/readyz` and the cluster
@@ -77,10 +80,20 @@ impl Service {
             return Route::Here;
         };
         let name = self.unalias(ctx, repo.to_owned());
-        if self.owns_here(&name) {
+        if !self.owns_here(&name) {
+            return Route::Elsewhere(placement.owners(&name));
+        }
+        // An owner that has not fetched the repository yet (it just joined, or just gained
+        // it) sends the call to the other owners until it has.
+        let others: Vec<String> = placement
+            .owners(&name)
+            .into_iter()
+            .filter(|owner| owner != placement.self_url())
+            .collect();
+        if others.is_empty() || self.holds(&name) {
             Route::Here
         } else {
-            Route::Elsewhere(placement.owners(&name))
+            Route::Elsewhere(others)
         }
     }
 
@@ -134,5 +147,17 @@ impl Service {
             message: "this server does not run in cluster mode (start it with --database)"
                 .to_owned(),
         })
+    }
+
+    /// Whether this replica holds a synced mirror of the repository `name` (a real name).
+    /// An unknown name is "held": the call is answered here, as unknown.
+    pub(crate) fn holds(&self, name: &str) -> bool {
+        let Ok(repo) = gitstore::RepoName::parse(name) else {
+            return true;
+        };
+        !matches!(
+            self.inner.store.lease_revision(&repo, None),
+            Err(gitstore::Error::NotSynced(_))
+        )
     }
 }

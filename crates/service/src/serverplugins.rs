@@ -97,6 +97,17 @@ impl Service {
     ) -> Result<ServerPluginsStatus, ServiceError> {
         self.inner
             .check_prepare(&ctx.caller, "reloading server plugins")?;
+        let status = self.reload_server_plugins_here().await?;
+        // Issue 31: a reload through any replica reloads every replica's plugins.
+        if let Some(placement) = self.inner.placement.get() {
+            placement.announce_plugin_reload();
+        }
+        Ok(status)
+    }
+
+    /// Reloads this process's server plugins only: what a replica does when another one
+    /// announces a reload (no capability check: the announcing replica made it).
+    pub async fn reload_server_plugins_here(&self) -> Result<ServerPluginsStatus, ServiceError> {
         let host = self.inner.server_plugins.clone();
         let reloaded = tokio::task::spawn_blocking(move || host.reload())
             .await
