@@ -73,16 +73,46 @@ pub(crate) trait RegistryBackend: Send + Sync {
         message: &str,
     ) -> Result<(), Error>;
 
-    /// One transaction: the sync state and every branch head seen now (G-5). Answers the new
-    /// state generation.
+    /// One transaction: the sync state, every branch head seen now (G-5) and, where the
+    /// backend keeps them ([`RegistryBackend::recorded_heads`]), the branch heads themselves.
+    /// Answers the new state generation; `None` when `fence` says this sync may no longer
+    /// record (its lease ran out and another replica may have taken over, or the name was
+    /// registered again meanwhile): then nothing was written.
     fn record_sync_success(
         &self,
         name: &RepoName,
         now: SystemTime,
-        default_branch: Option<&str>,
-        head: Option<&CommitId>,
-        heads_seen: &[CommitId],
-    ) -> Result<u64, Error>;
+        sync: &SyncRecord<'_>,
+        fence: Option<&SyncFence>,
+    ) -> Result<Option<u64>, Error>;
+
+    /// The branch heads the last successful sync recorded (branch, commit), sorted by branch:
+    /// what every replica resolves a branch name to in cluster mode. `None` when this backend
+    /// keeps none (SQLite: one data directory has one mirror, whose refs are the truth).
+    fn recorded_heads(&self, _name: &RepoName) -> Result<Option<Vec<(String, CommitId)>>, Error> {
+        Ok(None)
+    }
+
+    /// Takes the cluster-wide lease on syncing `name` for `ttl` (renewed with
+    /// [`RegistryBackend::renew_sync_lease`] while the sync runs). SQLite answers
+    /// [`SyncLease::NotShared`]: the mirror file lock already makes syncs of one data
+    /// directory take turns.
+    fn take_sync_lease(&self, _name: &RepoName, _ttl: Duration) -> Result<SyncLease, Error> {
+        Ok(SyncLease::NotShared)
+    }
+
+    /// Extends a held lease to `ttl` from now; `false` when it is no longer this holder's.
+    fn renew_sync_lease(
+        &self,
+        _name: &RepoName,
+        _token: i64,
+        _ttl: Duration,
+    ) -> Result<bool, Error> {
+        Ok(true)
+    }
+
+    /// Gives a held lease back (best effort: an unreleased lease runs out by itself).
+    fn release_sync_lease(&self, _name: &RepoName, _token: i64) {}
 
     /// The heads syncs saw, with when they last saw each.
     fn seen_heads(&self, name: &RepoName) -> Result<Vec<(CommitId, SystemTime)>, Error>;
@@ -98,6 +128,35 @@ pub(crate) trait RegistryBackend: Send + Sync {
 
     /// Removes a pin; the new state generation if one was removed.
     fn delete_pin(&self, name: &RepoName, sha: &CommitId) -> Result<Option<u64>, Error>;
+}
+
+/// What a successful sync records.
+pub(crate) struct SyncRecord<'a> {
+    pub default_branch: Option<&'a str>,
+    /// The default branch's head.
+    pub head: Option<&'a CommitId>,
+    /// Every distinct branch head (seen heads, G-5).
+    pub heads_seen: &'a [CommitId],
+    /// Every tracked branch and its head.
+    pub branches: &'a [(String, CommitId)],
+}
+
+/// What entitles a sync to record its result in cluster mode: the registration it fetched
+/// for and the sync lease it holds.
+pub(crate) struct SyncFence {
+    pub incarnation: u64,
+    pub lease: i64,
+}
+
+/// The answer to [`RegistryBackend::take_sync_lease`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SyncLease {
+    /// The backend has no cluster to share syncs with (SQLite): sync.
+    NotShared,
+    /// Held, under this token (a fencing token: unique per grant).
+    Held(i64),
+    /// Another replica holds it: follow its recorded heads instead of fetching the source.
+    Busy,
 }
 
 /// Logs the detail and returns the generic storage error (messages never carry host paths or

@@ -56,6 +56,28 @@ pub type GcHook = Arc<dyn Fn(&RepoName) + Send + Sync>;
 #[doc(hidden)]
 pub type RegistryHook = Arc<dyn Fn() + Send + Sync>;
 
+/// A test hook run just before each fetch from a source (see [`GitStore::set_fetch_hook`]).
+#[doc(hidden)]
+pub type FetchHook = Arc<dyn Fn(&RepoName, SourceFetch) + Send + Sync>;
+
+/// Why a fetch from the source runs (see [`GitStore::set_fetch_hook`]).
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceFetch {
+    /// A sync that decides the heads: with SQLite every sync, in cluster mode the holder of
+    /// the repository's sync lease.
+    Sync,
+    /// Cluster mode: catching this replica's mirror up with heads another replica's sync
+    /// recorded. Decides and records nothing.
+    Follow,
+}
+
+/// How long a cluster-wide sync lease outlives its holder's last renewal (cluster mode; see
+/// [`GitStore::set_sync_lease`]). The holder renews it every third of this while it syncs,
+/// so it bounds how long a replica killed mid-sync keeps the others from syncing that
+/// repository.
+pub const DEFAULT_SYNC_LEASE: Duration = Duration::from_secs(60);
+
 /// Default retention window for former heads (G-5).
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(30 * 24 * 60 * 60);
 
@@ -76,9 +98,13 @@ pub enum Metadata {
     /// `<data>/csg.sqlite`, shared by the processes of one data directory: the default.
     #[default]
     Sqlite,
-    /// The tables `repos`, `seen_heads`, `pins` and `meta` in a PostgreSQL database shared
-    /// by replicas (cluster mode), migrated on open (component `registry`). Each replica
-    /// keeps its mirrors, lock files and lease records in its own data directory. Another
+    /// The tables `repos`, `seen_heads`, `pins`, `meta`, `branch_heads` (the heads the last
+    /// sync recorded, which every replica resolves branch names to) and `sync_leases` (one
+    /// replica syncs a repository at a time, see [`GitStore::sync`]) in a PostgreSQL
+    /// database shared by replicas (cluster mode), migrated on open (component `registry`).
+    /// Each replica keeps its mirrors, lock files and lease records in its own data
+    /// directory, and catches its mirror up with recorded heads on background threads of
+    /// the store (see [`GitStore::resolve`]). Another
     /// replica's registration, removal, sync or pin is seen on the first call after its
     /// notification arrives; while the database is unreachable, reads answer from the last
     /// known metadata and every metadata write fails at once (see
@@ -300,9 +326,9 @@ impl GitStore {
         clock: Arc<dyn Clock>,
         metadata: Metadata,
     ) -> Result<Self, Error> {
-        Ok(Self {
-            inner: Arc::new(store::Inner::open(config, clock, metadata)?),
-        })
+        let inner = Arc::new(store::Inner::open(config, clock, metadata)?);
+        inner.start();
+        Ok(Self { inner })
     }
 
     /// The storage root this store lives in (part of every cache key above this crate).
@@ -374,6 +400,14 @@ impl GitStore {
     /// Fetches the source into the mirror (clone on first use), records every branch head seen
     /// now (for retention) and the sync state. A failure is recorded in the metadata
     /// (`last_error`) and returned; the mirror keeps its last good state (G-3).
+    ///
+    /// In cluster mode ([`Metadata::Postgres`]) the sync first takes the repository's
+    /// cluster-wide sync lease, renewed while it runs: only its holder fetches from the
+    /// source and records the heads (branch → full SHA), which every replica then resolves
+    /// branch names to. When another replica holds it, this one fetches nothing from the
+    /// source on its own account: it catches its mirror up with the heads recorded so far
+    /// (fetching only if it lacks them) and answers those; a failure then is not recorded
+    /// (it is this replica's own), and [`Error::NotSynced`] means nothing was recorded yet.
     pub fn sync(&self, name: &RepoName) -> Result<SyncOutcome, Error> {
         self.inner.sync(name, None)
     }
@@ -390,6 +424,12 @@ impl GitStore {
 
     /// Resolves `revision` (full SHA, branch, tag, unique short SHA of ≥ 7 hex; `None` = head
     /// of the default branch) to a full commit SHA that is readable now (G-4, G-5).
+    ///
+    /// In cluster mode a branch resolves to the head the last sync recorded, whichever
+    /// replica ran it, never to this mirror's own ref. While this replica's mirror lacks that
+    /// commit the answer is [`Error::NotSynced`] (so is a read of a commit the cluster
+    /// retains that it lacks), and a fetch is queued on the store's own background workers;
+    /// no `git` runs on the calling thread. The caller may try another replica meanwhile.
     pub fn resolve(&self, name: &RepoName, revision: Option<&str>) -> Result<CommitId, Error> {
         self.inner.resolve(name, revision)
     }
@@ -586,6 +626,23 @@ impl GitStore {
     /// zero) and empties the trash of removed mirrors no live process holds a lease on.
     pub fn sweep(&self) -> Result<SweepReport, Error> {
         self.inner.sweep()
+    }
+
+    /// How long a cluster-wide sync lease outlives its holder's last renewal (default
+    /// [`DEFAULT_SYNC_LEASE`], at least a second): a replica killed while syncing a
+    /// repository keeps the others from syncing it (they follow its last recorded heads) at
+    /// most this long. Only cluster mode takes leases.
+    pub fn set_sync_lease(&self, lease: Duration) {
+        self.inner.set_sync_lease(lease);
+    }
+
+    /// Test support: `hook` runs on the syncing (or following) thread just before each fetch
+    /// from a source, with the repository's locks (and in cluster mode its sync lease, for
+    /// [`SourceFetch::Sync`]) held, so a test can count fetches or hold one. Not for
+    /// production use.
+    #[doc(hidden)]
+    pub fn set_fetch_hook(&self, hook: Option<FetchHook>) {
+        self.inner.set_fetch_hook(hook);
     }
 
     /// Test support: `hook` runs on the sweeping thread with every lock of a garbage

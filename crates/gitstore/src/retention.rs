@@ -17,6 +17,10 @@ pub(crate) struct Roots {
     pub fixed: HashSet<ObjectId>,
     /// Every head seen by a sync, with the time of the last sync that saw it.
     pub seen: HashMap<ObjectId, SystemTime>,
+    /// Cluster mode: the seen heads and pins of the shared rows that this replica's mirror
+    /// does not have (another replica's sync saw them). Never roots here, and no walk starts
+    /// from them: reading them answers "not synced" instead. Empty with SQLite.
+    pub absent: HashSet<ObjectId>,
 }
 
 /// Whether a head last seen at `last_seen` is still inside the window at `now`. A time in the
@@ -30,11 +34,12 @@ pub(crate) fn in_window(last_seen: SystemTime, now: SystemTime, retention: Durat
 impl Roots {
     /// O(1): whether `id` is itself a root.
     pub(crate) fn is_root(&self, id: &ObjectId, now: SystemTime, retention: Duration) -> bool {
-        self.fixed.contains(id)
-            || self
-                .seen
-                .get(id)
-                .is_some_and(|t| in_window(*t, now, retention))
+        (self.absent.is_empty() || !self.absent.contains(id))
+            && (self.fixed.contains(id)
+                || self
+                    .seen
+                    .get(id)
+                    .is_some_and(|t| in_window(*t, now, retention)))
     }
 
     /// Seen heads inside the window that are not fixed roots, sorted.
@@ -89,7 +94,13 @@ impl Memo {
         if !unchanged {
             self.reached.clear();
             self.queue.clear();
-            for id in roots.fixed.iter().chain(active.active_seen.iter()) {
+            let present = |id: &&ObjectId| !roots.absent.contains(*id);
+            for id in roots
+                .fixed
+                .iter()
+                .chain(active.active_seen.iter())
+                .filter(present)
+            {
                 if self.reached.insert(*id) {
                     self.queue.push((i64::MAX, *id));
                 }
@@ -185,6 +196,7 @@ mod tests {
             generation: 1,
             fixed: [a].into_iter().collect(),
             seen: [(a, t0), (b, t0)].into_iter().collect(),
+            absent: HashSet::new(),
         };
         let mut memo = Memo::default();
         memo.refresh(&roots, t0, window);

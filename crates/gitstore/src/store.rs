@@ -32,6 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
+mod follow;
 mod maintenance;
 mod shared;
 
@@ -62,6 +63,19 @@ pub(crate) struct View {
     tags: Tags,
     pins: HashSet<ObjectId>,
     roots: Roots,
+    /// Cluster mode: branches whose recorded head this mirror does not have yet (branch →
+    /// the recorded commit). Naming one answers [`Error::NotSynced`] and asks for a follow;
+    /// never the mirror's own, older ref (see `follow.rs`). Always empty with SQLite.
+    pending: Branches,
+}
+
+impl View {
+    /// Whether a mirror that lacks `id` lags behind what the cluster recorded, so that
+    /// another replica may well answer it: a recorded head is missing here, or `id` is
+    /// itself a shared seen head or pin this mirror lacks. Asked in cluster mode only.
+    fn behind(&self, id: &ObjectId) -> bool {
+        !self.pending.is_empty() || self.roots.absent.contains(id)
+    }
 }
 
 /// One registered repository.
@@ -109,7 +123,7 @@ impl RepoState {
     }
 }
 
-use crate::{GcHook, RegistryHook};
+use crate::{FetchHook, GcHook, RegistryHook};
 
 /// A lease counted but not yet granted: released again unless [`Counted::keep`] is called,
 /// so a refused lease never leaves a count behind.
@@ -197,6 +211,20 @@ pub(crate) struct Inner {
     mirrors_per_replica: bool,
     /// Where the registry lives, for [`crate::GitStore::metadata`].
     metadata: crate::Metadata,
+    /// Cluster mode: repositories whose mirror must catch up with recorded heads (see
+    /// `follow.rs`); its workers run only in cluster mode.
+    follows: Arc<follow::Follows>,
+    /// How long a cluster-wide sync lease outlives its holder's last renewal, in
+    /// milliseconds.
+    sync_lease_ms: AtomicU64,
+    /// A test hook run just before each fetch from the source.
+    fetch_hook: Mutex<Option<FetchHook>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.follows.close();
+    }
 }
 
 /// The file in a mirror naming the incarnation it was made for, in cluster mode only. A name
@@ -246,9 +274,32 @@ impl Inner {
             data_dir_forms,
             mirrors_per_replica,
             metadata,
+            follows: Arc::default(),
+            sync_lease_ms: AtomicU64::new(duration_ms(crate::DEFAULT_SYNC_LEASE)),
+            fetch_hook: Mutex::new(None),
         };
         inner.refresh()?;
         Ok(inner)
+    }
+
+    /// Starts what runs beside the calls: in cluster mode, the follow workers.
+    pub(crate) fn start(self: &Arc<Self>) {
+        if self.mirrors_per_replica {
+            follow::start(self);
+        }
+    }
+
+    /// Cluster mode: whether this mirror, lacking `id`, is behind the cluster (see
+    /// [`View::behind`]). Always false with SQLite: the one mirror is the truth.
+    fn behind(&self, view: &View, id: &ObjectId) -> bool {
+        self.mirrors_per_replica && view.behind(id)
+    }
+
+    /// Asks for a follow of `state` and answers the error a read gives meanwhile: this
+    /// replica has not fetched what the cluster recorded yet. No `git` here (read path).
+    fn catching_up(&self, state: &RepoState) -> Error {
+        self.follows.request(&state.name);
+        Error::NotSynced(state.name.clone())
     }
 
     /// Sees what other processes changed (13). Per call one load of the shared change
@@ -379,7 +430,14 @@ impl Inner {
             return;
         }
         match self.load_view(state, row.default_branch.clone()) {
-            Ok(view) => state.publish(view, row.state_gen),
+            Ok(view) => {
+                let behind = !view.pending.is_empty();
+                state.publish(view, row.state_gen);
+                if behind {
+                    // Catch up now rather than on the first read that needs it.
+                    self.follows.request(&state.name);
+                }
+            }
             // The repository stays registered and reads answer from the previous view (or
             // "not synced") until the next change rebuilds it.
             Err(e) => {
@@ -397,6 +455,17 @@ impl Inner {
                 .ok()
                 .and_then(|text| text.trim().parse::<u64>().ok())
                 == Some(state.id)
+    }
+
+    /// Sets how long a sync lease outlives its holder's last renewal (at least a second).
+    pub(crate) fn set_sync_lease(&self, lease: std::time::Duration) {
+        let ms = duration_ms(lease).max(1000);
+        self.sync_lease_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Installs the test hook run before each fetch from a source.
+    pub(crate) fn set_fetch_hook(&self, hook: Option<FetchHook>) {
+        *lock(&self.fetch_hook) = hook;
     }
 
     /// Installs the test hook run just before `git gc`.
@@ -641,26 +710,59 @@ impl Inner {
             .map_err(storage("opening a mirror"))
     }
 
-    /// Builds a view from the mirror's refs and the metadata (pins, seen heads).
+    /// Builds a view from the mirror's refs and the metadata (pins, seen heads). In cluster
+    /// mode the branches are the heads the last sync recorded, whichever replica ran it: those
+    /// this mirror lacks are `pending`, and the mirror's own branch refs count for nothing
+    /// (they may be older, or newer than what was recorded). Until a sync records heads (a
+    /// database from before they were recorded), the mirror's refs stand.
     fn load_view(&self, state: &RepoState, default_branch: Option<String>) -> Result<View, Error> {
         let repo = self.open_repo(state)?;
-        let (branches, tags) = read_refs(&repo.to_thread_local())?;
+        let local = repo.to_thread_local();
+        let (mut branches, tags) = read_refs(&local)?;
+        let mut pending = Branches::new();
+        if let Some(recorded) = self.db.recorded_heads(&state.name)?
+            && !recorded.is_empty()
+        {
+            branches.clear();
+            for (branch, commit) in recorded {
+                let id = to_oid(&commit)?;
+                if is_commit(&local, id)? {
+                    branches.insert(branch, id);
+                } else {
+                    pending.insert(branch, id);
+                }
+            }
+        }
         let head = default_branch
             .as_ref()
             .and_then(|b| branches.get(b))
             .copied();
-        self.assemble_view(state, Arc::new(repo), default_branch, head, branches, tags)
+        self.assemble_view(
+            state,
+            Arc::new(repo),
+            Heads {
+                default_branch,
+                head,
+                branches,
+                pending,
+            },
+            tags,
+        )
     }
 
     fn assemble_view(
         &self,
         state: &RepoState,
         repo: Arc<gix::ThreadSafeRepository>,
-        default_branch: Option<String>,
-        head: Option<ObjectId>,
-        branches: BTreeMap<String, ObjectId>,
+        heads: Heads,
         tags: HashMap<String, ObjectId>,
     ) -> Result<View, Error> {
+        let Heads {
+            default_branch,
+            head,
+            branches,
+            pending,
+        } = heads;
         let pins: HashSet<ObjectId> = self
             .db
             .pins(&state.name)?
@@ -679,6 +781,19 @@ impl Inner {
             .chain(pins.iter())
             .copied()
             .collect();
+        // Cluster mode: which shared rows name commits this mirror lacks (one header lookup
+        // each, when a view is built, never per read).
+        let mut absent = HashSet::new();
+        if self.mirrors_per_replica {
+            handles::with_repo(&repo, |local| {
+                for id in seen.keys().chain(pins.iter()) {
+                    if !is_commit(local, *id)? {
+                        absent.insert(*id);
+                    }
+                }
+                Ok::<(), Error>(())
+            })?;
+        }
         Ok(View {
             repo,
             default_branch,
@@ -690,20 +805,15 @@ impl Inner {
                 generation: self.next_id(),
                 fixed,
                 seen,
+                absent,
             },
+            pending,
         })
     }
 
     /// A copy of `view` with pins and seen heads re-read from the metadata.
     fn refreshed_view(&self, state: &RepoState, view: &View) -> Result<View, Error> {
-        self.assemble_view(
-            state,
-            view.repo.clone(),
-            view.default_branch.clone(),
-            view.head,
-            view.branches.clone(),
-            view.tags.clone(),
-        )
+        self.assemble_view(state, view.repo.clone(), Heads::of(view), view.tags.clone())
     }
 
     // ----- retention ---------------------------------------------------------------------
@@ -752,6 +862,8 @@ impl Inner {
                 repo: state.name.clone(),
                 commit,
             }),
+            // Cluster mode: another replica may well answer it; this one has to catch up.
+            Ok(None) if self.behind(view, id) => Err(self.catching_up(state)),
             Ok(_) => Err(Error::UnknownRevision {
                 repo: state.name.clone(),
                 revision: commit.to_string(),
@@ -784,7 +896,17 @@ impl Inner {
             revision: rev.to_string(),
         };
         let id = match revision {
-            None | Some("HEAD") => view.head.ok_or_else(|| unknown("HEAD"))?,
+            None | Some("HEAD") => match view.head {
+                Some(id) => id,
+                None if view
+                    .default_branch
+                    .as_ref()
+                    .is_some_and(|b| view.pending.contains_key(b)) =>
+                {
+                    return Err(self.catching_up(state));
+                }
+                None => return Err(unknown("HEAD")),
+            },
             Some(rev) => {
                 revision::validate_revision(rev)?;
                 self.resolve_name(state, view, rev)?
@@ -801,29 +923,44 @@ impl Inner {
         };
         if rev.len() == 40 && revision::is_hex(rev) {
             let id = ObjectId::from_hex(rev.as_bytes()).map_err(|_| unknown())?;
-            return handles::with_repo(&view.repo, |repo| peel_to_commit(repo, id))?
-                .ok_or_else(unknown);
+            return match handles::with_repo(&view.repo, |repo| peel_to_commit(repo, id))? {
+                Some(commit) => Ok(commit),
+                None if self.behind(view, &id) => Err(self.catching_up(state)),
+                None => Err(unknown()),
+            };
         }
-        // A ref wins over a short SHA of the same spelling, as in git.
-        let by_ref = view
-            .branches
-            .get(rev)
-            .or_else(|| view.tags.get(rev))
-            .or_else(|| {
-                rev.strip_prefix("refs/heads/")
-                    .and_then(|b| view.branches.get(b))
-            })
+        // A ref wins over a short SHA of the same spelling, as in git; a branch whose
+        // recorded head this mirror lacks (cluster mode) is still that branch.
+        let branch = |b: &str| match view.branches.get(b) {
+            Some(id) => Some(Ok(*id)),
+            None if view.pending.contains_key(b) => Some(Err(())),
+            None => None,
+        };
+        let by_ref = branch(rev)
+            .or_else(|| view.tags.get(rev).map(|id| Ok(*id)))
+            .or_else(|| rev.strip_prefix("refs/heads/").and_then(branch))
             .or_else(|| {
                 rev.strip_prefix("refs/tags/")
                     .and_then(|t| view.tags.get(t))
+                    .map(|id| Ok(*id))
             });
-        if let Some(id) = by_ref {
-            return Ok(*id);
+        match by_ref {
+            Some(Ok(id)) => return Ok(id),
+            Some(Err(())) => return Err(self.catching_up(state)),
+            None => {}
         }
         if revision::is_hex(rev) && rev.len() >= MIN_SHORT_SHA {
-            return handles::with_repo(&view.repo, |repo| {
+            return match handles::with_repo(&view.repo, |repo| {
                 resolve_prefix(&state.name, repo, rev, MIN_SHORT_SHA)
-            });
+            }) {
+                // Maybe a commit of a recorded head this mirror has not fetched yet.
+                Err(Error::UnknownRevision { .. })
+                    if self.mirrors_per_replica && !view.pending.is_empty() =>
+                {
+                    Err(self.catching_up(state))
+                }
+                other => other,
+            };
         }
         Err(unknown())
     }
@@ -1208,6 +1345,31 @@ impl Inner {
             Ok((out, truncated))
         })
     }
+}
+
+/// The branch side of a [`View`], as a sync fetched it or the metadata recorded it.
+pub(crate) struct Heads {
+    default_branch: Option<String>,
+    head: Option<ObjectId>,
+    branches: Branches,
+    pending: Branches,
+}
+
+impl Heads {
+    /// The heads of `view`, copied.
+    fn of(view: &View) -> Self {
+        Self {
+            default_branch: view.default_branch.clone(),
+            head: view.head,
+            branches: view.branches.clone(),
+            pending: view.pending.clone(),
+        }
+    }
+}
+
+/// Whole milliseconds of `d`, at least 1.
+pub(crate) fn duration_ms(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
 /// A `source` we are willing to hand to git as its repository argument.

@@ -12,10 +12,20 @@
 //! per outage) and make no attempt to reach it; writes fail at once with
 //! [`METADATA_UNREACHABLE`]. When the listener reconnects, the signal moves and the next
 //! call re-reads everything.
+//!
+//! Cluster mode's own tables (version 2): `branch_heads`, every branch head the last
+//! successful sync recorded, which every replica resolves branch names to; and
+//! `sync_leases`, a row per repository being synced (`token` from the sequence
+//! `sync_lease_tokens`, `expires_at` by the database's clock, so replicas' clocks never
+//! disagree about it). A lease is taken by one conditional upsert, renewed by its holder and
+//! deleted when the sync ends; a holder that died leaves a row that simply expires. The
+//! record of a sync locks and checks its lease row (token and expiry) and its registration
+//! (incarnation) in its own transaction: the token is a fencing token. Lease statements
+//! notify nobody: they change no registry state.
 
 use super::{
-    REGISTRY_GENERATION, REPO_COLUMNS, RawRow, RegistryBackend, RepoRow, parse_pins, parse_row,
-    parse_seen, storage, to_db_time,
+    REGISTRY_GENERATION, REPO_COLUMNS, RawRow, RegistryBackend, RepoRow, SyncFence, SyncLease,
+    SyncRecord, parse_pins, parse_row, parse_seen, storage, to_db_time,
 };
 use crate::error::METADATA_UNREACHABLE;
 use crate::{CommitId, Error, Registration, RepoName};
@@ -34,11 +44,13 @@ const TOPIC: &str = "registry";
 const RETRY_READ_AFTER: Duration = Duration::from_secs(1);
 
 /// The schema's versions. Version 1 is the SQLite schema of the same version, with
-/// PostgreSQL's types.
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "registry tables",
-    sql: "
+/// PostgreSQL's types; version 2 is cluster mode's own (SQLite stays at 1: one data
+/// directory has one mirror, whose refs are the truth, and an older csg must still open it).
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "registry tables",
+        sql: "
 CREATE TABLE repos (
     name TEXT PRIMARY KEY NOT NULL,
     source TEXT NOT NULL,
@@ -69,7 +81,27 @@ CREATE TABLE pins (
     PRIMARY KEY (repo, sha)
 );
 ",
-}];
+    },
+    Migration {
+        version: 2,
+        name: "recorded branch heads and sync leases",
+        sql: "
+CREATE TABLE branch_heads (
+    repo TEXT NOT NULL,
+    branch TEXT NOT NULL,
+    sha TEXT NOT NULL,
+    recorded_at BIGINT NOT NULL,
+    PRIMARY KEY (repo, branch)
+);
+CREATE TABLE sync_leases (
+    repo TEXT PRIMARY KEY NOT NULL,
+    token BIGINT NOT NULL,
+    expires_at TIMESTAMPTZ NOT NULL
+);
+CREATE SEQUENCE sync_lease_tokens;
+",
+    },
+];
 
 /// The last registry read, and the change signal loaded just before it.
 struct Snapshot {
@@ -210,12 +242,25 @@ impl PgRegistry {
         what: &'static str,
         work: impl FnOnce(&mut Transaction<'_>) -> Result<T, postgres::Error> + Send + 'static,
     ) -> Result<T, Error> {
+        let written = self.write_if(what, move |tx| work(tx).map(Some))?;
+        written.ok_or_else(|| storage(what)("a write without a condition was not made"))
+    }
+
+    /// [`PgRegistry::write`] whose work may decide not to write: `None` rolls the transaction
+    /// back, and nobody is notified.
+    fn write_if<T: Send + 'static>(
+        &self,
+        what: &'static str,
+        work: impl FnOnce(&mut Transaction<'_>) -> Result<Option<T>, postgres::Error> + Send + 'static,
+    ) -> Result<Option<T>, Error> {
         let result = self.db.run(move |client| {
             let mut tx = client.transaction()?;
-            let value = work(&mut tx)?;
+            let Some(value) = work(&mut tx)? else {
+                return Ok(None);
+            };
             metadb::notify_change(&mut tx, TOPIC)?;
             tx.commit()?;
-            Ok(value)
+            Ok(Some(value))
         });
         // Whatever happened, this process's next look re-reads the rows: its own
         // notification is still on its way, and a refused insert may be another replica's.
@@ -227,6 +272,21 @@ impl PgRegistry {
             }
             Err(e) => Err(self.failed(what, e)),
         }
+    }
+}
+
+impl PgRegistry {
+    /// A sync lease statement: not a registry change, so nobody is notified and the
+    /// registry is not re-read after it.
+    fn lease_call<T: Send + 'static>(
+        &self,
+        what: &'static str,
+        work: impl FnOnce(&mut Client) -> Result<T, postgres::Error> + Send + 'static,
+    ) -> Result<T, Error> {
+        if !self.reachable() {
+            return Err(self.unreachable());
+        }
+        self.db.run(work).map_err(|e| self.failed(what, e))
     }
 }
 
@@ -410,6 +470,7 @@ impl RegistryBackend for PgRegistry {
             let generation = bump_registry(tx)?;
             tx.execute("DELETE FROM seen_heads WHERE repo = $1", &[&name])?;
             tx.execute("DELETE FROM pins WHERE repo = $1", &[&name])?;
+            tx.execute("DELETE FROM branch_heads WHERE repo = $1", &[&name])?;
             Ok(Some(generation))
         })?;
         Ok(generation.map(|g| u64::try_from(g).unwrap_or(0)))
@@ -431,19 +492,47 @@ impl RegistryBackend for PgRegistry {
         Ok(())
     }
 
+    /// With a fence, first makes sure the sync still holds its lease and the registration
+    /// is still the one it fetched for, and keeps both rows locked until the commit: a lease
+    /// taken over meanwhile (this replica's renewals failed past its expiry) or a name
+    /// registered again means another sync decides now, and nothing is written.
     fn record_sync_success(
         &self,
         name: &RepoName,
         now: SystemTime,
-        default_branch: Option<&str>,
-        head: Option<&CommitId>,
-        heads_seen: &[CommitId],
-    ) -> Result<u64, Error> {
+        sync: &SyncRecord<'_>,
+        fence: Option<&SyncFence>,
+    ) -> Result<Option<u64>, Error> {
         let name = name.as_str().to_string();
-        let default_branch = default_branch.map(str::to_string);
-        let head = head.map(|h| h.as_str().to_string());
-        let seen: Vec<String> = heads_seen.iter().map(|c| c.as_str().to_string()).collect();
-        self.write("saving the sync state", move |tx| {
+        let default_branch = sync.default_branch.map(str::to_string);
+        let head = sync.head.map(|h| h.as_str().to_string());
+        let seen: Vec<String> = sync
+            .heads_seen
+            .iter()
+            .map(|c| c.as_str().to_string())
+            .collect();
+        let branches: Vec<(String, String)> = sync
+            .branches
+            .iter()
+            .map(|(b, c)| (b.clone(), c.as_str().to_string()))
+            .collect();
+        let fence = fence.map(|f| (db_incarnation(f.incarnation), f.lease));
+        self.write_if("saving the sync state", move |tx| {
+            if let Some((incarnation, token)) = fence {
+                let leased = tx.query_opt(
+                    "SELECT 1 FROM sync_leases
+                     WHERE repo = $1 AND token = $2 AND expires_at > clock_timestamp()
+                     FOR UPDATE",
+                    &[&name, &token],
+                )?;
+                let registered = tx.query_opt(
+                    "SELECT 1 FROM repos WHERE name = $1 AND incarnation = $2 FOR UPDATE",
+                    &[&name, &incarnation],
+                )?;
+                if leased.is_none() || registered.is_none() {
+                    return Ok(None);
+                }
+            }
             let now = to_db_time(now);
             let upsert = tx.prepare(
                 "INSERT INTO seen_heads (repo, sha, last_seen) VALUES ($1, $2, $3)
@@ -452,13 +541,97 @@ impl RegistryBackend for PgRegistry {
             for sha in &seen {
                 tx.execute(&upsert, &[&name, sha, &now])?;
             }
+            tx.execute("DELETE FROM branch_heads WHERE repo = $1", &[&name])?;
+            let record = tx.prepare(
+                "INSERT INTO branch_heads (repo, branch, sha, recorded_at) VALUES ($1, $2, $3, $4)",
+            )?;
+            for (branch, sha) in &branches {
+                tx.execute(&record, &[&name, branch, sha, &now])?;
+            }
             tx.execute(
                 "UPDATE repos SET last_sync = $2, last_good_sync = $2, last_error = NULL,
                      default_branch = $3, head = $4 WHERE name = $1",
                 &[&name, &now, &default_branch, &head],
             )?;
-            bump_state(tx, &name)
+            bump_state(tx, &name).map(Some)
         })
+    }
+
+    fn recorded_heads(&self, name: &RepoName) -> Result<Option<Vec<(String, CommitId)>>, Error> {
+        let key = name.as_str().to_string();
+        let rows = self.read("reading recorded branch heads", move |client| {
+            client
+                .query(
+                    "SELECT branch, sha FROM branch_heads WHERE repo = $1 ORDER BY branch",
+                    &[&key],
+                )?
+                .iter()
+                .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+                .collect::<Result<Vec<(String, String)>, postgres::Error>>()
+        })?;
+        let mut heads = Vec::with_capacity(rows.len());
+        for (branch, sha) in rows {
+            match CommitId::parse(&sha) {
+                Some(commit) => heads.push((branch, commit)),
+                None => {
+                    tracing::warn!(repo = %name, "gitstore: corrupt metadata row (recorded head)");
+                    return Err(Error::Storage("metadata database".to_string()));
+                }
+            }
+        }
+        Ok(Some(heads))
+    }
+
+    /// One statement: a row per repository, taken when absent or expired (by the database's
+    /// clock, so replicas' clocks never disagree about it), with a fresh token from a
+    /// sequence. Two replicas asking at once are ordered by the row lock the upsert takes:
+    /// the second sees the first's unexpired row and gets nothing.
+    fn take_sync_lease(&self, name: &RepoName, ttl: Duration) -> Result<SyncLease, Error> {
+        let key = name.as_str().to_string();
+        let secs = ttl.as_secs_f64();
+        let token = self.lease_call("taking a sync lease", move |client| {
+            client
+                .query_opt(
+                    "INSERT INTO sync_leases AS l (repo, token, expires_at)
+                     VALUES ($1, nextval('sync_lease_tokens'),
+                             clock_timestamp() + make_interval(secs => $2))
+                     ON CONFLICT (repo) DO UPDATE
+                         SET token = excluded.token, expires_at = excluded.expires_at
+                         WHERE l.expires_at <= clock_timestamp()
+                     RETURNING token",
+                    &[&key, &secs],
+                )?
+                .map(|row| row.try_get::<_, i64>(0))
+                .transpose()
+        })?;
+        Ok(token.map_or(SyncLease::Busy, SyncLease::Held))
+    }
+
+    fn renew_sync_lease(&self, name: &RepoName, token: i64, ttl: Duration) -> Result<bool, Error> {
+        let key = name.as_str().to_string();
+        let secs = ttl.as_secs_f64();
+        let renewed = self.lease_call("renewing a sync lease", move |client| {
+            client.execute(
+                "UPDATE sync_leases SET expires_at = clock_timestamp() + make_interval(secs => $3)
+                 WHERE repo = $1 AND token = $2",
+                &[&key, &token, &secs],
+            )
+        })?;
+        Ok(renewed > 0)
+    }
+
+    fn release_sync_lease(&self, name: &RepoName, token: i64) {
+        let key = name.as_str().to_string();
+        let released = self.lease_call("releasing a sync lease", move |client| {
+            client.execute(
+                "DELETE FROM sync_leases WHERE repo = $1 AND token = $2",
+                &[&key, &token],
+            )
+        });
+        if let Err(e) = released {
+            // It runs out by itself; until then other replicas follow instead of syncing.
+            tracing::warn!(repo = %name, error = %e, "gitstore: a sync lease was not released");
+        }
     }
 
     fn seen_heads(&self, name: &RepoName) -> Result<Vec<(CommitId, SystemTime)>, Error> {

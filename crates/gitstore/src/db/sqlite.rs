@@ -1,8 +1,8 @@
 //! The registry tables in SQLite (`<data>/csg.sqlite`): the embedded default.
 
 use super::{
-    REGISTRY_GENERATION, REPO_COLUMNS, RawRow, RegistryBackend, RepoRow, parse_pins, parse_row,
-    parse_seen, storage, to_db_time,
+    REGISTRY_GENERATION, REPO_COLUMNS, RawRow, RegistryBackend, RepoRow, SyncFence, SyncRecord,
+    parse_pins, parse_row, parse_seen, storage, to_db_time,
 };
 use crate::{CommitId, Error, Registration, RepoName};
 use changecounter::Changes;
@@ -394,14 +394,22 @@ impl RegistryBackend for SqliteRegistry {
         Ok(())
     }
 
+    /// The branch heads themselves are not kept here (see
+    /// [`RegistryBackend::recorded_heads`]), and there is no fence: the mirror file lock
+    /// already lets one sync at a time run and record.
     fn record_sync_success(
         &self,
         name: &RepoName,
         now: SystemTime,
-        default_branch: Option<&str>,
-        head: Option<&CommitId>,
-        heads_seen: &[CommitId],
-    ) -> Result<u64, Error> {
+        sync: &SyncRecord<'_>,
+        _fence: Option<&SyncFence>,
+    ) -> Result<Option<u64>, Error> {
+        let SyncRecord {
+            default_branch,
+            head,
+            heads_seen,
+            ..
+        } = *sync;
         let mut conn = self.conn();
         let tx = conn
             .transaction()
@@ -433,7 +441,7 @@ impl RegistryBackend for SqliteRegistry {
         let generation = bump_state(&tx, name)?;
         tx.commit().map_err(storage("saving the sync state"))?;
         self.changes.bump();
-        Ok(generation)
+        Ok(Some(generation))
     }
 
     fn seen_heads(&self, name: &RepoName) -> Result<Vec<(CommitId, SystemTime)>, Error> {

@@ -1,20 +1,51 @@
 //! The procedures that change a mirror: sync (G-3), pins (G-5) and sweeping (G-5, G-8).
 //! All of them run under the repository's maintenance lock and its mirror file lock, so one
 //! process at a time runs `git` on a mirror.
+//!
+//! Cluster mode (PostgreSQL, a mirror per replica) adds three things:
+//!
+//! - **Leased syncs.** A sync first takes the repository's cluster-wide sync lease (a row
+//!   with a fencing token and an expiry, see `db/postgres.rs`); only the holder fetches from
+//!   the source and records what it saw: the branch heads every replica then resolves
+//!   branch names to, the seen heads, the sync state. A replica that finds the lease taken
+//!   does not fetch from the source on its own account: it follows the heads recorded so far
+//!   ([`Inner::follow`]), and the holder's record reaches it through the registry's
+//!   notification. The holder renews its lease while it works (every third of the lease);
+//!   a holder that died stops renewing, and its lease runs out after at most one lease
+//!   length ([`crate::DEFAULT_SYNC_LEASE`]). The record checks the token in its transaction,
+//!   so a holder whose lease ran out while it was cut off from the database records nothing
+//!   and follows whoever took over. Why a row and not `pg_try_advisory_lock`: a session
+//!   lock needs one connection held for the whole fetch (up to its 15-minute timeout), which
+//!   metadb's few pooled connections cannot spare, and it vanishes silently with that
+//!   connection (a network blip), after which two replicas would fetch and record with
+//!   nothing to tell them apart; the row's token fences the record.
+//! - **Recorded heads, not refs.** A view's branches are the recorded heads; one this mirror
+//!   lacks is pending, and reads of it answer "not synced" and ask for a follow (`follow.rs`).
+//! - **Bookkeeping refs follow the shared rows.** Each replica's mirror has its own
+//!   `refs/csg/seen/*` and `refs/csg/pinned/*`; [`Inner::align_refs`] makes them name exactly
+//!   the seen heads, recorded heads and pins of the shared rows that this mirror has, so its
+//!   gc keeps what the cluster retains whichever replica synced or pinned it. Shared seen
+//!   heads are dropped by any replica's sweep only once past the window by their recorded
+//!   time; this replica's own leases never keep a shared row (another replica's sweep would
+//!   not know of them) but keep their commits here by leased refs, as before.
 
 use super::shared::{self, FileLock};
 use super::{
-    Branches, Inner, LEASED_REFS, PINNED_REFS, RepoState, SEEN_REFS, View, lock, read_refs,
+    Branches, Heads, Inner, LEASED_REFS, PINNED_REFS, RepoState, SEEN_REFS, View, is_commit, lock,
+    read_refs,
 };
-use crate::db::storage;
+use crate::db::{SyncFence, SyncLease, SyncRecord, storage};
 use crate::gitcli::{self, FETCH_TIMEOUT, GC_TIMEOUT, GitFailure, LOCAL_TIMEOUT, ProgressObserver};
 use crate::objects::{to_commit_id, to_oid};
 use crate::retention::in_window;
-use crate::{CommitId, Error, RepoName, SweepReport, SyncOutcome};
+use crate::{CommitId, Error, RepoName, SourceFetch, SweepReport, SyncOutcome};
 use gix::ObjectId;
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::Duration;
 
 impl Inner {
     // ----- sync --------------------------------------------------------------------------
@@ -80,8 +111,35 @@ impl Inner {
         let Some(_mirror) = self.lock_mirror(&state)? else {
             return Err(Error::UnknownRepo(name.clone()));
         };
-        match self.sync_locked(&state, observer) {
-            Ok(outcome) => Ok(outcome),
+        let ttl = self.sync_lease();
+        let synced = match self.db.take_sync_lease(name, ttl)? {
+            SyncLease::NotShared => self.sync_locked(&state, observer, None),
+            SyncLease::Held(token) => {
+                let fence = SyncFence {
+                    incarnation: state.id,
+                    lease: token,
+                };
+                let synced = self.renewing(name, token, ttl, || {
+                    self.sync_locked(&state, observer, Some(&fence))
+                });
+                self.db.release_sync_lease(name, token);
+                synced
+            }
+            // Another replica syncs it now and decides its heads; this one catches up with
+            // what is recorded (its own failures are its own: not recorded).
+            SyncLease::Busy => {
+                tracing::debug!(repo = %name, "gitstore: another replica is syncing; following");
+                return self.follow_locked(&state, observer);
+            }
+        };
+        match synced {
+            Ok(Some(outcome)) => Ok(outcome),
+            // The lease ran out while this replica was cut off and another took over: that
+            // one's record stands; follow it.
+            Ok(None) => {
+                tracing::warn!(repo = %name, "gitstore: the sync lease was lost before recording; following the replica that took over");
+                self.follow_locked(&state, None)
+            }
             Err(e) => {
                 let message = match &e {
                     Error::Sync { message, .. } => message.clone(),
@@ -95,6 +153,115 @@ impl Inner {
                 })
             }
         }
+    }
+
+    /// How long a sync lease outlives its holder's last renewal.
+    fn sync_lease(&self) -> Duration {
+        Duration::from_millis(self.sync_lease_ms.load(Ordering::Relaxed))
+    }
+
+    /// Runs `work` while a thread renews the sync lease `token` every third of `ttl`.
+    fn renewing<T>(
+        &self,
+        name: &RepoName,
+        token: i64,
+        ttl: Duration,
+        work: impl FnOnce() -> T,
+    ) -> T {
+        let (stop, stopped) = mpsc::channel::<()>();
+        std::thread::scope(|scope| {
+            let renewer = std::thread::Builder::new()
+                .name("gitstore-lease".to_string())
+                .spawn_scoped(scope, move || {
+                    while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(ttl / 3) {
+                        match self.db.renew_sync_lease(name, token, ttl) {
+                            Ok(true) => {}
+                            Ok(false) => {
+                                tracing::warn!(repo = %name, "gitstore: the sync lease ran out and was taken over; this sync will not be recorded");
+                                return;
+                            }
+                            // Tried again next time; if it runs out meanwhile, the record is
+                            // refused (fenced) rather than made twice.
+                            Err(e) => {
+                                tracing::warn!(repo = %name, error = %e, "gitstore: renewing the sync lease failed")
+                            }
+                        }
+                    }
+                });
+            if let Err(e) = renewer {
+                tracing::warn!(repo = %name, error = %e, "gitstore: cannot renew the sync lease; it may run out before the sync records");
+            }
+            let out = work();
+            // Also dropped when `work` panics, which ends the renewer before the scope joins.
+            drop(stop);
+            out
+        })
+    }
+
+    /// Cluster mode, under the maintenance and mirror locks: brings the mirror up to the
+    /// heads the last sync recorded (fetching only when it lacks one of them) and publishes
+    /// the view of them. Records nothing: the recorded heads were decided by the lease
+    /// holder. A recorded head the source no longer has is an error (its branches stay
+    /// pending: reads of them answer "not synced" here until a later sync records heads this
+    /// replica can fetch).
+    pub(crate) fn follow_locked(
+        &self,
+        state: &RepoState,
+        observer: Option<ProgressObserver<'_>>,
+    ) -> Result<SyncOutcome, Error> {
+        let row = self
+            .db
+            .repo(&state.name)?
+            .filter(|row| row.incarnation == state.id)
+            .ok_or_else(|| Error::UnknownRepo(state.name.clone()))?;
+        if row.last_good_sync.is_none() {
+            return Err(Error::NotSynced(state.name.clone()));
+        }
+        let recorded = self.db.recorded_heads(&state.name)?.unwrap_or_default();
+        self.ensure_mirror(state)?;
+        let mut has_all = !recorded.is_empty();
+        if has_all {
+            let repo = self.open_repo(state)?.to_thread_local();
+            for (_, commit) in &recorded {
+                if !is_commit(&repo, to_oid(commit)?)? {
+                    has_all = false;
+                    break;
+                }
+            }
+        }
+        if !has_all {
+            self.fetch(state, SourceFetch::Follow, observer)?;
+        }
+        let view = self.load_view(state, row.default_branch.clone())?;
+        if let Err(e) = self.align_refs(state, &view) {
+            // The sweep aligns again before any garbage collection.
+            tracing::warn!(repo = %state.name, error = %e, "gitstore: aligning bookkeeping refs failed");
+        }
+        let changed = changed_branches(state.view().as_deref(), &view.branches)?;
+        let head = view.head.as_ref().map(to_commit_id).transpose()?;
+        let missing: Vec<String> = view.pending.keys().cloned().collect();
+        state.publish(view, row.state_gen);
+        if !missing.is_empty() {
+            return Err(Error::Sync {
+                repo: state.name.clone(),
+                message: format!(
+                    "the source does not have the head another server recorded for {}; this server answers {} once a later sync records heads it can fetch",
+                    missing.join(", "),
+                    if missing.len() == 1 { "it" } else { "them" }
+                ),
+            });
+        }
+        Ok(SyncOutcome { head, changed })
+    }
+
+    /// [`Inner::follow_locked`] with the locks taken: the follow workers' job.
+    pub(crate) fn follow(&self, name: &RepoName) -> Result<SyncOutcome, Error> {
+        let state = self.state(name)?;
+        let _maintenance = lock(&state.maintenance);
+        let Some(_mirror) = self.lock_mirror(&state)? else {
+            return Err(Error::UnknownRepo(name.clone()));
+        };
+        self.follow_locked(&state, None)
     }
 
     fn ensure_mirror(&self, state: &RepoState) -> Result<(), Error> {
@@ -131,14 +298,17 @@ impl Inner {
         Ok(())
     }
 
+    /// Fetches and records; `None` when `fence` refused the record (see
+    /// [`crate::db::RegistryBackend::record_sync_success`]).
     fn sync_locked(
         &self,
         state: &RepoState,
         observer: Option<ProgressObserver<'_>>,
-    ) -> Result<SyncOutcome, Error> {
+        fence: Option<&SyncFence>,
+    ) -> Result<Option<SyncOutcome>, Error> {
         self.ensure_mirror(state)?;
         let remote_head = self.remote_head(state)?;
-        self.fetch(state, observer)?;
+        self.fetch(state, SourceFetch::Sync, observer)?;
 
         let repo = Arc::new(self.open_repo(state)?);
         let (branches, tags) = read_refs(&repo.to_thread_local())?;
@@ -148,24 +318,43 @@ impl Inner {
             .and_then(|b| branches.get(b))
             .copied();
         let heads = self.mark_heads_seen(state, &branches)?;
+        let recorded = branches
+            .iter()
+            .map(|(branch, id)| Ok((branch.clone(), to_commit_id(id)?)))
+            .collect::<Result<Vec<_>, Error>>()?;
 
         let now = self.clock.now();
         let head_id = head.as_ref().map(to_commit_id).transpose()?;
-        let state_gen = self.db.record_sync_success(
-            &state.name,
-            now,
-            default_branch.as_deref(),
-            head_id.as_ref(),
-            &heads,
-        )?;
+        let record = SyncRecord {
+            default_branch: default_branch.as_deref(),
+            head: head_id.as_ref(),
+            heads_seen: &heads,
+            branches: &recorded,
+        };
+        let Some(state_gen) = self
+            .db
+            .record_sync_success(&state.name, now, &record, fence)?
+        else {
+            return Ok(None);
+        };
 
         let changed = changed_branches(state.view().as_deref(), &branches)?;
-        let view = self.assemble_view(state, repo, default_branch, head, branches, tags)?;
+        let heads = Heads {
+            default_branch,
+            head,
+            branches,
+            pending: Branches::new(),
+        };
+        let view = self.assemble_view(state, repo, heads, tags)?;
+        if let Err(e) = self.align_refs(state, &view) {
+            // The sweep aligns again before any garbage collection.
+            tracing::warn!(repo = %state.name, error = %e, "gitstore: aligning bookkeeping refs failed");
+        }
         state.publish(view, state_gen);
-        Ok(SyncOutcome {
+        Ok(Some(SyncOutcome {
             head: head_id,
             changed,
-        })
+        }))
     }
 
     /// The branch the source's HEAD names, if any; refuses a configured branch the source
@@ -206,8 +395,12 @@ impl Inner {
     fn fetch(
         &self,
         state: &RepoState,
+        why: SourceFetch,
         observer: Option<ProgressObserver<'_>>,
     ) -> Result<(), Error> {
+        if let Some(hook) = lock(&self.fetch_hook).clone() {
+            hook(&state.name, why);
+        }
         // Not a mirror refspec: `--prune` with `+refs/*:refs/*` would delete our own
         // refs/csg/* bookkeeping refs. `--atomic`: all refs move or none.
         let mut fetch = gitcli::git(Some(&state.mirror));
@@ -240,6 +433,18 @@ impl Inner {
         state: &RepoState,
         branches: &Branches,
     ) -> Result<Vec<CommitId>, Error> {
+        if self.mirrors_per_replica {
+            // The shared rows say what any replica saw, not what this mirror has refs for:
+            // `align_refs` gives the heads their refs right after the record, with the
+            // mirror lock still held (no gc can run in between).
+            return branches
+                .values()
+                .copied()
+                .collect::<HashSet<_>>()
+                .iter()
+                .map(to_commit_id)
+                .collect();
+        }
         // Every head gets a ref of its own before it is recorded as seen, so a later
         // force-push cannot let gc take its objects while it is retained (G-5).
         let known: HashSet<CommitId> = self
@@ -368,6 +573,9 @@ impl Inner {
         let Some(view) = state.view() else {
             return Ok(());
         };
+        // Cluster mode: what the shared rows retain gets this mirror's refs before anything
+        // here can be collected.
+        self.align_refs(state, &view)?;
         let (candidates, quietly_dropped) = self.past_window(state, &view)?;
         let expiry = self.expire(state, &view, candidates, quietly_dropped, report)?;
         self.update_sweep_refs(state, &expiry)?;
@@ -393,7 +601,11 @@ impl Inner {
         let mut candidates = Vec::new();
         let mut quietly_dropped = Vec::new();
         for (id, last_seen) in &view.roots.seen {
-            if in_window(*last_seen, now, self.config.retention) || view.roots.fixed.contains(id) {
+            // A recorded head this mirror lacks is current all the same (cluster mode).
+            if in_window(*last_seen, now, self.config.retention)
+                || view.roots.fixed.contains(id)
+                || view.pending.values().any(|p| p == id)
+            {
                 continue;
             }
             if self.is_retained(state, view, id, now)? {
@@ -429,16 +641,22 @@ impl Inner {
         // new requests are refused); one counted after sees the expiry.
         let mut leased = self.leased_now(state)?;
         let mut expired = Vec::new();
+        let mut dropped: Vec<CommitId> = quietly_dropped;
         for id in &candidates {
             if leased.contains(id) {
                 report
                     .kept_by_lease
                     .push((state.name.clone(), to_commit_id(id)?));
+                if self.mirrors_per_replica {
+                    // Cluster mode: the shared row goes by its recorded time alone (no other
+                    // replica's sweep knows this one's leases); the leased ref made below
+                    // keeps the commit in this mirror while the lease lives.
+                    dropped.push(to_commit_id(id)?);
+                }
             } else {
                 expired.push(*id);
             }
         }
-        let mut dropped: Vec<CommitId> = quietly_dropped;
         for id in &expired {
             dropped.push(to_commit_id(id)?);
         }
@@ -535,17 +753,75 @@ impl Inner {
         // on it keep them until they finish).
         if let Some(current) = state.view() {
             let repo = Arc::new(self.open_repo(state)?);
-            let view = self.assemble_view(
-                state,
-                repo,
-                current.default_branch.clone(),
-                current.head,
-                current.branches.clone(),
-                current.tags.clone(),
-            )?;
+            let view =
+                self.assemble_view(state, repo, Heads::of(&current), current.tags.clone())?;
             state.set_view(Some(Arc::new(view)));
         }
         Ok(())
+    }
+}
+
+impl Inner {
+    /// Cluster mode: makes this mirror's `refs/csg/seen/*` and `refs/csg/pinned/*` name
+    /// exactly the commits it has among the shared seen heads and recorded heads (seen) and
+    /// the shared pins (pinned) of `view`. Another replica's sync, pin or sweep changes the
+    /// rows, never this mirror; without this, a commit the cluster retains could be collected
+    /// here (a former head seen by another replica's sync, say, once a force-push left this
+    /// mirror's branches), and refs of rows gone would keep objects forever. Dropping a ref
+    /// marks the mirror for gc; commits leased here are kept by leased refs, which the sweep
+    /// writes before any gc. With SQLite nothing to do: the rows and refs change together.
+    pub(crate) fn align_refs(&self, state: &RepoState, view: &View) -> Result<(), Error> {
+        if !self.mirrors_per_replica {
+            return Ok(());
+        }
+        let listed = self
+            .git_on_mirror(
+                state,
+                "for-each-ref",
+                &[
+                    "for-each-ref",
+                    "--format=%(refname)",
+                    SEEN_REFS,
+                    PINNED_REFS,
+                ],
+                None,
+                LOCAL_TIMEOUT,
+            )
+            .map_err(as_storage)?;
+        let listed = String::from_utf8_lossy(&listed);
+        let refs_under = |prefix: &str| -> HashSet<ObjectId> {
+            listed
+                .lines()
+                .filter_map(|l| l.strip_prefix(prefix))
+                .filter_map(|hex| ObjectId::from_hex(hex.as_bytes()).ok())
+                .collect()
+        };
+        let wanted_seen: HashSet<ObjectId> = view
+            .roots
+            .seen
+            .keys()
+            .chain(view.branches.values())
+            .copied()
+            .collect();
+        let mut edits = String::new();
+        let mut dropped = false;
+        for (prefix, wanted) in [(SEEN_REFS, &wanted_seen), (PINNED_REFS, &view.pins)] {
+            let have = refs_under(prefix);
+            for id in wanted.difference(&have) {
+                // A row naming a commit this mirror lacks gets its ref once a fetch brought it.
+                if !view.roots.absent.contains(id) {
+                    edits.push_str(&format!("update {prefix}{id} {id}\n"));
+                }
+            }
+            for id in have.difference(wanted) {
+                edits.push_str(&format!("delete {prefix}{id}\n"));
+                dropped = true;
+            }
+        }
+        if dropped {
+            mark_needs_gc(state)?;
+        }
+        self.update_refs(state, edits).map_err(as_storage)
     }
 }
 

@@ -1,0 +1,771 @@
+//! Cluster mode's consistency (issue 31, behaviour 4), against a real PostgreSQL server
+//! (`metadb::testing`) and real Git repositories: two or three stores with data directories
+//! of their own on one database are replicas. A branch resolves to the head the leased sync
+//! recorded, on every replica; a replica whose mirror lacks it answers "not synced" (never
+//! its own older head) until its background follow fetched it; syncs of one repository are
+//! leased, so one replica fetches from the source and the others follow; a replica killed
+//! holding the lease blocks the others no longer than the lease; sweeps and gc follow the
+//! shared rows. And SQLite mode still resolves from its mirror, as before.
+
+use gitstore::{
+    CommitId, DEFAULT_RETENTION, Error, GitStore, ManualClock, Metadata, Registration, RepoName,
+    RepoPath, SourceFetch, StoreConfig,
+};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+const DAY: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// How long another replica may take to see a change: the notification's trip.
+const SEEN_WITHIN: Duration = Duration::from_secs(5);
+
+/// Runs `test` on a thread of its own and fails it if it takes longer than `limit`.
+fn with_timeout(limit: Duration, test: impl FnOnce() + Send + 'static) {
+    let (done, finished) = mpsc::channel();
+    let handle = std::thread::spawn(move || {
+        test();
+        let _ = done.send(());
+    });
+    match finished.recv_timeout(limit) {
+        Ok(()) => handle.join().expect("test thread"),
+        Err(RecvTimeoutError::Disconnected) => {
+            if let Err(panic) = handle.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+        Err(RecvTimeoutError::Timeout) => panic!("the test did not finish within {limit:?}"),
+    }
+}
+
+/// Retries `check` until it holds or `limit` passes.
+fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !check() {
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn cid(sha: &str) -> CommitId {
+    CommitId::parse(sha).expect("full sha")
+}
+
+fn path(p: &str) -> RepoPath {
+    RepoPath::parse(p).expect("valid path")
+}
+
+fn connect(url: &str) -> metadb::Database {
+    metadb::Database::connect(url, metadb::Options::default())
+        .expect("connect to the test database")
+}
+
+fn open(data: &Path, clock: &ManualClock, metadata: Metadata) -> GitStore {
+    GitStore::open_with(
+        StoreConfig {
+            data_dir: data.to_path_buf(),
+            retention: DEFAULT_RETENTION,
+        },
+        Arc::new(clock.clone()),
+        metadata,
+    )
+    .expect("open store")
+}
+
+/// Fetches from the source a store ran, by kind.
+#[derive(Default)]
+struct Fetches {
+    syncs: AtomicUsize,
+    follows: AtomicUsize,
+}
+
+impl Fetches {
+    fn syncs(&self) -> usize {
+        self.syncs.load(Ordering::SeqCst)
+    }
+    fn follows(&self) -> usize {
+        self.follows.load(Ordering::SeqCst)
+    }
+}
+
+/// A gate fetches can be held at until the test opens it.
+#[derive(Default)]
+struct Gate {
+    open: Mutex<bool>,
+    opened: Condvar,
+}
+
+impl Gate {
+    fn open(&self) {
+        *self.open.lock().unwrap() = true;
+        self.opened.notify_all();
+    }
+
+    /// Waits until open (at most a minute: a test that forgot to open it fails, not hangs).
+    fn pass(&self) {
+        let open = self.open.lock().unwrap();
+        let (open, _) = self
+            .opened
+            .wait_timeout_while(open, Duration::from_secs(60), |open| !*open)
+            .unwrap();
+        assert!(*open, "the gate was never opened");
+    }
+}
+
+/// One replica: a store on its own data directory and its own connection to the database.
+struct Replica {
+    _dir: tempfile::TempDir,
+    data: PathBuf,
+    store: GitStore,
+    fetches: Arc<Fetches>,
+}
+
+impl Replica {
+    /// A replica counting its fetches; those of `hold` wait at `gate` (when given).
+    fn new(url: &str, clock: &ManualClock, held: Option<(SourceFetch, Arc<Gate>)>) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let store = open(&data, clock, Metadata::Postgres(connect(url)));
+        let fetches = Arc::new(Fetches::default());
+        let counted = fetches.clone();
+        store.set_fetch_hook(Some(Arc::new(move |_, why| {
+            match why {
+                SourceFetch::Sync => counted.syncs.fetch_add(1, Ordering::SeqCst),
+                SourceFetch::Follow => counted.follows.fetch_add(1, Ordering::SeqCst),
+            };
+            if let Some((kind, gate)) = &held
+                && *kind == why
+            {
+                gate.pass();
+            }
+        })));
+        Self {
+            _dir: dir,
+            data,
+            store,
+            fetches,
+        }
+    }
+
+    fn mirror(&self) -> PathBuf {
+        self.data.join("mirrors/acme/widgets.git")
+    }
+
+    /// `git rev-parse` of `rev` in this replica's mirror (`None` if it does not resolve).
+    fn mirror_rev(&self, rev: &str) -> Option<String> {
+        let out = testgit::git_raw(
+            self.data.parent().unwrap(),
+            &[
+                "--git-dir",
+                self.mirror().to_str().unwrap(),
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                &format!("{rev}^{{commit}}"),
+            ],
+            None,
+        );
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+
+    fn read(&self, name: &RepoName, sha: &str) -> Result<String, Error> {
+        self.store
+            .read_text(name, &cid(sha), &path("a.md"))
+            .map(|t| t.to_string())
+    }
+}
+
+fn repo_name() -> RepoName {
+    RepoName::parse("acme/widgets").unwrap()
+}
+
+fn registration(source: &testgit::SourceRepo) -> Registration {
+    Registration {
+        name: repo_name(),
+        source: source.source(),
+        registered_path: RepoPath::root(),
+        branch: None,
+        private: None,
+    }
+}
+
+fn clock() -> ManualClock {
+    ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_750_000_000))
+}
+
+/// Rows of a table of the test database.
+fn count(url: &str, sql: &'static str) -> i64 {
+    connect(url)
+        .run(move |client| client.query_one(sql, &[])?.try_get(0))
+        .unwrap()
+}
+
+/// Replica A syncs a new commit on main. Replica B, whose mirror still has the older head,
+/// never answers that older head once it knows of A's record: it answers "not synced" (for
+/// the branch, the default branch and the new SHA) while its background follow is held, and
+/// A's SHA as soon as the follow fetched it. Only A fetched from the source for the sync; B
+/// caught up by one follow fetch, and no `git` ran on B's reading thread.
+#[test]
+fn a_branch_resolves_to_the_recorded_head_on_every_replica() {
+    with_timeout(Duration::from_secs(120), || {
+        let url = metadb::testing::shared().create_database();
+        let clock = clock();
+        let source = testgit::SourceRepo::new();
+        let first = source.commit(&[("a.md", b"one\n")], "one");
+        let gate = Arc::new(Gate::default());
+        let a = Replica::new(&url, &clock, None);
+        let b = Replica::new(&url, &clock, Some((SourceFetch::Follow, gate.clone())));
+        let name = repo_name();
+        a.store.register(registration(&source)).unwrap();
+        a.store.sync(&name).unwrap();
+        eventually(SEEN_WITHIN, "B sees A's registration", || {
+            b.store
+                .repo(&name)
+                .is_ok_and(|r| r.head == Some(cid(&first)))
+        });
+        b.store.sync(&name).unwrap();
+        assert_eq!(b.store.resolve(&name, None).unwrap(), cid(&first));
+
+        let second = source.commit(&[("a.md", b"two\n")], "two");
+        let outcome = a.store.sync(&name).unwrap();
+        assert_eq!(outcome.head, Some(cid(&second)));
+        assert_eq!(a.store.resolve(&name, Some("main")).unwrap(), cid(&second));
+        assert_eq!(a.fetches.syncs(), 2);
+
+        // B learns of A's record through the notification...
+        eventually(SEEN_WITHIN, "B sees A's sync", || {
+            b.store.repo(&name).unwrap().head == Some(cid(&second))
+        });
+        // ... and from then on never answers its own older head, which its mirror still has.
+        for _ in 0..20 {
+            for revision in [None, Some("main"), Some("refs/heads/main"), Some("HEAD")] {
+                assert_eq!(
+                    b.store.resolve(&name, revision),
+                    Err(Error::NotSynced(name.clone())),
+                    "{revision:?}"
+                );
+            }
+            assert!(matches!(
+                b.store.lease_revision(&name, None),
+                Err(Error::NotSynced(_))
+            ));
+            assert_eq!(
+                b.store.resolve(&name, Some(&second)),
+                Err(Error::NotSynced(name.clone()))
+            );
+            assert_eq!(b.read(&name, &second), Err(Error::NotSynced(name.clone())));
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(b.mirror_rev("refs/heads/main"), Some(first.clone()));
+        assert_eq!(b.mirror_rev(&second), None, "B has not fetched it");
+        // The older head is still readable by SHA where it is retained, on both.
+        assert_eq!(b.read(&name, &first).unwrap(), "one\n");
+        eventually(SEEN_WITHIN, "B's follow fetches (held at the gate)", || {
+            b.fetches.follows() == 1
+        });
+
+        // The follow goes ahead: B answers A's SHA, and only it.
+        gate.open();
+        let mut answers = Vec::new();
+        eventually(SEEN_WITHIN, "B answers the recorded head", || {
+            let answer = b.store.resolve(&name, None);
+            let done = answer == Ok(cid(&second));
+            answers.push(answer);
+            done
+        });
+        assert!(
+            answers
+                .iter()
+                .all(|a| *a == Ok(cid(&second)) || *a == Err(Error::NotSynced(name.clone()))),
+            "{answers:?}"
+        );
+        assert_eq!(b.store.resolve(&name, Some("main")).unwrap(), cid(&second));
+        let lease = b.store.lease_revision(&name, Some("main")).unwrap();
+        assert_eq!(lease.commit(), &cid(&second));
+        assert_eq!(&*lease.read_text(&path("a.md")).unwrap(), "two\n");
+        assert_eq!(
+            b.store.branch_heads(&name).unwrap(),
+            vec![("main".to_string(), cid(&second))]
+        );
+        assert_eq!(
+            b.fetches.syncs(),
+            1,
+            "B's own sync of the first commit only"
+        );
+        assert_eq!(b.fetches.follows(), 1);
+    });
+}
+
+/// Two replicas sync one repository at once: exactly one takes the lease and fetches from
+/// the source; the other returns at once with the heads recorded so far, fetching nothing
+/// from the source for the sync, and answers the new head once the holder recorded it. The
+/// lease is given back after the sync.
+#[test]
+fn concurrent_syncs_fetch_from_the_source_once() {
+    with_timeout(Duration::from_secs(120), || {
+        let url = metadb::testing::shared().create_database();
+        let clock = clock();
+        let source = testgit::SourceRepo::new();
+        let first = source.commit(&[("a.md", b"one\n")], "one");
+        let gate = Arc::new(Gate::default());
+        let a = Replica::new(&url, &clock, Some((SourceFetch::Sync, gate.clone())));
+        let b = Replica::new(&url, &clock, Some((SourceFetch::Sync, gate.clone())));
+        let name = repo_name();
+        a.store.register(registration(&source)).unwrap();
+        // The first sync through A alone (its fetch held until the gate opens: open it).
+        gate.open();
+        a.store.sync(&name).unwrap();
+        eventually(SEEN_WITHIN, "B sees A's sync", || {
+            b.store
+                .repo(&name)
+                .is_ok_and(|r| r.head == Some(cid(&first)))
+        });
+        // B has no mirror yet: its sync takes the (free) lease and fetches.
+        b.store.sync(&name).unwrap();
+        assert_eq!(b.store.resolve(&name, None).unwrap(), cid(&first));
+        let before = (a.fetches.syncs(), b.fetches.syncs());
+        assert_eq!(before, (1, 1));
+
+        // Now both at once, the holder's fetch held until the other's sync has returned.
+        let second = source.commit(&[("a.md", b"two\n")], "two");
+        let gate = Arc::new(Gate::default());
+        let held = |fetches: Arc<Fetches>, gate: Arc<Gate>| -> gitstore::FetchHook {
+            Arc::new(move |_, why| {
+                if why == SourceFetch::Sync {
+                    fetches.syncs.fetch_add(1, Ordering::SeqCst);
+                    gate.pass();
+                } else {
+                    fetches.follows.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        };
+        a.store
+            .set_fetch_hook(Some(held(a.fetches.clone(), gate.clone())));
+        b.store
+            .set_fetch_hook(Some(held(b.fetches.clone(), gate.clone())));
+        let (done, results) = mpsc::channel();
+        let start = Arc::new(std::sync::Barrier::new(2));
+        let threads: Vec<_> = [("A", a.store.clone()), ("B", b.store.clone())]
+            .into_iter()
+            .map(|(who, store)| {
+                let (done, start, name) = (done.clone(), start.clone(), name.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    let _ = done.send((who, store.sync(&name)));
+                })
+            })
+            .collect();
+        let (follower, followed) = results
+            .recv_timeout(Duration::from_secs(30))
+            .expect("one sync returns while the other holds the lease");
+        // The follower answered the heads recorded so far, without fetching from the source.
+        assert_eq!(followed.unwrap().head, Some(cid(&first)), "{follower}");
+        gate.open();
+        let (holder, held_outcome) = results.recv_timeout(Duration::from_secs(30)).unwrap();
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        assert_ne!(holder, follower);
+        assert_eq!(held_outcome.unwrap().head, Some(cid(&second)));
+        let after = (a.fetches.syncs(), b.fetches.syncs());
+        assert_eq!(
+            after.0 + after.1 - before.0 - before.1,
+            1,
+            "exactly one fetch from the source for the two syncs"
+        );
+        let (holder_store, follower_replica) = if holder == "A" { (&a, &b) } else { (&b, &a) };
+        assert_eq!(
+            holder_store.fetches.follows(),
+            0,
+            "the holder follows nobody"
+        );
+        assert_eq!(count(&url, "SELECT count(*) FROM sync_leases"), 0);
+
+        // The follower answers the holder's head once its mirror has it.
+        eventually(SEEN_WITHIN, "the follower answers the new head", || {
+            follower_replica.store.resolve(&name, None) == Ok(cid(&second))
+        });
+        assert_eq!(a.store.resolve(&name, None).unwrap(), cid(&second));
+        assert_eq!(
+            follower_replica.read(&name, &second).unwrap(),
+            "two\n",
+            "fetched by a follow"
+        );
+        assert_eq!(follower_replica.fetches.follows(), 1);
+        let recorded = count(
+            &url,
+            "SELECT count(*) FROM branch_heads WHERE repo = 'acme/widgets'",
+        );
+        assert_eq!(recorded, 1);
+    });
+}
+
+/// The environment variable that makes [`a_killed_holder_blocks_no_longer_than_its_lease`]
+/// play the replica that is killed (database URL, data directory, lines of their own).
+const CHILD: &str = "GITSTORE_TEST_LEASE_HOLDER";
+const HOLDING: &str = "csg-test-child: holding the sync lease";
+
+/// The child process: syncs the repository and parks inside the fetch, lease held, until
+/// it is killed (or a minute passes: a parent that died must not leave it behind).
+fn hold_the_lease_until_killed(spec: &str) {
+    let mut lines = spec.lines();
+    let (url, data) = (lines.next().unwrap(), lines.next().unwrap());
+    let store = open(Path::new(data), &clock(), Metadata::Postgres(connect(url)));
+    store.set_sync_lease(Duration::from_secs(3));
+    store.set_fetch_hook(Some(Arc::new(|_, _| {
+        println!("{HOLDING}");
+        std::thread::sleep(Duration::from_secs(60));
+        std::process::exit(3);
+    })));
+    let _ = store.sync(&repo_name());
+}
+
+/// A replica SIGKILLed while it holds a repository's sync lease (a real process, killed in
+/// the middle of its sync) keeps the other replica from syncing it no longer than the lease:
+/// until then the other's sync fetches nothing from the source (and, nothing being recorded
+/// yet, says "not synced"); then it takes the lease over and syncs.
+#[test]
+fn a_killed_holder_blocks_no_longer_than_its_lease() {
+    if let Ok(spec) = std::env::var(CHILD) {
+        hold_the_lease_until_killed(&spec);
+        return;
+    }
+    with_timeout(Duration::from_secs(120), || {
+        let url = metadb::testing::shared().create_database();
+        let clock = clock();
+        let source = testgit::SourceRepo::new();
+        let tip = source.commit(&[("a.md", b"one\n")], "one");
+        let b = Replica::new(&url, &clock, None);
+        b.store.set_sync_lease(Duration::from_secs(3));
+        let name = repo_name();
+        b.store.register(registration(&source)).unwrap();
+
+        let child_dir = tempfile::tempdir().unwrap();
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "a_killed_holder_blocks_no_longer_than_its_lease",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(
+                CHILD,
+                format!("{url}\n{}", child_dir.path().join("data").display()),
+            )
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (said, heard) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if line.contains(HOLDING) {
+                    let _ = said.send(());
+                }
+            }
+        });
+        heard
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the child takes the lease");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let killed = Instant::now();
+        assert_eq!(count(&url, "SELECT count(*) FROM sync_leases"), 1);
+
+        // The dead holder's lease stands for a moment: B does not fetch from the source.
+        assert_eq!(
+            b.store.sync(&name).unwrap_err(),
+            Error::NotSynced(name.clone())
+        );
+        assert_eq!(b.fetches.syncs(), 0);
+        assert_eq!(
+            b.store.repo(&name).unwrap().last_error,
+            None,
+            "following is no failure"
+        );
+        // Then it runs out, and B syncs.
+        eventually(Duration::from_secs(15), "B syncs after the lease", || {
+            b.store.sync(&name).is_ok()
+        });
+        let waited = killed.elapsed();
+        assert!(
+            waited <= Duration::from_secs(3) + Duration::from_secs(2),
+            "blocked for {waited:?}, longer than the lease"
+        );
+        assert_eq!(b.fetches.syncs(), 1);
+        assert_eq!(b.store.resolve(&name, None).unwrap(), cid(&tip));
+        assert_eq!(count(&url, "SELECT count(*) FROM sync_leases"), 0);
+    });
+}
+
+/// A holder whose lease was taken over while it fetched (its renewals failed past the
+/// expiry, say) records nothing: the record is fenced by the lease's token. It follows the
+/// heads recorded instead.
+#[test]
+fn a_sync_that_lost_its_lease_records_nothing() {
+    with_timeout(Duration::from_secs(120), || {
+        let url = metadb::testing::shared().create_database();
+        let clock = clock();
+        let source = testgit::SourceRepo::new();
+        let first = source.commit(&[("a.md", b"one\n")], "one");
+        let a = Replica::new(&url, &clock, None);
+        let name = repo_name();
+        a.store.register(registration(&source)).unwrap();
+        a.store.sync(&name).unwrap();
+
+        let second = source.commit(&[("a.md", b"two\n")], "two");
+        let steal = url.clone();
+        a.store.set_fetch_hook(Some(Arc::new(move |_, why| {
+            if why == SourceFetch::Sync {
+                // Another replica takes the lease over (a new token).
+                connect(&steal)
+                    .run(|client| {
+                        client.execute(
+                            "UPDATE sync_leases SET token = nextval('sync_lease_tokens')",
+                            &[],
+                        )
+                    })
+                    .unwrap();
+            }
+        })));
+        let outcome = a.store.sync(&name).unwrap();
+        assert_eq!(
+            outcome.head,
+            Some(cid(&first)),
+            "the recorded head, followed"
+        );
+        let info = a.store.repo(&name).unwrap();
+        assert_eq!(info.head, Some(cid(&first)), "nothing recorded");
+        assert_eq!(info.last_error, None);
+        assert_eq!(a.store.resolve(&name, None).unwrap(), cid(&first));
+        assert!(matches!(
+            a.store.resolve(&name, Some(&second)),
+            Err(Error::OutsideRetention { .. })
+        ));
+        // The stolen lease is not this replica's to release.
+        assert_eq!(count(&url, "SELECT count(*) FROM sync_leases"), 1);
+    });
+}
+
+/// Retention and gc follow the shared rows. A force-push leaves the old head retained by the
+/// seen row A's sync recorded; B, whose mirror got the old head and then lost its branch to
+/// the force-push, keeps it through its own sweeps and gc while the row is in the window,
+/// and B's sweep drops the row only past the window by its recorded time. A, holding a lease
+/// on the old head, keeps reading it through both replicas' sweeps and its own gc; once the
+/// lease ends, A's next sweep lets it go.
+#[test]
+fn sweeps_and_gc_follow_the_shared_rows() {
+    with_timeout(Duration::from_secs(180), || {
+        let url = metadb::testing::shared().create_database();
+        let clock = clock();
+        let source = testgit::SourceRepo::new();
+        let base = source.commit(&[("a.md", b"base\n")], "base");
+        let old = source.commit(&[("a.md", b"old\n")], "old");
+        let a = Replica::new(&url, &clock, None);
+        let b = Replica::new(&url, &clock, None);
+        let name = repo_name();
+        a.store.register(registration(&source)).unwrap();
+        a.store.sync(&name).unwrap();
+        eventually(SEEN_WITHIN, "B sees A's sync", || {
+            b.store.repo(&name).is_ok_and(|r| r.head == Some(cid(&old)))
+        });
+        b.store.sync(&name).unwrap();
+
+        // Force-push main to base → new; A syncs; B follows on its own (notification).
+        clock.advance(DAY * 10);
+        source.git(&["reset", "-q", "--hard", &base]);
+        let new = source.commit(&[("a.md", b"new\n")], "new");
+        a.store.sync(&name).unwrap();
+        eventually(SEEN_WITHIN, "B follows A's sync", || {
+            b.store.resolve(&name, None) == Ok(cid(&new))
+        });
+        assert_eq!(b.mirror_rev("refs/heads/main"), Some(new.clone()));
+        assert_eq!(b.read(&name, &old).unwrap(), "old\n");
+        let lease = a.store.lease_revision(&name, Some(&old)).unwrap();
+
+        let gcs = Arc::new(AtomicUsize::new(0));
+        let counted = gcs.clone();
+        b.store.set_gc_hook(Some(Arc::new(move |_| {
+            counted.fetch_add(1, Ordering::SeqCst);
+        })));
+        // A garbage collection on B: a pin and unpin leave B's mirror marked for one.
+        let collect_on_b = || {
+            b.store.pin(&name, &cid(&new)).unwrap();
+            b.store.unpin(&name, &cid(&new)).unwrap();
+            let before = gcs.load(Ordering::SeqCst);
+            let report = b.store.sweep().unwrap();
+            assert_eq!(gcs.load(Ordering::SeqCst), before + 1, "B collected");
+            report
+        };
+
+        // Day 29 after the old head was seen: in the window. B's sweep and gc keep it, in
+        // the shared rows and in B's mirror.
+        clock.advance(DAY * 19);
+        let report = collect_on_b();
+        assert!(report.expired.is_empty(), "{report:?}");
+        assert_eq!(b.read(&name, &old).unwrap(), "old\n");
+        assert_eq!(b.mirror_rev(&old), Some(old.clone()));
+        eventually(SEEN_WITHIN, "A still resolves it", || {
+            a.store.resolve(&name, Some(&old)) == Ok(cid(&old))
+        });
+        assert_eq!(b.store.resolve(&name, Some(&old)).unwrap(), cid(&old));
+
+        // Day 31: past the window by its recorded time. B's sweep drops the row (B holds no
+        // lease, and A's lease is A's business) and B's gc the commit.
+        clock.advance(DAY * 2);
+        let report = collect_on_b();
+        assert_eq!(report.expired, vec![(name.clone(), cid(&old))]);
+        assert_eq!(b.mirror_rev(&old), None);
+        assert!(b.store.resolve(&name, Some(&old)).is_err());
+        // A's lease reads on, through A's own sweep and gc.
+        assert_eq!(&*lease.read_text(&path("a.md")).unwrap(), "old\n");
+        eventually(SEEN_WITHIN, "A sees the row gone", || {
+            a.store.resolve(&name, Some(&old)).is_err()
+        });
+        a.store.sweep().unwrap();
+        let a_mirror_has_old = || a.mirror_rev(&old).is_some();
+        assert!(a_mirror_has_old(), "kept by A's lease");
+        assert_eq!(&*lease.read_text(&path("a.md")).unwrap(), "old\n");
+        assert_eq!(a.read(&name, &new).unwrap(), "new\n");
+        drop(lease);
+        a.store.sweep().unwrap();
+        assert!(!a_mirror_has_old(), "let go once the lease ended");
+        assert_eq!(a.read(&name, &new).unwrap(), "new\n");
+        assert_eq!(b.read(&name, &new).unwrap(), "new\n");
+    });
+}
+
+/// A pin made through one replica keeps the commit in every replica's mirror past the
+/// window, whoever sweeps; unpinned through that replica, the others let it go.
+#[test]
+fn pins_keep_commits_in_every_mirror() {
+    with_timeout(Duration::from_secs(180), || {
+        let url = metadb::testing::shared().create_database();
+        let clock = clock();
+        let source = testgit::SourceRepo::new();
+        let base = source.commit(&[("a.md", b"base\n")], "base");
+        let old = source.commit(&[("a.md", b"old\n")], "old");
+        let a = Replica::new(&url, &clock, None);
+        let b = Replica::new(&url, &clock, None);
+        let name = repo_name();
+        a.store.register(registration(&source)).unwrap();
+        a.store.sync(&name).unwrap();
+        eventually(SEEN_WITHIN, "B sees A's sync", || {
+            b.store.repo(&name).is_ok_and(|r| r.head == Some(cid(&old)))
+        });
+        b.store.sync(&name).unwrap();
+        source.git(&["reset", "-q", "--hard", &base]);
+        let new = source.commit(&[("a.md", b"new\n")], "new");
+        a.store.sync(&name).unwrap();
+        eventually(SEEN_WITHIN, "B follows A's sync", || {
+            b.store.resolve(&name, None) == Ok(cid(&new))
+        });
+        a.store.pin(&name, &cid(&old)).unwrap();
+
+        clock.advance(DAY * 31);
+        eventually(SEEN_WITHIN, "B sees the pin", || {
+            b.store.resolve(&name, Some(&old)) == Ok(cid(&old))
+        });
+        // B collects (a pin and unpin of its own mark its mirror): the pinned commit stays.
+        b.store.pin(&name, &cid(&new)).unwrap();
+        b.store.unpin(&name, &cid(&new)).unwrap();
+        let report = b.store.sweep().unwrap();
+        assert!(report.expired.is_empty(), "{report:?}");
+        assert_eq!(b.mirror_rev(&old), Some(old.clone()));
+        assert_eq!(b.read(&name, &old).unwrap(), "old\n");
+        assert_eq!(a.read(&name, &old).unwrap(), "old\n");
+
+        // Unpinned through A: B's next sweep lets it go from B's mirror.
+        a.store.unpin(&name, &cid(&old)).unwrap();
+        eventually(SEEN_WITHIN, "B sees the unpin", || {
+            b.store.resolve(&name, Some(&old)).is_err()
+        });
+        b.store.sweep().unwrap();
+        assert_eq!(b.mirror_rev(&old), None);
+        assert_eq!(b.read(&name, &new).unwrap(), "new\n");
+    });
+}
+
+/// SQLite mode is unchanged: no recorded heads (the schema stays at version 1), no leases,
+/// no follows; a branch resolves to the mirror's own ref, as another process of the data
+/// directory moved it.
+#[test]
+fn sqlite_resolves_from_the_mirror_as_before() {
+    with_timeout(Duration::from_secs(60), || {
+        let source = testgit::SourceRepo::new();
+        let first = source.commit(&[("a.md", b"one\n")], "one");
+        let data = source.data_dir();
+        let clock = clock();
+        let store = open(&data, &clock, Metadata::Sqlite);
+        let fetches = Arc::new(Fetches::default());
+        let counted = fetches.clone();
+        store.set_fetch_hook(Some(Arc::new(move |_, why| {
+            match why {
+                SourceFetch::Sync => counted.syncs.fetch_add(1, Ordering::SeqCst),
+                SourceFetch::Follow => counted.follows.fetch_add(1, Ordering::SeqCst),
+            };
+        })));
+        let name = repo_name();
+        store.register(registration(&source)).unwrap();
+        assert_eq!(store.sync(&name).unwrap().head, Some(cid(&first)));
+        let second = source.commit(&[("a.md", b"two\n")], "two");
+        store.sync(&name).unwrap();
+        assert_eq!(store.resolve(&name, Some("main")).unwrap(), cid(&second));
+
+        // Move the mirror's branch back by hand: a process opening the data directory now
+        // resolves main from the mirror's ref, whatever the metadata says.
+        let mirror = data.join("mirrors/acme/widgets.git");
+        testgit::git(
+            source.tmp(),
+            &[
+                "--git-dir",
+                mirror.to_str().unwrap(),
+                "update-ref",
+                "refs/heads/main",
+                &first,
+            ],
+        );
+        let other = open(&data, &clock, Metadata::Sqlite);
+        assert_eq!(other.resolve(&name, Some("main")).unwrap(), cid(&first));
+        assert_eq!(other.repo(&name).unwrap().head, Some(cid(&second)));
+        assert_eq!(
+            other
+                .read_text(&name, &cid(&first), &path("a.md"))
+                .unwrap()
+                .to_string(),
+            "one\n"
+        );
+        // An unknown SHA is unknown, never "not synced".
+        let unknown = "0123456789012345678901234567890123456789";
+        assert!(matches!(
+            store.resolve(&name, Some(unknown)),
+            Err(Error::UnknownRevision { .. })
+        ));
+        assert_eq!((fetches.syncs(), fetches.follows()), (2, 0));
+
+        let conn = rusqlite::Connection::open(data.join(gitstore::METADATA_FILE)).unwrap();
+        let version: i64 = conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'registry_schema_version'",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(version, 1);
+        let tables: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE name IN ('branch_heads', 'sync_leases')",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(tables, 0);
+    });
+}
