@@ -19,6 +19,7 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use service::{CallContext, Route, Service};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// The header that carries the cluster secret on replica-to-replica calls.
@@ -32,6 +33,25 @@ pub const CLIENT_HEADER: HeaderName = HeaderName::from_static("x-csg-client-addr
 /// The biggest request body read to find the repository it names (the API's and the MCP
 /// endpoint's own limits are below it); a bigger one is refused here.
 const MAX_ROUTED_BODY_BYTES: usize = 8 * 1024 * 1024;
+
+/// What routing did, for `/metrics` (cluster mode only).
+pub(crate) struct Counters {
+    /// Calls forwarded to an owner and answered by one.
+    pub(crate) forwarded: AtomicU64,
+    /// Attempts that moved on to the next owner (connection failure, timeout, 502-504).
+    pub(crate) failovers: AtomicU64,
+    /// Calls no owner answered (503).
+    pub(crate) unanswered: AtomicU64,
+    /// Calls other replicas forwarded here.
+    pub(crate) from_replicas: AtomicU64,
+}
+
+pub(crate) static COUNTERS: Counters = Counters {
+    forwarded: AtomicU64::new(0),
+    failovers: AtomicU64::new(0),
+    unanswered: AtomicU64::new(0),
+    from_replicas: AtomicU64::new(0),
+};
 
 /// How a replica forwards calls.
 #[derive(Clone)]
@@ -86,6 +106,7 @@ async fn route(State(state): State<Arc<Forwarder>>, request: Request, next: Next
             return refuse(StatusCode::FORBIDDEN, "wrong cluster secret");
         }
         parts.extensions.insert(FromReplica);
+        COUNTERS.from_replicas.fetch_add(1, Ordering::Relaxed);
         if let Some(client) = parts
             .headers
             .remove(&CLIENT_HEADER)
@@ -190,18 +211,22 @@ impl Forwarder {
                 .await;
             match attempt {
                 Ok(answer) if !retryable(answer.status()) => {
+                    COUNTERS.forwarded.fetch_add(1, Ordering::Relaxed);
                     return relay(answer).await.unwrap_or_else(|| {
                         refuse(StatusCode::BAD_GATEWAY, "the owner's answer was cut off")
                     });
                 }
                 Ok(answer) => {
+                    COUNTERS.failovers.fetch_add(1, Ordering::Relaxed);
                     tracing::info!(%repo, %owner, status = %answer.status(), "owner could not answer; trying the next");
                 }
                 Err(error) => {
+                    COUNTERS.failovers.fetch_add(1, Ordering::Relaxed);
                     tracing::info!(%repo, %owner, %error, "owner unreachable; trying the next");
                 }
             }
         }
+        COUNTERS.unanswered.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(
             %repo,
             owners = owners.len(),

@@ -34,6 +34,7 @@ pub(super) fn render(service: &Service) -> String {
     search_index(&mut out, service);
     server_plugins(&mut out, service);
     access(&mut out);
+    cluster(&mut out, service);
     out
 }
 
@@ -278,6 +279,74 @@ fn access(out: &mut String) {
                 "csg_auth_token_in_url_total",
                 "Calls refused because they carried a token in the URL.",
                 load(&auth.token_in_url),
+            ),
+        ],
+    );
+}
+
+/// Cluster mode (issue 31): routing and ownership. Absent in the embedded default.
+fn cluster(out: &mut String, service: &Service) {
+    let Some(cluster) = service.cluster_status() else {
+        return;
+    };
+    let routed = &crate::forward::COUNTERS;
+    let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+    single_series(
+        out,
+        "counter",
+        &[
+            (
+                "csg_cluster_forwarded_total",
+                "Calls forwarded to an owner replica and answered by it.",
+                load(&routed.forwarded),
+            ),
+            (
+                "csg_cluster_forward_failovers_total",
+                "Forwarding attempts that moved on to the next owner.",
+                load(&routed.failovers),
+            ),
+            (
+                "csg_cluster_forward_unanswered_total",
+                "Forwarded calls no owner answered (503).",
+                load(&routed.unanswered),
+            ),
+            (
+                "csg_cluster_from_replicas_total",
+                "Calls other replicas forwarded to this one.",
+                load(&routed.from_replicas),
+            ),
+        ],
+    );
+    let me = &cluster.self_url;
+    let owned = cluster
+        .repositories
+        .iter()
+        .filter(|(_, owners)| owners.contains(me))
+        .count();
+    let live = cluster.membership.members.iter().filter(|m| m.live).count();
+    single_series(
+        out,
+        "gauge",
+        &[
+            (
+                "csg_cluster_members_live",
+                "Replicas whose heartbeat lease runs, as this one sees them.",
+                live as u64,
+            ),
+            (
+                "csg_cluster_repositories_owned",
+                "Repositories this replica owns.",
+                owned as u64,
+            ),
+            (
+                "csg_cluster_repositories_served",
+                "Repositories this replica owns and holds.",
+                cluster.served_here as u64,
+            ),
+            (
+                "csg_cluster_database_reachable",
+                "1 while this replica's heartbeats reach the metadata database.",
+                u64::from(cluster.membership.database_reachable),
             ),
         ],
     );
