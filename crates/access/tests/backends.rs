@@ -3,7 +3,7 @@
 //! Then what only PostgreSQL has: replicas sharing one database, and its outages.
 
 use access::{AccessStore, Error};
-use std::sync::mpsc::RecvTimeoutError;
+use metadb::testing::{eventually, within};
 use std::time::{Duration, Instant};
 
 /// How long any one test may take: a hang fails the test instead of stalling the run.
@@ -11,38 +11,6 @@ const LIMIT: Duration = Duration::from_secs(120);
 
 /// How long a change may take to reach another replica.
 const PROPAGATION: Duration = Duration::from_secs(5);
-
-/// Runs `f` on a thread of its own and fails the test if it has not finished within `limit`.
-/// A panic in `f` fails the test with its own message.
-fn within(limit: Duration, f: impl FnOnce() + Send + 'static) {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let worker = std::thread::spawn(move || {
-        f();
-        let _ = tx.send(());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(()) => {}
-        Err(RecvTimeoutError::Timeout) => panic!("the test did not finish within {limit:?}"),
-        Err(RecvTimeoutError::Disconnected) => match worker.join() {
-            Err(panic) => std::panic::resume_unwind(panic),
-            Ok(()) => panic!("the test thread ended without a result"),
-        },
-    }
-}
-
-/// Polls `check` until it holds or `PROPAGATION` has passed; answers whether it held.
-fn eventually(mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + PROPAGATION;
-    loop {
-        if check() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 /// One metadata database to open stores on, with raw access to what it stores.
 trait Backend {
@@ -466,10 +434,9 @@ fn last_use(backend: &dyn Backend) {
     };
     assert_eq!(used(first.info.id), None);
     access.authenticate(&first.secret).expect("valid");
-    assert!(
-        eventually(|| used(first.info.id).is_some()),
-        "last use recorded"
-    );
+    eventually(PROPAGATION, "last use recorded", || {
+        used(first.info.id).is_some()
+    });
     let recorded = used(first.info.id).expect("recorded");
     assert!(recorded >= first.info.created);
     // Within the minute, another use writes nothing: the older time stays. The second token's
@@ -477,7 +444,9 @@ fn last_use(backend: &dyn Backend) {
     backend.set_last_used(first.info.id, 0);
     access.authenticate(&first.secret).expect("valid");
     access.authenticate(&second.secret).expect("valid");
-    assert!(eventually(|| used(second.info.id).is_some()));
+    eventually(PROPAGATION, "the second token's last use recorded", || {
+        used(second.info.id).is_some()
+    });
     assert_eq!(used(first.info.id), Some(std::time::UNIX_EPOCH));
 }
 
@@ -582,10 +551,9 @@ fn sessions_end_with_their_token_or_user(backend: &dyn Backend) {
 
     access.revoke_token(first.info.id).expect("revoke");
     assert_eq!(access.session(&by_first.id), Err(Error::SessionEnded));
-    assert!(
-        eventually(|| elsewhere.session(&by_first.id) == Err(Error::SessionEnded)),
-        "ended in every store"
-    );
+    eventually(PROPAGATION, "ended in every store", || {
+        elsewhere.session(&by_first.id) == Err(Error::SessionEnded)
+    });
     assert!(
         access.session(&by_second.id).is_ok(),
         "the other token's stays"
@@ -652,18 +620,17 @@ fn session_last_use(backend: &dyn Backend) {
     // A store that has not seen the sessions used writes their first use at once.
     let other = backend.open();
     other.session(&first.id).expect("live");
-    assert!(
-        eventually(|| backend.session_seen(&first_key) >= now() - 60),
-        "the use is recorded"
-    );
+    eventually(PROPAGATION, "the use is recorded", || {
+        backend.session_seen(&first_key) >= now() - 60
+    });
     // Within the minute, another use writes nothing: the older time stays. The second
     // session's first use is written after anything the first one's would have been.
     backend.set_sessions_seen(now() - 600);
     other.session(&first.id).expect("live");
     other.session(&second.id).expect("live");
-    assert!(eventually(
-        || backend.session_seen(&second_key) >= now() - 60
-    ));
+    eventually(PROPAGATION, "the second session's use is recorded", || {
+        backend.session_seen(&second_key) >= now() - 60
+    });
     assert!(backend.session_seen(&first_key) <= now() - 600);
 }
 
@@ -696,29 +663,35 @@ fn postgres_replicas_share_tokens_and_grants() {
             one.authenticate(&new.secret).expect("at once").user,
             "alice"
         );
-        assert!(
-            eventually(|| two.authenticate(&new.secret).is_ok()),
-            "a token made on one replica works on the other within {PROPAGATION:?}"
+        eventually(
+            PROPAGATION,
+            "a token made on one replica works on the other",
+            || two.authenticate(&new.secret).is_ok(),
         );
         two.grant("alice", "acme/private").expect("grant");
         assert!(two.granted("alice", "acme/private").expect("at once"));
-        assert!(eventually(|| one
-            .granted("alice", "acme/private")
-            .expect("view")));
+        eventually(PROPAGATION, "the grant seen on the other replica", || {
+            one.granted("alice", "acme/private").expect("view")
+        });
         two.set_prepare("alice", true).expect("prepare");
-        assert!(eventually(|| one
-            .authenticate(&new.secret)
-            .is_ok_and(|p| p.prepare)));
+        eventually(
+            PROPAGATION,
+            "the prepare flag seen on the other replica",
+            || one.authenticate(&new.secret).is_ok_and(|p| p.prepare),
+        );
         one.revoke_token(new.info.id).expect("revoke");
         assert_eq!(one.authenticate(&new.secret), Err(Error::InvalidToken));
-        assert!(
-            eventually(|| two.authenticate(&new.secret) == Err(Error::InvalidToken)),
-            "a token revoked on one replica is refused by the other within {PROPAGATION:?}"
+        eventually(
+            PROPAGATION,
+            "a token revoked on one replica is refused by the other",
+            || two.authenticate(&new.secret) == Err(Error::InvalidToken),
         );
         one.forget_repo("acme/private").expect("forget");
-        assert!(eventually(|| !two
-            .granted("alice", "acme/private")
-            .expect("view")));
+        eventually(
+            PROPAGATION,
+            "the forgotten grant gone on the other replica",
+            || !two.granted("alice", "acme/private").expect("view"),
+        );
         // Dropping a store ends its thread; the other keeps working.
         drop(one);
         let later = two.create_token("alice", None).expect("token");
@@ -742,23 +715,22 @@ fn postgres_replicas_share_sessions() {
             two.session(&session.id).expect("at once on the other").user,
             "alice"
         );
-        assert!(
-            eventually(|| two.session(&session.id).is_ok()),
-            "and from its view once announced"
-        );
+        eventually(PROPAGATION, "and from its view once announced", || {
+            two.session(&session.id).is_ok()
+        });
         two.end_session(&session.id).expect("sign out on the other");
         assert_eq!(two.session(&session.id), Err(Error::SessionEnded));
-        assert!(
-            eventually(|| one.session(&session.id) == Err(Error::SessionEnded)),
-            "signed out on both within {PROPAGATION:?}"
-        );
+        eventually(PROPAGATION, "signed out on both", || {
+            one.session(&session.id) == Err(Error::SessionEnded)
+        });
 
         let again = two.start_session(&token.secret).expect("sign in on two");
         assert!(one.session(&again.id).is_ok());
         two.revoke_token(token.info.id).expect("revoke on two");
-        assert!(
-            eventually(|| one.session(&again.id) == Err(Error::SessionEnded)),
-            "a revocation on one replica ends the session on the other"
+        eventually(
+            PROPAGATION,
+            "a revocation on one replica ends the session on the other",
+            || one.session(&again.id) == Err(Error::SessionEnded),
         );
     });
 }

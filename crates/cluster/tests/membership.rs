@@ -22,6 +22,21 @@ fn live(membership: &Membership) -> Vec<String> {
     urls(view.live()).into_iter().map(str::to_owned).collect()
 }
 
+/// Replicas at `nodes` joined on the database `db` with `settings`, in that order, once each
+/// sees them all live (within `limit`).
+fn joined<const N: usize>(
+    db: &str,
+    nodes: [&str; N],
+    settings: fn(&str) -> ClusterConfig,
+    limit: Duration,
+) -> [Membership; N] {
+    let members = nodes.map(|node| join(db, settings(node)));
+    eventually(limit, "every replica to see the others", || {
+        members.iter().all(|m| live(m) == nodes)
+    });
+    members
+}
+
 fn ownership(membership: &Membership) -> BTreeMap<String, Vec<NodeUrl>> {
     let view = membership.view();
     sample()
@@ -37,16 +52,9 @@ fn ownership(membership: &Membership) -> BTreeMap<String, Vec<NodeUrl>> {
 fn three_replicas_see_each_other_and_agree_on_the_owners() {
     within(LIMIT, || {
         let db = testing::shared().create_database();
-        let a = join(&db, fast(A));
-        let b = join(&db, fast(B));
-        let c = join(&db, fast(C));
-        let all = [A, B, C].map(str::to_owned).to_vec();
         // Within a couple of heartbeats (joins are also announced).
-        eventually(
-            Duration::from_secs(1),
-            "every replica to see the others",
-            || [&a, &b, &c].iter().all(|m| live(m) == all),
-        );
+        let [a, b, c] = joined(&db, [A, B, C], fast, Duration::from_secs(1));
+        let all = [A, B, C].map(str::to_owned).to_vec();
         let owned = ownership(&a);
         assert_eq!(ownership(&b), owned);
         assert_eq!(ownership(&c), owned);
@@ -83,15 +91,7 @@ fn three_replicas_see_each_other_and_agree_on_the_owners() {
 fn a_killed_replica_dies_after_its_lease_and_only_its_repositories_move() {
     within(LIMIT, || {
         let db = testing::shared().create_database();
-        let a = join(&db, fast(A));
-        let b = join(&db, fast(B));
-        let c = join(&db, fast(C));
-        let all = [A, B, C].map(str::to_owned).to_vec();
-        eventually(
-            Duration::from_secs(2),
-            "every replica to see the others",
-            || [&a, &b, &c].iter().all(|m| live(m) == all),
-        );
+        let [a, b, c] = joined(&db, [A, B, C], fast, Duration::from_secs(2));
         let before = ownership(&a);
         let generation = a.view().generation();
 
@@ -148,13 +148,7 @@ fn leave_is_seen_at_once_and_drain_takes_a_replica_out_of_ownership() {
         let db = testing::shared().create_database();
         // Heartbeats 20 s apart: what the views learn within a second, they learn from the
         // announcements.
-        let a = join(&db, slow(A));
-        let b = join(&db, slow(B));
-        let c = join(&db, slow(C));
-        let all = [A, B, C].map(str::to_owned).to_vec();
-        eventually(Duration::from_secs(1), "the joins to be announced", || {
-            [&a, &b, &c].iter().all(|m| live(m) == all)
-        });
+        let [a, b, c] = joined(&db, [A, B, C], slow, Duration::from_secs(1));
 
         c.drain().unwrap();
         eventually(Duration::from_secs(1), "the drain to be announced", || {
@@ -364,12 +358,8 @@ fn an_outage_keeps_the_last_membership_and_heartbeats_resume_by_themselves() {
     within(LIMIT * 2, || {
         let server = TestServer::start().unwrap();
         let db = server.create_database();
-        let a = join(&db, fast(A));
-        let b = join(&db, fast(B));
+        let [a, b] = joined(&db, [A, B], fast, Duration::from_secs(2));
         let both = [A, B].map(str::to_owned).to_vec();
-        eventually(Duration::from_secs(2), "both to be live", || {
-            live(&a) == both && live(&b) == both
-        });
         let owned = ownership(&a);
         let generations = [a.view().generation(), b.view().generation()];
 

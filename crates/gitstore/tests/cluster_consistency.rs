@@ -7,74 +7,22 @@
 //! holding the lease blocks the others no longer than the lease; sweeps and gc follow the
 //! shared rows. And SQLite mode still resolves from its mirror, as before.
 
+mod replicas;
+
 use gitstore::{
-    CommitId, DEFAULT_RETENTION, Error, GitStore, ManualClock, Metadata, Registration, RepoName,
-    RepoPath, SourceFetch, StoreConfig,
+    Error, GitStore, ManualClock, Metadata, Registration, RepoName, RepoPath, SourceFetch,
+};
+use metadb::testing::{eventually, within};
+use replicas::{
+    DAY, SEEN_WITHIN, cid, clock, connect, name, open, path, sqlite_int, sqlite_schema_version,
 };
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant, UNIX_EPOCH};
-
-const DAY: Duration = Duration::from_secs(24 * 60 * 60);
-
-/// How long another replica may take to see a change: the notification's trip.
-const SEEN_WITHIN: Duration = Duration::from_secs(5);
-
-/// Runs `test` on a thread of its own and fails it if it takes longer than `limit`.
-fn with_timeout(limit: Duration, test: impl FnOnce() + Send + 'static) {
-    let (done, finished) = mpsc::channel();
-    let handle = std::thread::spawn(move || {
-        test();
-        let _ = done.send(());
-    });
-    match finished.recv_timeout(limit) {
-        Ok(()) => handle.join().expect("test thread"),
-        Err(RecvTimeoutError::Disconnected) => {
-            if let Err(panic) = handle.join() {
-                std::panic::resume_unwind(panic);
-            }
-        }
-        Err(RecvTimeoutError::Timeout) => panic!("the test did not finish within {limit:?}"),
-    }
-}
-
-/// Retries `check` until it holds or `limit` passes.
-fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !check() {
-        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn cid(sha: &str) -> CommitId {
-    CommitId::parse(sha).expect("full sha")
-}
-
-fn path(p: &str) -> RepoPath {
-    RepoPath::parse(p).expect("valid path")
-}
-
-fn connect(url: &str) -> metadb::Database {
-    metadb::Database::connect(url, metadb::Options::default())
-        .expect("connect to the test database")
-}
-
-fn open(data: &Path, clock: &ManualClock, metadata: Metadata) -> GitStore {
-    GitStore::open_with(
-        StoreConfig {
-            data_dir: data.to_path_buf(),
-            retention: DEFAULT_RETENTION,
-        },
-        Arc::new(clock.clone()),
-        metadata,
-    )
-    .expect("open store")
-}
+use std::time::{Duration, Instant};
 
 /// Fetches from the source a store ran, by kind.
 #[derive(Default)]
@@ -89,6 +37,23 @@ impl Fetches {
     }
     fn follows(&self) -> usize {
         self.follows.load(Ordering::SeqCst)
+    }
+
+    /// A fetch hook counting into these counters; fetches of the kind `held` names wait at its
+    /// gate.
+    fn hook(self: &Arc<Self>, held: Option<(SourceFetch, Arc<Gate>)>) -> gitstore::FetchHook {
+        let counted = self.clone();
+        Arc::new(move |_, why| {
+            match why {
+                SourceFetch::Sync => counted.syncs.fetch_add(1, Ordering::SeqCst),
+                SourceFetch::Follow => counted.follows.fetch_add(1, Ordering::SeqCst),
+            };
+            if let Some((kind, gate)) = &held
+                && *kind == why
+            {
+                gate.pass();
+            }
+        })
     }
 }
 
@@ -131,18 +96,7 @@ impl Replica {
         let data = dir.path().join("data");
         let store = open(&data, clock, Metadata::Postgres(connect(url)));
         let fetches = Arc::new(Fetches::default());
-        let counted = fetches.clone();
-        store.set_fetch_hook(Some(Arc::new(move |_, why| {
-            match why {
-                SourceFetch::Sync => counted.syncs.fetch_add(1, Ordering::SeqCst),
-                SourceFetch::Follow => counted.follows.fetch_add(1, Ordering::SeqCst),
-            };
-            if let Some((kind, gate)) = &held
-                && *kind == why
-            {
-                gate.pass();
-            }
-        })));
+        store.set_fetch_hook(Some(fetches.hook(held)));
         Self {
             _dir: dir,
             data,
@@ -182,7 +136,7 @@ impl Replica {
 }
 
 fn repo_name() -> RepoName {
-    RepoName::parse("acme/widgets").unwrap()
+    name("acme/widgets")
 }
 
 fn registration(source: &testgit::SourceRepo) -> Registration {
@@ -195,8 +149,36 @@ fn registration(source: &testgit::SourceRepo) -> Registration {
     }
 }
 
-fn clock() -> ManualClock {
-    ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_750_000_000))
+/// What each test starts from: a fresh database (its URL), the replicas' clock and an empty
+/// source repository.
+fn setup() -> (String, ManualClock, testgit::SourceRepo) {
+    let url = metadb::testing::shared().create_database();
+    (url, clock(), testgit::SourceRepo::new())
+}
+
+/// A registers the repository and syncs `head` from the source; B, once it sees the head A
+/// recorded, syncs its own mirror.
+fn synced_on_both(a: &Replica, b: &Replica, source: &testgit::SourceRepo, head: &str) {
+    let name = repo_name();
+    a.store.register(registration(source)).unwrap();
+    a.store.sync(&name).unwrap();
+    eventually(SEEN_WITHIN, "B sees A's sync", || {
+        b.store.repo(&name).is_ok_and(|r| r.head == Some(cid(head)))
+    });
+    b.store.sync(&name).unwrap();
+}
+
+/// Main force-pushed to `base` → a new commit, which A syncs and B follows on its own (by the
+/// notification). Answers the new commit.
+fn force_pushed(a: &Replica, b: &Replica, source: &testgit::SourceRepo, base: &str) -> String {
+    let name = repo_name();
+    source.git(&["reset", "-q", "--hard", base]);
+    let new = source.commit(&[("a.md", b"new\n")], "new");
+    a.store.sync(&name).unwrap();
+    eventually(SEEN_WITHIN, "B follows A's sync", || {
+        b.store.resolve(&name, None) == Ok(cid(&new))
+    });
+    new
 }
 
 /// Rows of a table of the test database.
@@ -206,6 +188,11 @@ fn count(url: &str, sql: &'static str) -> i64 {
         .unwrap()
 }
 
+/// Sync leases held in the test database (taken and not yet given back).
+fn sync_leases(url: &str) -> i64 {
+    count(url, "SELECT count(*) FROM sync_leases")
+}
+
 /// Replica A syncs a new commit on main. Replica B, whose mirror still has the older head,
 /// never answers that older head once it knows of A's record: it answers "not synced" (for
 /// the branch, the default branch and the new SHA) while its background follow is held, and
@@ -213,23 +200,14 @@ fn count(url: &str, sql: &'static str) -> i64 {
 /// caught up by one follow fetch, and no `git` ran on B's reading thread.
 #[test]
 fn a_branch_resolves_to_the_recorded_head_on_every_replica() {
-    with_timeout(Duration::from_secs(120), || {
-        let url = metadb::testing::shared().create_database();
-        let clock = clock();
-        let source = testgit::SourceRepo::new();
+    within(Duration::from_secs(120), || {
+        let (url, clock, source) = setup();
         let first = source.commit(&[("a.md", b"one\n")], "one");
         let gate = Arc::new(Gate::default());
         let a = Replica::new(&url, &clock, None);
         let b = Replica::new(&url, &clock, Some((SourceFetch::Follow, gate.clone())));
         let name = repo_name();
-        a.store.register(registration(&source)).unwrap();
-        a.store.sync(&name).unwrap();
-        eventually(SEEN_WITHIN, "B sees A's registration", || {
-            b.store
-                .repo(&name)
-                .is_ok_and(|r| r.head == Some(cid(&first)))
-        });
-        b.store.sync(&name).unwrap();
+        synced_on_both(&a, &b, &source, &first);
         assert_eq!(b.store.resolve(&name, None).unwrap(), cid(&first));
 
         let second = source.commit(&[("a.md", b"two\n")], "two");
@@ -308,26 +286,15 @@ fn a_branch_resolves_to_the_recorded_head_on_every_replica() {
 /// lease is given back after the sync.
 #[test]
 fn concurrent_syncs_fetch_from_the_source_once() {
-    with_timeout(Duration::from_secs(120), || {
-        let url = metadb::testing::shared().create_database();
-        let clock = clock();
-        let source = testgit::SourceRepo::new();
+    within(Duration::from_secs(120), || {
+        let (url, clock, source) = setup();
         let first = source.commit(&[("a.md", b"one\n")], "one");
-        let gate = Arc::new(Gate::default());
-        let a = Replica::new(&url, &clock, Some((SourceFetch::Sync, gate.clone())));
-        let b = Replica::new(&url, &clock, Some((SourceFetch::Sync, gate.clone())));
+        let a = Replica::new(&url, &clock, None);
+        let b = Replica::new(&url, &clock, None);
         let name = repo_name();
-        a.store.register(registration(&source)).unwrap();
-        // The first sync through A alone (its fetch held until the gate opens: open it).
-        gate.open();
-        a.store.sync(&name).unwrap();
-        eventually(SEEN_WITHIN, "B sees A's sync", || {
-            b.store
-                .repo(&name)
-                .is_ok_and(|r| r.head == Some(cid(&first)))
-        });
-        // B has no mirror yet: its sync takes the (free) lease and fetches.
-        b.store.sync(&name).unwrap();
+        // The first sync through A alone; B has no mirror yet: its sync takes the (free)
+        // lease and fetches.
+        synced_on_both(&a, &b, &source, &first);
         assert_eq!(b.store.resolve(&name, None).unwrap(), cid(&first));
         let before = (a.fetches.syncs(), b.fetches.syncs());
         assert_eq!(before, (1, 1));
@@ -335,20 +302,12 @@ fn concurrent_syncs_fetch_from_the_source_once() {
         // Now both at once, the holder's fetch held until the other's sync has returned.
         let second = source.commit(&[("a.md", b"two\n")], "two");
         let gate = Arc::new(Gate::default());
-        let held = |fetches: Arc<Fetches>, gate: Arc<Gate>| -> gitstore::FetchHook {
-            Arc::new(move |_, why| {
-                if why == SourceFetch::Sync {
-                    fetches.syncs.fetch_add(1, Ordering::SeqCst);
-                    gate.pass();
-                } else {
-                    fetches.follows.fetch_add(1, Ordering::SeqCst);
-                }
-            })
-        };
-        a.store
-            .set_fetch_hook(Some(held(a.fetches.clone(), gate.clone())));
-        b.store
-            .set_fetch_hook(Some(held(b.fetches.clone(), gate.clone())));
+        for replica in [&a, &b] {
+            let held = Some((SourceFetch::Sync, gate.clone()));
+            replica
+                .store
+                .set_fetch_hook(Some(replica.fetches.hook(held)));
+        }
         let (done, results) = mpsc::channel();
         let start = Arc::new(std::sync::Barrier::new(2));
         let threads: Vec<_> = [("A", a.store.clone()), ("B", b.store.clone())]
@@ -385,7 +344,7 @@ fn concurrent_syncs_fetch_from_the_source_once() {
             0,
             "the holder follows nobody"
         );
-        assert_eq!(count(&url, "SELECT count(*) FROM sync_leases"), 0);
+        assert_eq!(sync_leases(&url), 0);
 
         // The follower answers the holder's head once its mirror has it.
         eventually(SEEN_WITHIN, "the follower answers the new head", || {
@@ -436,10 +395,8 @@ fn a_killed_holder_blocks_no_longer_than_its_lease() {
         hold_the_lease_until_killed(&spec);
         return;
     }
-    with_timeout(Duration::from_secs(120), || {
-        let url = metadb::testing::shared().create_database();
-        let clock = clock();
-        let source = testgit::SourceRepo::new();
+    within(Duration::from_secs(120), || {
+        let (url, clock, source) = setup();
         let tip = source.commit(&[("a.md", b"one\n")], "one");
         let b = Replica::new(&url, &clock, None);
         b.store.set_sync_lease(Duration::from_secs(3));
@@ -477,7 +434,7 @@ fn a_killed_holder_blocks_no_longer_than_its_lease() {
         child.kill().unwrap();
         child.wait().unwrap();
         let killed = Instant::now();
-        assert_eq!(count(&url, "SELECT count(*) FROM sync_leases"), 1);
+        assert_eq!(sync_leases(&url), 1);
 
         // The dead holder's lease stands for a moment: B does not fetch from the source.
         assert_eq!(
@@ -501,7 +458,7 @@ fn a_killed_holder_blocks_no_longer_than_its_lease() {
         );
         assert_eq!(b.fetches.syncs(), 1);
         assert_eq!(b.store.resolve(&name, None).unwrap(), cid(&tip));
-        assert_eq!(count(&url, "SELECT count(*) FROM sync_leases"), 0);
+        assert_eq!(sync_leases(&url), 0);
     });
 }
 
@@ -510,10 +467,8 @@ fn a_killed_holder_blocks_no_longer_than_its_lease() {
 /// heads recorded instead.
 #[test]
 fn a_sync_that_lost_its_lease_records_nothing() {
-    with_timeout(Duration::from_secs(120), || {
-        let url = metadb::testing::shared().create_database();
-        let clock = clock();
-        let source = testgit::SourceRepo::new();
+    within(Duration::from_secs(120), || {
+        let (url, clock, source) = setup();
         let first = source.commit(&[("a.md", b"one\n")], "one");
         let a = Replica::new(&url, &clock, None);
         let name = repo_name();
@@ -550,7 +505,7 @@ fn a_sync_that_lost_its_lease_records_nothing() {
             Err(Error::OutsideRetention { .. })
         ));
         // The stolen lease is not this replica's to release.
-        assert_eq!(count(&url, "SELECT count(*) FROM sync_leases"), 1);
+        assert_eq!(sync_leases(&url), 1);
     });
 }
 
@@ -562,30 +517,18 @@ fn a_sync_that_lost_its_lease_records_nothing() {
 /// lease ends, A's next sweep lets it go.
 #[test]
 fn sweeps_and_gc_follow_the_shared_rows() {
-    with_timeout(Duration::from_secs(180), || {
-        let url = metadb::testing::shared().create_database();
-        let clock = clock();
-        let source = testgit::SourceRepo::new();
+    within(Duration::from_secs(180), || {
+        let (url, clock, source) = setup();
         let base = source.commit(&[("a.md", b"base\n")], "base");
         let old = source.commit(&[("a.md", b"old\n")], "old");
         let a = Replica::new(&url, &clock, None);
         let b = Replica::new(&url, &clock, None);
         let name = repo_name();
-        a.store.register(registration(&source)).unwrap();
-        a.store.sync(&name).unwrap();
-        eventually(SEEN_WITHIN, "B sees A's sync", || {
-            b.store.repo(&name).is_ok_and(|r| r.head == Some(cid(&old)))
-        });
-        b.store.sync(&name).unwrap();
+        synced_on_both(&a, &b, &source, &old);
 
         // Force-push main to base → new; A syncs; B follows on its own (notification).
         clock.advance(DAY * 10);
-        source.git(&["reset", "-q", "--hard", &base]);
-        let new = source.commit(&[("a.md", b"new\n")], "new");
-        a.store.sync(&name).unwrap();
-        eventually(SEEN_WITHIN, "B follows A's sync", || {
-            b.store.resolve(&name, None) == Ok(cid(&new))
-        });
+        let new = force_pushed(&a, &b, &source, &base);
         assert_eq!(b.mirror_rev("refs/heads/main"), Some(new.clone()));
         assert_eq!(b.read(&name, &old).unwrap(), "old\n");
         let lease = a.store.lease_revision(&name, Some(&old)).unwrap();
@@ -646,27 +589,15 @@ fn sweeps_and_gc_follow_the_shared_rows() {
 /// window, whoever sweeps; unpinned through that replica, the others let it go.
 #[test]
 fn pins_keep_commits_in_every_mirror() {
-    with_timeout(Duration::from_secs(180), || {
-        let url = metadb::testing::shared().create_database();
-        let clock = clock();
-        let source = testgit::SourceRepo::new();
+    within(Duration::from_secs(180), || {
+        let (url, clock, source) = setup();
         let base = source.commit(&[("a.md", b"base\n")], "base");
         let old = source.commit(&[("a.md", b"old\n")], "old");
         let a = Replica::new(&url, &clock, None);
         let b = Replica::new(&url, &clock, None);
         let name = repo_name();
-        a.store.register(registration(&source)).unwrap();
-        a.store.sync(&name).unwrap();
-        eventually(SEEN_WITHIN, "B sees A's sync", || {
-            b.store.repo(&name).is_ok_and(|r| r.head == Some(cid(&old)))
-        });
-        b.store.sync(&name).unwrap();
-        source.git(&["reset", "-q", "--hard", &base]);
-        let new = source.commit(&[("a.md", b"new\n")], "new");
-        a.store.sync(&name).unwrap();
-        eventually(SEEN_WITHIN, "B follows A's sync", || {
-            b.store.resolve(&name, None) == Ok(cid(&new))
-        });
+        synced_on_both(&a, &b, &source, &old);
+        let new = force_pushed(&a, &b, &source, &base);
         a.store.pin(&name, &cid(&old)).unwrap();
 
         clock.advance(DAY * 31);
@@ -698,20 +629,14 @@ fn pins_keep_commits_in_every_mirror() {
 /// directory moved it.
 #[test]
 fn sqlite_resolves_from_the_mirror_as_before() {
-    with_timeout(Duration::from_secs(60), || {
+    within(Duration::from_secs(60), || {
         let source = testgit::SourceRepo::new();
         let first = source.commit(&[("a.md", b"one\n")], "one");
         let data = source.data_dir();
         let clock = clock();
         let store = open(&data, &clock, Metadata::Sqlite);
         let fetches = Arc::new(Fetches::default());
-        let counted = fetches.clone();
-        store.set_fetch_hook(Some(Arc::new(move |_, why| {
-            match why {
-                SourceFetch::Sync => counted.syncs.fetch_add(1, Ordering::SeqCst),
-                SourceFetch::Follow => counted.follows.fetch_add(1, Ordering::SeqCst),
-            };
-        })));
+        store.set_fetch_hook(Some(fetches.hook(None)));
         let name = repo_name();
         store.register(registration(&source)).unwrap();
         assert_eq!(store.sync(&name).unwrap().head, Some(cid(&first)));
@@ -751,21 +676,11 @@ fn sqlite_resolves_from_the_mirror_as_before() {
         assert_eq!((fetches.syncs(), fetches.follows()), (2, 0));
 
         let conn = rusqlite::Connection::open(data.join(gitstore::METADATA_FILE)).unwrap();
-        let version: i64 = conn
-            .query_row(
-                "SELECT value FROM meta WHERE key = 'registry_schema_version'",
-                [],
-                |row| row.get(0),
-            )
-            .unwrap();
-        assert_eq!(version, 1);
-        let tables: i64 = conn
-            .query_row(
-                "SELECT count(*) FROM sqlite_master WHERE name IN ('branch_heads', 'sync_leases')",
-                [],
-                |row| row.get(0),
-            )
-            .unwrap();
+        assert_eq!(sqlite_schema_version(&conn), 1);
+        let tables = sqlite_int(
+            &conn,
+            "SELECT count(*) FROM sqlite_master WHERE name IN ('branch_heads', 'sync_leases')",
+        );
         assert_eq!(tables, 0);
     });
 }

@@ -4,58 +4,19 @@
 //! cluster mode has: two stores with their own data directories on one database (two
 //! replicas), and a database outage.
 
+mod replicas;
+
 use gitstore::{
-    CommitId, DEFAULT_RETENTION, Error, GitStore, ManualClock, Metadata, Registration, RepoName,
-    RepoPath, StoreConfig,
+    DEFAULT_RETENTION, Error, GitStore, ManualClock, Metadata, Registration, RepoName, RepoPath,
+    StoreConfig,
 };
-use std::path::{Path, PathBuf};
+use metadb::testing::{eventually, within};
+use replicas::{
+    DAY, SEEN_WITHIN, cid, clock, connect, name, open, path, sqlite_int, sqlite_schema_version,
+};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-const DAY: Duration = Duration::from_secs(24 * 60 * 60);
-
-/// How long another replica may take to see a change: the notification's trip.
-const SEEN_WITHIN: Duration = Duration::from_secs(5);
-
-/// Runs `test` on a thread of its own and fails it if it takes longer than `limit`.
-fn with_timeout(limit: Duration, test: impl FnOnce() + Send + 'static) {
-    let (done, finished) = mpsc::channel();
-    let handle = std::thread::spawn(move || {
-        test();
-        let _ = done.send(());
-    });
-    match finished.recv_timeout(limit) {
-        Ok(()) => handle.join().expect("test thread"),
-        Err(RecvTimeoutError::Disconnected) => {
-            if let Err(panic) = handle.join() {
-                std::panic::resume_unwind(panic);
-            }
-        }
-        Err(RecvTimeoutError::Timeout) => panic!("the test did not finish within {limit:?}"),
-    }
-}
-
-/// Retries `check` until it holds or `limit` passes.
-fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !check() {
-        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn cid(sha: &str) -> CommitId {
-    CommitId::parse(sha).expect("full sha")
-}
-
-fn path(p: &str) -> RepoPath {
-    RepoPath::parse(p).expect("valid path")
-}
-
-fn name(n: &str) -> RepoName {
-    RepoName::parse(n).expect("valid name")
-}
+use std::time::{Duration, Instant, SystemTime};
 
 /// Where a store's metadata lives.
 #[derive(Clone)]
@@ -78,23 +39,6 @@ impl Backend {
     }
 }
 
-fn connect(url: &str) -> metadb::Database {
-    metadb::Database::connect(url, metadb::Options::default())
-        .expect("connect to the test database")
-}
-
-fn open(data: &Path, clock: &ManualClock, metadata: Metadata) -> GitStore {
-    GitStore::open_with(
-        StoreConfig {
-            data_dir: data.to_path_buf(),
-            retention: DEFAULT_RETENTION,
-        },
-        Arc::new(clock.clone()),
-        metadata,
-    )
-    .expect("open store")
-}
-
 /// A source repository and a store on `backend` with a manual clock.
 struct Fixture {
     source: testgit::SourceRepo,
@@ -109,7 +53,7 @@ impl Fixture {
     fn new(backend: Backend) -> Self {
         let source = testgit::SourceRepo::new();
         let data = source.data_dir();
-        let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_750_000_000));
+        let clock = clock();
         let store = open(&data, &clock, backend.metadata());
         Self {
             source,
@@ -124,6 +68,14 @@ impl Fixture {
     /// The same metadata opened again (a restarted process).
     fn reopen(&self) -> GitStore {
         open(&self.data, &self.clock, self.backend.metadata())
+    }
+
+    /// Another replica on this fixture's database: a store on a data directory of its own
+    /// (the directory goes with the returned guard) with a connection of its own.
+    fn other_replica(&self) -> (tempfile::TempDir, GitStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), &self.clock, self.backend.metadata());
+        (dir, store)
     }
 
     fn registration(&self, private: Option<bool>) -> Registration {
@@ -382,7 +334,7 @@ macro_rules! both {
             $(
                 #[test]
                 fn $test() {
-                    super::with_timeout(std::time::Duration::from_secs(120), || {
+                    super::within(std::time::Duration::from_secs(120), || {
                         super::$test(super::Backend::Sqlite)
                     });
                 }
@@ -392,7 +344,7 @@ macro_rules! both {
             $(
                 #[test]
                 fn $test() {
-                    super::with_timeout(std::time::Duration::from_secs(180), || {
+                    super::within(std::time::Duration::from_secs(180), || {
                         super::$test(super::Backend::postgres())
                     });
                 }
@@ -417,7 +369,7 @@ both!(
 /// binary knows is refused with a clear error.
 #[test]
 fn sqlite_schema_is_versioned() {
-    with_timeout(Duration::from_secs(60), || {
+    within(Duration::from_secs(60), || {
         let source = testgit::SourceRepo::with_files(&[("a.md", b"alpha\n")]);
         let data = source.data_dir();
         std::fs::create_dir_all(&data).unwrap();
@@ -456,18 +408,12 @@ fn sqlite_schema_is_versioned() {
         );
         drop(store);
         let conn = rusqlite::Connection::open(&file).unwrap();
-        let version: i64 = conn
-            .query_row(
-                "SELECT value FROM meta WHERE key = 'registry_schema_version'",
-                [],
-                |row| row.get(0),
-            )
-            .unwrap();
-        assert_eq!(version, 1);
-        let incarnation: i64 = conn
-            .query_row("SELECT incarnation FROM repos", [], |row| row.get(0))
-            .unwrap();
-        assert_eq!(incarnation, 7, "rows are left as they were");
+        assert_eq!(sqlite_schema_version(&conn), 1);
+        assert_eq!(
+            sqlite_int(&conn, "SELECT incarnation FROM repos"),
+            7,
+            "rows are left as they were"
+        );
 
         conn.execute(
             "UPDATE meta SET value = 99 WHERE key = 'registry_schema_version'",
@@ -504,11 +450,9 @@ fn sqlite_schema_is_versioned() {
 /// mirror a replica kept of the old registration.
 #[test]
 fn postgres_two_replicas_share_the_registry() {
-    with_timeout(Duration::from_secs(180), || {
-        let url = metadb::testing::shared().create_database();
-        let a = Fixture::new(Backend::Postgres(url.clone()));
-        let b_dir = tempfile::tempdir().unwrap();
-        let b = open(b_dir.path(), &a.clock, Metadata::Postgres(connect(&url)));
+    within(Duration::from_secs(180), || {
+        let a = Fixture::new(Backend::postgres());
+        let (b_dir, b) = a.other_replica();
         let tip = a.commit(&[("a.md", b"alpha\n")], "a");
 
         // B has looked at the registry before A's change.
@@ -583,12 +527,11 @@ type Write = Box<dyn Fn() -> Result<(), Error>>;
 /// another replica's change is seen again.
 #[test]
 fn postgres_outage_keeps_reads_and_refuses_writes() {
-    with_timeout(Duration::from_secs(240), || {
+    within(Duration::from_secs(240), || {
         let server = metadb::testing::TestServer::start().expect("start a PostgreSQL server");
         let url = server.create_database();
         let f = Fixture::new(Backend::Postgres(url.clone()));
-        let b_dir = tempfile::tempdir().unwrap();
-        let b = open(b_dir.path(), &f.clock, Metadata::Postgres(connect(&url)));
+        let (_b_dir, b) = f.other_replica();
         let tip = f.commit(&[("a.md", b"alpha\n")], "a");
         f.store.register(f.registration(None)).unwrap();
         f.store.sync(&f.name).unwrap();

@@ -9,6 +9,10 @@
 //! The functions that a test calls in the middle of its work (`create_database`, `stop`,
 //! `restart`, `shared`) panic with a message saying what to do when they fail, as a test
 //! would; only [`TestServer::start`] returns its error.
+//!
+//! Beside the server, the two time bounds the stores' tests share: [`within`], for a test whose
+//! failure mode is a hang, and [`eventually`], for what another replica or thread does in the
+//! background.
 
 use std::fmt::Write as _;
 use std::fs;
@@ -17,8 +21,10 @@ use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::thread;
+use std::time::{Duration, Instant};
 
 /// The superuser the tests log in as.
 const USER: &str = "csg";
@@ -276,6 +282,51 @@ impl Drop for TestServer {
             let _ = child.wait();
         }
         // The directory goes with `self.dir`.
+    }
+}
+
+/// Runs `f` on a thread of its own and answers its result, failing the test if `f` has not
+/// finished within `limit`: a test that hangs fails instead of stalling the whole run.
+///
+/// # Panics
+/// If `f` takes longer than `limit` (the thread is left behind; the test process ends with
+/// the run), or with `f`'s own panic, passed on unchanged so the test fails with its message.
+pub fn within<R: Send + 'static>(limit: Duration, f: impl FnOnce() -> R + Send + 'static) -> R {
+    let (tx, rx) = mpsc::channel();
+    let worker = thread::Builder::new()
+        .name("bounded-test".into())
+        .spawn(move || {
+            let _ = tx.send(f());
+        })
+        .unwrap_or_else(|e| panic!("cannot start the test's thread: {e}"));
+    match rx.recv_timeout(limit) {
+        Ok(value) => value,
+        Err(RecvTimeoutError::Timeout) => panic!("the test did not finish within {limit:?}"),
+        // `f` ended without sending: it panicked.
+        Err(RecvTimeoutError::Disconnected) => match worker.join() {
+            Err(panic) => std::panic::resume_unwind(panic),
+            Ok(()) => panic!("the test thread ended without a result"),
+        },
+    }
+}
+
+/// How often [`eventually`] asks again: often enough that a limit of a second still allows
+/// a hundred looks, rarely enough that a check querying the database does not load it.
+const POLL: Duration = Duration::from_millis(10);
+
+/// Calls `check` until it answers `true`, every 10 ms, and fails the test if `limit` passes
+/// first. `what` names the awaited condition in the failure message.
+///
+/// # Panics
+/// If `check` has not held within `limit`.
+pub fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !check() {
+        assert!(
+            start.elapsed() < limit,
+            "gave up after {limit:?} waiting for: {what}"
+        );
+        thread::sleep(POLL);
     }
 }
 
