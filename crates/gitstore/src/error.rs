@@ -109,6 +109,10 @@ pub enum Error {
 /// metadata database (cluster mode) cannot be reached.
 pub(crate) const METADATA_UNREACHABLE: &str = "the metadata database is unreachable, so registrations, removals, visibility changes, pins and sync results cannot be recorded until it is back (reads go on from the last known metadata)";
 
+/// The message of the [`Error::Storage`] that [`crate::GitStore::release_local`] answers
+/// with SQLite metadata, where this data directory's mirror is the only copy.
+pub(crate) const ONLY_COPY: &str = "this server keeps the only copy of its repositories (SQLite metadata), so it never releases a mirror; only a cluster replica (PostgreSQL metadata) drops the mirrors of repositories it no longer owns";
+
 impl Error {
     /// Whether this is the refusal of a metadata write while the PostgreSQL metadata database
     /// is unreachable: the caller may say "try again later" (HTTP 503) rather than report an

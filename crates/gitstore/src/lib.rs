@@ -224,6 +224,18 @@ impl BlobReader {
     }
 }
 
+/// What [`GitStore::release_local`] did with this replica's mirror of a repository.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Released {
+    /// The mirror moved into the trash; reads here answer [`Error::NotSynced`].
+    Dropped,
+    /// This replica held no mirror of it: nothing to drop.
+    NotHeld,
+    /// Kept for now: a reader leases it, or a sync, follow, pin or sweep works on it. Try
+    /// again later.
+    InUse,
+}
+
 /// A snapshot lease on (repo, commit): while it lives, sweeping cannot remove the commit (G-8).
 /// Dropping it releases the lease. Reads through the lease ([`Lease::read_text`]) use the
 /// registration and view the lease was taken under, so a call looks at the registry once.
@@ -626,6 +638,23 @@ impl GitStore {
     /// zero) and empties the trash of removed mirrors no live process holds a lease on.
     pub fn sweep(&self) -> Result<SweepReport, Error> {
         self.inner.sweep()
+    }
+
+    /// Cluster mode: drops this replica's own copy of `name`, a repository it no longer
+    /// owns, without touching the shared registry (the registration, recorded heads, seen
+    /// heads and pins stay for the replicas that own it). The mirror moves into the trash
+    /// (a later [`GitStore::sweep`] deletes it) and reads of the repository here answer
+    /// [`Error::NotSynced`] from then on, until a [`GitStore::sync`] fetches it again.
+    ///
+    /// Never under a reader: a repository a lease of this process holds (or a lease record
+    /// of another live process of this data directory), or that a sync, follow, pin or sweep
+    /// works on now, is kept and answered [`Released::InUse`]: try again later. A lease
+    /// taken once the mirror is released answers [`Error::NotSynced`], never a broken read.
+    ///
+    /// Refused ([`Error::Storage`]) with [`Metadata::Sqlite`]: there the mirror is the only
+    /// copy. [`Error::UnknownRepo`] when `name` is not registered.
+    pub fn release_local(&self, name: &RepoName) -> Result<Released, Error> {
+        self.inner.release_local(name)
     }
 
     /// How long a cluster-wide sync lease outlives its holder's last renewal (default

@@ -10,9 +10,11 @@
 //! `leases` (a count, never held across I/O), a repository's `memo` (the ancestor walk).
 //!
 //! Locking order of the writers (outer first): a repository's `maintenance` mutex (sync,
-//! pin, unpin, sweep, unregister: everything that runs `git` on the mirror), then its mirror
-//! file lock, then its roots file lock, then `writes` (registrations of this process), then
-//! `leases`, then the metadata's write connection.
+//! pin, unpin, sweep, unregister, release: everything that runs `git` on the mirror or moves
+//! it), then its mirror file lock, then its roots file lock, then `writes` (registrations of
+//! this process), then `leases`, then the metadata's write connection. The one writer that
+//! takes `seen` is a release (cluster mode), after its mirror file lock and before `leases`,
+//! for no longer than a rename: no reconcile reloads a view from a mirror being moved.
 
 use crate::blobcache::{BlobCache, DEFAULT_BLOB_CACHE_BYTES};
 use crate::db::{PgRegistry, RegistryBackend, SqliteRegistry, storage};

@@ -10,8 +10,16 @@
 //! A repository whose fetch fails is retried with exponential backoff (two rounds later,
 //! then four, … at most [`MAX_SYNC_BACKOFF`] apart): an unreachable remote is not hammered
 //! every minute, while its last good state keeps serving and `discovery` shows the error.
+//!
+//! Cluster mode (issue 31, behaviour 2): a replica maintains the repositories it owns. One it
+//! still keeps (a mirror, an index) but no longer owns is noted in the round that first finds
+//! it so; once it has not been owned for the grace ([`crate::Placement::release_grace`],
+//! [`Service::DEFAULT_RELEASE_GRACE`]), a round drops its mirror, index and plugin
+//! preparations here. Owned again before that, its note is cleared and nothing is dropped.
+//! Its calls go to its owners meanwhile ([`Service::route`]).
 
 use crate::Service;
+use crate::placement::Releases;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -82,6 +90,7 @@ pub fn spawn_maintenance(
         let mut running: HashMap<String, JoinHandle<()>> = HashMap::new();
         let mut housekeeping: Option<JoinHandle<()>> = None;
         let backoffs = Arc::new(Backoffs::default());
+        let mut releases = Releases::default();
         // The first tick fires at once: the caller synced at start-up, so this round only
         // indexes and prepares plugins (W-31), and readiness never waits for it.
         ticker.tick().await;
@@ -108,14 +117,41 @@ pub fn spawn_maintenance(
                 }
             };
             running.retain(|_, task| !task.is_finished());
-            backoffs.retain(&repos.iter().map(|r| r.name.as_str()).collect());
+            let registered = repos.iter().map(|r| r.name.as_str()).collect();
+            backoffs.retain(&registered);
+            releases.retain(&registered);
             let now = Instant::now();
+            let release_grace = service.release_grace();
             for repo in repos {
                 // Cluster mode: a replica keeps mirrors and indexes of what it owns only; the
                 // other repositories' calls are forwarded to their owners.
                 if !service.owns_here(&repo.name) {
+                    let Some(grace) = release_grace else {
+                        continue;
+                    };
+                    if !service.keeps_anything(&repo.name) {
+                        releases.clear(&repo.name);
+                        continue;
+                    }
+                    // A task of an earlier round (a sync or build from while it was owned,
+                    // or a release) finishes first; the note keeps its time meanwhile.
+                    if let Some(not_owned_for) = releases.due(&repo.name, now, grace)
+                        && !running.contains_key(&repo.name)
+                    {
+                        let (service, name) = (service.clone(), repo.name.clone());
+                        let task = tokio::spawn(async move {
+                            // Kept (in use, owned again): the next round tries again.
+                            if let Err(error) =
+                                service.release_here(name.clone(), not_owned_for).await
+                            {
+                                tracing::warn!(repo = %name, %error, "releasing a repository no longer owned failed; tried again next round");
+                            }
+                        });
+                        running.insert(repo.name, task);
+                    }
                     continue;
                 }
+                releases.clear(&repo.name);
                 if running.contains_key(&repo.name) {
                     tracing::debug!(repo = %repo.name, "maintenance: still busy since an earlier round; skipped");
                     continue;

@@ -463,6 +463,22 @@ impl Inner {
         })
     }
 
+    /// Drops `repo`'s index here (cluster mode: a repository this replica no longer owns),
+    /// and with it the note that this process built it. Searches running on it finish on
+    /// their generation. Answers whether there was one; without search, nothing to drop.
+    pub(crate) fn drop_index(&self, repo: &str) -> Result<bool, ServiceError> {
+        let Ok(indexes) = self.indexes.as_ref() else {
+            return Ok(false);
+        };
+        let had = indexes.current(repo).is_some();
+        indexes.remove(repo)?;
+        self.indexed_here
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(repo);
+        Ok(had)
+    }
+
     /// Whether `commit` is the commit `repo`'s current index was built from.
     pub(crate) fn indexed(&self, repo: &RepoName, commit: Option<&CommitId>) -> bool {
         let current = self

@@ -4,7 +4,9 @@
 //! rendezvous hashing) is the binary's to plug in, so this crate stays free of it.
 
 use crate::{CallContext, Service};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// The cluster's placement of repositories, as this replica sees it now.
 pub trait Placement: Send + Sync + 'static {
@@ -17,6 +19,13 @@ pub trait Placement: Send + Sync + 'static {
     /// A caller reloaded the server plugins here: tell the other replicas to reload theirs
     /// ([`Service::reload_server_plugins_here`]). Must not block.
     fn announce_plugin_reload(&self) {}
+    /// How long a repository this replica holds but no longer owns is kept before the
+    /// maintenance loop drops its mirror, index and plugin caches here
+    /// ([`Service::DEFAULT_RELEASE_GRACE`] unless a placement says otherwise; tests shorten
+    /// it).
+    fn release_grace(&self) -> Duration {
+        Service::DEFAULT_RELEASE_GRACE
+    }
 }
 
 /// The members of the cluster and this replica's standing, for `/readyz` and the cluster
@@ -159,5 +168,106 @@ impl Service {
             self.inner.store.lease_revision(&repo, None),
             Err(gitstore::Error::NotSynced(_))
         )
+    }
+}
+
+/// Repositories this replica holds but does not own, each with the moment a maintenance
+/// round first found it so. In memory only: after a restart the grace starts again, which
+/// only ever keeps a repository longer.
+#[derive(Debug, Default)]
+pub(crate) struct Releases {
+    noted: HashMap<String, Instant>,
+}
+
+impl Releases {
+    /// Notes `repo` as held and not owned at `now` (unless it is noted already); answers
+    /// how long it has been so once that reaches `grace` (its release is due), else `None`.
+    pub(crate) fn due(&mut self, repo: &str, now: Instant, grace: Duration) -> Option<Duration> {
+        let since = *self.noted.entry(repo.to_owned()).or_insert(now);
+        let not_owned_for = now.saturating_duration_since(since);
+        (not_owned_for >= grace).then_some(not_owned_for)
+    }
+
+    /// Forgets `repo`'s note: it is owned again, or no longer held here.
+    pub(crate) fn clear(&mut self, repo: &str) {
+        self.noted.remove(repo);
+    }
+
+    /// Forgets repositories no longer registered.
+    pub(crate) fn retain(&mut self, registered: &HashSet<&str>) {
+        self.noted
+            .retain(|repo, _| registered.contains(repo.as_str()));
+    }
+}
+
+impl Service {
+    /// How long a repository this replica holds but no longer owns is kept before its
+    /// mirror, index and plugin caches are dropped here (issue 31, behaviour 2): ten minutes.
+    ///
+    /// Ownership moves whenever the membership does: a replica restarted for a deploy, or
+    /// cut off for longer than its heartbeat lease, is taken for dead and comes back within
+    /// a minute or two, and with it the repositories the others took over meanwhile. Keeping
+    /// what they lost that long spares a clone and a full index build per repository on
+    /// every such blip, while calls already go to the owners ([`Service::route`]). It is
+    /// also [`crate::CATALOG_IDLE`]: the plugin catalogs of a repository whose calls went
+    /// elsewhere for that long have been swept as idle by then.
+    pub const DEFAULT_RELEASE_GRACE: Duration = Duration::from_secs(600);
+
+    /// Cluster mode with a mirror per replica: how long a repository no longer owned here is
+    /// kept. `None` when nothing is ever released: without a placement (everything is owned
+    /// here), and with SQLite metadata, where this data directory's mirror is the only copy.
+    pub(crate) fn release_grace(&self) -> Option<Duration> {
+        let placement = self.inner.placement.get()?;
+        matches!(self.inner.store.metadata(), gitstore::Metadata::Postgres(_))
+            .then(|| placement.release_grace())
+    }
+
+    /// Whether this replica keeps anything of the repository `name` that a release would
+    /// drop: a synced mirror or a search index. Unlike [`Service::holds`] it takes no lease,
+    /// so it never asks for a follow of a mirror that is about to go.
+    pub(crate) fn keeps_anything(&self, name: &str) -> bool {
+        let mirror = gitstore::RepoName::parse(name)
+            .is_ok_and(|repo| self.inner.store.branch_heads(&repo).is_ok());
+        mirror || self.index_info(name).is_some()
+    }
+
+    /// Drops what this replica keeps of `repo`, a repository it has not owned for
+    /// `not_owned_for` (past the grace): its mirror (to the trash, see
+    /// [`gitstore::GitStore::release_local`]), its search index and what background plugin
+    /// preparation recorded for it. Answers whether it is gone; `false` when it is kept for
+    /// the next round: a reader holds a lease on it or a sync works on it (then nothing is
+    /// dropped, so a read never finds half of it), or it is owned here again.
+    pub(crate) async fn release_here(
+        &self,
+        repo: String,
+        not_owned_for: Duration,
+    ) -> Result<bool, crate::ServiceError> {
+        let this = self.clone();
+        self.blocking(move |inner| {
+            if this.owns_here(&repo) {
+                return Ok(false);
+            }
+            let name = gitstore::RepoName::parse(&repo)?;
+            let mirror = match inner.store.release_local(&name)? {
+                gitstore::Released::InUse => {
+                    tracing::debug!(repo, "release postponed: in use; tried again next round");
+                    return Ok(false);
+                }
+                gitstore::Released::Dropped => true,
+                gitstore::Released::NotHeld => false,
+            };
+            let index = inner.drop_index(&repo)?;
+            // Heads prepared before are prepared again once the repository is back here.
+            drop(inner.preparations.start(&repo, false));
+            tracing::info!(
+                repo,
+                mirror,
+                index,
+                not_owned_for_s = not_owned_for.as_secs(),
+                "released a repository this replica no longer owns: its mirror, index and plugin preparations are dropped here"
+            );
+            Ok(true)
+        })
+        .await
     }
 }

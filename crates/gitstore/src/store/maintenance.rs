@@ -35,10 +35,11 @@ use super::{
     read_refs,
 };
 use crate::db::{SyncFence, SyncLease, SyncRecord, storage};
+use crate::error::ONLY_COPY;
 use crate::gitcli::{self, FETCH_TIMEOUT, GC_TIMEOUT, GitFailure, LOCAL_TIMEOUT, ProgressObserver};
 use crate::objects::{to_commit_id, to_oid};
 use crate::retention::in_window;
-use crate::{CommitId, Error, RepoName, SourceFetch, SweepReport, SyncOutcome};
+use crate::{CommitId, Error, Released, RepoName, SourceFetch, SweepReport, SyncOutcome};
 use gix::ObjectId;
 use std::collections::HashSet;
 use std::path::Path;
@@ -255,13 +256,89 @@ impl Inner {
     }
 
     /// [`Inner::follow_locked`] with the locks taken: the follow workers' job.
+    ///
+    /// Every follow is asked for by a view that lags (a read, a reload); a repository with no
+    /// view by the time its turn comes was released meanwhile ([`Inner::release_local`]), and
+    /// following it would clone back what this replica just dropped. It is left alone: a
+    /// replica that owns it again fetches it with its next sync.
     pub(crate) fn follow(&self, name: &RepoName) -> Result<SyncOutcome, Error> {
         let state = self.state(name)?;
         let _maintenance = lock(&state.maintenance);
         let Some(_mirror) = self.lock_mirror(&state)? else {
             return Err(Error::UnknownRepo(name.clone()));
         };
+        if state.view().is_none() {
+            tracing::debug!(repo = %name, "gitstore: not held here (released); nothing to follow");
+            return Ok(SyncOutcome {
+                head: None,
+                changed: Vec::new(),
+            });
+        }
         self.follow_locked(&state, None)
+    }
+
+    // ----- release (cluster mode) --------------------------------------------------------
+
+    /// Cluster mode: drops this replica's mirror of `name` (see
+    /// [`crate::GitStore::release_local`]). The registration and every shared row stay.
+    ///
+    /// Like a sweep, it takes the maintenance lock and the mirror file lock without waiting:
+    /// a repository busy with a sync, follow, pin or sweep (here or in another process of the
+    /// data directory) is [`Released::InUse`] and tried again later. Like a sweep's expiry, it
+    /// decides against leases without ever failing one: under the `leases` lock it finds no
+    /// live lease of the registration and withdraws the view, in one step. A lease counted
+    /// before that is seen and the mirror is kept (its reads go on as usual); one counted
+    /// after loads no view and answers [`Error::NotSynced`], as for a repository never
+    /// synced. The mirror is then moved into the trash, which a later sweep empties once no
+    /// live process holds a lease record on the registration.
+    pub(crate) fn release_local(&self, name: &RepoName) -> Result<Released, Error> {
+        if !self.mirrors_per_replica {
+            return Err(Error::Storage(ONLY_COPY.to_string()));
+        }
+        let state = self.state(name)?;
+        let _maintenance = match state.maintenance.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(Released::InUse),
+        };
+        let Some(_mirror) = shared::try_lock_exclusive(&state.mirror_lock)? else {
+            return Ok(Released::InUse);
+        };
+        self.refresh()?;
+        if !self.is_current(&state) {
+            return Err(Error::UnknownRepo(name.clone()));
+        }
+        if state.view().is_none() && !state.mirror.exists() {
+            return Ok(Released::NotHeld);
+        }
+        // Another process of this data directory reads it through a view of its own, which
+        // moving the mirror would break under it and nothing here could withdraw.
+        if shared::leased_elsewhere(&self.leases_root(), state.id, self.owner.dir())? {
+            return Ok(Released::InUse);
+        }
+        // Held from here to the rename: a reconcile (which runs under `seen`) that reloads
+        // this repository's view from its mirror, as another replica's sync makes it do, must
+        // not publish a view of a mirror being moved away. Readers wait at most for the
+        // rename; the lease check below holds `leases` for a map scan only.
+        let _seen = lock(&self.seen);
+        let withdrawn = {
+            let leases = lock(&self.leases);
+            let leased = leases
+                .iter()
+                .any(|((incarnation, _), lease)| *incarnation == state.id && lease.count > 0);
+            if leased {
+                return Ok(Released::InUse);
+            }
+            state.view.swap(None)
+        };
+        if let Err(e) = self.trash_mirror(&state) {
+            // Still in place: it keeps serving (nothing else publishes a view while the
+            // maintenance lock and `seen` are held).
+            state.set_view(withdrawn);
+            return Err(e);
+        }
+        tracing::debug!(repo = %name, "gitstore: mirror released into the trash");
+        Ok(Released::Dropped)
     }
 
     fn ensure_mirror(&self, state: &RepoState) -> Result<(), Error> {

@@ -132,6 +132,11 @@ impl Owner {
             .map_err(storage("recording a lease"))
     }
 
+    /// This store's record directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Removes a lease record (its in-memory count is zero).
     pub(crate) fn unrecord(&self, incarnation: u64, id: &ObjectId) {
         match std::fs::remove_file(self.dir.join(record_name(incarnation, id))) {
@@ -166,6 +171,35 @@ pub(crate) fn live_leases(root: &Path, incarnation: u64) -> Result<HashSet<Objec
         }
     }
     Ok(out)
+}
+
+/// Whether a live store other than the one recording into `own` holds a lease record on
+/// registration `incarnation`. Such a store reads the mirror through a view of its own that
+/// nothing here can take back, so its mirror is not released under it (see
+/// `Inner::release_local`). Record directories of dead stores are removed on the way.
+pub(crate) fn leased_elsewhere(root: &Path, incarnation: u64, own: &Path) -> Result<bool, Error> {
+    let prefix = format!("{incarnation}-");
+    for dir in live_owner_dirs(root)? {
+        if dir == own {
+            continue;
+        }
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(storage("reading lease records")(e)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(storage("reading lease records"))?;
+            if entry
+                .file_name()
+                .to_str()
+                .is_some_and(|name| name.starts_with(&prefix))
+            {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
 }
 
 /// The record directories of live stores; those of dead stores are removed.
