@@ -261,6 +261,8 @@ async fn relay(answer: reqwest::Response) -> Option<Response> {
 }
 
 /// The caller's headers, less the hop-by-hop ones (RFC 9110 §7.6.1) and any cluster header.
+/// `Host` stays the caller's: the owner checks it as it would its own caller's (the MCP
+/// endpoint's DNS-rebinding check, the access page's origin), not the node URL's.
 fn forwarded_headers(incoming: &HeaderMap) -> HeaderMap {
     let mut headers = HeaderMap::new();
     for (name, value) in incoming {
@@ -282,7 +284,6 @@ fn hop_by_hop(name: &str) -> bool {
             | "te"
             | "trailer"
             | "upgrade"
-            | "host"
             | "content-length"
     )
 }

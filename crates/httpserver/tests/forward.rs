@@ -58,9 +58,19 @@ async fn replica(
     let site = httpserver::SiteConfig {
         origin: base.clone(),
     };
+    // Echoes the `Host` a request arrived with: a forwarded call must keep the caller's.
+    let me = repo.to_owned();
+    let echo_host = axum::routing::post(move |headers: axum::http::HeaderMap| async move {
+        let host = headers
+            .get(axum::http::header::HOST)
+            .and_then(|host| host.to_str().ok())
+            .unwrap_or_default();
+        format!("{host} at the replica of {me}")
+    });
     let app = httpserver::with_access(
         httpserver::router(service.clone(), httpserver::Readiness::default())
-            .merge(httpserver::site_router(service.clone(), &site)),
+            .merge(httpserver::site_router(service.clone(), &site))
+            .route("/sourcegraph/mcp", echo_host),
         service.clone(),
         &site,
     );
@@ -168,6 +178,19 @@ async fn a_call_for_another_owners_repository_is_answered_by_that_owner() {
         .await;
         assert_eq!(status, 200, "{page}");
         assert!(page.contains("from B"), "{page}");
+        // The owner sees the caller's Host, not the node URL's (its MCP endpoint checks it).
+        let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read","arguments":{"repo":"acme/b","path":"a.md"}}}"#;
+        let host = client
+            .post(format!("{}/sourcegraph/mcp", a.base))
+            .header("host", "csg.example.com")
+            .body(call)
+            .send()
+            .await
+            .expect("send")
+            .text()
+            .await
+            .expect("text");
+        assert_eq!(host, "csg.example.com at the replica of acme/b");
         // An unknown repository owned by B answers as B answers it: not found.
         let (status, _) = get(
             &client,
