@@ -29,6 +29,10 @@ fi
 # Cluster mode's tests run a real PostgreSQL (Debian's postgresql, started by the tests in a
 # temporary directory on a loopback port).
 scripts/postgres.sh install
+# The cluster's end-to-end tests put Debian's HAProxy in front of three replicas.
+if [ "${1:-}" = "--with-test-venv" ]; then
+  scripts/haproxy.sh install
+fi
 command -v rustup >/dev/null 2>&1 || { echo "setup: rustup is missing; install Rust with rustup first (https://rustup.rs)" >&2; exit 1; }
 
 # The pinned toolchain (rust-toolchain.toml). Checked before any cargo call, since rustup's
