@@ -208,9 +208,7 @@ impl Service {
         config: ServiceConfig,
         server_plugins: PluginHost,
     ) -> Self {
-        let access = open_access(&store)
-            .map(Arc::new)
-            .map_err(|e| e.to_string());
+        let access = open_access(&store).map(Arc::new).map_err(|e| e.to_string());
         Self {
             inner: Arc::new(Inner {
                 access,
