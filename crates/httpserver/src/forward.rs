@@ -101,38 +101,13 @@ pub fn with_cluster_routing(
 
 async fn route(State(state): State<Arc<Forwarder>>, request: Request, next: Next) -> Response {
     let (mut parts, body) = request.into_parts();
-    if let Some(presented) = parts.headers.remove(&CLUSTER_SECRET_HEADER) {
-        if !constant_time_eq(presented.as_bytes(), state.secret_text.as_bytes()) {
-            return refuse(StatusCode::FORBIDDEN, "wrong cluster secret");
+    let from_replica = match parts.headers.remove(&CLUSTER_SECRET_HEADER) {
+        Some(presented) if constant_time_eq(presented.as_bytes(), state.secret_text.as_bytes()) => {
+            true
         }
-        parts.extensions.insert(FromReplica);
-        COUNTERS.from_replicas.fetch_add(1, Ordering::Relaxed);
-        if let Some(client) = parts
-            .headers
-            .remove(&CLIENT_HEADER)
-            .and_then(|value| value.to_str().ok()?.parse().ok())
-        {
-            parts.extensions.insert(crate::ClientAddr(client));
-        }
-        let deadline = parts
-            .headers
-            .remove(&DEADLINE_HEADER)
-            .and_then(|value| value.to_str().ok()?.parse::<u64>().ok())
-            .map(Duration::from_millis);
-        let answer = next.run(Request::from_parts(parts, body));
-        return match deadline {
-            // The forwarding replica stops waiting then: work past it would be wasted.
-            Some(deadline) => tokio::time::timeout(deadline, answer)
-                .await
-                .unwrap_or_else(|_| {
-                    refuse(
-                        StatusCode::GATEWAY_TIMEOUT,
-                        "the call did not finish within the forwarding replica's deadline",
-                    )
-                }),
-            None => answer.await,
-        };
-    }
+        Some(_) => return refuse(StatusCode::FORBIDDEN, "wrong cluster secret"),
+        None => false,
+    };
     // Only bodies that may name a repository are read here; others pass untouched.
     let needs_body = parts.method == Method::POST && names_repo_in_body(parts.uri.path());
     let (bytes, body) = if needs_body {
@@ -148,6 +123,9 @@ async fn route(State(state): State<Arc<Forwarder>>, request: Request, next: Next
     } else {
         (None, body)
     };
+    if from_replica {
+        return from_another_replica(&state, parts, body, bytes.as_deref(), next).await;
+    }
     let Some(repo) = named_repo(&parts, bytes.as_deref()) else {
         return next.run(Request::from_parts(parts, body)).await;
     };
@@ -168,6 +146,54 @@ async fn route(State(state): State<Arc<Forwarder>>, request: Request, next: Next
             };
             state.forward(&parts, bytes, &repo, &owners).await
         }
+    }
+}
+
+/// A call another replica forwarded: answered here, never forwarded again, within the
+/// forwarding replica's deadline. A repository this replica does not hold (yet) is a 503, so
+/// the forwarding replica tries the next owner instead of relaying "not synced" as an answer
+/// (over MCP that would be a tool error, which nobody retries).
+async fn from_another_replica(
+    state: &Forwarder,
+    mut parts: http::request::Parts,
+    body: Body,
+    bytes: Option<&[u8]>,
+    next: Next,
+) -> Response {
+    parts.extensions.insert(FromReplica);
+    COUNTERS.from_replicas.fetch_add(1, Ordering::Relaxed);
+    if let Some(repo) = named_repo(&parts, bytes)
+        && !state.service.holds_repo(&CallContext::default(), &repo)
+    {
+        return refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this replica does not hold the repository yet; try another owner",
+        );
+    }
+    if let Some(client) = parts
+        .headers
+        .remove(&CLIENT_HEADER)
+        .and_then(|value| value.to_str().ok()?.parse().ok())
+    {
+        parts.extensions.insert(crate::ClientAddr(client));
+    }
+    let deadline = parts
+        .headers
+        .remove(&DEADLINE_HEADER)
+        .and_then(|value| value.to_str().ok()?.parse::<u64>().ok())
+        .map(Duration::from_millis);
+    let answer = next.run(Request::from_parts(parts, body));
+    match deadline {
+        // The forwarding replica stops waiting then: work past it would be wasted.
+        Some(deadline) => tokio::time::timeout(deadline, answer)
+            .await
+            .unwrap_or_else(|_| {
+                refuse(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "the call did not finish within the forwarding replica's deadline",
+                )
+            }),
+        None => answer.await,
     }
 }
 

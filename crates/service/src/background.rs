@@ -74,6 +74,11 @@ pub type Shutdown = tokio::sync::watch::Receiver<bool>;
 /// the others, few enough that a hundred repositories do not fetch all at the same moment.
 const MAINTENANCE_PARALLEL: usize = 4;
 
+/// Cluster mode: how often a replica looks for repositories it owns but does not hold yet (a
+/// new registration, a member that left) and fetches them, between full rounds. Calls for
+/// them go to the other owners meanwhile; this bounds how long that lasts.
+const CATCH_UP_EVERY: Duration = Duration::from_secs(2);
+
 /// Spawns the maintenance loop: every `interval`, sync each repository (a failure is
 /// recorded and reported by `discovery`, the last good state keeps serving), index and
 /// prepare it, then sweep retention. Ends when `shutdown` turns true or its sender is
@@ -91,14 +96,21 @@ pub fn spawn_maintenance(
         let mut housekeeping: Option<JoinHandle<()>> = None;
         let backoffs = Arc::new(Backoffs::default());
         let mut releases = Releases::default();
+        let mut catch_up_ticker = tokio::time::interval(CATCH_UP_EVERY);
+        catch_up_ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        catch_up_ticker.tick().await;
+        let clustered = service.clustered();
         // The first tick fires at once: the caller synced at start-up, so this round only
         // indexes and prepares plugins (W-31), and readiness never waits for it.
         ticker.tick().await;
         let mut first = true;
         loop {
+            // A catch-up round only fetches what this replica owns and lacks.
+            let mut catch_up = false;
             if !first {
                 tokio::select! {
                     _ = ticker.tick() => {}
+                    _ = catch_up_ticker.tick(), if clustered => catch_up = true,
                     changed = shutdown.changed() => {
                         if changed.is_err() || *shutdown.borrow() {
                             break;
@@ -107,7 +119,7 @@ pub fn spawn_maintenance(
                     }
                 }
             }
-            let sync = !first;
+            let sync = !first && !catch_up;
             first = false;
             let repos = match service.discovery(&crate::CallContext::default()).await {
                 Ok(repos) => repos,
@@ -126,6 +138,9 @@ pub fn spawn_maintenance(
                 // Cluster mode: a replica keeps mirrors and indexes of what it owns only; the
                 // other repositories' calls are forwarded to their owners.
                 if !service.owns_here(&repo.name) {
+                    if catch_up {
+                        continue;
+                    }
                     let Some(grace) = release_grace else {
                         continue;
                     };
@@ -158,7 +173,11 @@ pub fn spawn_maintenance(
                 }
                 // A repository this process holds no mirror of yet (a replica that just
                 // joined or gained it) is fetched in the first round too.
-                let sync = (sync || !service.holds(&repo.name)) && backoffs.due(&repo.name, now);
+                let held = service.holds(&repo.name);
+                if catch_up && held {
+                    continue;
+                }
+                let sync = (sync || !held) && backoffs.due(&repo.name, now);
                 let (service, slots, name) = (service.clone(), slots.clone(), repo.name.clone());
                 let backoffs = backoffs.clone();
                 let task = tokio::spawn(async move {

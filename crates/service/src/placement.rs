@@ -106,6 +106,17 @@ impl Service {
         }
     }
 
+    /// Whether this replica holds a synced copy of the repository `repo` names (an alias is
+    /// replaced first). An unknown name counts as held: it is answered here, as unknown.
+    pub fn holds_repo(&self, ctx: &CallContext, repo: &str) -> bool {
+        self.holds(&self.unalias(ctx, repo.to_owned()))
+    }
+
+    /// Whether a cluster's placement is plugged in.
+    pub(crate) fn clustered(&self) -> bool {
+        self.inner.placement.get().is_some()
+    }
+
     /// Whether this replica owns the repository `name` (a real name, not an alias): always
     /// in the embedded default.
     pub(crate) fn owns_here(&self, name: &str) -> bool {
