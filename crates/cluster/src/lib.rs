@@ -20,6 +20,18 @@
 //!   [`ClusterView::database_reachable`] `false` (the others may then count this replica dead
 //!   and take over its repositories, while it keeps serving what it holds). When the database
 //!   answers again the heartbeats resume by themselves; no new join is needed.
+//! - **No flap after an outage.** During an outage every member's heartbeats lapse by the
+//!   database's clock, so the first replica whose heartbeat gets through would find the others
+//!   dead and own everything alone until they heartbeat again. So once any of this replica's
+//!   heartbeats has failed, the members live in its last view before the failure stay live in
+//!   its views until a full lease has passed, by the database's clock, since its first
+//!   heartbeat that got through again (the first heartbeat written at or after that time ends
+//!   the grace). The database's clock, because the lapse is measured on it: by then every
+//!   member that is alive has heartbeaten again, while one that died meanwhile is seen dead.
+//!   Members that are new join the live set at once; a member that leaves (its row is deleted)
+//!   or drains is honoured at once. The lease must exceed the time the others take to
+//!   reconnect (metadb retries at most once a second) plus a heartbeat period, which the
+//!   defaults (10 s, 2 s) leave room for.
 //!
 //! Plain threads, no async runtime: usable from anywhere.
 

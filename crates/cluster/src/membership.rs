@@ -1,5 +1,9 @@
 //! This replica's membership: its row, the thread that heartbeats it, and the view the thread
 //! publishes.
+//!
+//! After an outage (any heartbeat that failed) the thread keeps the members that were live
+//! before it live for one more lease after its first heartbeat that gets through again, by the
+//! database's clock (`Recovery`; the rule is in the crate docs, "No flap after an outage").
 
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
@@ -135,6 +139,7 @@ impl Membership {
             incarnation: joined.incarnation,
             last_contact: Instant::now(),
             last_heartbeat_ok: Some(joined.heartbeat),
+            recovery: Recovery::Steady,
             failing: false,
             superseded: false,
         };
@@ -216,6 +221,47 @@ impl Membership {
     }
 }
 
+/// Where the membership thread stands after an outage: the guard against counting the others
+/// dead when the database comes back. During an outage every member's heartbeats lapse by the
+/// database's clock, so the first replica whose heartbeat gets through would otherwise find
+/// itself the only live member and take every repository until the others heartbeat again.
+enum Recovery {
+    /// The heartbeats get through: reads are taken as they are.
+    Steady,
+    /// A heartbeat failed; `held` were live in the last view before it.
+    Cut { held: Vec<NodeUrl> },
+    /// The heartbeats get through again: `held` count as live until a heartbeat written at or
+    /// after `until` (the first one after the outage plus a lease), by the database's clock.
+    ///
+    /// The database's clock rather than this host's monotonic clock, because the lapse it
+    /// covers is measured on that clock: the others are live again once their heartbeats,
+    /// stamped with the database's `now()`, are within a lease of the database's `now()`. A
+    /// heartbeat's time and the read that follows it come from one round trip, so the grace
+    /// starts and ends exactly where the rows say, not a round trip (which right after a
+    /// restart may be slow) later; and, as everywhere in this crate, no host clock is trusted.
+    Grace {
+        held: Vec<NodeUrl>,
+        until: SystemTime,
+    },
+}
+
+impl Recovery {
+    /// The members of a read with those held live marked live. Rows that are gone (a member
+    /// that left) stay gone and draining marks are kept, so a leave or a drain is honoured at
+    /// once; members not held (new ones) are taken as read.
+    fn hold(&self, mut members: Vec<Member>) -> Vec<Member> {
+        let (Recovery::Cut { held } | Recovery::Grace { held, .. }) = self else {
+            return members;
+        };
+        for member in &mut members {
+            if !member.live && held.contains(&member.node_url) {
+                member.live = true;
+            }
+        }
+        members
+    }
+}
+
 /// The membership thread's state.
 struct Worker {
     db: Database,
@@ -227,6 +273,8 @@ struct Worker {
     /// database counts as reachable within a lease of it.
     last_contact: Instant,
     last_heartbeat_ok: Option<SystemTime>,
+    /// Whether reads are taken as they are, or some members are held live after an outage.
+    recovery: Recovery,
     /// The last heartbeat failed. Its outage is logged once.
     failing: bool,
     /// Another incarnation holds the row. Logged once.
@@ -294,13 +342,28 @@ impl Worker {
             .run(move |client| store::beat(client, &url, incarnation, lease_ms, forget_ms));
         match outcome {
             Ok(Beat::Written(at, members)) => {
-                if self.failing {
-                    tracing::info!("cluster heartbeats get through again");
-                }
+                self.recovery = match std::mem::replace(&mut self.recovery, Recovery::Steady) {
+                    Recovery::Cut { held } => {
+                        tracing::info!(
+                            lease = ?config.lease,
+                            held = ?held,
+                            "cluster heartbeats get through again; the members live before \
+                             the outage count as live for one more lease, so that they can \
+                             heartbeat again before any is counted dead"
+                        );
+                        Recovery::Grace {
+                            held,
+                            until: at.checked_add(config.lease).unwrap_or(at),
+                        }
+                    }
+                    Recovery::Grace { until, .. } if at >= until => Recovery::Steady,
+                    other => other,
+                };
                 self.failing = false;
                 self.superseded = false;
                 self.last_contact = Instant::now();
                 self.last_heartbeat_ok = Some(at);
+                let members = self.recovery.hold(members);
                 self.publish(Some(members));
             }
             Ok(Beat::Superseded(members)) => {
@@ -312,6 +375,8 @@ impl Worker {
                 }
                 self.failing = false;
                 self.superseded = true;
+                // This process no longer takes part: nothing to guard.
+                self.recovery = Recovery::Steady;
                 self.last_contact = Instant::now();
                 self.publish(Some(members));
             }
@@ -324,6 +389,13 @@ impl Worker {
                     );
                 }
                 self.failing = true;
+                if !matches!(self.recovery, Recovery::Cut { .. }) {
+                    // Within a grace the held members are live in the view, so a second
+                    // outage keeps holding them.
+                    self.recovery = Recovery::Cut {
+                        held: self.shared.view.load().live().to_vec(),
+                    };
+                }
                 self.publish(None);
             }
         }
@@ -339,6 +411,7 @@ impl Worker {
         match drained {
             Some(members) => {
                 tracing::info!(node_url = %self.shared.config.node_url, "draining: no longer assigned repositories");
+                let members = self.recovery.hold(members);
                 self.publish(Some(members));
                 Ok(())
             }
@@ -356,6 +429,7 @@ impl Worker {
         {
             Ok(members) => {
                 tracing::info!(node_url = %self.shared.config.node_url, "left the cluster");
+                let members = self.recovery.hold(members);
                 self.publish(Some(members));
                 Ok(())
             }
@@ -436,5 +510,58 @@ impl Worker {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(url: &str, live: bool, draining: bool) -> Member {
+        Member {
+            node_url: NodeUrl::parse(url).unwrap(),
+            started_at: SystemTime::UNIX_EPOCH,
+            last_heartbeat: SystemTime::UNIX_EPOCH,
+            draining,
+            live,
+        }
+    }
+
+    #[test]
+    fn held_members_stay_live_while_leaves_drains_and_joins_are_taken_as_read() {
+        let held = ["http://a:1", "http://b:1", "http://c:1", "http://d:1"]
+            .map(|u| NodeUrl::parse(u).unwrap())
+            .to_vec();
+        // b lapsed, c drains and lapsed, d left (no row), e is new and f was dead before.
+        let read = vec![
+            member("http://a:1", true, false),
+            member("http://b:1", false, false),
+            member("http://c:1", false, true),
+            member("http://e:1", true, false),
+            member("http://f:1", false, false),
+        ];
+        let flags = |members: Vec<Member>| -> Vec<(String, bool, bool)> {
+            members
+                .into_iter()
+                .map(|m| (m.node_url.to_string(), m.live, m.draining))
+                .collect()
+        };
+        let expected = [
+            ("http://a:1", true, false),
+            ("http://b:1", true, false),
+            ("http://c:1", true, true),
+            ("http://e:1", true, false),
+            ("http://f:1", false, false),
+        ]
+        .map(|(u, l, d)| (NodeUrl::parse(u).unwrap().to_string(), l, d))
+        .to_vec();
+        let cut = Recovery::Cut { held: held.clone() };
+        assert_eq!(flags(cut.hold(read.clone())), expected);
+        let grace = Recovery::Grace {
+            held,
+            until: SystemTime::UNIX_EPOCH,
+        };
+        assert_eq!(flags(grace.hold(read.clone())), expected);
+        assert_eq!(flags(Recovery::Steady.hold(read.clone())), flags(read));
     }
 }

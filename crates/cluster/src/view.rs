@@ -17,7 +17,9 @@ pub struct Member {
     /// It asked to be drained: it owns no repository but serves until it leaves.
     pub draining: bool,
     /// Its last heartbeat was within the lease when the row was read, by the database's clock
-    /// (so clock skew between replicas cannot make a member look dead or alive).
+    /// (so clock skew between replicas cannot make a member look dead or alive); or, in the
+    /// lease after this replica's heartbeats got through again after failing, it was live
+    /// before they failed (see the crate docs, "No flap after an outage").
     pub live: bool,
 }
 

@@ -4,6 +4,7 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -394,6 +395,131 @@ fn an_outage_keeps_the_last_membership_and_heartbeats_resume_by_themselves() {
         });
         assert_eq!(ownership(&a), owned);
         assert_eq!(ownership(&b), owned);
+        drop((a, b));
+        drop(server);
+    });
+}
+
+/// One look at a replica's view, taken while PostgreSQL goes away and comes back.
+struct Sample {
+    replica: usize,
+    at: Instant,
+    reachable: bool,
+    last_ok: Option<SystemTime>,
+    generation: u64,
+    live: Vec<String>,
+}
+
+#[test]
+fn after_an_outage_no_live_member_is_counted_dead_for_a_lease() {
+    within(LIMIT * 2, || {
+        // A lease longer than metadb's reconnect interval (a second) plus a heartbeat, so that
+        // every survivor heartbeats again within the grace.
+        const LEASE: Duration = Duration::from_secs(2);
+        let settings = |node: &str| ClusterConfig {
+            heartbeat_every: Duration::from_millis(100),
+            lease: LEASE,
+            ..ClusterConfig::new(url(node))
+        };
+        let server = TestServer::start().unwrap();
+        let db = server.create_database();
+        let [a, b, c] = joined(&db, [A, B, C], settings, Duration::from_secs(3));
+        let all = [A, B, C].map(str::to_owned).to_vec();
+        let survivors = [A, B].map(str::to_owned).to_vec();
+
+        // Every few milliseconds, each survivor's view, from before the outage to the end.
+        let stop = Arc::new(AtomicBool::new(false));
+        let sampler = {
+            let stop = stop.clone();
+            let watched = [a.clone(), b.clone()];
+            std::thread::spawn(move || {
+                let mut samples = Vec::new();
+                while !stop.load(Ordering::Acquire) {
+                    for (replica, m) in watched.iter().enumerate() {
+                        let view = m.view();
+                        samples.push(Sample {
+                            replica,
+                            at: Instant::now(),
+                            reachable: view.database_reachable(),
+                            last_ok: view.last_heartbeat_ok(),
+                            generation: view.generation(),
+                            live: urls(view.live()).into_iter().map(str::to_owned).collect(),
+                        });
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                samples
+            })
+        };
+        let before = [a.view(), b.view()];
+
+        server.stop();
+        eventually(Duration::from_secs(10), "the outage to show", || {
+            !a.view().database_reachable() && !b.view().database_reachable()
+        });
+        // Dies during the outage without leaving: its row stays, its heartbeats stop.
+        drop(c);
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(live(&a), all);
+        assert_eq!(live(&b), all);
+
+        server.restart();
+        let restarted = Instant::now();
+        eventually(
+            Duration::from_secs(20),
+            "the heartbeats to resume and the dead replica to be seen dead",
+            || {
+                [&a, &b].iter().all(|m| {
+                    let view = m.view();
+                    view.database_reachable() && live(m) == survivors
+                })
+            },
+        );
+        stop.store(true, Ordering::Release);
+        let samples = sampler.join().unwrap();
+
+        for (replica, old) in before.iter().enumerate() {
+            let mine: Vec<&Sample> = samples.iter().filter(|s| s.replica == replica).collect();
+            // Its first view built on a heartbeat that got through after the outage.
+            let recovered = mine
+                .iter()
+                .find(|s| s.reachable && s.last_ok > old.last_heartbeat_ok())
+                .expect("a view after the outage was sampled")
+                .at;
+            assert!(recovered >= restarted - Duration::from_secs(1));
+            // Whatever a view loses before a lease has passed since then (less the round trip
+            // and the sampling interval) it lost too early.
+            let grace_end = recovered + LEASE - Duration::from_millis(100);
+            for s in &mine {
+                assert!(
+                    s.live.len() >= 2 && s.live[..2] == survivors[..],
+                    "replica {replica} counted a live member dead: {:?} at {:?} after the restart",
+                    s.live,
+                    s.at.saturating_duration_since(restarted)
+                );
+                if s.at < grace_end {
+                    assert_eq!(
+                        s.live,
+                        all,
+                        "replica {replica} counted a member dead {:?} after its recovery, within \
+                         the lease",
+                        s.at.saturating_duration_since(recovered)
+                    );
+                }
+                // One change only: the dead replica leaving the live set, no flap before it.
+                let expected = if s.live == all {
+                    old.generation()
+                } else {
+                    old.generation() + 1
+                };
+                assert_eq!(s.generation, expected, "replica {replica}: {:?}", s.live);
+            }
+            assert!(mine.iter().any(|s| s.at >= recovered && s.live == all));
+            assert!(mine.iter().any(|s| s.live == survivors));
+        }
+        // Both survivors agree again on the owners, over the two of them.
+        assert_eq!(ownership(&a), ownership(&b));
+        assert_eq!(urls(a.view().assignable()), [A, B]);
         drop((a, b));
         drop(server);
     });
