@@ -476,7 +476,20 @@ fn after_an_outage_no_live_member_is_counted_dead_for_a_lease() {
             },
         );
         stop.store(true, Ordering::Release);
-        let samples = sampler.join().unwrap();
+        let mut samples = sampler.join().unwrap();
+        // The state `eventually` saw, in case the sampler stopped before it sampled it (a
+        // loaded machine can leave a 2 ms sampler behind).
+        for (replica, member) in [&a, &b].into_iter().enumerate() {
+            let view = member.view();
+            samples.push(Sample {
+                replica,
+                at: Instant::now(),
+                reachable: view.database_reachable(),
+                last_ok: view.last_heartbeat_ok(),
+                generation: view.generation(),
+                live: urls(view.live()).into_iter().map(str::to_owned).collect(),
+            });
+        }
 
         for (replica, old) in before.iter().enumerate() {
             let mine: Vec<&Sample> = samples.iter().filter(|s| s.replica == replica).collect();
