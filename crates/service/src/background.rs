@@ -178,6 +178,10 @@ pub fn spawn_maintenance(
                     continue;
                 }
                 let sync = (sync || !held) && backoffs.due(&repo.name, now);
+                // A catch-up round has nothing to index before a fetch (backing off) lands.
+                if catch_up && !sync {
+                    continue;
+                }
                 let (service, slots, name) = (service.clone(), slots.clone(), repo.name.clone());
                 let backoffs = backoffs.clone();
                 let task = tokio::spawn(async move {
@@ -188,6 +192,10 @@ pub fn spawn_maintenance(
                         let ok = sync_one(&service, &name).await;
                         if let Some(wait) = backoffs.record(&name, ok, interval) {
                             tracing::info!(repo = %name, retry_in_s = wait.as_secs(), "sync backs off");
+                        }
+                        // Nothing held yet: nothing to index (the next round tries again).
+                        if !ok && catch_up {
+                            return;
                         }
                     }
                     index_then_prepare(&service, &name).await;
