@@ -132,7 +132,9 @@ impl Replica {
             let skip = own
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
                 .is_ok();
-            if skip {
+            // Also called after every reconnect of the listener (an announcement may have been
+            // missed): a replica without server plugins has nothing to do either way.
+            if skip || !reloading.server_plugins_enabled() {
                 return;
             }
             let service = reloading.clone();

@@ -105,6 +105,16 @@ impl Service {
         Ok(status)
     }
 
+    /// Whether this process runs server plugins at all (`SOURCEGRAPH_SERVER_PLUGINS_ENABLED`,
+    /// a Python in the build): a replica with none has nothing to reload when another
+    /// announces a reload.
+    pub fn server_plugins_enabled(&self) -> bool {
+        !matches!(
+            self.inner.server_plugins.state(),
+            pyplugin::State::Disabled | pyplugin::State::Unavailable(_)
+        )
+    }
+
     /// Reloads this process's server plugins only: what a replica does when another one
     /// announces a reload (no capability check: the announcing replica made it).
     pub async fn reload_server_plugins_here(&self) -> Result<ServerPluginsStatus, ServiceError> {
