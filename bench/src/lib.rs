@@ -158,3 +158,102 @@ pub fn clone_big_repo(repo: &Path, dest: &Path, who: &str) -> Result<BigClone> {
         missing,
     })
 }
+
+/// An answer read off a [`KeepAlive`] connection.
+pub struct HttpAnswer {
+    /// The status code.
+    pub status: u16,
+    /// The `Content-Type`, lowercased (empty when absent).
+    pub content_type: String,
+    /// The body, de-chunked.
+    pub body: Vec<u8>,
+}
+
+/// A keep-alive HTTP/1.1 connection, hand-written: what it sends is exactly what a benchmark
+/// measures, and no HTTP client crate is needed (rmcp's own client opens a connection per
+/// call, which the server pays for).
+pub struct KeepAlive {
+    stream: tokio::io::BufStream<tokio::net::TcpStream>,
+    line: String,
+}
+
+impl KeepAlive {
+    /// Connects to `authority` (`HOST:PORT`), with `TCP_NODELAY` as HTTP clients set it.
+    pub async fn connect(authority: &str) -> Result<Self> {
+        let stream = tokio::net::TcpStream::connect(authority)
+            .await
+            .with_context(|| format!("cannot connect to {authority}"))?;
+        stream.set_nodelay(true)?;
+        Ok(Self {
+            stream: tokio::io::BufStream::new(stream),
+            line: String::new(),
+        })
+    }
+
+    /// Sends `request` (a whole HTTP/1.1 request) and reads the answer (`Content-Length` or
+    /// chunked).
+    pub async fn exchange(&mut self, request: &[u8]) -> Result<HttpAnswer> {
+        use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+        self.stream.write_all(request).await?;
+        self.stream.flush().await?;
+        self.line.clear();
+        if self.stream.read_line(&mut self.line).await? == 0 {
+            bail!("the server closed the connection");
+        }
+        let status: u16 = self
+            .line
+            .split_whitespace()
+            .nth(1)
+            .with_context(|| format!("malformed status line `{}`", self.line.trim()))?
+            .parse()?;
+        let (mut length, mut chunked, mut content_type) = (None, false, String::new());
+        loop {
+            self.line.clear();
+            if self.stream.read_line(&mut self.line).await? == 0 {
+                bail!("the server closed the connection in the headers");
+            }
+            let header = self.line.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = header.split_once(':') {
+                let value = value.trim();
+                if name.eq_ignore_ascii_case("content-length") {
+                    length = Some(value.parse::<usize>()?);
+                } else if name.eq_ignore_ascii_case("transfer-encoding") {
+                    chunked = value.eq_ignore_ascii_case("chunked");
+                } else if name.eq_ignore_ascii_case("content-type") {
+                    content_type = value.to_ascii_lowercase();
+                }
+            }
+        }
+        let mut body = Vec::new();
+        if chunked {
+            loop {
+                self.line.clear();
+                self.stream.read_line(&mut self.line).await?;
+                let size =
+                    usize::from_str_radix(self.line.trim().split(';').next().unwrap_or(""), 16)
+                        .with_context(|| format!("malformed chunk size `{}`", self.line.trim()))?;
+                let start = body.len();
+                body.resize(start + size + 2, 0);
+                self.stream.read_exact(&mut body[start..]).await?;
+                body.truncate(start + size);
+                if size == 0 {
+                    break;
+                }
+            }
+        } else {
+            body.resize(
+                length.context("an answer without Content-Length or chunks")?,
+                0,
+            );
+            self.stream.read_exact(&mut body).await?;
+        }
+        Ok(HttpAnswer {
+            status,
+            content_type,
+            body,
+        })
+    }
+}

@@ -40,7 +40,6 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 const REPO: &str = "bench/cluster";
 const REPLICAS: usize = 3;
@@ -1090,94 +1089,26 @@ impl Answer {
     }
 }
 
-/// A keep-alive HTTP/1.1 connection (hand-written: what it sends is exactly what is measured,
-/// and no HTTP client crate is needed).
-struct Conn {
-    stream: tokio::io::BufStream<tokio::net::TcpStream>,
-    line: String,
-}
+/// A keep-alive connection whose calls are bounded by CALL_TIMEOUT.
+struct Conn(bench::KeepAlive);
 
 impl Conn {
     async fn connect(authority: &str) -> Result<Self> {
-        let stream = tokio::time::timeout(CALL_TIMEOUT, tokio::net::TcpStream::connect(authority))
+        tokio::time::timeout(CALL_TIMEOUT, bench::KeepAlive::connect(authority))
             .await
             .map_err(|_| anyhow!("connecting to {authority} took over {CALL_TIMEOUT:?}"))?
-            .with_context(|| format!("cannot connect to {authority}"))?;
-        stream.set_nodelay(true)?;
-        Ok(Self {
-            stream: tokio::io::BufStream::new(stream),
-            line: String::new(),
-        })
+            .map(Conn)
     }
 
     /// Sends `request` (a whole HTTP/1.1 request) and reads the answer, within CALL_TIMEOUT.
     async fn exchange(&mut self, request: &[u8]) -> Result<Answer> {
-        tokio::time::timeout(CALL_TIMEOUT, self.exchange_now(request))
+        let answer = tokio::time::timeout(CALL_TIMEOUT, self.0.exchange(request))
             .await
-            .map_err(|_| anyhow!("no answer within {CALL_TIMEOUT:?}"))?
-    }
-
-    async fn exchange_now(&mut self, request: &[u8]) -> Result<Answer> {
-        self.stream.write_all(request).await?;
-        self.stream.flush().await?;
-        self.line.clear();
-        if self.stream.read_line(&mut self.line).await? == 0 {
-            bail!("the server closed the connection");
-        }
-        let status: u16 = self
-            .line
-            .split_whitespace()
-            .nth(1)
-            .with_context(|| format!("malformed status line `{}`", self.line.trim()))?
-            .parse()?;
-        let (mut length, mut chunked, mut content_type) = (None, false, String::new());
-        loop {
-            self.line.clear();
-            if self.stream.read_line(&mut self.line).await? == 0 {
-                bail!("the server closed the connection in the headers");
-            }
-            let header = self.line.trim_end();
-            if header.is_empty() {
-                break;
-            }
-            if let Some((name, value)) = header.split_once(':') {
-                let value = value.trim();
-                if name.eq_ignore_ascii_case("content-length") {
-                    length = Some(value.parse::<usize>()?);
-                } else if name.eq_ignore_ascii_case("transfer-encoding") {
-                    chunked = value.eq_ignore_ascii_case("chunked");
-                } else if name.eq_ignore_ascii_case("content-type") {
-                    content_type = value.to_ascii_lowercase();
-                }
-            }
-        }
-        let mut body = Vec::new();
-        if chunked {
-            loop {
-                self.line.clear();
-                self.stream.read_line(&mut self.line).await?;
-                let size =
-                    usize::from_str_radix(self.line.trim().split(';').next().unwrap_or(""), 16)
-                        .with_context(|| format!("malformed chunk size `{}`", self.line.trim()))?;
-                let start = body.len();
-                body.resize(start + size + 2, 0);
-                self.stream.read_exact(&mut body[start..]).await?;
-                body.truncate(start + size);
-                if size == 0 {
-                    break;
-                }
-            }
-        } else {
-            body.resize(
-                length.context("an answer without Content-Length or chunks")?,
-                0,
-            );
-            self.stream.read_exact(&mut body).await?;
-        }
+            .map_err(|_| anyhow!("no answer within {CALL_TIMEOUT:?}"))??;
         Ok(Answer {
-            status,
-            content_type,
-            body,
+            status: answer.status,
+            content_type: answer.content_type,
+            body: answer.body,
         })
     }
 }

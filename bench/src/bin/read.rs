@@ -1009,7 +1009,7 @@ enum ProtocolEra {
 /// (hand-written: what it sends is exactly what is measured, and the benchmark needs no HTTP
 /// client crate). rmcp's own client opens a connection per call, which the server pays for.
 struct KeepAliveClient {
-    stream: tokio::io::BufStream<tokio::net::TcpStream>,
+    conn: bench::KeepAlive,
     authority: String,
     /// The MCP endpoint's path and query (`/sourcegraph/mcp?plugins=auto`).
     mcp_path: String,
@@ -1024,10 +1024,8 @@ impl KeepAliveClient {
             .strip_prefix("http://")
             .and_then(|rest| rest.split_once('/'))
             .with_context(|| format!("unexpected endpoint `{mcp_url}`"))?;
-        let stream = tokio::net::TcpStream::connect(authority).await?;
-        stream.set_nodelay(true)?;
         Ok(Self {
-            stream: tokio::io::BufStream::new(stream),
+            conn: bench::KeepAlive::connect(authority).await?,
             authority: authority.to_string(),
             mcp_path: format!("/{path}"),
             face,
@@ -1043,7 +1041,6 @@ impl KeepAliveClient {
         body: &str,
     ) -> Result<(u16, Vec<u8>)> {
         use std::fmt::Write as _;
-        use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
         let mut request = format!(
             "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
             self.authority,
@@ -1054,55 +1051,8 @@ impl KeepAliveClient {
         }
         request.push_str("\r\n");
         request.push_str(body);
-        self.stream.write_all(request.as_bytes()).await?;
-        self.stream.flush().await?;
-        let mut line = String::new();
-        self.stream.read_line(&mut line).await?;
-        let status: u16 = line
-            .split_whitespace()
-            .nth(1)
-            .with_context(|| format!("malformed status line `{}`", line.trim()))?
-            .parse()?;
-        let (mut length, mut chunked) = (None, false);
-        loop {
-            line.clear();
-            if self.stream.read_line(&mut line).await? == 0 {
-                bail!("the server closed the connection in the headers");
-            }
-            let header = line.trim_end();
-            if header.is_empty() {
-                break;
-            }
-            if let Some((name, value)) = header.split_once(':') {
-                let value = value.trim();
-                if name.eq_ignore_ascii_case("content-length") {
-                    length = Some(value.parse::<usize>()?);
-                } else if name.eq_ignore_ascii_case("transfer-encoding") {
-                    chunked = value.eq_ignore_ascii_case("chunked");
-                }
-            }
-        }
-        let mut answer = Vec::new();
-        if chunked {
-            loop {
-                line.clear();
-                self.stream.read_line(&mut line).await?;
-                let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
-                    .with_context(|| format!("malformed chunk size `{}`", line.trim()))?;
-                let start = answer.len();
-                answer.resize(start + size + 2, 0);
-                self.stream.read_exact(&mut answer[start..]).await?;
-                answer.truncate(start + size);
-                if size == 0 {
-                    break;
-                }
-            }
-        } else {
-            let length = length.context("an answer without Content-Length or chunks")?;
-            answer.resize(length, 0);
-            self.stream.read_exact(&mut answer).await?;
-        }
-        Ok((status, answer))
+        let answer = self.conn.exchange(request.as_bytes()).await?;
+        Ok((answer.status, answer.body))
     }
 
     /// A whole-file read of `file`, checked.
