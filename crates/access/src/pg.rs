@@ -515,3 +515,66 @@ impl AccessBackend for PgAccess {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{AccessStore, Error};
+    use metadb::postgres::{Client, NoTls};
+    use metadb::testing::within;
+    use std::time::{Duration, Instant};
+
+    /// A writer elsewhere holding every access table locked (a migration, an operator's
+    /// `LOCK TABLE`): token, grant and known-session checks answer from the view at once; a
+    /// check that must ask the database (an unknown session) and a write give up within the
+    /// call timeout instead of waiting for the lock.
+    #[test]
+    fn checks_do_not_wait_for_a_locked_table() {
+        within(Duration::from_secs(60), || {
+            let url = metadb::testing::shared().create_database();
+            let options = metadb::Options {
+                call_timeout: Duration::from_millis(500),
+                ..metadb::Options::default()
+            };
+            let db = metadb::Database::connect(&url, options).expect("connect");
+            let store = AccessStore::open_postgres(db).expect("open");
+            store.add_user("alice", false).expect("user");
+            store.grant("alice", "acme/private").expect("grant");
+            let token = store.create_token("alice", None).expect("token");
+            let session = store.start_session(&token.secret).expect("sign in");
+
+            let mut locker = Client::connect(&url, NoTls).expect("a connection of the test's own");
+            let mut tx = locker.transaction().expect("begin");
+            tx.batch_execute("LOCK TABLE users, tokens, grants, sessions IN ACCESS EXCLUSIVE MODE")
+                .expect("lock");
+
+            let started = Instant::now();
+            assert_eq!(
+                store.authenticate(&token.secret).expect("known").user,
+                "alice"
+            );
+            assert!(store.granted("alice", "acme/private").expect("granted"));
+            assert_eq!(store.session(&session.id).expect("signed in").user, "alice");
+            assert!(
+                started.elapsed() < Duration::from_millis(200),
+                "checks from the view waited {:?}",
+                started.elapsed()
+            );
+
+            let started = Instant::now();
+            let unknown = store.session("no-such-session");
+            assert!(unknown.is_err(), "{unknown:?}");
+            let refused = store.add_user("bob", false);
+            assert!(matches!(refused, Err(Error::Storage(_))), "{refused:?}");
+            assert!(
+                started.elapsed() < Duration::from_secs(3),
+                "calls that need the database waited {:?}",
+                started.elapsed()
+            );
+
+            tx.rollback().expect("unlock");
+            store
+                .add_user("bob", false)
+                .expect("a write once the lock is gone");
+        });
+    }
+}
