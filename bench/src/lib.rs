@@ -257,3 +257,81 @@ impl KeepAlive {
         })
     }
 }
+
+/// A text file of a head tree, as the read benchmarks read it whole.
+#[derive(Debug, Clone)]
+pub struct TextFile {
+    /// Its path in the tree.
+    pub path: String,
+    /// Its lines (a last line without a newline counts).
+    pub lines: u64,
+    /// Its size.
+    pub bytes: u64,
+}
+
+/// Lines of `text` as a reader numbers them: a last line without a newline counts.
+pub fn line_count(text: &[u8]) -> u64 {
+    let newlines = text.iter().filter(|&&b| b == b'\n').count() as u64;
+    newlines + u64::from(!text.is_empty() && !text.ends_with(b"\n"))
+}
+
+/// The regular text files (no NUL, valid UTF-8) of the tree of `HEAD` in `dir` whose size is
+/// in `sizes` and whose path `keep` accepts, read with one `git cat-file --batch`, in a
+/// deterministic shuffle (the same list for the same tree, so runs compare).
+pub fn text_files(
+    dir: &Path,
+    sizes: std::ops::RangeInclusive<u64>,
+    keep: impl Fn(&str) -> bool,
+) -> Result<Vec<TextFile>> {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let sized: Vec<HeadBlob> = head_blobs(dir)?
+        .into_iter()
+        .filter(|b| {
+            (b.mode == "100644" || b.mode == "100755") && sizes.contains(&b.size) && keep(&b.path)
+        })
+        .collect();
+    let mut child = std::process::Command::new("git")
+        .current_dir(dir)
+        .args(["cat-file", "--batch"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    let input: String = sized.iter().map(|b| format!("{}\n", b.id)).collect();
+    let mut stdin = child.stdin.take().context("cat-file stdin")?;
+    // Written from a thread: cat-file's output is read meanwhile, or both block on full pipes.
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let mut stdout = BufReader::new(child.stdout.take().context("cat-file stdout")?);
+    let (mut header, mut text, mut files) = (String::new(), Vec::new(), Vec::new());
+    for blob in &sized {
+        header.clear();
+        stdout.read_line(&mut header)?;
+        let size: usize = header
+            .split_whitespace()
+            .nth(2)
+            .with_context(|| format!("cat-file answered `{}`", header.trim()))?
+            .parse()?;
+        text.resize(size + 1, 0);
+        stdout.read_exact(&mut text)?;
+        text.truncate(size);
+        if text.contains(&0) || std::str::from_utf8(&text).is_err() {
+            continue;
+        }
+        files.push(TextFile {
+            path: blob.path.clone(),
+            lines: line_count(&text),
+            bytes: size as u64,
+        });
+    }
+    writer
+        .join()
+        .map_err(|_| anyhow::anyhow!("the cat-file writer panicked"))??;
+    child.wait()?;
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    for i in (1..files.len()).rev() {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        files.swap(i, (state % (i as u64 + 1)) as usize);
+    }
+    Ok(files)
+}

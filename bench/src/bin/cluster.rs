@@ -35,7 +35,7 @@
 
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -992,79 +992,17 @@ async fn wait_idle(replicas: &mut [Replica], bound: Duration) -> Result<()> {
 // ---------------------------------------------------------------------------------------------
 // The corpus
 
-/// A file read whole.
-struct File {
-    path: String,
-    lines: u64,
-    bytes: u64,
-}
+use bench::TextFile as File;
 
 /// `count` text files of MIN_FILE_BYTES to MAX_FILE_BYTES from the head tree of `source`
 /// (regular, no NUL, UTF-8), distinct where the corpus has enough, in a deterministic shuffle.
 fn pick_files(source: &Path, count: usize) -> Result<Vec<File>> {
-    let sized: Vec<bench::HeadBlob> = bench::head_blobs(source)?
-        .into_iter()
-        .filter(|b| {
-            (b.mode == "100644" || b.mode == "100755")
-                && (MIN_FILE_BYTES..=MAX_FILE_BYTES).contains(&b.size)
-        })
-        .collect();
-    let mut child = Command::new("git")
-        .current_dir(source)
-        .args(["cat-file", "--batch"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()?;
-    let input: String = sized.iter().map(|b| format!("{}\n", b.id)).collect();
-    let mut stdin = child.stdin.take().context("cat-file stdin")?;
-    // Written from a thread: cat-file's output is read meanwhile, or both block on full pipes.
-    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
-    let mut stdout = BufReader::new(child.stdout.take().context("cat-file stdout")?);
-    let (mut header, mut text, mut candidates) = (String::new(), Vec::new(), Vec::new());
-    for blob in &sized {
-        header.clear();
-        stdout.read_line(&mut header)?;
-        let size: usize = header
-            .split_whitespace()
-            .nth(2)
-            .with_context(|| format!("cat-file answered `{}`", header.trim()))?
-            .parse()?;
-        text.resize(size + 1, 0);
-        stdout.read_exact(&mut text)?;
-        text.truncate(size);
-        if text.contains(&0) || std::str::from_utf8(&text).is_err() {
-            continue;
-        }
-        let newlines = text.iter().filter(|&&b| b == b'\n').count() as u64;
-        candidates.push(File {
-            path: blob.path.clone(),
-            lines: newlines + u64::from(!text.is_empty() && !text.ends_with(b"\n")),
-            bytes: size as u64,
-        });
-    }
-    writer
-        .join()
-        .map_err(|_| anyhow!("the cat-file writer panicked"))??;
-    child.wait()?;
+    let candidates = bench::text_files(source, MIN_FILE_BYTES..=MAX_FILE_BYTES, |_| true)?;
     if candidates.is_empty() {
         bail!("no text file of {MIN_FILE_BYTES} to {MAX_FILE_BYTES} bytes in the corpus");
     }
-    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
-    for i in (1..candidates.len()).rev() {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        candidates.swap(i, (state % (i as u64 + 1)) as usize);
-    }
     Ok((0..count)
-        .map(|k| {
-            let f = &candidates[k % candidates.len()];
-            File {
-                path: f.path.clone(),
-                lines: f.lines,
-                bytes: f.bytes,
-            }
-        })
+        .map(|k| candidates[k % candidates.len()].clone())
         .collect())
 }
 

@@ -34,7 +34,7 @@ use rmcp::service::{Peer, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{RoleClient, ServiceExt};
 use service::{CallContext, ReadRequest, Service, ServiceConfig};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command, Stdio};
 use std::sync::Arc;
@@ -297,98 +297,21 @@ fn build_corpus(dest: &Path) -> Result<(usize, u64)> {
 }
 
 /// A file read whole.
-struct File {
-    path: String,
-    lines: u64,
-    bytes: u64,
-}
-
-fn line_count(text: &[u8]) -> u64 {
-    let newlines = text.iter().filter(|&&b| b == b'\n').count() as u64;
-    newlines + u64::from(!text.is_empty() && !text.ends_with(b"\n"))
-}
+use bench::{TextFile as File, line_count};
 
 /// Text files of MIN_FILE_BYTES to MAX_FILE_BYTES from the corpus's head tree (regular files,
 /// no NUL, valid UTF-8), in a deterministic shuffle: the first `warmup` for the warm-up, the
 /// next `reads` measured (cycling if the corpus has fewer).
 fn pick_files(source: &Path, warmup: usize, reads: usize) -> Result<(Vec<File>, Vec<File>)> {
-    let listing = git(source, &["ls-tree", "-r", "-l", "-z", "HEAD"])?;
-    let mut sized = Vec::new();
-    for entry in listing.split('\0').filter(|e| !e.is_empty()) {
-        let (meta, path) = entry
-            .split_once('\t')
-            .context("ls-tree entry without a tab")?;
-        let fields: Vec<&str> = meta.split_whitespace().collect();
-        let [mode, "blob", id, size] = fields[..] else {
-            continue;
-        };
-        let Ok(bytes) = size.parse::<u64>() else {
-            continue;
-        };
-        if (mode == "100644" || mode == "100755")
-            && path != BIG_FILE
-            && (MIN_FILE_BYTES..=MAX_FILE_BYTES).contains(&bytes)
-        {
-            sized.push((id.to_string(), path.to_string()));
-        }
-    }
-    let mut child = Command::new("git")
-        .current_dir(source)
-        .args(["cat-file", "--batch"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()?;
-    let input: String = sized.iter().map(|(id, _)| format!("{id}\n")).collect();
-    let writer = feed(child.stdin.take().context("stdin")?, input);
-    let mut stdout = BufReader::new(child.stdout.take().context("stdout")?);
-    let mut candidates = Vec::new();
-    let (mut header, mut text) = (String::new(), Vec::new());
-    for (_, path) in &sized {
-        header.clear();
-        stdout.read_line(&mut header)?;
-        let size: usize = header
-            .split_whitespace()
-            .nth(2)
-            .with_context(|| format!("cat-file answered `{}`", header.trim()))?
-            .parse()?;
-        text.resize(size + 1, 0);
-        stdout.read_exact(&mut text)?;
-        text.truncate(size);
-        if text.contains(&0) || std::str::from_utf8(&text).is_err() {
-            continue;
-        }
-        candidates.push(File {
-            path: path.clone(),
-            lines: line_count(&text),
-            bytes: size as u64,
-        });
-    }
-    drop(
-        writer
-            .join()
-            .map_err(|_| anyhow::anyhow!("writer thread panicked"))??,
-    );
-    child.wait()?;
+    let candidates = bench::text_files(source, MIN_FILE_BYTES..=MAX_FILE_BYTES, |path| {
+        path != BIG_FILE
+    })?;
     if candidates.is_empty() {
         bail!("no text file of {MIN_FILE_BYTES} to {MAX_FILE_BYTES} bytes in the corpus");
     }
-    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
-    for i in (1..candidates.len()).rev() {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        candidates.swap(i, (state % (i as u64 + 1)) as usize);
-    }
     let take = |from: usize, count: usize| -> Vec<File> {
         (0..count)
-            .map(|k| {
-                let f = &candidates[(from + k) % candidates.len()];
-                File {
-                    path: f.path.clone(),
-                    lines: f.lines,
-                    bytes: f.bytes,
-                }
-            })
+            .map(|k| candidates[(from + k) % candidates.len()].clone())
             .collect()
     };
     // The warm-up takes files from the end, so a measured read never hits a blob the warm-up
