@@ -16,8 +16,8 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
-use service::{CallContext, Route, Service};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use service::{CallContext, ErrorKind, Route, Service, ServiceError};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -70,7 +70,6 @@ pub struct FromReplica;
 struct Forwarder {
     service: Service,
     secret: HeaderValue,
-    secret_text: String,
     client: reqwest::Client,
     attempt_timeout: Duration,
 }
@@ -92,7 +91,6 @@ pub fn with_cluster_routing(
     let state = Arc::new(Forwarder {
         service,
         secret,
-        secret_text: routing.secret,
         client,
         attempt_timeout: routing.attempt_timeout,
     });
@@ -102,10 +100,8 @@ pub fn with_cluster_routing(
 async fn route(State(state): State<Arc<Forwarder>>, request: Request, next: Next) -> Response {
     let (mut parts, body) = request.into_parts();
     let from_replica = match parts.headers.remove(&CLUSTER_SECRET_HEADER) {
-        Some(presented) if constant_time_eq(presented.as_bytes(), state.secret_text.as_bytes()) => {
-            true
-        }
-        Some(_) => return refuse(StatusCode::FORBIDDEN, "wrong cluster secret"),
+        Some(presented) if constant_time_eq(presented.as_bytes(), state.secret.as_bytes()) => true,
+        Some(_) => return refuse(ErrorKind::Forbidden, "wrong cluster secret"),
         None => false,
     };
     // Only bodies that may name a repository are read here; others pass untouched.
@@ -115,7 +111,7 @@ async fn route(State(state): State<Arc<Forwarder>>, request: Request, next: Next
             Ok(bytes) => (Some(bytes.clone()), Body::from(bytes)),
             Err(_) => {
                 return refuse(
-                    StatusCode::PAYLOAD_TOO_LARGE,
+                    ErrorKind::InvalidArgument,
                     "the request body is too large or was cut off",
                 );
             }
@@ -138,7 +134,7 @@ async fn route(State(state): State<Arc<Forwarder>>, request: Request, next: Next
                     Ok(bytes) => bytes,
                     Err(_) => {
                         return refuse(
-                            StatusCode::PAYLOAD_TOO_LARGE,
+                            ErrorKind::InvalidArgument,
                             "the request body is too large or was cut off",
                         );
                     }
@@ -166,7 +162,7 @@ async fn from_another_replica(
         && !state.service.holds_repo(&CallContext::default(), &repo)
     {
         return refuse(
-            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorKind::Unavailable,
             "this replica does not hold the repository yet; try another owner",
         );
     }
@@ -189,7 +185,7 @@ async fn from_another_replica(
             .await
             .unwrap_or_else(|_| {
                 refuse(
-                    StatusCode::GATEWAY_TIMEOUT,
+                    ErrorKind::Unavailable,
                     "the call did not finish within the forwarding replica's deadline",
                 )
             }),
@@ -239,7 +235,7 @@ impl Forwarder {
                 Ok(answer) if !retryable(answer.status()) => {
                     COUNTERS.forwarded.fetch_add(1, Ordering::Relaxed);
                     return relay(answer).await.unwrap_or_else(|| {
-                        refuse(StatusCode::BAD_GATEWAY, "the owner's answer was cut off")
+                        refuse(ErrorKind::Unavailable, "the owner's answer was cut off")
                     });
                 }
                 Ok(answer) => {
@@ -260,7 +256,7 @@ impl Forwarder {
             "no owner of the repository answered"
         );
         refuse(
-            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorKind::Unavailable,
             "the replicas that hold this repository did not answer; try again shortly",
         )
     }
@@ -365,13 +361,13 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn refuse(status: StatusCode, message: &str) -> Response {
-    let body = serde_json::json!({ "error": { "code": "cluster", "message": message } });
-    let mut response = (status, axum::Json(body)).into_response();
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response
+/// An error answer in the one shape and status mapping of the API (`json.rs`).
+fn refuse(kind: ErrorKind, message: &str) -> Response {
+    crate::json::ApiError::from(ServiceError {
+        kind,
+        message: message.to_owned(),
+    })
+    .into_response()
 }
 
 #[cfg(test)]

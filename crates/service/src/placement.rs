@@ -89,13 +89,13 @@ impl Service {
             return Route::Here;
         };
         let name = self.unalias(ctx, repo.to_owned());
-        if !self.owns_here(&name) {
-            return Route::Elsewhere(placement.owners(&name));
+        let owners = placement.owners(&name);
+        if !owned_by(&owners, placement.self_url()) {
+            return Route::Elsewhere(owners);
         }
         // An owner that has not fetched the repository yet (it just joined, or just gained
         // it) sends the call to the other owners until it has.
-        let others: Vec<String> = placement
-            .owners(&name)
+        let others: Vec<String> = owners
             .into_iter()
             .filter(|owner| owner != placement.self_url())
             .collect();
@@ -123,12 +123,11 @@ impl Service {
         let Some(placement) = self.inner.placement.get() else {
             return true;
         };
-        let owners = placement.owners(name);
-        owners.is_empty() || owners.iter().any(|owner| owner == placement.self_url())
+        owned_by(&placement.owners(name), placement.self_url())
     }
 
-    /// The cluster as this replica sees it (`None` in the embedded default). Reads the
-    /// registry snapshot and the membership view only: a probe never waits on a database.
+    /// The cluster as this replica sees it (`None` in the embedded default), from the
+    /// registry snapshot, the membership view and this replica's mirrors.
     pub fn cluster_status(&self) -> Option<ClusterStatus> {
         let placement = self.inner.placement.get()?;
         let membership = placement.members();
@@ -143,7 +142,7 @@ impl Service {
             .map(|repo| {
                 let name = repo.name.as_str().to_owned();
                 let owners = placement.owners(&name);
-                if owners.contains(&self_url) && repo.head.is_some() {
+                if owners.contains(&self_url) && self.holds(&name) {
                     served_here += 1;
                 }
                 (name, owners)
@@ -180,6 +179,12 @@ impl Service {
             Err(gitstore::Error::NotSynced(_))
         )
     }
+}
+
+/// Whether `me` is among `owners`; no owners at all (no live member known) counts as owned:
+/// the call is answered here rather than nowhere.
+fn owned_by(owners: &[String], me: &str) -> bool {
+    owners.is_empty() || owners.iter().any(|owner| owner == me)
 }
 
 /// Repositories this replica holds but does not own, each with the moment a maintenance
