@@ -698,3 +698,61 @@ impl RegistryBackend for PgRegistry {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::RepoPath;
+    use metadb::postgres::NoTls;
+    use metadb::testing::within;
+
+    /// A writer elsewhere holding the registry tables locked (a migration, an operator's
+    /// `LOCK TABLE`): a registry read that must ask PostgreSQL gives up within the call
+    /// timeout and answers from the last rows read; taking a sync lease fails within it too.
+    #[test]
+    fn reads_do_not_wait_for_a_locked_table() {
+        within(Duration::from_secs(60), || {
+            let url = metadb::testing::shared().create_database();
+            let options = metadb::Options {
+                call_timeout: Duration::from_millis(500),
+                ..metadb::Options::default()
+            };
+            let db = Database::connect(&url, options).expect("connect");
+            let registry = PgRegistry::open(db).expect("open");
+            let name = RepoName::parse("acme/one").expect("name");
+            registry
+                .insert_repo(&Registration {
+                    name: name.clone(),
+                    source: "https://example.com/acme/one.git".to_owned(),
+                    registered_path: RepoPath::root(),
+                    branch: None,
+                    private: None,
+                })
+                .expect("register");
+            assert_eq!(registry.registry().expect("read").1.len(), 1);
+
+            let mut locker = Client::connect(&url, NoTls).expect("a connection of the test's own");
+            let mut tx = locker.transaction().expect("begin");
+            tx.batch_execute("LOCK TABLE repos, meta, sync_leases IN ACCESS EXCLUSIVE MODE")
+                .expect("lock");
+            // Something changed: the next read asks the database.
+            registry.local.fetch_add(1, Ordering::SeqCst);
+
+            let started = Instant::now();
+            let (_, rows) = registry.registry().expect("the last rows read");
+            assert_eq!(rows.len(), 1);
+            assert!(registry.repo(&name).expect("the last rows read").is_some());
+            let lease = registry.take_sync_lease(&name, Duration::from_secs(30));
+            assert!(lease.is_err(), "{lease:?}");
+            assert!(
+                started.elapsed() < Duration::from_secs(4),
+                "reads waited {:?}",
+                started.elapsed()
+            );
+
+            tx.rollback().expect("unlock");
+            let lease = registry.take_sync_lease(&name, Duration::from_secs(30));
+            assert!(matches!(lease, Ok(SyncLease::Held(_))), "{lease:?}");
+        });
+    }
+}
