@@ -107,11 +107,19 @@ impl PgAccess {
     /// Brings the tables to the newest schema; fails if the database cannot be reached.
     pub(crate) fn open(db: metadb::Database) -> Result<Self, Error> {
         db.migrate(TOPIC, MIGRATIONS).map_err(|e| match e {
-            metadb::Error::Unreachable(_) | metadb::Error::Refused(_) => {
+            metadb::Error::Unreachable(_) => {
                 tracing::warn!(error = %e, "access: cannot create the access tables");
                 Error::Unavailable(
                     "the access store cannot be opened until it is back; check --database and \
                      that PostgreSQL is running"
+                        .to_owned(),
+                )
+            }
+            metadb::Error::Refused(_) => {
+                tracing::warn!(error = %e, "access: cannot create the access tables");
+                Error::Storage(
+                    "PostgreSQL refused the login: check the user, password and database name \
+                     in --database (CSG_DATABASE_URL)"
                         .to_owned(),
                 )
             }
