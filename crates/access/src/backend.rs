@@ -116,6 +116,12 @@ pub(crate) trait AccessBackend: Send + Sync {
     /// used since this view was loaded (last uses are not announced).
     fn find_session(&self, hash: &SessionHash) -> Result<Option<(SessionRow, bool)>, Error>;
 
+    /// The active token of this hash as the database has it now: its id, its user and
+    /// whether the user holds `prepare`; `None` if there is none, or it is revoked. Asked
+    /// only when the view lacks it and changes are pushed (PostgreSQL): a token another
+    /// replica created a moment ago, before its announcement arrived here.
+    fn find_token(&self, hash: &TokenHash) -> Result<Option<(i64, String, bool)>, Error>;
+
     /// Records the last use of a session, as [`AccessBackend::note_use`] does for tokens.
     fn note_seen(&self, hash: &SessionHash, at: i64) -> Result<(), Error>;
 }

@@ -69,12 +69,20 @@ CREATE INDEX sessions_last_seen ON sessions (last_seen);
     },
 ];
 
+/// The longest a request waits for a look-up the view could not answer (a token or website
+/// session another replica made a moment ago): far below the call timeout, which an
+/// operator's write may use up.
+const LOOKUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What refused writes say.
 const WRITES: &str = "writes (users, tokens, grants, sign-ins) are refused until it is back; \
                       tokens, grants and sessions already known keep working";
 /// What a session check that needed the database says.
 const SESSIONS: &str = "a website session this replica has not seen yet cannot be checked \
                         until it is back; sessions already known keep working";
+/// What a token check that needed the database says.
+const TOKENS: &str = "a token this replica has not seen yet cannot be checked until it is \
+                      back; tokens already known keep working";
 /// What refused listings say.
 const LISTINGS: &str = "users, tokens and grants cannot be listed until it is back; tokens and \
                         grants already known keep working";
@@ -140,7 +148,27 @@ impl PgAccess {
         refused: &'static str,
         work: impl FnOnce(&mut Client) -> Result<T, Failure> + Send + 'static,
     ) -> Result<T, Error> {
-        self.db.run_with(work).map_err(|failure| match failure {
+        Self::failed(what, refused, self.db.run_with(work))
+    }
+
+    /// [`PgAccess::call`] for a look-up on a request's path: it gives up after
+    /// [`LOOKUP_TIMEOUT`], so a slow or locked database delays a caller the view could not
+    /// answer by at most that.
+    fn look_up<T: Send + 'static>(
+        &self,
+        what: &'static str,
+        refused: &'static str,
+        work: impl FnOnce(&mut Client) -> Result<T, Failure> + Send + 'static,
+    ) -> Result<T, Error> {
+        Self::failed(what, refused, self.db.run_within(LOOKUP_TIMEOUT, work))
+    }
+
+    fn failed<T>(
+        what: &'static str,
+        refused: &'static str,
+        outcome: Result<T, Failure>,
+    ) -> Result<T, Error> {
+        outcome.map_err(|failure| match failure {
             Failure::Answer(answer) => answer,
             Failure::Database(e)
                 if matches!(e, metadb::Error::Unreachable(_) | metadb::Error::Refused(_)) =>
@@ -489,7 +517,7 @@ impl AccessBackend for PgAccess {
 
     fn find_session(&self, hash: &SessionHash) -> Result<Option<(SessionRow, bool)>, Error> {
         let hash = hash.to_vec();
-        self.call("reading a session", SESSIONS, move |client| {
+        self.look_up("reading a session", SESSIONS, move |client| {
             let row = client.query_opt(
                 "SELECT s.token_id, t.user_name, s.last_seen, u.prepare FROM sessions s
                  JOIN tokens t ON t.id = s.token_id JOIN users u ON u.name = t.user_name
@@ -505,6 +533,22 @@ impl AccessBackend for PgAccess {
                 last_seen: row.try_get(2)?,
             };
             Ok(Some((session, row.try_get(3)?)))
+        })
+    }
+
+    fn find_token(&self, hash: &TokenHash) -> Result<Option<(i64, String, bool)>, Error> {
+        let hash = hash.to_vec();
+        self.look_up("reading a token", TOKENS, move |client| {
+            let row = client.query_opt(
+                "SELECT t.id, t.user_name, u.prepare FROM tokens t
+                 JOIN users u ON u.name = t.user_name
+                 WHERE t.hash = $1 AND t.revoked IS NULL",
+                &[&hash],
+            )?;
+            match row {
+                Some(row) => Ok(Some((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?))),
+                None => Ok(None),
+            }
         })
     }
 
@@ -530,6 +574,47 @@ mod tests {
     use metadb::postgres::{Client, NoTls};
     use metadb::testing::within;
     use std::time::{Duration, Instant};
+
+    /// Issue 31 behaviour 5: a token another replica created a moment ago works here at its
+    /// first call, before the announcement has reloaded this view: a token the view lacks is
+    /// looked up. The row is written behind the store's back (no announcement at all), so
+    /// only the look-up can find it; a made-up token stays refused, and a revoked one (its
+    /// row says so) is not brought back by the look-up.
+    #[test]
+    fn a_token_made_elsewhere_works_before_its_announcement() {
+        within(Duration::from_secs(60), || {
+            let url = metadb::testing::shared().create_database();
+            let db = metadb::Database::connect(&url, metadb::Options::default()).expect("connect");
+            let store = AccessStore::open_postgres(db).expect("open");
+            store.add_user("alice", true).expect("user");
+
+            let secret = format!("csg_{}", "ab".repeat(32));
+            let revoked = format!("csg_{}", "cd".repeat(32));
+            let mut elsewhere =
+                Client::connect(&url, NoTls).expect("a connection of the test's own");
+            for (text, name, revoked_at) in
+                [(&secret, "fresh", None), (&revoked, "old", Some(1_i64))]
+            {
+                elsewhere
+                    .execute(
+                        "INSERT INTO tokens (user_name, name, hash, created, revoked)
+                         VALUES ('alice', $1, $2, 0, $3)",
+                        &[&name, &crate::token::hash(text).to_vec(), &revoked_at],
+                    )
+                    .expect("a token row written elsewhere, unannounced");
+            }
+
+            let principal = store.authenticate(&secret).expect("found by the look-up");
+            assert_eq!(
+                (principal.user.as_str(), principal.prepare),
+                ("alice", true)
+            );
+            let refused = store.authenticate(&revoked);
+            assert!(matches!(refused, Err(Error::InvalidToken)), "{refused:?}");
+            let made_up = store.authenticate(&format!("csg_{}", "ef".repeat(32)));
+            assert!(matches!(made_up, Err(Error::InvalidToken)), "{made_up:?}");
+        });
+    }
 
     /// A writer elsewhere holding every access table locked (a migration, an operator's
     /// `LOCK TABLE`): token, grant and known-session checks answer from the view at once; a

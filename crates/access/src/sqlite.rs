@@ -590,6 +590,18 @@ impl AccessBackend for SqliteAccess {
             .map_err(storage("reading a session"))
     }
 
+    fn find_token(&self, hash: &TokenHash) -> Result<Option<(i64, String, bool)>, Error> {
+        lock(&self.watch)
+            .query_row(
+                "SELECT t.id, t.user, u.prepare FROM tokens t JOIN users u ON u.name = t.user
+                 WHERE t.hash = ?1 AND t.revoked IS NULL",
+                [hash.as_slice()],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()
+            .map_err(storage("reading a token"))
+    }
+
     /// As a token's last use: on its own connection, never waiting for a lock.
     fn note_seen(&self, hash: &SessionHash, at: i64) -> Result<(), Error> {
         lock(&self.last_use)

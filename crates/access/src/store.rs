@@ -25,8 +25,9 @@ pub const SESSION_IDLE: Duration = Duration::from_secs(12 * 60 * 60);
 /// used, so signing in again and again does not grow the table (and every view) without end.
 const SESSIONS_PER_TOKEN: i64 = 100;
 
-/// Database look-ups of sessions the view does not answer, per second after a burst of
-/// [`FALLBACK_BURST`]: a cookie naming no session must not turn into database load.
+/// Database look-ups of tokens and sessions the view does not answer, per second after a
+/// burst of [`FALLBACK_BURST`]: a made-up token or a cookie naming no session must not turn
+/// into database load.
 const FALLBACKS_PER_SECOND: f64 = 20.0;
 const FALLBACK_BURST: f64 = 100.0;
 
@@ -96,7 +97,7 @@ pub struct AccessStore {
     /// Website sessions this store saw used: the last use (seconds since the epoch), newer
     /// than the view's while its write waits, and when it was last written (or queued).
     sessions_seen: Mutex<HashMap<SessionHash, SessionSeen>>,
-    /// The budget of database look-ups for sessions the view does not answer.
+    /// The budget of database look-ups for tokens and sessions the view does not answer.
     fallbacks: Mutex<Bucket>,
     /// PostgreSQL only: the thread that reloads the view when the database tells of a change
     /// and writes last uses, so no request waits on the database. SQLite has none: each
@@ -235,17 +236,39 @@ impl AccessStore {
             return Err(Error::Malformed);
         }
         let view = self.current()?;
-        let (id, user) = view
-            .tokens
-            .get(&token::hash(presented))
-            .ok_or(Error::InvalidToken)?;
-        let prepare = *view.users.get(user).ok_or(Error::InvalidToken)?;
-        self.note_use(*id);
+        let hash = token::hash(presented);
+        let (token_id, user, prepare) = match view.tokens.get(&hash) {
+            Some((id, user)) => {
+                let prepare = *view.users.get(user).ok_or(Error::InvalidToken)?;
+                (*id, user.clone(), prepare)
+            }
+            None => self.token_in_database(&hash)?,
+        };
+        self.note_use(token_id);
         Ok(Principal {
-            user: user.clone(),
+            user,
             prepare,
-            token_id: *id,
+            token_id,
         })
+    }
+
+    /// A token the view does not know, as the database has it now. Only where changes are
+    /// pushed (PostgreSQL): a token created on another replica works here at its first call,
+    /// before the announcement reloads this view; SQLite's view is already current. Within
+    /// the budget of such look-ups, so made-up tokens cost no database load; a database
+    /// that cannot answer leaves the last view's answer (unknown).
+    fn token_in_database(&self, hash: &token::TokenHash) -> Result<(i64, String, bool), Error> {
+        if self.worker.is_none() || !lock(&self.fallbacks).take() {
+            return Err(Error::InvalidToken);
+        }
+        match self.tables.backend.find_token(hash) {
+            Ok(Some(found)) => Ok(found),
+            Ok(None) => Err(Error::InvalidToken),
+            Err(error) => {
+                tracing::debug!(%error, "access: an unknown token was not looked up");
+                Err(Error::InvalidToken)
+            }
+        }
     }
 
     /// Records that token `id` was used, at most once per [`LAST_USE_EVERY`]. Never makes

@@ -222,7 +222,9 @@ impl Database {
         self.run_within(self.inner.shared.options.call_timeout, work)
     }
 
-    fn run_within<T, E, W>(&self, timeout: Duration, work: W) -> Result<T, E>
+    /// Like [`Database::run_with`], waiting at most `timeout` instead of the call timeout:
+    /// for a look-up on a request's path, which must give up sooner than an operator's write.
+    pub fn run_within<T, E, W>(&self, timeout: Duration, work: W) -> Result<T, E>
     where
         T: Send + 'static,
         E: From<Error> + Send + 'static,
