@@ -604,14 +604,22 @@ mod tests {
                     .expect("a token row written elsewhere, unannounced");
             }
 
-            let principal = store.authenticate(&secret).expect("found by the look-up");
+            assert!(store.may_know_more());
+            let unseen = store.authenticate(&secret);
+            assert!(
+                matches!(unseen, Err(Error::InvalidToken)),
+                "the view lacks it: {unseen:?}"
+            );
+            let principal = store
+                .authenticate_in_database(&secret)
+                .expect("found by the look-up");
             assert_eq!(
                 (principal.user.as_str(), principal.prepare),
                 ("alice", true)
             );
-            let refused = store.authenticate(&revoked);
+            let refused = store.authenticate_in_database(&revoked);
             assert!(matches!(refused, Err(Error::InvalidToken)), "{refused:?}");
-            let made_up = store.authenticate(&format!("csg_{}", "ef".repeat(32)));
+            let made_up = store.authenticate_in_database(&format!("csg_{}", "ef".repeat(32)));
             assert!(matches!(made_up, Err(Error::InvalidToken)), "{made_up:?}");
         });
     }

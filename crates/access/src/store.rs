@@ -236,36 +236,51 @@ impl AccessStore {
             return Err(Error::Malformed);
         }
         let view = self.current()?;
-        let hash = token::hash(presented);
-        let (token_id, user, prepare) = match view.tokens.get(&hash) {
-            Some((id, user)) => {
-                let prepare = *view.users.get(user).ok_or(Error::InvalidToken)?;
-                (*id, user.clone(), prepare)
-            }
-            None => self.token_in_database(&hash)?,
-        };
-        self.note_use(token_id);
+        let (id, user) = view
+            .tokens
+            .get(&token::hash(presented))
+            .ok_or(Error::InvalidToken)?;
+        let prepare = *view.users.get(user).ok_or(Error::InvalidToken)?;
+        self.note_use(*id);
         Ok(Principal {
-            user,
+            user: user.clone(),
             prepare,
-            token_id,
+            token_id: *id,
         })
     }
 
-    /// A token the view does not know, as the database has it now. Only where changes are
-    /// pushed (PostgreSQL): a token created on another replica works here at its first call,
-    /// before the announcement reloads this view; SQLite's view is already current. Within
-    /// the budget of such look-ups, so made-up tokens cost no database load; a database
-    /// that cannot answer leaves the last view's answer (unknown).
-    fn token_in_database(&self, hash: &token::TokenHash) -> Result<(i64, String, bool), Error> {
-        if self.worker.is_none() || !lock(&self.fallbacks).take() {
+    /// Whether a token [`AccessStore::authenticate`] refused may still be one the database
+    /// knows: where changes are pushed (PostgreSQL), a token created on another replica a
+    /// moment ago, before its announcement reloaded this view. SQLite's view is always
+    /// current.
+    pub fn may_know_more(&self) -> bool {
+        self.worker.is_some()
+    }
+
+    /// A token [`AccessStore::authenticate`] refused, as the database has it now (see
+    /// [`AccessStore::may_know_more`]): so a token made on another replica works here at its
+    /// first call. Within a budget of such look-ups per second, so made-up tokens cost no
+    /// database load; a database that cannot answer leaves the view's answer. Blocks for up
+    /// to a second: call it off the async threads.
+    pub fn authenticate_in_database(&self, presented: &str) -> Result<Principal, Error> {
+        if !token::looks_like_token(presented) {
+            return Err(Error::Malformed);
+        }
+        if !self.may_know_more() || !lock(&self.fallbacks).take() {
             return Err(Error::InvalidToken);
         }
-        match self.tables.backend.find_token(hash) {
-            Ok(Some(found)) => Ok(found),
+        match self.tables.backend.find_token(&token::hash(presented)) {
+            Ok(Some((token_id, user, prepare))) => {
+                self.note_use(token_id);
+                Ok(Principal {
+                    user,
+                    prepare,
+                    token_id,
+                })
+            }
             Ok(None) => Err(Error::InvalidToken),
             Err(error) => {
-                tracing::debug!(%error, "access: an unknown token was not looked up");
+                tracing::debug!(%error, "access: a token the view lacks was not looked up");
                 Err(Error::InvalidToken)
             }
         }

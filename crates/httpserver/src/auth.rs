@@ -462,7 +462,7 @@ async fn check(State(access): State<Arc<Access>>, mut request: Request, next: Ne
                 }
                 return response;
             }
-            match access.service.authenticate(token) {
+            match access.service.authenticate_or_look_up(token).await {
                 Ok(principal) => {
                     COUNTERS.authenticated.fetch_add(1, Ordering::Relaxed);
                     Caller::User(principal)

@@ -123,6 +123,24 @@ impl Service {
         })
     }
 
+    /// [`Service::authenticate`], and for a token the in-memory view refused, where the
+    /// metadata database may know it already (cluster mode: a token made on another replica
+    /// a moment ago), a bounded look-up there, on the blocking pool (issue 31, behaviour 5).
+    pub async fn authenticate_or_look_up(&self, token: &str) -> Result<Principal, AuthFailure> {
+        let refused = match self.authenticate(token) {
+            Err(AuthFailure::Invalid(message)) => message,
+            other => return other,
+        };
+        let Some(store) = self.access_store().filter(|store| store.may_know_more()) else {
+            return Err(AuthFailure::Invalid(refused));
+        };
+        let token = token.to_owned();
+        match tokio::task::spawn_blocking(move || store.authenticate_in_database(&token)).await {
+            Ok(Ok(principal)) => Ok(principal),
+            Ok(Err(_)) | Err(_) => Err(AuthFailure::Invalid(refused)),
+        }
+    }
+
     /// the caller holds the `prepare` capability. [`Service::prepare`] checks it too; a
     /// transport that answers in a stream asks first, so a refusal keeps its own status.
     pub fn check_prepare(&self, ctx: &crate::CallContext) -> Result<(), ServiceError> {
