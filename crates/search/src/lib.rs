@@ -27,6 +27,11 @@
 //! of the request ([`SearchRequest::stable_hash`]), so they survive a server upgrade (as long
 //! as the generations they name are current).
 //!
+//! Cluster mode (module `shard`): replicas holding different repositories each answer the
+//! head of their ranked list with its rank keys ([`Indexes::top_hits`]); the replica asked
+//! merges them into the page and cursor one index set holding everything would give
+//! ([`merge`], [`page_offset`]).
+//!
 //! On-disk layout (module `store`): `<dir>/<owner>/<name>/gen-<n>/` holding `content.bin`
 //! (document texts), `docs.bin` (document table), `postings.bin` (trigram → document ids),
 //! `symbols.bin` (module `symtab`) and `meta.json`; builds write `staging-<n>-<pid>/` and
@@ -55,6 +60,7 @@ mod rank;
 mod repodir;
 mod request;
 mod search;
+mod shard;
 mod source;
 mod store;
 mod symtab;
@@ -70,8 +76,9 @@ pub use navigate::{
 };
 pub use page::{MAX_LIMIT, SNIPPET_CHARS};
 pub use plan::{MAX_QUERY_BYTES, REGEX_SIZE_LIMIT};
-pub use rank::MAX_HITS;
+pub use rank::{MAX_HITS, Tier};
 pub use request::{Hit, PathOnly, RepoHits, SearchRequest, SearchResults, SearchStats};
+pub use shard::{Mode, RankedHit, TopHits, merge, page_offset};
 pub use source::{BuildProgress, BuildStats, MAX_FAILURE_MESSAGES, Source, SourceEntry, Transform};
 pub use symbols::{Symbol, SymbolKind};
 pub use verify::SEARCH_BUDGET;

@@ -177,12 +177,17 @@ impl Indexes {
         request: &SearchRequest,
     ) -> Result<SearchResults, SearchError> {
         check_symbol(symbol)?;
-        let request = SearchRequest {
-            query: format!(r"\b{}\b", regex::escape(symbol)),
-            regex: true,
-            case_sensitive: true,
-            ..request.clone()
-        };
-        self.search_mode(&request, Some(symbol))
+        self.search_mode(&references_request(symbol, request), Some(symbol))
+    }
+}
+
+/// The search a references lookup of `symbol` runs: its word-boundary occurrences,
+/// case-sensitive, with the request's repositories, filters, limit and cursor.
+pub(crate) fn references_request(symbol: &str, request: &SearchRequest) -> SearchRequest {
+    SearchRequest {
+        query: format!(r"\b{}\b", regex::escape(symbol)),
+        regex: true,
+        case_sensitive: true,
+        ..request.clone()
     }
 }

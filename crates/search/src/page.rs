@@ -131,7 +131,7 @@ fn by_repo(page: &[Ranked], pinned: &[(String, Arc<Generation>)]) -> Vec<RepoHit
 }
 
 /// A ranked hit as the caller sees it: its path, and for a line its number and snippet.
-fn to_hit(ranked: &Ranked, generation: &Generation) -> Hit {
+pub(crate) fn to_hit(ranked: &Ranked, generation: &Generation) -> Hit {
     match ranked {
         Ranked::FileName { doc, .. } => {
             let doc = &generation.docs[*doc as usize];

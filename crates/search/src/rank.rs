@@ -31,6 +31,30 @@ impl Ranked {
             Ranked::FileName { repo, .. } | Ranked::Line { repo, .. } => *repo,
         }
     }
+
+    /// The hit's tier in the ranking.
+    pub(crate) fn tier(&self) -> Tier {
+        match self {
+            Ranked::FileName { .. } => Tier::FileName,
+            Ranked::Line { hit, .. } if hit.definition => Tier::Definition,
+            Ranked::Line { .. } => Tier::Line,
+        }
+    }
+}
+
+/// The tiers of the ranking, best first: a ranked list holds every hit of a tier before any
+/// of the next, and within a tier orders hits by repository name, then path, then line
+/// (names and paths compared as strings, byte by byte) — the order [`merge`](crate::merge)
+/// reproduces over lists ranked apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Tier {
+    /// The path matches the query (never for `references`).
+    FileName,
+    /// A line that looks like a definition (for `references`: that the symbol table says
+    /// defines the name).
+    Definition,
+    /// Any other matching line.
+    Line,
 }
 
 /// Every hit of one search, in rank order.

@@ -13,8 +13,21 @@ use crate::page::{self, MAX_LIMIT};
 use crate::plan;
 use crate::rank::{self, RankedList};
 use crate::request::{SearchRequest, SearchResults, SearchStats, canonical_request, request_hash};
+use crate::shard::{RankedHit, TopHits};
 use crate::store::Generation;
 use crate::verify::SEARCH_BUDGET;
+
+/// A search with its generations pinned, before its hits are collected.
+struct Prepared {
+    pinned: Vec<(String, Arc<Generation>)>,
+    not_indexed: Vec<String>,
+    /// (repository, commit, generation) of `pinned`: what cursors and cache entries name.
+    generations: Vec<(String, String, u64)>,
+    /// The cursor's form of the request's hash.
+    request_hash: String,
+    key: cache::Key,
+    hit_list: HitList,
+}
 
 /// Where a search's ranked hit list comes from.
 enum HitList {
@@ -54,45 +67,21 @@ impl Indexes {
         references: Option<&str>,
     ) -> Result<SearchResults, SearchError> {
         let started = Instant::now();
-        plan::check_length(&request.query)?;
         let limit = request.limit.clamp(1, MAX_LIMIT);
-
-        // References need the symbol table (phase two of the build) to mark definitions.
-        let (pinned, not_indexed) = self.pinned(&request.repos, references.is_some());
-        let generations = generation_ids(&pinned);
-        let request_hash = request_hash(request, references.is_some());
-        let key = cache_key(request, references.is_some(), generations.clone());
-        let arcs: Vec<&Arc<Generation>> = pinned.iter().map(|(_, g)| g).collect();
-        let hit_list = self.cached_or_compiled(request, &key, &arcs)?;
-        let offset = page::start(request.cursor.as_deref(), &request_hash, &generations)?;
-
-        let mut stats = SearchStats {
-            documents: pinned.iter().map(|(_, g)| g.docs.len() as u64).sum(),
-            ..SearchStats::default()
-        };
-        let list = match hit_list {
-            HitList::Cached(list) => {
-                self.counters
-                    .result_cache_hits
-                    .fetch_add(1, Ordering::Relaxed);
-                stats.cached = true;
-                list
-            }
-            HitList::Miss(compiled) => {
-                let search = rank::Collect {
-                    pinned: &pinned,
-                    compiled: &compiled,
-                    references,
-                    max_hits: self.max_hits,
-                    threads: self.threads,
-                    deadline: started + SEARCH_BUDGET,
-                };
-                self.rank_and_keep(&search, key, &arcs, &mut stats)?
-            }
-        };
-        stats.candidate_files = list.candidate_files;
-        stats.truncated = list.truncated;
-        stats.total_hits = list.hits.len() as u64;
+        let run = self.prepare(request, references)?;
+        let offset = page::start(
+            request.cursor.as_deref(),
+            &run.request_hash,
+            &run.generations,
+        )?;
+        let (list, mut stats) = self.ranked(&run, references, started)?;
+        let Prepared {
+            pinned,
+            not_indexed,
+            generations,
+            request_hash,
+            ..
+        } = run;
         let page = page::cut(&list, offset, limit, &pinned, request_hash, generations);
         stats.elapsed = started.elapsed();
         Ok(SearchResults {
@@ -101,6 +90,107 @@ impl Indexes {
             stats,
             not_indexed,
         })
+    }
+
+    /// The first `want` hits of a search (or references lookup) in rank order, each with its
+    /// tier, repository and commit, for a merge with other replicas' (cluster mode); the
+    /// request's cursor and limit are ignored. The ranked list comes from (and goes to) the
+    /// result cache as for [`Indexes::search`], so later pages cost a slice.
+    pub(crate) fn top_inner(
+        &self,
+        request: &SearchRequest,
+        references: Option<&str>,
+        want: usize,
+    ) -> Result<TopHits, SearchError> {
+        let started = Instant::now();
+        let run = self.prepare(request, references)?;
+        let (list, mut stats) = self.ranked(&run, references, started)?;
+        let hits = list
+            .hits
+            .iter()
+            .take(want)
+            .map(|ranked| {
+                let (repo, generation) = &run.pinned[ranked.repo()];
+                RankedHit {
+                    tier: ranked.tier(),
+                    repo: repo.clone(),
+                    commit: generation.meta.commit.clone(),
+                    hit: page::to_hit(ranked, generation),
+                }
+            })
+            .collect();
+        stats.elapsed = started.elapsed();
+        Ok(TopHits {
+            hits,
+            generations: run.generations,
+            not_indexed: run.not_indexed,
+            stats,
+        })
+    }
+
+    /// The first steps of every search: the query's length checked, the generations pinned,
+    /// the cache key and cursor hash made, and the ranked list found in the cache or the
+    /// query compiled.
+    fn prepare(
+        &self,
+        request: &SearchRequest,
+        references: Option<&str>,
+    ) -> Result<Prepared, SearchError> {
+        plan::check_length(&request.query)?;
+        // References need the symbol table (phase two of the build) to mark definitions.
+        let (pinned, not_indexed) = self.pinned(&request.repos, references.is_some());
+        let generations = generation_ids(&pinned);
+        let request_hash = request_hash(request, references.is_some());
+        let key = cache_key(request, references.is_some(), generations.clone());
+        let arcs: Vec<&Arc<Generation>> = pinned.iter().map(|(_, g)| g).collect();
+        let hit_list = self.cached_or_compiled(request, &key, &arcs)?;
+        Ok(Prepared {
+            pinned,
+            not_indexed,
+            generations,
+            request_hash,
+            key,
+            hit_list,
+        })
+    }
+
+    /// The whole ranked list of a prepared search: the cached one, or the hits collected,
+    /// ranked and kept in the cache; with the statistics of how it was had.
+    fn ranked(
+        &self,
+        run: &Prepared,
+        references: Option<&str>,
+        started: Instant,
+    ) -> Result<(Arc<RankedList>, SearchStats), SearchError> {
+        let mut stats = SearchStats {
+            documents: run.pinned.iter().map(|(_, g)| g.docs.len() as u64).sum(),
+            ..SearchStats::default()
+        };
+        let list = match &run.hit_list {
+            HitList::Cached(list) => {
+                self.counters
+                    .result_cache_hits
+                    .fetch_add(1, Ordering::Relaxed);
+                stats.cached = true;
+                list.clone()
+            }
+            HitList::Miss(compiled) => {
+                let search = rank::Collect {
+                    pinned: &run.pinned,
+                    compiled,
+                    references,
+                    max_hits: self.max_hits,
+                    threads: self.threads,
+                    deadline: started + SEARCH_BUDGET,
+                };
+                let arcs: Vec<&Arc<Generation>> = run.pinned.iter().map(|(_, g)| g).collect();
+                self.rank_and_keep(&search, run.key.clone(), &arcs, &mut stats)?
+            }
+        };
+        stats.candidate_files = list.candidate_files;
+        stats.truncated = list.truncated;
+        stats.total_hits = list.hits.len() as u64;
+        Ok((list, stats))
     }
 
     /// The cached hit list of `key` over exactly the generations `arcs`, or else the
