@@ -408,7 +408,9 @@ class Cluster:
 
     REPLICAS = 3
 
-    def __init__(self) -> None:
+    def __init__(self, replica_env: dict[str, str] | None = None) -> None:
+        self.replica_env = replica_env or {}
+        """Environment every replica starts with on top of the cluster's (server plugins, say)."""
         # /tmp, not pytest's tmp_path: the `postgres` user the server runs as (as root) must
         # be able to enter the parents of its directory, and pytest's are closed (0700).
         self.base = Path(tempfile.mkdtemp(prefix="csg-e2e-cluster-", dir="/tmp"))
@@ -444,6 +446,7 @@ class Cluster:
             "CSG_DATABASE_URL": self.postgres.url,
             "CSG_CLUSTER_SECRET": self.secret,
             "CSG_LOG": os.environ.get("CSG_LOG", "info"),
+            **self.replica_env,
         }
         extra = ["--public-read", "false", "--trusted-proxy", "127.0.0.1"]
         self.replicas = [Replica(n, self.base, env, extra) for n in range(1, self.REPLICAS + 1)]
