@@ -75,8 +75,9 @@ pub enum SourceFetch {
 /// How long a cluster-wide sync lease outlives its holder's last renewal (cluster mode; see
 /// [`GitStore::set_sync_lease`]). The holder renews it every third of this while it syncs,
 /// so it bounds how long a replica killed mid-sync keeps the others from syncing that
-/// repository.
-pub const DEFAULT_SYNC_LEASE: Duration = Duration::from_secs(60);
+/// repository: about as long as the membership takes to call a silent replica dead (10 s),
+/// with two renewals' slack for a slow database.
+pub const DEFAULT_SYNC_LEASE: Duration = Duration::from_secs(15);
 
 /// Default retention window for former heads (G-5).
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(30 * 24 * 60 * 60);
@@ -444,6 +445,19 @@ impl GitStore {
     /// no `git` runs on the calling thread. The caller may try another replica meanwhile.
     pub fn resolve(&self, name: &RepoName, revision: Option<&str>) -> Result<CommitId, Error> {
         self.inner.resolve(name, revision)
+    }
+
+    /// Cluster mode: after [`GitStore::lease_revision`] (or a read) answered
+    /// [`Error::NotSynced`] because this mirror lacks a head the cluster recorded, waits at
+    /// most `timeout` for the store's follow to fetch it, asking for one now if none is
+    /// queued; true when a follow that began after this call has finished (or the view lags
+    /// no more), so trying once more may answer. False at once when waiting cannot help: not
+    /// cluster mode, a repository this replica holds no copy of (its next sync fetches it),
+    /// or a follow that failed moments ago. Blocks the calling thread: call it on a blocking
+    /// thread, never an async one. Waits on a notification, never on a lock a sync, pin or
+    /// sweep holds.
+    pub fn wait_followed(&self, name: &RepoName, timeout: Duration) -> bool {
+        self.inner.wait_followed(name, timeout)
     }
 
     /// Takes a snapshot lease after re-checking that `commit` is retained (G-8).

@@ -304,6 +304,29 @@ impl Inner {
         Error::NotSynced(state.name.clone())
     }
 
+    /// Cluster mode: after a read answered [`Error::NotSynced`], waits at most `timeout` for
+    /// this mirror to follow the heads the cluster recorded (see [`follow::Follows::wait`]);
+    /// true when trying the read again may answer. False at once when there is nothing to
+    /// wait for: SQLite, no view here (never synced or released: the next sync fetches it),
+    /// or a follow failed moments ago. A view that lags no branch any more (the follow
+    /// landed meanwhile) is worth one more try without waiting. Waits on the follow queue's
+    /// notification only, never on a lock a writer holds.
+    pub(crate) fn wait_followed(&self, name: &RepoName, timeout: std::time::Duration) -> bool {
+        if !self.mirrors_per_replica {
+            return false;
+        }
+        let Some(state) = self.repos.load().repos.get(name).cloned() else {
+            return false;
+        };
+        let Some(view) = state.view() else {
+            return false;
+        };
+        if view.pending.is_empty() {
+            return true;
+        }
+        self.follows.wait(name, timeout) == follow::Waited::Followed
+    }
+
     /// Sees what other processes changed (13). Per call one load of the shared change
     /// counter ([`changecounter`]); when it moved (or a second passed), `PRAGMA
     /// data_version`; when that moved, the registrations are re-read and diffed against

@@ -387,8 +387,8 @@ fn hold_the_lease_until_killed(spec: &str) {
 
 /// A replica SIGKILLed while it holds a repository's sync lease (a real process, killed in
 /// the middle of its sync) keeps the other replica from syncing it no longer than the lease:
-/// until then the other's sync fetches nothing from the source (and, nothing being recorded
-/// yet, says "not synced"); then it takes the lease over and syncs.
+/// the other's sync, nothing being recorded yet, waits, fetches nothing from the source
+/// until the lease ran out, then takes the lease over and syncs.
 #[test]
 fn a_killed_holder_blocks_no_longer_than_its_lease() {
     if let Ok(spec) = std::env::var(CHILD) {
@@ -435,30 +435,182 @@ fn a_killed_holder_blocks_no_longer_than_its_lease() {
         child.wait().unwrap();
         let killed = Instant::now();
         assert_eq!(sync_leases(&url), 1);
+        let left = connect(&url)
+            .run(|client| {
+                client
+                    .query_one(
+                        "SELECT extract(epoch FROM expires_at - clock_timestamp())::float8
+                         FROM sync_leases",
+                        &[],
+                    )?
+                    .try_get::<_, f64>(0)
+            })
+            .unwrap();
+        let runs_out = killed + Duration::from_secs_f64(left.max(0.0));
 
-        // The dead holder's lease stands for a moment: B does not fetch from the source.
-        assert_eq!(
-            b.store.sync(&name).unwrap_err(),
-            Error::NotSynced(name.clone())
-        );
-        assert_eq!(b.fetches.syncs(), 0);
-        assert_eq!(
-            b.store.repo(&name).unwrap().last_error,
-            None,
-            "following is no failure"
-        );
-        // Then it runs out, and B syncs.
-        eventually(Duration::from_secs(15), "B syncs after the lease", || {
-            b.store.sync(&name).is_ok()
-        });
+        // The dead holder's lease stands for a moment: B's sync waits, fetching nothing from
+        // the source, then takes the lease over and syncs.
+        let fetched_at = Arc::new(Mutex::new(None));
+        let noted = fetched_at.clone();
+        let counted = b.fetches.hook(None);
+        b.store.set_fetch_hook(Some(Arc::new(move |name, why| {
+            noted.lock().unwrap().get_or_insert(Instant::now());
+            counted(name, why);
+        })));
+        b.store.sync(&name).unwrap();
         let waited = killed.elapsed();
         assert!(
             waited <= Duration::from_secs(3) + Duration::from_secs(2),
             "blocked for {waited:?}, longer than the lease"
         );
-        assert_eq!(b.fetches.syncs(), 1);
+        let fetched_at = fetched_at.lock().unwrap().expect("B fetched");
+        assert!(
+            fetched_at + Duration::from_millis(200) >= runs_out,
+            "B fetched {:?} before the dead holder's lease ran out",
+            runs_out - fetched_at
+        );
+        assert_eq!(b.store.repo(&name).unwrap().last_error, None);
+        assert_eq!((b.fetches.syncs(), b.fetches.follows()), (1, 0));
         assert_eq!(b.store.resolve(&name, None).unwrap(), cid(&tip));
         assert_eq!(sync_leases(&url), 0);
+    });
+}
+
+/// A replica with no copy of a repository whose first sync another replica runs (every
+/// owner of a new registration syncs it at once) waits for that sync and follows it: it
+/// gets its copy by one follow fetch, never answers "not synced" for it, and records no
+/// failure. Before, it answered "not synced" at once and, nothing asking for a follow of a
+/// repository it held no copy of, stayed without one until its next sync (which its caller
+/// backs off after a failure): the cluster had one copy where it should have two.
+#[test]
+fn a_replica_without_a_copy_follows_another_replicas_first_sync() {
+    within(Duration::from_secs(120), || {
+        let (url, clock, source) = setup();
+        let first = source.commit(&[("a.md", b"one\n")], "one");
+        let gate = Arc::new(Gate::default());
+        let a = Replica::new(&url, &clock, Some((SourceFetch::Sync, gate.clone())));
+        let b = Replica::new(&url, &clock, None);
+        let name = repo_name();
+        a.store.register(registration(&source)).unwrap();
+        eventually(SEEN_WITHIN, "B sees the registration", || {
+            b.store.repo(&name).is_ok()
+        });
+
+        // A's first sync holds the lease, its fetch held at the gate.
+        let (done, results) = mpsc::channel();
+        let syncing = a.store.clone();
+        let (a_done, a_name) = (done.clone(), name.clone());
+        let a_thread = std::thread::spawn(move || {
+            let _ = a_done.send(("A", syncing.sync(&a_name)));
+        });
+        eventually(SEEN_WITHIN, "A fetches, holding the lease", || {
+            a.fetches.syncs() == 1
+        });
+        let following = b.store.clone();
+        let b_name = name.clone();
+        let b_thread = std::thread::spawn(move || {
+            let _ = done.send(("B", following.sync(&b_name)));
+        });
+        // B waits for A's sync rather than answering "not synced".
+        assert!(
+            results.recv_timeout(Duration::from_millis(700)).is_err(),
+            "a sync returned while A's first sync was held"
+        );
+        assert_eq!(
+            b.fetches.syncs(),
+            0,
+            "B does not fetch for a sync it does not hold"
+        );
+        assert_eq!(sync_leases(&url), 1);
+
+        gate.open();
+        let mut outcomes: Vec<_> = (0..2)
+            .map(|_| results.recv_timeout(Duration::from_secs(30)).unwrap())
+            .collect();
+        a_thread.join().unwrap();
+        b_thread.join().unwrap();
+        outcomes.sort_by_key(|(who, _)| *who);
+        for (who, outcome) in outcomes {
+            assert_eq!(outcome.unwrap().head, Some(cid(&first)), "{who}");
+        }
+        assert_eq!((b.fetches.syncs(), b.fetches.follows()), (0, 1));
+        assert_eq!(b.store.resolve(&name, None).unwrap(), cid(&first));
+        assert_eq!(b.read(&name, &first).unwrap(), "one\n");
+        assert_eq!(b.mirror_rev("refs/heads/main"), Some(first.clone()));
+        assert_eq!(b.store.repo(&name).unwrap().last_error, None);
+        assert_eq!(sync_leases(&url), 0);
+    });
+}
+
+/// A read that finds a recorded head this replica lacks may wait for the follow of it
+/// (`wait_followed`, what the service does on its blocking pool) and then answers it. The
+/// wait is bounded and holds no lock a writer holds: while the follow is held (with the
+/// repository's maintenance and mirror locks), a wait runs out on time. A wait where there
+/// is nothing to follow (no copy here; SQLite) answers at once.
+#[test]
+fn a_read_can_wait_for_the_follow_of_a_recorded_head() {
+    within(Duration::from_secs(120), || {
+        let (url, clock, source) = setup();
+        let first = source.commit(&[("a.md", b"one\n")], "one");
+        let gate = Arc::new(Gate::default());
+        let a = Replica::new(&url, &clock, None);
+        let b = Replica::new(&url, &clock, Some((SourceFetch::Follow, gate.clone())));
+        let name = repo_name();
+        synced_on_both(&a, &b, &source, &first);
+
+        let second = source.commit(&[("a.md", b"two\n")], "two");
+        a.store.sync(&name).unwrap();
+        eventually(SEEN_WITHIN, "B sees A's sync", || {
+            b.store.repo(&name).unwrap().head == Some(cid(&second))
+        });
+        assert!(matches!(
+            b.store.lease_revision(&name, Some("main")),
+            Err(Error::NotSynced(_))
+        ));
+        eventually(SEEN_WITHIN, "B's follow is held at the gate", || {
+            b.fetches.follows() == 1
+        });
+
+        // The follow holds B's locks at the gate: a wait runs out on time all the same.
+        let started = Instant::now();
+        assert!(!b.store.wait_followed(&name, Duration::from_millis(300)));
+        let waited = started.elapsed();
+        assert!(
+            waited >= Duration::from_millis(300) && waited < Duration::from_secs(2),
+            "{waited:?}"
+        );
+
+        // A read waiting when the follow goes ahead answers the recorded head.
+        let store = b.store.clone();
+        let waiting_name = name.clone();
+        let (answered, answer) = mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            let started = Instant::now();
+            let followed = store.wait_followed(&waiting_name, Duration::from_secs(20));
+            let leased = store
+                .lease_revision(&waiting_name, Some("main"))
+                .map(|lease| lease.commit().clone());
+            let _ = answered.send((followed, leased, started.elapsed()));
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        gate.open();
+        let (followed, leased, waited) = answer.recv_timeout(Duration::from_secs(30)).unwrap();
+        reader.join().unwrap();
+        assert!(followed, "the wait saw the follow finish");
+        assert_eq!(leased.unwrap(), cid(&second));
+        assert!(waited < Duration::from_secs(10), "{waited:?}");
+        // Caught up: nothing to wait for, one more try is worth it.
+        assert!(b.store.wait_followed(&name, Duration::from_secs(5)));
+
+        // No copy here: nothing a wait could bring; it answers at once.
+        let c = Replica::new(&url, &clock, None);
+        eventually(SEEN_WITHIN, "C sees the registration", || {
+            c.store.repo(&name).is_ok()
+        });
+        let started = Instant::now();
+        assert!(!c.store.wait_followed(&name, Duration::from_secs(5)));
+        assert!(started.elapsed() < Duration::from_secs(1));
+        assert_eq!(c.fetches.follows(), 0, "a wait never clones");
     });
 }
 

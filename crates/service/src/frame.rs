@@ -21,7 +21,32 @@
 use crate::stats::{OpStats, QueryStats};
 use crate::{CallContext, Caller, Inner, Service, ServiceError};
 use gitstore::{CommitId, Lease, RepoName};
-use std::time::Instant;
+use std::cell::Cell;
+use std::time::{Duration, Instant};
+
+/// Cluster mode: how long a lease on the blocking pool waits for this replica to follow a
+/// head another replica's sync recorded before it answers "not synced" (after which a
+/// forwarding replica asks the other owner). A follow of a small change takes a fraction of
+/// a second; the bound stays far below a forwarded attempt's deadline (30 s).
+pub(crate) const FOLLOW_WAIT: Duration = Duration::from_secs(3);
+
+thread_local! {
+    /// Set while a framed operation runs on the blocking pool, where a lease may wait for a
+    /// follow; never on an async thread, where it answers at once.
+    static MAY_WAIT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `work` (on a blocking-pool thread) with leases allowed to wait for a follow.
+pub(crate) fn on_blocking_pool<T>(work: impl FnOnce() -> T) -> T {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            MAY_WAIT.with(|may| may.set(self.0));
+        }
+    }
+    let _reset = Reset(MAY_WAIT.with(|may| may.replace(true)));
+    work()
+}
 
 /// What the caller must hold for an operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,12 +140,26 @@ impl Opened {
 
     /// Step 3: resolves `revision` (`None`: the default branch head) and leases the commit
     /// on one look at the registry. An operation on two commits (`diff`) leases each.
+    ///
+    /// Cluster mode (issue 31, behaviour 4): when this replica lacks the head the cluster
+    /// recorded for the revision ("not synced"), a lease on the blocking pool waits up to
+    /// [`FOLLOW_WAIT`] for this replica to follow it and tries once more; on an async thread,
+    /// or when the wait runs out, "not synced" stands. The wait is for a notification, not
+    /// a lock.
     pub(crate) fn lease(
         &self,
         inner: &Inner,
         revision: Option<&str>,
     ) -> Result<Lease, gitstore::Error> {
-        inner.store.lease_revision(&self.name, revision)
+        match inner.store.lease_revision(&self.name, revision) {
+            Err(gitstore::Error::NotSynced(_))
+                if MAY_WAIT.with(Cell::get)
+                    && inner.store.wait_followed(&self.name, FOLLOW_WAIT) =>
+            {
+                inner.store.lease_revision(&self.name, revision)
+            }
+            leased => leased,
+        }
     }
 }
 
@@ -302,7 +341,7 @@ impl Service {
         T: Send + 'static,
     {
         self.framed(ctx, op, repo, move |call| {
-            self.blocking(move |inner| work(call, inner))
+            self.blocking(move |inner| on_blocking_pool(|| work(call, inner)))
         })
         .await
     }

@@ -12,6 +12,13 @@
 //! repository already queued are one entry, and after a failed follow the repository is not
 //! tried again for [`RETRY_AFTER`] (a source that is down is not hammered once per read).
 //!
+//! A read on the blocking pool may instead wait a moment for the follow
+//! ([`Follows::wait`]): a bounded wait on this queue's notification, never on a lock a
+//! writer holds, after which it tries once more. Each follow handed to a worker gets an
+//! ordinal; a waiter waits for one handed out after it asked, which fetches the heads
+//! recorded by then, so a head a read saw recorded is fetched (or the follow failed) by the
+//! time the wait ends.
+//!
 //! A follow never records anything: only the holder of a repository's sync lease decides
 //! what its heads are (see `maintenance.rs`).
 
@@ -32,7 +39,10 @@ const WORKERS: usize = 2;
 #[derive(Default)]
 pub(crate) struct Follows {
     state: Mutex<Queue>,
+    /// Wakes the workers: a request was queued, or the queue closed.
     wake: Condvar,
+    /// Wakes the waiters: a follow finished, or the queue closed.
+    finished: Condvar,
 }
 
 #[derive(Default)]
@@ -40,8 +50,29 @@ struct Queue {
     order: VecDeque<RepoName>,
     queued: HashSet<RepoName>,
     failed: HashMap<RepoName, Instant>,
+    /// Per repository: how many follows were handed to a worker (the last one's ordinal),
+    /// and the highest ordinal that finished (well or not).
+    rounds: HashMap<RepoName, Rounds>,
     /// Set when the store is dropped: the workers end.
     closed: bool,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Rounds {
+    started: u64,
+    finished: u64,
+}
+
+/// How a [`Follows::wait`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Waited {
+    /// A follow that started after the wait began finished (well or not): trying again
+    /// answers what it brought.
+    Followed,
+    /// No follow will run soon (one failed moments ago, or the store is closing).
+    Refused,
+    /// The time ran out first.
+    TimedOut,
 }
 
 impl Follows {
@@ -53,31 +84,77 @@ impl Follows {
     /// is only held for a few map operations.
     pub(crate) fn request(&self, name: &RepoName) {
         let mut queue = self.lock();
-        if queue.closed || queue.queued.contains(name) {
-            return;
+        if Self::enqueue(&mut queue, name) {
+            drop(queue);
+            self.wake.notify_one();
+        }
+    }
+
+    /// Queues a follow of `name` unless one is queued already; false when none will run
+    /// (closed, or a follow failed less than [`RETRY_AFTER`] ago).
+    fn enqueue(queue: &mut Queue, name: &RepoName) -> bool {
+        if queue.closed {
+            return false;
+        }
+        if queue.queued.contains(name) {
+            return true;
         }
         if let Some(at) = queue.failed.get(name) {
             if at.elapsed() < RETRY_AFTER {
-                return;
+                return false;
             }
             queue.failed.remove(name);
         }
         queue.queued.insert(name.clone());
         queue.order.push_back(name.clone());
-        drop(queue);
+        true
+    }
+
+    /// Asks for a follow of `name` and waits, at most `timeout`, until a follow of it handed
+    /// to a worker after this call finished. Holds nothing but the queue's own lock, and that
+    /// only between waits: a writer (a sync, a sweep) never keeps a waiter waiting.
+    pub(crate) fn wait(&self, name: &RepoName, timeout: Duration) -> Waited {
+        let deadline = Instant::now() + timeout;
+        let mut queue = self.lock();
+        let asked_at = queue.rounds.get(name).copied().unwrap_or_default().started;
+        if !Self::enqueue(&mut queue, name) {
+            return Waited::Refused;
+        }
         self.wake.notify_one();
+        loop {
+            if queue.closed {
+                return Waited::Refused;
+            }
+            if queue
+                .rounds
+                .get(name)
+                .is_some_and(|rounds| rounds.finished > asked_at)
+            {
+                return Waited::Followed;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Waited::TimedOut;
+            }
+            queue = self
+                .finished
+                .wait_timeout(queue, deadline - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
     }
 
     /// Ends the workers (the store is gone); requests are ignored from now on.
     pub(crate) fn close(&self) {
         self.lock().closed = true;
         self.wake.notify_all();
+        self.finished.notify_all();
     }
 
     /// The next repository to follow; `None` once closed. Taken off the queue when handed
     /// out, so a request made while its follow runs (a newer head recorded meanwhile) queues
     /// another one.
-    fn next(&self) -> Option<RepoName> {
+    fn next(&self) -> Option<(RepoName, u64)> {
         let mut queue = self.lock();
         loop {
             if queue.closed {
@@ -85,7 +162,10 @@ impl Follows {
             }
             if let Some(name) = queue.order.pop_front() {
                 queue.queued.remove(&name);
-                return Some(name);
+                let rounds = queue.rounds.entry(name.clone()).or_default();
+                rounds.started += 1;
+                let ordinal = rounds.started;
+                return Some((name, ordinal));
             }
             queue = self
                 .wake
@@ -94,8 +174,16 @@ impl Follows {
         }
     }
 
-    fn failed(&self, name: &RepoName) {
-        self.lock().failed.insert(name.clone(), Instant::now());
+    /// The follow `ordinal` of `name` ended; `ok` says how. Wakes the waiters.
+    fn done(&self, name: &RepoName, ordinal: u64, ok: bool) {
+        let mut queue = self.lock();
+        if !ok {
+            queue.failed.insert(name.clone(), Instant::now());
+        }
+        let rounds = queue.rounds.entry(name.clone()).or_default();
+        rounds.finished = rounds.finished.max(ordinal);
+        drop(queue);
+        self.finished.notify_all();
     }
 }
 
@@ -116,16 +204,22 @@ pub(crate) fn start(store: &Arc<Inner>) {
 }
 
 fn work(follows: &Follows, store: &Weak<Inner>) {
-    while let Some(name) = follows.next() {
+    while let Some((name, ordinal)) = follows.next() {
         let Some(store) = store.upgrade() else {
+            // Waiters of this follow give up (the store is going).
+            follows.close();
             return;
         };
-        match store.follow(&name) {
-            Ok(_) => tracing::debug!(repo = %name, "gitstore: followed the recorded heads"),
+        let ok = match store.follow(&name) {
+            Ok(_) => {
+                tracing::debug!(repo = %name, "gitstore: followed the recorded heads");
+                true
+            }
             Err(e) => {
                 tracing::warn!(repo = %name, error = %e, "gitstore: following the recorded heads failed");
-                follows.failed(&name);
+                false
             }
-        }
+        };
+        follows.done(&name, ordinal, ok);
     }
 }
