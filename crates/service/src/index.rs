@@ -49,6 +49,10 @@ pub struct SearchAnswer {
     pub next_cursor: Option<String>,
     /// Requested repositories whose index is not built yet (not searched).
     pub not_indexed: Vec<String>,
+    /// Cluster mode: repositories none of the replicas holding them answered for (not
+    /// searched; search again shortly). Absent when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_searched: Vec<String>,
     pub stats: SearchStatsAnswer,
     /// `QUERY_ALIASES` changed the query (P-10 disclosure).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -141,6 +145,7 @@ impl From<search::SearchResults> for SearchAnswer {
             repos,
             next_cursor: results.next_cursor,
             not_indexed: results.not_indexed,
+            not_searched: Vec::new(),
             stats: SearchStatsAnswer {
                 candidate_files: stats.candidate_files,
                 files_verified: stats.files_verified,
@@ -323,6 +328,8 @@ impl Service {
         mut req: SearchRequest,
     ) -> Result<SearchAnswer, ServiceError> {
         let repo = req.repo.take();
+        // Cluster mode: a search over every repository asks their owners too.
+        let peers = repo.is_none().then(|| self.peers()).flatten();
         self.framed(ctx, Op::SEARCH, repo, move |call| async move {
             let mut rewrite = None;
             if let Some((query, files)) =
@@ -336,7 +343,10 @@ impl Service {
                 req.query = query;
             }
             let hook = self.search_hook(ctx);
-            let mut answer = self.search_base(call, req, hook).await?;
+            let mut answer = match peers {
+                Some(peers) => self.search_fanned(call, req, hook, peers).await?,
+                None => self.search_base(call, req, hook).await?,
+            };
             answer.query_rewrite = rewrite;
             Ok(answer)
         })
@@ -383,6 +393,36 @@ impl Service {
             })
         })
         .await
+    }
+
+    /// [`Service::search_base`] over every readable repository in cluster mode: each
+    /// searched here or by its owners, the parts merged into one page (`fanout.rs`), then
+    /// `on_search_results` here.
+    async fn search_fanned(
+        &self,
+        call: RepoCall<Option<String>>,
+        req: SearchRequest,
+        hook: Option<crate::serverplugins::SearchHook>,
+        peers: std::sync::Arc<dyn crate::Peers>,
+    ) -> Result<SearchAnswer, ServiceError> {
+        let query = req.query.clone();
+        let fan = crate::fanout::FanQuery {
+            mode: crate::ShardMode::Search,
+            query: req.query,
+            regex: req.regex,
+            case_sensitive: req.case_sensitive,
+            path: req.path,
+            lang: req.lang,
+            limit: req.limit.unwrap_or(DEFAULT_SEARCH_LIMIT),
+            cursor: req.cursor,
+        };
+        let fanned = self.fan_out(call, None, fan, peers).await?;
+        let mut answer: SearchAnswer = fanned.results.into();
+        answer.not_searched = fanned.not_searched;
+        match hook {
+            Some(hook) => self.blocking(move |_| Ok(hook.apply(&query, answer))).await,
+            None => Ok(answer),
+        }
     }
 
     /// A slot to run one search in (S-1): at most `max_concurrent_searches` run at once, each

@@ -13,6 +13,7 @@
 mod background;
 mod enrich;
 mod error;
+mod fanout;
 mod frame;
 mod history;
 mod index;
@@ -31,6 +32,10 @@ pub use access::TOKEN_PREFIX;
 pub use background::{Shutdown, spawn_maintenance};
 pub use enrich::CATALOG_IDLE;
 pub use error::{ErrorKind, ServiceError};
+pub use fanout::{
+    PeerError, PeerFuture, Peers, ShardAnswer, ShardHit, ShardMode, ShardPathOnly, ShardRequest,
+    ShardStats, ShardTier,
+};
 pub use history::{
     BlameAnswer, BlameLines, BlameRequest, ChangedFile, CommitAnswer, DEFAULT_LOG_LIMIT,
     DiffAnswer, DiffFile, DiffRequest, LogAnswer, LogEntry, LogRequest, MAX_BLAME_LINES,

@@ -193,6 +193,10 @@ pub struct ReferencesAnswer {
     pub truncated: bool,
     pub next_cursor: Option<String>,
     pub not_indexed: Vec<String>,
+    /// Cluster mode: repositories none of the replicas holding them answered for (not
+    /// looked in; ask again shortly). Absent when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_searched: Vec<String>,
 }
 
 fn encode_cursor(commit: &CommitId, offset: usize) -> String {
@@ -358,7 +362,27 @@ impl Service {
             cursor,
         } = req;
         let repo = req.repo.take();
+        // Cluster mode: references in every repository ask their owners too.
+        let peers = repo.is_none().then(|| self.peers()).flatten();
         self.framed(ctx, Op::REFERENCES, repo, move |call| async move {
+            if let Some(peers) = peers {
+                let fan = crate::fanout::FanQuery {
+                    mode: crate::ShardMode::References {
+                        symbol: req.symbol.clone(),
+                    },
+                    query: String::new(),
+                    regex: false,
+                    case_sensitive: false,
+                    path: req.path,
+                    lang: req.lang,
+                    limit: req.limit.unwrap_or(DEFAULT_REFERENCES_LIMIT),
+                    cursor,
+                };
+                let fanned = self.fan_out(call, req.revision, fan, peers).await?;
+                let mut answer = references_answer(req.symbol, fanned.results);
+                answer.not_searched = fanned.not_searched;
+                return Ok(answer);
+            }
             let slot = self.admit_search().await?;
             self.blocking(move |inner| {
                 let _slot = slot;
@@ -376,47 +400,52 @@ impl Service {
                     cursor,
                     ..search::SearchRequest::default()
                 };
-                let results = indexes.references(&req.symbol, &request)?;
+                let mut results = indexes.references(&req.symbol, &request)?;
                 drop(leases);
-                let mut not_indexed = results.not_indexed;
-                not_indexed.extend(stale);
-                not_indexed.sort();
-                Ok(ReferencesAnswer {
-                    symbol: req.symbol,
-                    repos: results
-                        .repos
-                        .into_iter()
-                        .map(|r| RepoReferences {
-                            repo: r.repo,
-                            commit: r.commit,
-                            references: r
-                                .hits
-                                .into_iter()
-                                .filter_map(|hit| match hit {
-                                    search::Hit::Line {
-                                        path,
-                                        line,
-                                        snippet,
-                                        definition,
-                                    } => Some(Reference {
-                                        path,
-                                        line,
-                                        snippet,
-                                        definition,
-                                    }),
-                                    search::Hit::FileName { .. } => None,
-                                })
-                                .collect(),
-                        })
-                        .collect(),
-                    total: results.stats.total_hits,
-                    truncated: results.stats.truncated,
-                    next_cursor: results.next_cursor,
-                    not_indexed,
-                })
+                results.not_indexed.extend(stale);
+                results.not_indexed.sort();
+                Ok(references_answer(req.symbol, results))
             })
             .await
         })
         .await
+    }
+}
+
+/// A `references` page from the search's page of the name's occurrences.
+fn references_answer(symbol: String, results: search::SearchResults) -> ReferencesAnswer {
+    ReferencesAnswer {
+        symbol,
+        repos: results
+            .repos
+            .into_iter()
+            .map(|r| RepoReferences {
+                repo: r.repo,
+                commit: r.commit,
+                references: r
+                    .hits
+                    .into_iter()
+                    .filter_map(|hit| match hit {
+                        search::Hit::Line {
+                            path,
+                            line,
+                            snippet,
+                            definition,
+                        } => Some(Reference {
+                            path,
+                            line,
+                            snippet,
+                            definition,
+                        }),
+                        search::Hit::FileName { .. } => None,
+                    })
+                    .collect(),
+            })
+            .collect(),
+        total: results.stats.total_hits,
+        truncated: results.stats.truncated,
+        next_cursor: results.next_cursor,
+        not_indexed: results.not_indexed,
+        not_searched: Vec::new(),
     }
 }

@@ -26,6 +26,13 @@ pub trait Placement: Send + Sync + 'static {
     fn release_grace(&self) -> Duration {
         Service::DEFAULT_RELEASE_GRACE
     }
+    /// How this replica asks the others for their parts of a `search` or `references` over
+    /// every repository (issue 31, behaviour 3). `None` (the default): it answers such a
+    /// query from its own indexes only, naming the repositories it holds none of as not
+    /// indexed.
+    fn peers(&self) -> Option<Arc<dyn crate::Peers>> {
+        None
+    }
 }
 
 /// The members of the cluster and this replica's standing, for `/readyz` and the cluster
@@ -285,5 +292,60 @@ impl Service {
             Ok(true)
         })
         .await
+    }
+}
+
+impl Service {
+    /// Whether this replica can answer a call naming `repo` (an alias is replaced first)
+    /// itself: it holds a synced copy and, for a call answered from the search index
+    /// (`needs_index`: `search`, `definitions`, `references`), an index of it whose commit it
+    /// can still lease, as those calls do. Otherwise the call is better answered by another
+    /// owner: here it would answer "not synced", or name the repository as not indexed (a
+    /// replica that just gained the repository, or restarted, and is still building). An
+    /// unknown name counts as served: it is answered here, as unknown.
+    pub fn serves_repo(&self, ctx: &CallContext, repo: &str, needs_index: bool) -> bool {
+        let name = self.unalias(ctx, repo.to_owned());
+        self.holds(&name) && (!needs_index || self.index_serves(&name))
+    }
+
+    /// [`Service::route`] for a call that does (`needs_index`) or does not read the search
+    /// index: an owner that holds the repository but has no usable index of it yet sends a
+    /// call that needs one to the other owners, as one that does not hold it sends every
+    /// call. [`Service::serves_repo`] then tells whether it could still answer here if they
+    /// cannot (a "not indexed" answer beats none).
+    pub fn route_call(&self, ctx: &CallContext, repo: &str, needs_index: bool) -> Route {
+        let Some(placement) = self.inner.placement.get() else {
+            return Route::Here;
+        };
+        let name = self.unalias(ctx, repo.to_owned());
+        let owners = placement.owners(&name);
+        if !owned_by(&owners, placement.self_url()) {
+            return Route::Elsewhere(owners);
+        }
+        let others: Vec<String> = owners
+            .into_iter()
+            .filter(|owner| owner != placement.self_url())
+            .collect();
+        if others.is_empty() || (self.holds(&name) && (!needs_index || self.index_serves(&name))) {
+            Route::Here
+        } else {
+            Route::Elsewhere(others)
+        }
+    }
+
+    /// Whether this replica has an index of `name` (a real name) that a search can use: one
+    /// whose commit it can lease (as `RepoCall::targets` does). Without search at all, every
+    /// replica answers alike: counted as served.
+    fn index_serves(&self, name: &str) -> bool {
+        let Ok(indexes) = self.inner.indexes() else {
+            return true;
+        };
+        let Ok(repo) = gitstore::RepoName::parse(name) else {
+            return true;
+        };
+        indexes
+            .indexed_commit(name)
+            .and_then(|commit| gitstore::CommitId::parse(&commit))
+            .is_some_and(|commit| self.inner.store.lease(&repo, &commit).is_ok())
     }
 }

@@ -1,0 +1,561 @@
+//! Cluster mode (issue 31, behaviour 3): a `search` or `references` over every readable
+//! repository, asked of any replica, covers every repository, not only those this replica
+//! holds.
+//!
+//! The replica asked decides access once (the frame's [`RepoCall::targets`]) and applies the
+//! server plugins' `QUERY_ALIASES` before and `on_search_results` after, as on one server.
+//! It then splits the readable repositories by owners ([`Placement::owners`]): those it owns
+//! and holds an index of it searches itself; each other group goes to its first owner, then
+//! to the next if that one fails, times out, or says it has no index of some (for those). Each
+//! part answers the first `offset + limit` hits of its ranked list with their rank keys
+//! ([`Service::search_shard`] on the owner, through [`Peers`]); [`search::merge`] puts them in
+//! the one global order, cuts the page and makes the cursor. Repositories no owner answered
+//! for are named in `not_searched`.
+//!
+//! The service knows no HTTP: [`Peers`] is the transport's, plugged in with the placement.
+
+use crate::frame::{IndexedTargets, RepoCall};
+use crate::{Service, ServiceError};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What one owner is asked: its part of a query over many repositories, with the access
+/// already decided by the replica asking (the repositories are the caller's readable ones).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardRequest {
+    /// A search, or the occurrences of a name.
+    pub mode: ShardMode,
+    /// The search's query, after `QUERY_ALIASES` (empty for references).
+    #[serde(default)]
+    pub query: String,
+    #[serde(default)]
+    pub regex: bool,
+    #[serde(default)]
+    pub case_sensitive: bool,
+    #[serde(default)]
+    pub path: Option<String>,
+    #[serde(default)]
+    pub lang: Option<String>,
+    /// The repositories to search (real names).
+    pub repos: Vec<String>,
+    /// How many hits of the head of the ranked list to answer: the page's offset plus limit.
+    pub want: usize,
+}
+
+/// What a part is of.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum ShardMode {
+    /// `search`.
+    Search,
+    /// `references` of `symbol`.
+    References { symbol: String },
+}
+
+impl ShardMode {
+    fn as_search(&self) -> search::Mode<'_> {
+        match self {
+            ShardMode::Search => search::Mode::Search,
+            ShardMode::References { symbol } => search::Mode::References(symbol),
+        }
+    }
+}
+
+/// One owner's part: the head of its ranked list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardAnswer {
+    /// At most `want` hits, in rank order.
+    pub hits: Vec<ShardHit>,
+    /// (repository, commit, generation) of every repository searched: what a cursor names.
+    pub generations: Vec<(String, String, u64)>,
+    /// Repositories asked for that this replica holds no (readable) index of.
+    pub not_indexed: Vec<String>,
+    pub stats: ShardStats,
+}
+
+/// One hit with its rank key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardHit {
+    pub tier: ShardTier,
+    pub repo: String,
+    /// Full SHA of the indexed head it was found in.
+    pub commit: String,
+    pub path: String,
+    /// Absent for a file-name hit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snippet: Option<String>,
+    /// A file-name hit of a file indexed by path only: why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_only: Option<ShardPathOnly>,
+    /// A line hit: it looks like (or for references, the symbol table says it is) a
+    /// definition.
+    #[serde(default)]
+    pub definition: bool,
+}
+
+/// The tier of a hit in the ranking ([`search::Tier`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShardTier {
+    FileName,
+    Definition,
+    Line,
+}
+
+/// Why a file is indexed by path only ([`search::PathOnly`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShardPathOnly {
+    TooLarge,
+    Binary,
+    NotUtf8,
+}
+
+/// A part's statistics ([`search::SearchStats`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardStats {
+    pub candidate_files: u64,
+    pub files_verified: u64,
+    pub documents: u64,
+    /// Hits of the part's whole ranked list.
+    pub total_hits: u64,
+    pub truncated: bool,
+    pub cached: bool,
+    pub elapsed_us: u64,
+}
+
+/// Why another replica gave no part: unreachable, timed out, or it answered an error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct PeerError {
+    /// What happened, for the log (no secret in it).
+    pub message: String,
+}
+
+/// A part being asked for.
+pub type PeerFuture = Pin<Box<dyn Future<Output = Result<ShardAnswer, PeerError>> + Send>>;
+
+/// How this replica asks the others for their parts (the transport's; plugged in with the
+/// [`Placement`](crate::Placement)).
+pub trait Peers: Send + Sync + 'static {
+    /// Asks the replica at `owner` (its node URL) for its part: [`Service::search_shard`]
+    /// there. Bounded in time by the implementation.
+    fn search_shard(&self, owner: &str, request: ShardRequest) -> PeerFuture;
+}
+
+/// A query over every readable repository, to fan out.
+pub(crate) struct FanQuery {
+    pub(crate) mode: ShardMode,
+    pub(crate) query: String,
+    pub(crate) regex: bool,
+    pub(crate) case_sensitive: bool,
+    pub(crate) path: Option<String>,
+    pub(crate) lang: Option<String>,
+    pub(crate) limit: usize,
+    pub(crate) cursor: Option<String>,
+}
+
+/// A fanned-out query's page.
+pub(crate) struct Fanned {
+    /// The merged page; `not_indexed` covers every part's.
+    pub(crate) results: search::SearchResults,
+    /// Repositories no owner answered for, sorted.
+    pub(crate) not_searched: Vec<String>,
+}
+
+/// Where each repository of a query is searched.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Plan {
+    /// Here.
+    local: Vec<String>,
+    /// By owners (node URLs, the preferred first; this replica not among them) → their
+    /// repositories.
+    groups: BTreeMap<Vec<String>, Vec<String>>,
+    /// Not searched anywhere: indexed here at a commit that left retention.
+    not_indexed: Vec<String>,
+}
+
+/// What asking one group's owners came to.
+#[derive(Debug, Default)]
+struct GroupOutcome {
+    parts: Vec<search::TopHits>,
+    /// An owner answered that it holds no index of these, and no other owner answered them.
+    not_indexed: Vec<String>,
+    /// No owner answered for these.
+    not_searched: Vec<String>,
+}
+
+impl Service {
+    /// The replicas this one asks for parts of a query over every repository: `None` in the
+    /// embedded default (every repository is here), or when the placement gives none.
+    pub(crate) fn peers(&self) -> Option<Arc<dyn Peers>> {
+        self.inner.placement.get()?.peers()
+    }
+
+    /// This replica's part of a query over many repositories, for another replica that
+    /// decided access and merges the parts (cluster mode, issue 31): the first
+    /// `request.want` hits of the ranked list over the repositories it holds an index of,
+    /// with their rank keys; the others are named `not_indexed`. Neither `QUERY_ALIASES` nor
+    /// `on_search_results` runs (the asking replica ran them); the transport answers this
+    /// only to the other replicas (the cluster secret).
+    pub async fn search_shard(&self, request: ShardRequest) -> Result<ShardAnswer, ServiceError> {
+        let slot = self.admit_search().await?;
+        self.blocking(move |inner| {
+            let _slot = slot;
+            let indexes = inner.indexes()?;
+            let mut leases = Vec::new();
+            let mut held = Vec::new();
+            let mut not_indexed = Vec::new();
+            let repos: BTreeSet<String> = request.repos.into_iter().collect();
+            for repo in repos {
+                // S-1, G-8 as in the frame: every hit readable at the SHA it names.
+                let lease = indexes.current(&repo).and_then(|info| {
+                    let name = gitstore::RepoName::parse(&repo).ok()?;
+                    let commit = gitstore::CommitId::parse(&info.commit)?;
+                    inner.store.lease(&name, &commit).ok()
+                });
+                match lease {
+                    Some(lease) => {
+                        leases.push(lease);
+                        held.push(repo);
+                    }
+                    None => not_indexed.push(repo),
+                }
+            }
+            let part = search::SearchRequest {
+                query: request.query,
+                repos: held,
+                path: request.path,
+                lang: request.lang,
+                regex: request.regex,
+                case_sensitive: request.case_sensitive,
+                limit: 1,
+                cursor: None,
+            };
+            let want = request.want.min(search::MAX_HITS);
+            let top = indexes.top_hits(&part, request.mode.as_search(), want)?;
+            drop(leases);
+            let mut answer = ShardAnswer::from(top);
+            answer.not_indexed.extend(not_indexed);
+            answer.not_indexed.sort();
+            Ok(answer)
+        })
+        .await
+    }
+
+    /// A query over every readable repository in cluster mode: access decided here, once,
+    /// by `call`'s targets; each repository searched here or by its owners; the parts merged
+    /// into one page (see the module's documentation).
+    pub(crate) async fn fan_out(
+        &self,
+        call: RepoCall<Option<String>>,
+        revision: Option<String>,
+        query: FanQuery,
+        peers: Arc<dyn Peers>,
+    ) -> Result<Fanned, ServiceError> {
+        let started = Instant::now();
+        let slot = self.admit_search().await?;
+        let this = self.clone();
+        let (local, waiting, base, mode, mut not_indexed) = self
+            .blocking(move |inner| {
+                // Held for this replica's own part only: waiting for the others' must not
+                // keep a slot (they take one each on their side).
+                let _slot = slot;
+                let (indexes, targets) = call.targets(inner, revision.as_deref())?;
+                let IndexedTargets {
+                    repos,
+                    leases,
+                    stale,
+                } = targets;
+                let FanQuery {
+                    mode,
+                    query,
+                    regex,
+                    case_sensitive,
+                    path,
+                    lang,
+                    limit,
+                    cursor,
+                } = query;
+                let base = search::SearchRequest {
+                    query,
+                    repos: repos.clone(),
+                    path,
+                    lang,
+                    regex,
+                    case_sensitive,
+                    limit,
+                    cursor,
+                };
+                // A bad query or cursor is refused before anyone is asked.
+                let offset = search::page_offset(&base, mode.as_search())?;
+                let want = usize::try_from(offset)
+                    .unwrap_or(usize::MAX)
+                    .saturating_add(limit.clamp(1, search::MAX_LIMIT));
+                let plan = this.plan(indexes, repos, stale);
+                // The others' parts run while this replica searches its own.
+                let runtime = tokio::runtime::Handle::current();
+                let waiting: Vec<_> = plan
+                    .groups
+                    .into_iter()
+                    .map(|(owners, repos)| {
+                        let request = ShardRequest {
+                            mode: mode.clone(),
+                            query: base.query.clone(),
+                            regex,
+                            case_sensitive,
+                            path: base.path.clone(),
+                            lang: base.lang.clone(),
+                            repos: repos.clone(),
+                            want,
+                        };
+                        let task = runtime.spawn(ask_owners(peers.clone(), owners, request));
+                        (repos, task)
+                    })
+                    .collect();
+                let local = if plan.local.is_empty() {
+                    None
+                } else {
+                    let part = search::SearchRequest {
+                        repos: plan.local,
+                        cursor: None,
+                        ..base.clone()
+                    };
+                    Some(indexes.top_hits(&part, mode.as_search(), want)?)
+                };
+                drop(leases);
+                Ok((local, waiting, base, mode, plan.not_indexed))
+            })
+            .await?;
+        let mut parts: Vec<search::TopHits> = local.into_iter().collect();
+        let mut not_searched = Vec::new();
+        for (repos, task) in waiting {
+            match task.await {
+                Ok(outcome) => {
+                    parts.extend(outcome.parts);
+                    not_indexed.extend(outcome.not_indexed);
+                    not_searched.extend(outcome.not_searched);
+                }
+                Err(error) => {
+                    tracing::error!(%error, "asking owners for their part of a search failed");
+                    not_searched.extend(repos);
+                }
+            }
+        }
+        self.blocking(move |_| {
+            let mut results = search::merge(&base, mode.as_search(), parts)?;
+            results.not_indexed.extend(not_indexed);
+            results.not_indexed.sort();
+            results.not_indexed.dedup();
+            results.stats.elapsed = started.elapsed();
+            not_searched.sort();
+            if !not_searched.is_empty() {
+                tracing::warn!(
+                    repos = not_searched.len(),
+                    first = %not_searched[0],
+                    "no owner answered for some repositories of a search; the answer names them"
+                );
+            }
+            Ok(Fanned {
+                results,
+                not_searched,
+            })
+        })
+        .await
+    }
+
+    /// Splits the repositories of a query by where they are searched: here when this replica
+    /// owns one and holds its index (or nobody else owns it), else by its other owners.
+    fn plan(&self, indexes: &search::Indexes, repos: Vec<String>, stale: Vec<String>) -> Plan {
+        let mut plan = Plan::default();
+        let Some(placement) = self.inner.placement.get() else {
+            plan.local = repos;
+            plan.not_indexed = stale;
+            return plan;
+        };
+        let me = placement.self_url();
+        let stale: HashSet<String> = stale.into_iter().collect();
+        let mut all: Vec<String> = repos;
+        all.extend(stale.iter().cloned());
+        for repo in all {
+            let owners = placement.owners(&repo);
+            let mine = owners.is_empty() || owners.iter().any(|owner| owner == me);
+            let others: Vec<String> = owners.into_iter().filter(|owner| owner != me).collect();
+            let here = mine && indexes.current(&repo).is_some();
+            if here || (mine && others.is_empty()) {
+                if stale.contains(&repo) {
+                    plan.not_indexed.push(repo);
+                } else {
+                    plan.local.push(repo);
+                }
+            } else {
+                plan.groups.entry(others).or_default().push(repo);
+            }
+        }
+        plan
+    }
+}
+
+/// Asks a group's owners in turn for the group's part: the first for all of it, the next
+/// for what the first could not answer (it failed, or holds no index of some).
+async fn ask_owners(
+    peers: Arc<dyn Peers>,
+    owners: Vec<String>,
+    mut request: ShardRequest,
+) -> GroupOutcome {
+    let mut outcome = GroupOutcome::default();
+    let mut not_indexed_somewhere = BTreeSet::new();
+    for owner in &owners {
+        if request.repos.is_empty() {
+            break;
+        }
+        let asked: BTreeSet<String> = request.repos.iter().cloned().collect();
+        match peers.search_shard(owner, request.clone()).await {
+            Ok(answer) => {
+                let missing: Vec<String> = answer
+                    .not_indexed
+                    .iter()
+                    .filter(|repo| asked.contains(*repo))
+                    .cloned()
+                    .collect();
+                not_indexed_somewhere.extend(missing.iter().cloned());
+                outcome.parts.push(answer.into_top_hits(&asked));
+                request.repos = missing;
+            }
+            Err(error) => {
+                tracing::info!(
+                    %owner,
+                    %error,
+                    repos = request.repos.len(),
+                    "an owner gave no part of a search; asking the next"
+                );
+            }
+        }
+    }
+    for repo in request.repos {
+        if not_indexed_somewhere.contains(&repo) {
+            outcome.not_indexed.push(repo);
+        } else {
+            outcome.not_searched.push(repo);
+        }
+    }
+    outcome
+}
+
+impl From<search::TopHits> for ShardAnswer {
+    fn from(top: search::TopHits) -> Self {
+        let stats = top.stats;
+        ShardAnswer {
+            hits: top
+                .hits
+                .into_iter()
+                .map(|ranked| {
+                    let tier = match ranked.tier {
+                        search::Tier::FileName => ShardTier::FileName,
+                        search::Tier::Definition => ShardTier::Definition,
+                        search::Tier::Line => ShardTier::Line,
+                    };
+                    let (path, line, snippet, path_only, definition) = match ranked.hit {
+                        search::Hit::Line {
+                            path,
+                            line,
+                            snippet,
+                            definition,
+                        } => (path, Some(line), Some(snippet), None, definition),
+                        search::Hit::FileName { path, path_only } => {
+                            let why = path_only.map(|why| match why {
+                                search::PathOnly::TooLarge => ShardPathOnly::TooLarge,
+                                search::PathOnly::Binary => ShardPathOnly::Binary,
+                                search::PathOnly::NotUtf8 => ShardPathOnly::NotUtf8,
+                            });
+                            (path, None, None, why, false)
+                        }
+                    };
+                    ShardHit {
+                        tier,
+                        repo: ranked.repo,
+                        commit: ranked.commit,
+                        path,
+                        line,
+                        snippet,
+                        path_only,
+                        definition,
+                    }
+                })
+                .collect(),
+            generations: top.generations,
+            not_indexed: top.not_indexed,
+            stats: ShardStats {
+                candidate_files: stats.candidate_files,
+                files_verified: stats.files_verified,
+                documents: stats.documents,
+                total_hits: stats.total_hits,
+                truncated: stats.truncated,
+                cached: stats.cached,
+                elapsed_us: u64::try_from(stats.elapsed.as_micros()).unwrap_or(u64::MAX),
+            },
+        }
+    }
+}
+
+impl ShardAnswer {
+    /// The part as the merge takes it, keeping only the repositories `asked` for (an owner
+    /// never widens what the caller may read); its `not_indexed` is the asker's to place.
+    fn into_top_hits(self, asked: &BTreeSet<String>) -> search::TopHits {
+        let stats = self.stats;
+        search::TopHits {
+            hits: self
+                .hits
+                .into_iter()
+                .filter(|hit| asked.contains(&hit.repo))
+                .map(|hit| search::RankedHit {
+                    tier: match hit.tier {
+                        ShardTier::FileName => search::Tier::FileName,
+                        ShardTier::Definition => search::Tier::Definition,
+                        ShardTier::Line => search::Tier::Line,
+                    },
+                    repo: hit.repo,
+                    commit: hit.commit,
+                    hit: match (hit.line, hit.snippet) {
+                        (Some(line), Some(snippet)) => search::Hit::Line {
+                            path: hit.path,
+                            line,
+                            snippet,
+                            definition: hit.definition,
+                        },
+                        _ => search::Hit::FileName {
+                            path: hit.path,
+                            path_only: hit.path_only.map(|why| match why {
+                                ShardPathOnly::TooLarge => search::PathOnly::TooLarge,
+                                ShardPathOnly::Binary => search::PathOnly::Binary,
+                                ShardPathOnly::NotUtf8 => search::PathOnly::NotUtf8,
+                            }),
+                        },
+                    },
+                })
+                .collect(),
+            generations: self
+                .generations
+                .into_iter()
+                .filter(|(repo, _, _)| asked.contains(repo))
+                .collect(),
+            not_indexed: Vec::new(),
+            stats: search::SearchStats {
+                candidate_files: stats.candidate_files,
+                files_verified: stats.files_verified,
+                elapsed: Duration::from_micros(stats.elapsed_us),
+                documents: stats.documents,
+                total_hits: stats.total_hits,
+                truncated: stats.truncated,
+                cached: stats.cached,
+            },
+        }
+    }
+}

@@ -1,0 +1,377 @@
+//! Cluster mode (issue 31, behaviour 3): `search` and `references` over every repository,
+//! asked of a replica that holds only some of them, ask the owners of the others for their
+//! parts and merge them into exactly the page one server holding everything answers. Real
+//! Git repositories and real services on their own data directories; the transport between
+//! replicas is a stub [`Peers`] calling the other service's [`Service::search_shard`].
+
+use gitstore::{DEFAULT_RETENTION, GitStore, Registration, RepoName, RepoPath, StoreConfig};
+use service::{
+    CallContext, Membership, PeerError, PeerFuture, Peers, Placement, ReferencesRequest,
+    SearchAnswer, SearchRequest, Service, ServiceConfig, ShardRequest, SymbolQuery,
+};
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use testgit::SourceRepo;
+
+const A: &str = "http://a.test:7000";
+const B: &str = "http://b.test:7000";
+const C: &str = "http://c.test:7000";
+const DOWN: &str = "http://down.test:7000";
+
+/// Every test's bound.
+const TEST_LIMIT: Duration = Duration::from_secs(120);
+
+async fn bounded(test: impl Future<Output = ()>) {
+    tokio::time::timeout(TEST_LIMIT, test)
+        .await
+        .expect("the test finished within its bound");
+}
+
+fn sources() -> Vec<(&'static str, SourceRepo)> {
+    let many: String = (0..25).map(|i| format!("row {i} needle here\n")).collect();
+    vec![
+        (
+            "a/one",
+            SourceRepo::with_files(&[
+                ("needle.md", b"# title\nsome needle text\n"),
+                (
+                    "src/lib.rs",
+                    b"use needle;\npub fn needle() {}\nneedle();\n",
+                ),
+                ("src/z.txt", many.as_bytes()),
+            ]),
+        ),
+        (
+            "b/two",
+            SourceRepo::with_files(&[
+                ("docs/needle_guide.md", b"nothing\n"),
+                ("lib/a.py", b"def needle():\n    return needle\n"),
+                ("lib/b.txt", b"needle\nneedle\nno\nneedle\n"),
+            ]),
+        ),
+        (
+            "c/three",
+            SourceRepo::with_files(&[
+                ("a.rs", b"fn needle() {}\nlet x = needle();\n"),
+                ("needle/mod.rs", b"struct Needle;\nimpl Needle {}\n"),
+            ]),
+        ),
+    ]
+}
+
+/// A service on a data directory of its own with `registered` registered and synced and
+/// `indexed` indexed.
+async fn replica(
+    dir: &tempfile::TempDir,
+    sources: &[(&'static str, SourceRepo)],
+    registered: &[&str],
+    indexed: &[&str],
+) -> Service {
+    let store = GitStore::open(
+        StoreConfig {
+            data_dir: dir.path().join("data"),
+            retention: DEFAULT_RETENTION,
+        },
+        Arc::new(gitstore::SystemClock),
+    )
+    .expect("open store");
+    for (name, source) in sources {
+        if !registered.contains(name) {
+            continue;
+        }
+        let name = RepoName::parse(name).unwrap();
+        store
+            .register(Registration {
+                name: name.clone(),
+                source: source.source(),
+                registered_path: RepoPath::root(),
+                branch: None,
+                private: None,
+            })
+            .unwrap();
+        store.sync(&name).unwrap();
+    }
+    let service = Service::new(store, ServiceConfig::default());
+    for name in indexed {
+        service.index((*name).to_owned(), |_| {}).await.unwrap();
+    }
+    service
+}
+
+/// The other replicas, reached by calling their services; a URL not here is down.
+#[derive(Default)]
+struct Stub {
+    replicas: Mutex<HashMap<String, Service>>,
+    asked: Mutex<Vec<(String, Vec<String>)>>,
+}
+
+impl Peers for Stub {
+    fn search_shard(&self, owner: &str, request: ShardRequest) -> PeerFuture {
+        self.asked
+            .lock()
+            .unwrap()
+            .push((owner.to_owned(), request.repos.clone()));
+        let replica = self.replicas.lock().unwrap().get(owner).cloned();
+        Box::pin(async move {
+            match replica {
+                Some(service) => service
+                    .search_shard(request)
+                    .await
+                    .map_err(|error| PeerError {
+                        message: error.message,
+                    }),
+                None => Err(PeerError {
+                    message: "connection refused".into(),
+                }),
+            }
+        })
+    }
+}
+
+/// Replica A's view: fixed owners per repository, and the stub peers.
+struct Fixed {
+    owners: HashMap<&'static str, Vec<&'static str>>,
+    peers: Arc<Stub>,
+}
+
+impl Placement for Fixed {
+    fn owners(&self, repo: &str) -> Vec<String> {
+        self.owners
+            .get(repo)
+            .map(|owners| owners.iter().map(|o| (*o).to_owned()).collect())
+            .unwrap_or_default()
+    }
+
+    fn self_url(&self) -> &str {
+        A
+    }
+
+    fn members(&self) -> Membership {
+        Membership {
+            members: Vec::new(),
+            database_reachable: true,
+            draining: false,
+        }
+    }
+
+    fn peers(&self) -> Option<Arc<dyn Peers>> {
+        Some(self.peers.clone())
+    }
+}
+
+/// A holds a/one and c/three; b/two is owned by B (and by C, which has no index of it yet,
+/// asked first), or by replicas that are down.
+struct Cluster {
+    _dirs: Vec<tempfile::TempDir>,
+    _sources: Vec<(&'static str, SourceRepo)>,
+    a: Service,
+    whole: Service,
+    peers: Arc<Stub>,
+}
+
+async fn cluster(b_owners: Vec<&'static str>) -> Cluster {
+    let sources = sources();
+    let dirs: Vec<tempfile::TempDir> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+    let all = ["a/one", "b/two", "c/three"];
+    let a = replica(&dirs[0], &sources, &all, &["a/one", "c/three"]).await;
+    let b = replica(&dirs[1], &sources, &["b/two"], &["b/two"]).await;
+    let c = replica(&dirs[2], &sources, &["b/two"], &[]).await;
+    let whole = replica(&dirs[3], &sources, &all, &all).await;
+    let peers = Arc::new(Stub::default());
+    peers.replicas.lock().unwrap().insert(B.into(), b);
+    peers.replicas.lock().unwrap().insert(C.into(), c);
+    let owners = HashMap::from([
+        ("a/one", vec![A, B]),
+        ("c/three", vec![B, A]),
+        ("b/two", b_owners),
+    ]);
+    assert!(a.set_placement(Arc::new(Fixed {
+        owners,
+        peers: peers.clone(),
+    })));
+    Cluster {
+        _dirs: dirs,
+        _sources: sources,
+        a,
+        whole,
+        peers,
+    }
+}
+
+fn all_repos(query: &str, limit: usize) -> SearchRequest {
+    SearchRequest {
+        query: query.into(),
+        limit: Some(limit),
+        ..SearchRequest::default()
+    }
+}
+
+/// The answer without what differs between runs (timings, cache use, verified files).
+fn comparable(answer: &SearchAnswer) -> (String, Option<String>, Vec<String>, u64, bool) {
+    (
+        format!("{:?}", answer.repos),
+        answer.next_cursor.clone(),
+        answer.not_indexed.clone(),
+        answer.stats.total_hits,
+        answer.stats.truncated,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_search_over_every_repository_pages_as_one_server_holding_everything() {
+    bounded(async {
+        let cluster = cluster(vec![C, B]).await;
+        let ctx = CallContext::default();
+        for (query, limit) in [("needle", 1000), ("needle", 4), ("fn", 2), ("row 1", 3)] {
+            let mut left = all_repos(query, limit);
+            let mut right = all_repos(query, limit);
+            let mut pages = 0;
+            loop {
+                let here = cluster.a.search(&ctx, left.clone()).await.unwrap();
+                let one = cluster.whole.search(&ctx, right.clone()).await.unwrap();
+                assert_eq!(comparable(&here), comparable(&one), "{query} page {pages}");
+                assert!(here.not_searched.is_empty(), "{:?}", here.not_searched);
+                pages += 1;
+                match here.next_cursor {
+                    Some(cursor) => {
+                        left.cursor = Some(cursor.clone());
+                        right.cursor = Some(cursor);
+                    }
+                    None => break,
+                }
+            }
+            assert!(pages >= 1);
+        }
+        let first = cluster
+            .a
+            .search(&ctx, all_repos("needle", 1000))
+            .await
+            .unwrap();
+        let repos: Vec<&str> = first.repos.iter().map(|r| r.repo.as_str()).collect();
+        assert_eq!(repos, ["a/one", "b/two", "c/three"]);
+        // b/two went to C first (no index there), then to B for it; nobody was asked for
+        // what A holds.
+        let asked = cluster.peers.asked.lock().unwrap().clone();
+        assert!(
+            asked
+                .iter()
+                .all(|(_, repos)| repos == &["b/two".to_owned()])
+        );
+        assert!(asked.iter().any(|(owner, _)| owner == C));
+        assert!(asked.iter().any(|(owner, _)| owner == B));
+        // JSON: `not_searched` is absent when empty, so answers look as they always did.
+        let json = serde_json::to_value(&first).unwrap();
+        assert!(json.get("not_searched").is_none(), "{json}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn owners_that_do_not_answer_leave_their_repositories_not_searched_and_the_rest_answers() {
+    bounded(async {
+        let cluster = cluster(vec![DOWN, DOWN]).await;
+        let ctx = CallContext::default();
+        let answer = cluster
+            .a
+            .search(&ctx, all_repos("needle", 1000))
+            .await
+            .unwrap();
+        assert_eq!(answer.not_searched, ["b/two"]);
+        assert!(answer.not_indexed.is_empty());
+        let repos: Vec<&str> = answer.repos.iter().map(|r| r.repo.as_str()).collect();
+        assert_eq!(repos, ["a/one", "c/three"]);
+        let json = serde_json::to_value(&answer).unwrap();
+        assert_eq!(json["not_searched"], serde_json::json!(["b/two"]));
+        // An owner answering it has no index, the other down: not indexed, not "not searched".
+        let cluster = self::cluster(vec![C, DOWN]).await;
+        let answer = cluster
+            .a
+            .search(&ctx, all_repos("needle", 10))
+            .await
+            .unwrap();
+        assert!(answer.not_searched.is_empty());
+        assert_eq!(answer.not_indexed, ["b/two"]);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cursor_expires_when_an_owner_reindexes_and_a_bad_query_asks_nobody() {
+    bounded(async {
+        let cluster = cluster(vec![B]).await;
+        let ctx = CallContext::default();
+        let first = cluster
+            .a
+            .search(&ctx, all_repos("needle", 3))
+            .await
+            .unwrap();
+        let mut next = all_repos("needle", 3);
+        next.cursor = first.next_cursor.clone();
+        assert!(cluster.a.search(&ctx, next.clone()).await.is_ok());
+        // B re-indexes b/two at a new commit: the cursor names its old generation.
+        let b = cluster.peers.replicas.lock().unwrap()[B].clone();
+        let source = &cluster._sources[1].1;
+        source.commit(&[("lib/b.txt", b"needle changed\n")], "change");
+        b.sync("b/two".into()).await.unwrap();
+        b.index("b/two".into(), |_| {}).await.unwrap();
+        let error = cluster.a.search(&ctx, next).await.unwrap_err();
+        assert!(error.message.contains("search again"), "{}", error.message);
+        // A query that does not compile is refused before any owner is asked.
+        let asked = cluster.peers.asked.lock().unwrap().len();
+        let bad = SearchRequest {
+            query: "(".into(),
+            regex: true,
+            ..SearchRequest::default()
+        };
+        let error = cluster.a.search(&ctx, bad).await.unwrap_err();
+        assert!(
+            error.message.contains("regular expression"),
+            "{}",
+            error.message
+        );
+        assert_eq!(cluster.peers.asked.lock().unwrap().len(), asked);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn references_over_every_repository_page_as_one_server_holding_everything() {
+    bounded(async {
+        let cluster = cluster(vec![C, B]).await;
+        let ctx = CallContext::default();
+        let request = |cursor: Option<String>| ReferencesRequest {
+            query: SymbolQuery {
+                symbol: "needle".into(),
+                limit: Some(3),
+                ..SymbolQuery::default()
+            },
+            cursor,
+        };
+        let (mut left, mut right) = (None, None);
+        let mut pages = 0;
+        loop {
+            let here = cluster.a.references(&ctx, request(left)).await.unwrap();
+            let one = cluster
+                .whole
+                .references(&ctx, request(right))
+                .await
+                .unwrap();
+            assert_eq!(here.repos, one.repos, "page {pages}");
+            assert_eq!(here.next_cursor, one.next_cursor);
+            assert_eq!(here.total, one.total);
+            assert!(here.not_searched.is_empty());
+            pages += 1;
+            match here.next_cursor {
+                Some(cursor) => {
+                    left = Some(cursor.clone());
+                    right = Some(cursor);
+                }
+                None => break,
+            }
+        }
+        assert!(pages > 2);
+    })
+    .await;
+}
