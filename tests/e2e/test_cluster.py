@@ -272,13 +272,6 @@ def test_a_repository_added_through_one_replica_is_read_through_each_within_seco
 
 
 @deadline(60)
-@pytest.mark.xfail(
-    reason="an owner indexes a repository registered after it started only in its next maintenance"
-    " round (--sync-interval, 60 s by default): until then search through every replica answers"
-    " `NotIndexed: … its index is still being built`, also where reads already work",
-    raises=AssertionError,
-    strict=False,
-)
 def test_a_repository_added_through_one_replica_is_searchable_through_each_within_seconds(
     cluster: Cluster, registered: Registered
 ) -> None:
@@ -440,13 +433,6 @@ def test_a_new_commit_synced_through_one_replica_is_the_head_every_replica_answe
 
 
 @deadline(60)
-@pytest.mark.xfail(
-    reason="an owner that follows a head another replica's sync recorded fetches it but does not"
-    " index it: search keeps answering from the previous head's index, naming the old commit, until"
-    " the owner's next maintenance round (--sync-interval, 60 s), while reads answer the new head",
-    raises=AssertionError,
-    strict=False,
-)
 def test_a_new_commit_synced_through_one_replica_is_the_commit_every_replica_searches(
     cluster: Cluster, new_head: NewHead
 ) -> None:
@@ -759,14 +745,6 @@ def test_sigkill_of_a_replica_under_load_through_haproxy_fails_no_call(
 
 
 @deadline(30)
-@pytest.mark.xfail(
-    reason="a restarted replica is live in the membership (other replicas forward to it) before it"
-    " is ready: between binding its listener and serving its repositories it answers forwarded"
-    " searches `No hits. NotIndexed: … its index is still being built` (HTTP 200, so neither the"
-    " forwarding replica nor HAProxy tries another owner); seen when the restart takes > 1 s",
-    raises=AssertionError,
-    strict=False,
-)
 def test_sigkill_of_a_replica_under_load_through_haproxy_degrades_no_answer(sigkill_under_load: Kill) -> None:
     load = sigkill_under_load.load
     assert load.calls["degraded"] == 0, (

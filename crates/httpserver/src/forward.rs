@@ -29,6 +29,19 @@ pub const DEADLINE_HEADER: HeaderName = HeaderName::from_static("x-csg-deadline-
 /// The header that names the caller's client address (as the forwarding replica told it),
 /// believed only with the cluster secret.
 pub const CLIENT_HEADER: HeaderName = HeaderName::from_static("x-csg-client-addr");
+/// On an owner's 503 to a forwarded call that reads the search index: the owner holds the
+/// repository but has no index of it yet (it just gained it, or restarted), so the
+/// forwarding replica may ask it again with [`INDEX_OPTIONAL_HEADER`] if no owner has one.
+const NOT_INDEXED_HEADER: HeaderName = HeaderName::from_static("x-csg-not-indexed");
+/// On a forwarded call (with the cluster secret): no owner has an index of the repository
+/// yet, so an owner that holds it answers anyway (naming it as not indexed) rather than not
+/// at all.
+const INDEX_OPTIONAL_HEADER: HeaderName = HeaderName::from_static("x-csg-index-optional");
+
+/// The tools answered from the search index rather than the mirror: a replica that holds a
+/// repository but has not indexed it yet answers them "not indexed", so a forwarded one goes
+/// to an owner with an index first.
+const INDEX_TOOLS: [&str; 3] = ["search", "definitions", "references"];
 
 /// The biggest request body read to find the repository it names (the API's and the MCP
 /// endpoint's own limits are below it); a bigger one is refused here.
@@ -122,10 +135,12 @@ async fn route(State(state): State<Arc<Forwarder>>, request: Request, next: Next
     if from_replica {
         return from_another_replica(&state, parts, body, bytes.as_deref(), next).await;
     }
-    let Some(repo) = named_repo(&parts, bytes.as_deref()) else {
+    let Some(call) = named_call(&parts, bytes.as_deref()) else {
         return next.run(Request::from_parts(parts, body)).await;
     };
-    match state.service.route(&CallContext::default(), &repo) {
+    let repo = call.repo;
+    let ctx = CallContext::default();
+    match state.service.route_call(&ctx, &repo, call.reads_index) {
         Route::Here => next.run(Request::from_parts(parts, body)).await,
         Route::Elsewhere(owners) => {
             let bytes = match bytes {
@@ -140,7 +155,40 @@ async fn route(State(state): State<Arc<Forwarder>>, request: Request, next: Next
                     }
                 },
             };
-            state.forward(&parts, bytes, &repo, &owners).await
+            // The caller's own deadline, if it sent one, bounds every attempt.
+            let deadline = parts
+                .headers
+                .get(&DEADLINE_HEADER)
+                .and_then(|value| value.to_str().ok()?.parse::<u64>().ok())
+                .map(|ms| Instant::now() + Duration::from_millis(ms));
+            let tried = state
+                .forward(&parts, bytes.clone(), &repo, &owners, deadline, false)
+                .await;
+            let not_indexed = match tried {
+                Forwarded::Answered(answer) => return answer,
+                Forwarded::Unanswered { not_indexed } => not_indexed,
+            };
+            // No other owner could answer a call that reads the index. An owner that holds
+            // the repository but is still indexing it answers it: naming the repository as
+            // not indexed yet is an answer, which a 503 is not.
+            if call.reads_index && state.service.route_call(&ctx, &repo, false) == Route::Here {
+                return next
+                    .run(Request::from_parts(parts, Body::from(bytes)))
+                    .await;
+            }
+            if !not_indexed.is_empty()
+                && let Forwarded::Answered(answer) = state
+                    .forward(&parts, bytes, &repo, &not_indexed, deadline, true)
+                    .await
+            {
+                return answer;
+            }
+            COUNTERS.unanswered.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(%repo, owners = owners.len(), "no owner of the repository answered");
+            refuse(
+                ErrorKind::Unavailable,
+                "the replicas that hold this repository did not answer; try again shortly",
+            )
         }
     }
 }
@@ -148,7 +196,12 @@ async fn route(State(state): State<Arc<Forwarder>>, request: Request, next: Next
 /// A call another replica forwarded: answered here, never forwarded again, within the
 /// forwarding replica's deadline. A repository this replica does not hold (yet) is a 503, so
 /// the forwarding replica tries the next owner instead of relaying "not synced" as an answer
-/// (over MCP that would be a tool error, which nobody retries).
+/// (over MCP that would be a tool error, which nobody retries). So is a call that reads the
+/// search index of a repository held here but not indexed yet (a replica that just gained
+/// it, or restarted and is live before it is ready): answered here it would be a 200 naming
+/// the repository as not indexed, which neither the forwarding replica nor a balancer
+/// retries; the 503 says so ([`NOT_INDEXED_HEADER`]), and the forwarding replica asks again
+/// with [`INDEX_OPTIONAL_HEADER`] only if no owner has an index.
 async fn from_another_replica(
     state: &Forwarder,
     mut parts: http::request::Parts,
@@ -158,13 +211,26 @@ async fn from_another_replica(
 ) -> Response {
     parts.extensions.insert(FromReplica);
     COUNTERS.from_replicas.fetch_add(1, Ordering::Relaxed);
-    if let Some(repo) = named_repo(&parts, bytes)
-        && !state.service.holds_repo(&CallContext::default(), &repo)
-    {
-        return refuse(
-            ErrorKind::Unavailable,
-            "this replica does not hold the repository yet; try another owner",
-        );
+    let index_optional = parts.headers.remove(&INDEX_OPTIONAL_HEADER).is_some();
+    if let Some(call) = named_call(&parts, bytes) {
+        let ctx = CallContext::default();
+        if !state.service.serves_repo(&ctx, &call.repo, false) {
+            return refuse(
+                ErrorKind::Unavailable,
+                "this replica does not hold the repository yet; try another owner",
+            );
+        }
+        if call.reads_index && !index_optional && !state.service.serves_repo(&ctx, &call.repo, true)
+        {
+            let mut refused = refuse(
+                ErrorKind::Unavailable,
+                "this replica has not indexed the repository yet; try another owner",
+            );
+            refused
+                .headers_mut()
+                .insert(NOT_INDEXED_HEADER, HeaderValue::from_static("1"));
+            return refused;
+        }
     }
     if let Some(client) = parts
         .headers
@@ -193,22 +259,47 @@ async fn from_another_replica(
     }
 }
 
+/// What forwarding a call to its owners came to.
+enum Forwarded {
+    /// An owner answered; its answer, to relay.
+    Answered(Response),
+    /// No owner answered; those that hold the repository but refused a call that reads the
+    /// index because they have not indexed it yet.
+    Unanswered { not_indexed: Vec<String> },
+}
+
 impl Forwarder {
     /// Tries each owner in turn; a connection failure, a timeout or a 502/503/504 moves on
     /// to the next (every routed call is safe to repeat: the owner had not answered it).
+    /// Each attempt gets `attempt_timeout`, or less when the caller's `deadline` comes
+    /// sooner (the owner is told the same); none is made past it. `index_optional` asks
+    /// owners to answer a call that reads the index even without one.
     async fn forward(
         &self,
         parts: &http::request::Parts,
         body: Bytes,
         repo: &str,
         owners: &[String],
-    ) -> Response {
+        deadline: Option<Instant>,
+        index_optional: bool,
+    ) -> Forwarded {
         let started = Instant::now();
         let path = parts
             .uri
             .path_and_query()
             .map_or_else(|| parts.uri.path().to_owned(), |pq| pq.as_str().to_owned());
+        let mut not_indexed = Vec::new();
         for owner in owners {
+            let timeout = match deadline {
+                Some(deadline) => self
+                    .attempt_timeout
+                    .min(deadline.saturating_duration_since(Instant::now())),
+                None => self.attempt_timeout,
+            };
+            if timeout.is_zero() {
+                tracing::info!(%repo, "the caller's deadline passed; no further owner tried");
+                break;
+            }
             let url = format!("{}{path}", owner.trim_end_matches('/'));
             let mut headers = forwarded_headers(&parts.headers);
             headers.insert(CLUSTER_SECRET_HEADER, self.secret.clone());
@@ -219,27 +310,32 @@ impl Forwarder {
             {
                 headers.insert(CLIENT_HEADER, value);
             }
-            if let Ok(value) = HeaderValue::from_str(&self.attempt_timeout.as_millis().to_string())
-            {
+            if let Ok(value) = HeaderValue::from_str(&timeout.as_millis().to_string()) {
                 headers.insert(DEADLINE_HEADER, value);
+            }
+            if index_optional {
+                headers.insert(INDEX_OPTIONAL_HEADER, HeaderValue::from_static("1"));
             }
             let attempt = self
                 .client
                 .request(parts.method.clone(), &url)
                 .headers(headers)
-                .timeout(self.attempt_timeout)
+                .timeout(timeout)
                 .body(body.clone())
                 .send()
                 .await;
             match attempt {
                 Ok(answer) if !retryable(answer.status()) => {
                     COUNTERS.forwarded.fetch_add(1, Ordering::Relaxed);
-                    return relay(answer).await.unwrap_or_else(|| {
+                    return Forwarded::Answered(relay(answer).await.unwrap_or_else(|| {
                         refuse(ErrorKind::Unavailable, "the owner's answer was cut off")
-                    });
+                    }));
                 }
                 Ok(answer) => {
                     COUNTERS.failovers.fetch_add(1, Ordering::Relaxed);
+                    if answer.headers().contains_key(&NOT_INDEXED_HEADER) {
+                        not_indexed.push(owner.clone());
+                    }
                     tracing::info!(%repo, %owner, status = %answer.status(), "owner could not answer; trying the next");
                 }
                 Err(error) => {
@@ -248,17 +344,13 @@ impl Forwarder {
                 }
             }
         }
-        COUNTERS.unanswered.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(
+        tracing::debug!(
             %repo,
             owners = owners.len(),
             waited_ms = started.elapsed().as_millis() as u64,
-            "no owner of the repository answered"
+            "no owner answered this pass"
         );
-        refuse(
-            ErrorKind::Unavailable,
-            "the replicas that hold this repository did not answer; try again shortly",
-        )
+        Forwarded::Unanswered { not_indexed }
     }
 }
 
@@ -288,7 +380,12 @@ async fn relay(answer: reqwest::Response) -> Option<Response> {
 fn forwarded_headers(incoming: &HeaderMap) -> HeaderMap {
     let mut headers = HeaderMap::new();
     for (name, value) in incoming {
-        let ours = [&CLUSTER_SECRET_HEADER, &DEADLINE_HEADER, &CLIENT_HEADER];
+        let ours = [
+            &CLUSTER_SECRET_HEADER,
+            &DEADLINE_HEADER,
+            &CLIENT_HEADER,
+            &INDEX_OPTIONAL_HEADER,
+        ];
         if !hop_by_hop(name.as_str()) && !ours.contains(&name) {
             headers.append(name.clone(), value.clone());
         }
@@ -315,32 +412,49 @@ fn names_repo_in_body(path: &str) -> bool {
     path.starts_with("/sourcegraph/api/") || path.starts_with("/sourcegraph/mcp")
 }
 
-/// The repository a request names, if any.
-fn named_repo(parts: &http::request::Parts, body: Option<&[u8]>) -> Option<String> {
+/// The repository a request names, and whether the call reads the search index.
+struct NamedCall {
+    repo: String,
+    reads_index: bool,
+}
+
+/// The repository a request names, if any, and whether its tool reads the index.
+fn named_call(parts: &http::request::Parts, body: Option<&[u8]>) -> Option<NamedCall> {
     let path = parts.uri.path();
     if let Some(rest) = path.strip_prefix("/sourcegraph/repos/") {
         let mut segments = rest.split('/');
         let owner = percent_decode(segments.next()?)?;
         let name = percent_decode(segments.next()?)?;
-        return (!owner.is_empty() && !name.is_empty()).then(|| format!("{owner}/{name}"));
+        return (!owner.is_empty() && !name.is_empty()).then(|| NamedCall {
+            repo: format!("{owner}/{name}"),
+            reads_index: false,
+        });
     }
     if path.starts_with("/sourcegraph/mcp") {
         let message: serde_json::Value = serde_json::from_slice(body?).ok()?;
         if message.get("method")?.as_str()? != "tools/call" {
             return None;
         }
-        return text_field(message.get("params")?.get("arguments")?, "repo");
+        let params = message.get("params")?;
+        let tool = params.get("name").and_then(serde_json::Value::as_str);
+        return Some(NamedCall {
+            repo: text_field(params.get("arguments")?, "repo")?,
+            reads_index: tool.is_some_and(|tool| INDEX_TOOLS.contains(&tool)),
+        });
     }
-    if path.starts_with("/sourcegraph/api/") {
-        if parts.method == Method::GET {
+    if let Some(tool) = path.strip_prefix("/sourcegraph/api/") {
+        let reads_index = INDEX_TOOLS.contains(&tool.trim_end_matches('/'));
+        let repo = if parts.method == Method::GET {
             let query = parts.uri.query()?;
-            return serde_urlencoded::from_str::<Vec<(String, String)>>(query)
+            serde_urlencoded::from_str::<Vec<(String, String)>>(query)
                 .ok()?
                 .into_iter()
-                .find_map(|(key, value)| (key == "repo").then_some(value));
-        }
-        let value: serde_json::Value = serde_json::from_slice(body?).ok()?;
-        return text_field(&value, "repo");
+                .find_map(|(key, value)| (key == "repo").then_some(value))?
+        } else {
+            let value: serde_json::Value = serde_json::from_slice(body?).ok()?;
+            text_field(&value, "repo")?
+        };
+        return Some(NamedCall { repo, reads_index });
     }
     None
 }
@@ -382,6 +496,42 @@ mod tests {
             .expect("request")
             .into_parts();
         parts
+    }
+
+    fn named_repo(parts: &http::request::Parts, body: Option<&[u8]>) -> Option<String> {
+        named_call(parts, body).map(|call| call.repo)
+    }
+
+    fn reads_index(parts: &http::request::Parts, body: Option<&[u8]>) -> Option<bool> {
+        named_call(parts, body).map(|call| call.reads_index)
+    }
+
+    #[test]
+    fn tells_the_calls_answered_from_the_index() {
+        let get = parts(
+            Method::GET,
+            "/sourcegraph/api/search?repo=acme%2Fweb&query=x",
+        );
+        assert_eq!(reads_index(&get, None), Some(true));
+        let get = parts(
+            Method::GET,
+            "/sourcegraph/api/definitions?repo=acme%2Fweb&symbol=x",
+        );
+        assert_eq!(reads_index(&get, None), Some(true));
+        let get = parts(Method::GET, "/sourcegraph/api/read?repo=acme%2Fweb&path=a");
+        assert_eq!(reads_index(&get, None), Some(false));
+        let post = parts(Method::POST, "/sourcegraph/api/references");
+        assert_eq!(
+            reads_index(&post, Some(br#"{"repo":"acme/api","symbol":"x"}"#)),
+            Some(true)
+        );
+        let mcp = parts(Method::POST, "/sourcegraph/mcp");
+        let search = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{"repo":"acme/web","query":"x"}}}"#;
+        assert_eq!(reads_index(&mcp, Some(search)), Some(true));
+        let read = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read","arguments":{"repo":"acme/web","path":"a"}}}"#;
+        assert_eq!(reads_index(&mcp, Some(read)), Some(false));
+        let site = parts(Method::GET, "/sourcegraph/repos/acme/web/-/blob/main/a.rs");
+        assert_eq!(reads_index(&site, None), Some(false));
     }
 
     #[test]

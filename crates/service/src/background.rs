@@ -17,6 +17,14 @@
 //! [`Service::DEFAULT_RELEASE_GRACE`]), a round drops its mirror, index and plugin
 //! preparations here. Owned again before that, its note is cleared and nothing is dropped.
 //! Its calls go to its owners meanwhile ([`Service::route`]).
+//!
+//! Between full rounds, a cluster replica runs a catch-up round every [`CATCH_UP_EVERY`]:
+//! from memory only (the registry snapshot and the published indexes), it fetches and indexes
+//! what it owns but holds no mirror of (a new registration, a repository gained), and indexes
+//! what it holds whose index is missing or of another commit than the head the cluster
+//! recorded (another replica's sync, which this replica's follow workers fetched). So a
+//! registration or a new head is searchable on its owners within seconds, not at the next
+//! full round; a repository already busy (a full round's sync or build) is left to it.
 
 use crate::Service;
 use crate::placement::Releases;
@@ -96,6 +104,7 @@ pub fn spawn_maintenance(
         let mut housekeeping: Option<JoinHandle<()>> = None;
         let backoffs = Arc::new(Backoffs::default());
         let mut releases = Releases::default();
+        let mut catch_up_builds = CatchUpBuilds::default();
         let mut catch_up_ticker = tokio::time::interval(CATCH_UP_EVERY);
         catch_up_ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         catch_up_ticker.tick().await;
@@ -132,6 +141,7 @@ pub fn spawn_maintenance(
             let registered = repos.iter().map(|r| r.name.as_str()).collect();
             backoffs.retain(&registered);
             releases.retain(&registered);
+            catch_up_builds.retain(&registered);
             let now = Instant::now();
             let release_grace = service.release_grace();
             for repo in repos {
@@ -171,12 +181,35 @@ pub fn spawn_maintenance(
                     tracing::debug!(repo = %repo.name, "maintenance: still busy since an earlier round; skipped");
                     continue;
                 }
-                // A repository this process holds no mirror of yet (a replica that just
-                // joined or gained it) is fetched in the first round too.
-                let held = service.holds(&repo.name);
-                if catch_up && held {
-                    continue;
-                }
+                // A catch-up round: what this replica holds and has indexed at the head
+                // the cluster recorded needs nothing; a head whose index is missing or
+                // behind is indexed now (once per head: a build that failed is retried by
+                // the full rounds), not at the next full round.
+                let held = if catch_up {
+                    match service.catch_up_standing(&repo.name) {
+                        Standing::Current | Standing::Following => continue,
+                        Standing::Behind(head) => {
+                            if !catch_up_builds.try_head(&repo.name, head) {
+                                continue;
+                            }
+                            let (service, slots) = (service.clone(), slots.clone());
+                            let name = repo.name.clone();
+                            let task = tokio::spawn(async move {
+                                let Ok(_slot) = slots.acquire_owned().await else {
+                                    return;
+                                };
+                                index_then_prepare(&service, &name).await;
+                            });
+                            running.insert(repo.name, task);
+                            continue;
+                        }
+                        Standing::NotHeld => false,
+                    }
+                } else {
+                    // A repository this process holds no mirror of yet (a replica that just
+                    // joined or gained it) is fetched in the first round too.
+                    service.holds(&repo.name)
+                };
                 let sync = (sync || !held) && backoffs.due(&repo.name, now);
                 // A catch-up round has nothing to index before a fetch (backing off) lands.
                 if catch_up && !sync {
@@ -211,6 +244,72 @@ pub fn spawn_maintenance(
             let _ = task.await;
         }
     })
+}
+
+/// What a catch-up round finds of a repository this replica owns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Standing {
+    /// No mirror here yet: fetch it (then index it).
+    NotHeld,
+    /// A mirror that lacks the head the cluster recorded: the store's follow workers fetch
+    /// it (asked for by the look that found it so); the next round indexes it.
+    Following,
+    /// Held, and its index is of the head (or there is no index to build here).
+    Current,
+    /// Held, with no index or an index of another commit than this head (a full SHA).
+    Behind(String),
+}
+
+impl Service {
+    /// Where an owned repository `name` stands, from memory only: the registry snapshot's
+    /// view of the head the read path resolves (the one recorded by the last sync, whichever
+    /// replica ran it) and the published index's commit. No `git`, no database query (a
+    /// changed registry is reloaded as on any call), so a round can look at every repository.
+    pub(crate) fn catch_up_standing(&self, name: &str) -> Standing {
+        let Ok(repo) = gitstore::RepoName::parse(name) else {
+            return Standing::Current;
+        };
+        let head = match self.inner.store.resolve(&repo, None) {
+            Ok(head) => head,
+            // A view whose recorded head is not fetched yet: a follow is queued (resolving
+            // asked for it), which is cheaper than the sync a missing mirror needs.
+            Err(gitstore::Error::NotSynced(_)) if self.inner.store.branch_heads(&repo).is_ok() => {
+                return Standing::Following;
+            }
+            Err(gitstore::Error::NotSynced(_)) => return Standing::NotHeld,
+            // An empty repository, a head out of retention: nothing a build could index.
+            Err(_) => return Standing::Current,
+        };
+        let Ok(indexes) = self.inner.indexes() else {
+            return Standing::Current;
+        };
+        match indexes.indexed_commit(name) {
+            Some(indexed) if indexed == head.as_str() => Standing::Current,
+            _ => Standing::Behind(head.as_str().to_owned()),
+        }
+    }
+}
+
+/// The heads catch-up rounds started an index build of, by repository: a head is built once
+/// by them, so a build that fails (a broken plugin, a full disk) is not retried every few
+/// seconds; the full rounds retry it, and a newer head is built at once.
+#[derive(Debug, Default)]
+pub(crate) struct CatchUpBuilds(HashMap<String, String>);
+
+impl CatchUpBuilds {
+    /// Whether a catch-up build of `repo` at `head` is to start now (noting it if so).
+    pub(crate) fn try_head(&mut self, repo: &str, head: String) -> bool {
+        if self.0.get(repo) == Some(&head) {
+            return false;
+        }
+        self.0.insert(repo.to_owned(), head);
+        true
+    }
+
+    /// Forgets repositories no longer registered.
+    fn retain(&mut self, registered: &std::collections::HashSet<&str>) {
+        self.0.retain(|repo, _| registered.contains(repo.as_str()));
+    }
 }
 
 /// One fetch; answers whether it succeeded.
