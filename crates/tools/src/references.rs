@@ -1,6 +1,6 @@
 //! `references`: find occurrences of a name.
 
-use crate::render::{header, header_value, not_indexed_lines};
+use crate::render::{header, header_value, not_indexed_lines, not_searched_lines};
 use crate::tool::{Answer, Face, Tool, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -103,6 +103,7 @@ fn render_references(answer: &ReferencesAnswer) -> String {
         out.push_str("No references.\n");
     }
     not_indexed_lines(&mut out, &answer.not_indexed);
+    not_searched_lines(&mut out, &answer.not_searched);
     if answer.truncated {
         let _ = writeln!(
             out,

@@ -124,6 +124,17 @@ pub(crate) fn not_indexed_lines(out: &mut String, repos: &[String]) {
     }
 }
 
+/// `NotSearched:` lines of repositories none of whose replicas answered (cluster mode).
+pub(crate) fn not_searched_lines(out: &mut String, repos: &[String]) {
+    for repo in repos {
+        let _ = writeln!(
+            out,
+            "NotSearched: {} (the replicas that hold it did not answer; search again shortly)",
+            header_value(repo)
+        );
+    }
+}
+
 /// The text of a business failure (`isError: true`): the same `Error:` field an agent checks
 /// in read blocks.
 pub fn render_error(message: &str) -> String {
