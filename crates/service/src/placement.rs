@@ -335,7 +335,8 @@ impl Service {
 
     /// Whether this replica has an index of `name` (a real name) that a search can use: one
     /// whose commit it can lease (as `RepoCall::targets` does). Without search at all, every
-    /// replica answers alike: counted as served.
+    /// replica answers alike: counted as served; so is a name no mirror here answers for
+    /// (unknown: answered here, as unknown).
     fn index_serves(&self, name: &str) -> bool {
         let Ok(indexes) = self.inner.indexes() else {
             return true;
@@ -343,6 +344,9 @@ impl Service {
         let Ok(repo) = gitstore::RepoName::parse(name) else {
             return true;
         };
+        if self.inner.store.branch_heads(&repo).is_err() {
+            return true;
+        }
         indexes
             .indexed_commit(name)
             .and_then(|commit| gitstore::CommitId::parse(&commit))
