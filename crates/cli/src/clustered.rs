@@ -29,6 +29,8 @@ struct Placement {
     db: metadb::Database,
     /// Announcements of this replica not yet heard back (`LISTEN` hears its own `NOTIFY`).
     own_announcements: Arc<AtomicUsize>,
+    /// How this replica asks the others for their parts of a search over every repository.
+    peers: Arc<httpserver::PeerClient>,
 }
 
 impl service::Placement for Placement {
@@ -66,6 +68,10 @@ impl service::Placement for Placement {
         if spawned.is_err() {
             self.own_announcements.fetch_sub(1, Ordering::SeqCst);
         }
+    }
+
+    fn peers(&self) -> Option<Arc<dyn service::Peers>> {
+        Some(self.peers.clone())
     }
 
     fn members(&self) -> service::Membership {
@@ -144,11 +150,18 @@ impl Replica {
                 }
             });
         });
+        let routing = httpserver::ClusterRouting {
+            secret: secret.expose().to_owned(),
+            attempt_timeout: FORWARD_ATTEMPT_TIMEOUT,
+        };
+        let peers =
+            httpserver::PeerClient::new(&routing).map_err(|error| anyhow::anyhow!("{error}"))?;
         service.set_placement(Arc::new(Placement {
             membership: membership.clone(),
             self_url: node_url.as_str().to_owned(),
             db,
             own_announcements,
+            peers: Arc::new(peers),
         }));
         let view = membership.view();
         crate::progress(&format!(
@@ -158,15 +171,15 @@ impl Replica {
         ));
         Ok(Some(Self {
             membership,
-            routing: httpserver::ClusterRouting {
-                secret: secret.expose().to_owned(),
-                attempt_timeout: FORWARD_ATTEMPT_TIMEOUT,
-            },
+            routing,
         }))
     }
 
     /// `app` with calls for other replicas' repositories forwarded.
     pub fn route(&self, app: axum::Router, service: service::Service) -> Result<axum::Router> {
+        // The route on which the others ask for search parts sits beside the access layer;
+        // the routing checks the cluster secret for it.
+        let app = httpserver::with_cluster_search(app, service.clone());
         httpserver::with_cluster_routing(app, service, self.routing.clone())
             .map_err(|error| anyhow::anyhow!("{error}"))
     }

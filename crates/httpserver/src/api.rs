@@ -1,6 +1,7 @@
 //! Routes and handlers of the JSON API. Each handler parses, calls the service, answers.
 
 mod metrics;
+pub(crate) mod shard;
 
 use crate::Readiness;
 use crate::json::{ApiError, PrepareLine};

@@ -95,12 +95,7 @@ pub fn with_cluster_routing(
 ) -> Result<axum::Router, String> {
     let secret = HeaderValue::from_str(&routing.secret)
         .map_err(|_| "the cluster secret must be printable ASCII".to_owned())?;
-    let client = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(1))
-        .pool_idle_timeout(Duration::from_secs(60))
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(|error| format!("cannot build the forwarding HTTP client: {error}"))?;
+    let client = replica_client()?;
     let state = Arc::new(Forwarder {
         service,
         secret,
@@ -108,6 +103,18 @@ pub fn with_cluster_routing(
         attempt_timeout: routing.attempt_timeout,
     });
     Ok(app.layer(axum::middleware::from_fn_with_state(state, route)))
+}
+
+/// The HTTP client of replica-to-replica calls (forwarded calls, search parts): kept-alive
+/// connections, a short connect timeout (a dead replica is passed over at once), no
+/// redirects.
+pub(crate) fn replica_client() -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(1))
+        .pool_idle_timeout(Duration::from_secs(60))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|error| format!("cannot build the replica-to-replica HTTP client: {error}"))
 }
 
 async fn route(State(state): State<Arc<Forwarder>>, request: Request, next: Next) -> Response {

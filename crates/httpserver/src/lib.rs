@@ -14,6 +14,7 @@ mod client;
 mod forward;
 mod json;
 mod listener;
+mod peers;
 mod session;
 mod site;
 
@@ -26,6 +27,7 @@ pub use auth::{with_access, with_access_and_sessions};
 pub use client::{ClientAddr, InvalidTrustedProxy, TrustedProxies};
 pub use forward::{ClusterRouting, FromReplica, with_cluster_routing};
 pub use json::ErrorBody;
+pub use peers::{PeerClient, with_cluster_search};
 pub use tools::ItemJson;
 
 /// Whether the server is ready to answer (`/readyz`): set once start-up work is done.

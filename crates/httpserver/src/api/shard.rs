@@ -1,0 +1,41 @@
+//! `POST /sourcegraph/api/cluster/search` (cluster mode, issue 31 behaviour 3): another
+//! replica asks this one for its part of a `search` or `references` over every repository
+//! ([`service::Service::search_shard`]). Only replicas may ask: the cluster secret, checked
+//! by the routing layer (`forward.rs`, which marks the request [`crate::FromReplica`]),
+//! stands for the caller, whose access the asking replica decided. The route is mounted
+//! outside the access layer (there is no caller token to check) by
+//! [`crate::with_cluster_search`]; without the secret it is refused with a 403.
+
+use crate::FromReplica;
+use crate::json::ApiError;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::routing::post;
+use axum::{Extension, Json, Router};
+use service::{ErrorKind, Service, ServiceError, ShardAnswer, ShardRequest};
+
+/// Where the route is.
+pub(crate) const PATH: &str = "/sourcegraph/api/cluster/search";
+
+/// The route alone, to be merged beside the access-checked routes.
+pub(crate) fn router(service: Service) -> Router {
+    Router::new()
+        .route(PATH, post(search_shard))
+        .with_state(service)
+}
+
+async fn search_shard(
+    State(service): State<Service>,
+    replica: Option<Extension<FromReplica>>,
+    body: Bytes,
+) -> Result<Json<ShardAnswer>, ApiError> {
+    if replica.is_none() {
+        return Err(ApiError::from(ServiceError {
+            kind: ErrorKind::Forbidden,
+            message: "this route answers the other replicas of the cluster only (they present the cluster secret); search through /sourcegraph/api/search".to_owned(),
+        }));
+    }
+    let request: ShardRequest = serde_json::from_slice(&body)
+        .map_err(|error| ApiError::bad_request(format!("invalid part request: {error}")))?;
+    Ok(Json(service.search_shard(request).await?))
+}
