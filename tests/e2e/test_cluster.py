@@ -451,13 +451,6 @@ def test_a_new_commit_synced_through_one_replica_is_the_commit_every_replica_sea
 
 
 @deadline(150)
-@pytest.mark.xfail(
-    reason="issue 31 behaviour 3 (search over all repositories fans out to one owner per"
-    " repository) is not implemented: a replica searches only its own indexes and names every"
-    " repository it holds no index of in NotIndexed",
-    raises=AssertionError,
-    strict=False,
-)
 def test_a_search_over_every_repository_finds_the_hit_through_each_replica(
     cluster: Cluster, registered: Registered
 ) -> None:
@@ -1065,3 +1058,125 @@ def test_when_postgresql_is_back_a_registration_works_without_restarting_any_rep
         )
     assert {r.name: r.process.pid for r in cluster.replicas if r.process} == outage.pids_before
     assert all(r.alive() for r in cluster.replicas), "a replica stopped"
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. A search over every repository asks the owners of each (issue 31 behaviour 3)
+
+FANOUT_REPOS = ["acme/fanout-1", "acme/fanout-2", "acme/fanout-3"]
+"""More repositories from the same source, so that owner sets differ between repositories."""
+BIG_LINES = 200
+"""`big.txt` of the source holds `line 1` .. `line 200`."""
+
+
+@pytest.fixture(scope="module")
+def fanned(cluster: Cluster, registered: Registered) -> list[str]:
+    """`FANOUT_REPOS` registered through replica 1 and searchable through every replica; with
+    `REPO`, the repositories these tests search."""
+    cluster.healthy()
+    for name in FANOUT_REPOS:
+        with deadline_of(120, f"registering {name}"):
+            cluster.admin("repo", "add", name, str(cluster.source), replica=cluster.replicas[0])
+    token = cluster.tokens.reader
+    for name in FANOUT_REPOS:
+        for replica in cluster.replicas:
+            wait_until(
+                f"{replica.name} searches {name}",
+                SERVED_BOUND_S,
+                lambda r=replica, n=name: api(r, "search", token, repo=n, query="line 1", path="big.txt"),
+                lambda a: a.status == 200 and a.json()["not_indexed"] == [] and len(a.json()["repos"]) == 1,
+                interval_s=0.5,
+            )
+    return sorted([REPO, *FANOUT_REPOS])
+
+
+def owners_by_repo(cluster: Cluster, repos: list[str]) -> dict[str, set[str]]:
+    return {
+        entry["name"]: set(entry["owners"]) for entry in cluster.ownership()["repositories"] if entry["name"] in repos
+    }
+
+
+@deadline(240)
+def test_a_search_over_every_repository_pages_through_the_owners_of_each_exactly_once(
+    cluster: Cluster, fanned: list[str]
+) -> None:
+    cluster.healthy()
+    token = cluster.tokens.reader
+    owners = owners_by_repo(cluster, fanned)
+    print(f"\nowners: { {repo: sorted(urls) for repo, urls in owners.items()} }")
+    expected = [(repo, "big.txt", n) for repo in fanned for n in range(1, BIG_LINES + 1)]
+    for replica in cluster.replicas:
+        elsewhere = [repo for repo in fanned if replica.url not in owners[repo]]
+        hits: list[tuple[str, str, int]] = []
+        cursor = None
+        pages = 0
+        while True:
+            query: dict[str, Any] = {"query": "line", "path": "big.txt", "limit": 70}
+            if cursor:
+                query["cursor"] = cursor
+            answer = api(replica, "search", token, **query)
+            assert answer.status == 200, (replica.name, pages, answer)
+            body = answer.json()
+            for repo in fanned:
+                assert repo not in body["not_indexed"], (replica.name, body["not_indexed"])
+                assert repo not in body.get("not_searched", []), (replica.name, body["not_searched"])
+            for group in body["repos"]:
+                if group["repo"] in fanned:
+                    hits.extend((group["repo"], hit["path"], hit["line"]) for hit in group["hits"])
+            pages += 1
+            cursor = body.get("next_cursor")
+            if not cursor:
+                break
+        print(f"{replica.name}: {pages} pages, {len(hits)} hits of {fanned}; held elsewhere: {elsewhere}")
+        # Every line of every repository once, in rank order (repository, then line), whoever
+        # holds it.
+        assert hits == expected, replica.name
+
+
+@deadline(240)
+def test_a_search_over_every_repository_names_what_owners_that_are_down_hold_and_answers_the_rest(
+    cluster: Cluster, fanned: list[str]
+) -> None:
+    cluster.healthy()
+    token = cluster.tokens.reader
+    owners = owners_by_repo(cluster, fanned)
+    # A replica that owns some of the repositories and not another: that one's owners go down.
+    choice = None
+    for asker in cluster.replicas:
+        kept = [repo for repo in fanned if asker.url in owners[repo]]
+        gone = [repo for repo in fanned if asker.url not in owners[repo]]
+        if kept and gone:
+            choice = (asker, kept, gone[0])
+            break
+    if choice is None:
+        pytest.skip(f"rendezvous gave every repository the same owners: {owners}")
+    asker, kept, gone = choice
+    down = [r for r in cluster.replicas if r.url in owners[gone]]
+    down_urls = {r.url for r in down}
+    not_searched = sorted(repo for repo in fanned if owners[repo] == down_urls)
+    print(f"\n{asker.name} asks; down: {[r.name for r in down]}; expected not searched: {not_searched}")
+    try:
+        for replica in down:
+            replica.kill()
+        killed_at = time.monotonic()
+        answer = api(asker, "search", token, query="line 7", path="big.txt")
+        is_error, text = asyncio.run(mcp_call(asker.mcp, token, "search", {"query": "line 7", "path": "big.txt"}))
+        # Within the lease the membership still names the dead owners: the premise of the test.
+        assert time.monotonic() - killed_at < LEASE_S, "the owners' lease ran out before the searches"
+        assert answer.status == 200, answer
+        body = answer.json()
+        named = [repo for repo in body.get("not_searched", []) if repo in fanned]
+        assert named == not_searched, body
+        answered = [group["repo"] for group in body["repos"]]
+        for repo in kept:
+            assert repo in answered, (repo, body)
+        assert not is_error, text
+        for repo in not_searched:
+            assert (
+                f"NotSearched: {repo} (the replicas that hold it did not answer; search again shortly)" in text
+            ), text
+        for repo in kept:
+            assert f"Repo: {repo}\n" in text, text
+    finally:
+        cluster.healthy()
+
