@@ -78,7 +78,9 @@ pub use page::{MAX_LIMIT, SNIPPET_CHARS};
 pub use plan::{MAX_QUERY_BYTES, REGEX_SIZE_LIMIT};
 pub use rank::{MAX_HITS, Tier};
 pub use request::{Hit, PathOnly, RepoHits, SearchRequest, SearchResults, SearchStats};
-pub use shard::{Mode, RankedHit, TopHits, merge, page_offset};
+pub use shard::{
+    Mode, RankedHit, TopHits, check_definitions, merge, merge_definitions, page_offset,
+};
 pub use source::{BuildProgress, BuildStats, MAX_FAILURE_MESSAGES, Source, SourceEntry, Transform};
 pub use symbols::{Symbol, SymbolKind};
 pub use verify::SEARCH_BUDGET;

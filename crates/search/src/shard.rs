@@ -19,9 +19,12 @@ use std::sync::atomic::Ordering;
 
 use crate::error::SearchError;
 use crate::indexes::Indexes;
-use crate::navigate::{check_symbol, references_request};
+use crate::navigate::{
+    Definitions, DefinitionsRequest, MAX_DEFINITIONS, check_symbol, references_request,
+};
 use crate::page::{self, Cursor, MAX_LIMIT};
 use crate::plan;
+use crate::plan::DocFilter;
 use crate::rank::Tier;
 use crate::request::{Hit, RepoHits, SearchRequest, SearchResults, SearchStats, request_hash};
 
@@ -213,4 +216,40 @@ fn by_repo(page: Vec<RankedHit>) -> Vec<RepoHits> {
         order[index].hits.push(ranked.hit);
     }
     order
+}
+
+/// Checks a `definitions` lookup as [`Indexes::definitions`] would, before any part is
+/// asked: the symbol, the path glob and the language.
+pub fn check_definitions(request: &DefinitionsRequest) -> Result<(), SearchError> {
+    check_symbol(&request.symbol)?;
+    DocFilter::new(request.path.as_deref(), request.lang.as_deref())?;
+    Ok(())
+}
+
+/// The `definitions` one index set holding every part's repositories would have answered,
+/// from the parts' answers to `request` (each part asked with the same limit): definitions in
+/// repository, path and line order cut to the limit, totals summed, the repositories looked
+/// in and not indexed merged in name order.
+pub fn merge_definitions(request: &DefinitionsRequest, parts: Vec<Definitions>) -> Definitions {
+    let limit = request.limit.clamp(1, MAX_DEFINITIONS);
+    let mut merged = Definitions {
+        definitions: Vec::new(),
+        total: 0,
+        searched: Vec::new(),
+        not_indexed: Vec::new(),
+    };
+    for part in parts {
+        merged.definitions.extend(part.definitions);
+        merged.total += part.total;
+        merged.searched.extend(part.searched);
+        merged.not_indexed.extend(part.not_indexed);
+    }
+    // Stable: each repository's definitions come from one part, already in path and line
+    // order; one index set looks in repositories in name order.
+    merged.definitions.sort_by(|a, b| a.repo.cmp(&b.repo));
+    merged.definitions.truncate(limit);
+    merged.searched.sort();
+    merged.not_indexed.sort();
+    merged.not_indexed.dedup();
+    merged
 }

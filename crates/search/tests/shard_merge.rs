@@ -275,3 +275,43 @@ fn a_part_answers_only_the_head_asked_with_its_whole_count() {
     assert!(again.stats.cached);
     assert_eq!(again.hits[..4], head.hits[..]);
 }
+
+#[test]
+fn merged_definitions_answer_as_one_index_set_does() {
+    let fixture = fixture();
+    for (symbol, limit) in [("needle", 1), ("needle", 2), ("needle", 50), ("Needle", 50)] {
+        let request = search::DefinitionsRequest {
+            symbol: symbol.into(),
+            repos: every_repo(),
+            limit,
+            ..search::DefinitionsRequest::default()
+        };
+        search::check_definitions(&request).unwrap();
+        let one = fixture.whole.definitions(&request).unwrap();
+        let parts = fixture
+            .parts
+            .iter()
+            .map(|(indexes, repos)| {
+                indexes
+                    .definitions(&search::DefinitionsRequest {
+                        repos: repos.clone(),
+                        ..request.clone()
+                    })
+                    .unwrap()
+            })
+            .collect();
+        let two = search::merge_definitions(&request, parts);
+        assert_eq!(one.definitions, two.definitions, "{symbol} {limit}");
+        assert_eq!(one.total, two.total);
+        assert_eq!(one.searched, two.searched);
+        assert!(one.total > 0, "{symbol}");
+    }
+    let bad = search::DefinitionsRequest {
+        symbol: "two words".into(),
+        ..search::DefinitionsRequest::default()
+    };
+    assert!(matches!(
+        search::check_definitions(&bad),
+        Err(SearchError::InvalidSymbol { .. })
+    ));
+}
