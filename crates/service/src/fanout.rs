@@ -55,13 +55,18 @@ pub enum ShardMode {
     Search,
     /// `references` of `symbol`.
     References { symbol: String },
+    /// `definitions` of `symbol`: the part answers [`ShardAnswer::definitions`], at most
+    /// `want`, and no hits.
+    Definitions { symbol: String },
 }
 
 impl ShardMode {
-    fn as_search(&self) -> search::Mode<'_> {
+    /// The ranked list it is of; `None` for definitions.
+    fn as_search(&self) -> Option<search::Mode<'_>> {
         match self {
-            ShardMode::Search => search::Mode::Search,
-            ShardMode::References { symbol } => search::Mode::References(symbol),
+            ShardMode::Search => Some(search::Mode::Search),
+            ShardMode::References { symbol } => Some(search::Mode::References(symbol)),
+            ShardMode::Definitions { .. } => None,
         }
     }
 }
@@ -75,7 +80,30 @@ pub struct ShardAnswer {
     pub generations: Vec<(String, String, u64)>,
     /// Repositories asked for that this replica holds no (readable) index of.
     pub not_indexed: Vec<String>,
+    /// For a search or references, of the part's whole ranked list; for definitions,
+    /// `total_hits` counts every definition found.
     pub stats: ShardStats,
+    /// For definitions: at most `want`, in repository, path and line order (the
+    /// repositories looked in are `generations`, with generation 0).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub definitions: Vec<ShardDefinition>,
+}
+
+/// One definition found ([`search::Definition`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardDefinition {
+    pub repo: String,
+    pub commit: String,
+    pub path: String,
+    /// The kind's name ([`search::SymbolKind::as_str`]).
+    pub kind: String,
+    pub name: String,
+    pub line: u32,
+    pub start_line: u32,
+    pub end_line: u32,
+    pub parent: Option<u32>,
+    pub signature: String,
+    pub parent_name: Option<String>,
 }
 
 /// One hit with its rank key.
@@ -163,9 +191,9 @@ pub(crate) struct FanQuery {
 }
 
 /// A fanned-out query's page.
-pub(crate) struct Fanned {
-    /// The merged page; `not_indexed` covers every part's.
-    pub(crate) results: search::SearchResults,
+pub(crate) struct Fanned<T> {
+    /// The merged answer; its `not_indexed` covers every part's.
+    pub(crate) results: T,
     /// Repositories no owner answered for, sorted.
     pub(crate) not_searched: Vec<String>,
 }
@@ -182,10 +210,27 @@ struct Plan {
     not_indexed: Vec<String>,
 }
 
+/// One part of a query, this replica's own or an owner's.
+enum Part {
+    Top(search::TopHits),
+    Definitions(search::Definitions),
+}
+
+/// Every part of a query, gathered.
+struct Gathered {
+    /// The query over every repository the caller may read (the cursor's request).
+    base: search::SearchRequest,
+    mode: ShardMode,
+    parts: Vec<Part>,
+    not_indexed: Vec<String>,
+    not_searched: Vec<String>,
+}
+
 /// What asking one group's owners came to.
 #[derive(Debug, Default)]
 struct GroupOutcome {
-    parts: Vec<search::TopHits>,
+    /// Each answer, with the repositories it was asked for.
+    answers: Vec<(BTreeSet<String>, ShardAnswer)>,
     /// An owner answered that it holds no index of these, and no other owner answered them.
     not_indexed: Vec<String>,
     /// No owner answered for these.
@@ -202,9 +247,10 @@ impl Service {
     /// This replica's part of a query over many repositories, for another replica that
     /// decided access and merges the parts (cluster mode, issue 31): the first
     /// `request.want` hits of the ranked list over the repositories it holds an index of,
-    /// with their rank keys; the others are named `not_indexed`. Neither `QUERY_ALIASES` nor
-    /// `on_search_results` runs (the asking replica ran them); the transport answers this
-    /// only to the other replicas (the cluster secret).
+    /// with their rank keys (or for definitions, the first `want` definitions); the others
+    /// are named `not_indexed`. Neither `QUERY_ALIASES` nor `on_search_results` runs (the
+    /// asking replica ran them); the transport answers this only to the other replicas (the
+    /// cluster secret).
     pub async fn search_shard(&self, request: ShardRequest) -> Result<ShardAnswer, ServiceError> {
         let slot = self.admit_search().await?;
         self.blocking(move |inner| {
@@ -229,20 +275,34 @@ impl Service {
                     None => not_indexed.push(repo),
                 }
             }
-            let part = search::SearchRequest {
-                query: request.query,
-                repos: held,
-                path: request.path,
-                lang: request.lang,
-                regex: request.regex,
-                case_sensitive: request.case_sensitive,
-                limit: 1,
-                cursor: None,
-            };
             let want = request.want.min(search::MAX_HITS);
-            let top = indexes.top_hits(&part, request.mode.as_search(), want)?;
+            let mut answer = match &request.mode {
+                ShardMode::Definitions { symbol } => {
+                    let found = indexes.definitions(&search::DefinitionsRequest {
+                        symbol: symbol.clone(),
+                        repos: held,
+                        path: request.path,
+                        lang: request.lang,
+                        limit: want,
+                    })?;
+                    ShardAnswer::from(found)
+                }
+                ShardMode::Search | ShardMode::References { .. } => {
+                    let part = search::SearchRequest {
+                        query: request.query,
+                        repos: held,
+                        path: request.path,
+                        lang: request.lang,
+                        regex: request.regex,
+                        case_sensitive: request.case_sensitive,
+                        limit: 1,
+                        cursor: None,
+                    };
+                    let mode = request.mode.as_search().unwrap_or(search::Mode::Search);
+                    ShardAnswer::from(indexes.top_hits(&part, mode, want)?)
+                }
+            };
             drop(leases);
-            let mut answer = ShardAnswer::from(top);
             answer.not_indexed.extend(not_indexed);
             answer.not_indexed.sort();
             Ok(answer)
@@ -250,17 +310,106 @@ impl Service {
         .await
     }
 
-    /// A query over every readable repository in cluster mode: access decided here, once,
-    /// by `call`'s targets; each repository searched here or by its owners; the parts merged
-    /// into one page (see the module's documentation).
+    /// A `search` or `references` over every readable repository in cluster mode: access
+    /// decided here, once, by `call`'s targets; each repository searched here or by its
+    /// owners; the parts merged into one page (see the module's documentation).
     pub(crate) async fn fan_out(
         &self,
         call: RepoCall<Option<String>>,
         revision: Option<String>,
         query: FanQuery,
         peers: Arc<dyn Peers>,
-    ) -> Result<Fanned, ServiceError> {
+    ) -> Result<Fanned<search::SearchResults>, ServiceError> {
         let started = Instant::now();
+        let gathered = self.gather(call, revision, query, peers).await?;
+        self.blocking(move |_| {
+            let Gathered {
+                base,
+                mode,
+                parts,
+                not_indexed,
+                not_searched,
+            } = gathered;
+            let parts = parts
+                .into_iter()
+                .filter_map(|part| match part {
+                    Part::Top(top) => Some(top),
+                    Part::Definitions(_) => None,
+                })
+                .collect();
+            let mode = mode.as_search().unwrap_or(search::Mode::Search);
+            let mut results = search::merge(&base, mode, parts)?;
+            results.not_indexed.extend(not_indexed);
+            results.not_indexed.sort();
+            results.not_indexed.dedup();
+            results.stats.elapsed = started.elapsed();
+            Ok(Fanned {
+                results,
+                not_searched,
+            })
+        })
+        .await
+    }
+
+    /// `definitions` over every readable repository in cluster mode, as [`Service::fan_out`]
+    /// does a search.
+    pub(crate) async fn fan_out_definitions(
+        &self,
+        call: RepoCall<Option<String>>,
+        revision: Option<String>,
+        query: FanQuery,
+        peers: Arc<dyn Peers>,
+    ) -> Result<Fanned<search::Definitions>, ServiceError> {
+        let symbol = match &query.mode {
+            ShardMode::Definitions { symbol } => symbol.clone(),
+            _ => {
+                return Err(ServiceError::internal(
+                    "a definitions fan-out of another query",
+                ));
+            }
+        };
+        let limit = query.limit;
+        let gathered = self.gather(call, revision, query, peers).await?;
+        let Gathered {
+            base,
+            parts,
+            not_indexed,
+            not_searched,
+            ..
+        } = gathered;
+        let request = search::DefinitionsRequest {
+            symbol,
+            repos: base.repos,
+            path: base.path,
+            lang: base.lang,
+            limit,
+        };
+        let parts = parts
+            .into_iter()
+            .filter_map(|part| match part {
+                Part::Definitions(found) => Some(found),
+                Part::Top(_) => None,
+            })
+            .collect();
+        let mut results = search::merge_definitions(&request, parts);
+        results.not_indexed.extend(not_indexed);
+        results.not_indexed.sort();
+        results.not_indexed.dedup();
+        Ok(Fanned {
+            results,
+            not_searched,
+        })
+    }
+
+    /// Every part of a query: the caller's readable repositories from the frame's targets,
+    /// the query checked, the other owners asked while this replica searches what it holds.
+    async fn gather(
+        &self,
+        call: RepoCall<Option<String>>,
+        revision: Option<String>,
+        query: FanQuery,
+        peers: Arc<dyn Peers>,
+    ) -> Result<Gathered, ServiceError> {
         let slot = self.admit_search().await?;
         let this = self.clone();
         let (local, waiting, base, mode, mut not_indexed) = self
@@ -294,11 +443,30 @@ impl Service {
                     limit,
                     cursor,
                 };
+                let definitions = |repos: Vec<String>, limit: usize| match &mode {
+                    ShardMode::Definitions { symbol } => Some(search::DefinitionsRequest {
+                        symbol: symbol.clone(),
+                        repos,
+                        path: base.path.clone(),
+                        lang: base.lang.clone(),
+                        limit,
+                    }),
+                    _ => None,
+                };
                 // A bad query or cursor is refused before anyone is asked.
-                let offset = search::page_offset(&base, mode.as_search())?;
-                let want = usize::try_from(offset)
-                    .unwrap_or(usize::MAX)
-                    .saturating_add(limit.clamp(1, search::MAX_LIMIT));
+                let want = match (definitions(Vec::new(), limit), mode.as_search()) {
+                    (Some(request), _) => {
+                        search::check_definitions(&request)?;
+                        limit.clamp(1, search::MAX_DEFINITIONS)
+                    }
+                    (None, search) => {
+                        let search = search.unwrap_or(search::Mode::Search);
+                        let offset = search::page_offset(&base, search)?;
+                        usize::try_from(offset)
+                            .unwrap_or(usize::MAX)
+                            .saturating_add(limit.clamp(1, search::MAX_LIMIT))
+                    }
+                };
                 let plan = this.plan(indexes, repos, stale);
                 // The others' parts run while this replica searches its own.
                 let runtime = tokio::runtime::Handle::current();
@@ -322,24 +490,29 @@ impl Service {
                     .collect();
                 let local = if plan.local.is_empty() {
                     None
+                } else if let Some(request) = definitions(plan.local.clone(), want) {
+                    Some(Part::Definitions(indexes.definitions(&request)?))
                 } else {
                     let part = search::SearchRequest {
                         repos: plan.local,
                         cursor: None,
                         ..base.clone()
                     };
-                    Some(indexes.top_hits(&part, mode.as_search(), want)?)
+                    let search = mode.as_search().unwrap_or(search::Mode::Search);
+                    Some(Part::Top(indexes.top_hits(&part, search, want)?))
                 };
                 drop(leases);
                 Ok((local, waiting, base, mode, plan.not_indexed))
             })
             .await?;
-        let mut parts: Vec<search::TopHits> = local.into_iter().collect();
+        let mut parts: Vec<Part> = local.into_iter().collect();
         let mut not_searched = Vec::new();
         for (repos, task) in waiting {
             match task.await {
                 Ok(outcome) => {
-                    parts.extend(outcome.parts);
+                    for (asked, answer) in outcome.answers {
+                        parts.push(answer.into_part(&mode, &asked));
+                    }
                     not_indexed.extend(outcome.not_indexed);
                     not_searched.extend(outcome.not_searched);
                 }
@@ -349,26 +522,21 @@ impl Service {
                 }
             }
         }
-        self.blocking(move |_| {
-            let mut results = search::merge(&base, mode.as_search(), parts)?;
-            results.not_indexed.extend(not_indexed);
-            results.not_indexed.sort();
-            results.not_indexed.dedup();
-            results.stats.elapsed = started.elapsed();
-            not_searched.sort();
-            if !not_searched.is_empty() {
-                tracing::warn!(
-                    repos = not_searched.len(),
-                    first = %not_searched[0],
-                    "no owner answered for some repositories of a search; the answer names them"
-                );
-            }
-            Ok(Fanned {
-                results,
-                not_searched,
-            })
+        not_searched.sort();
+        if !not_searched.is_empty() {
+            tracing::warn!(
+                repos = not_searched.len(),
+                first = %not_searched[0],
+                "no owner answered for some repositories of a query over every repository; the answer names them"
+            );
+        }
+        Ok(Gathered {
+            base,
+            mode,
+            parts,
+            not_indexed,
+            not_searched,
         })
-        .await
     }
 
     /// Splits the repositories of a query by where they are searched: here when this replica
@@ -426,7 +594,7 @@ async fn ask_owners(
                     .cloned()
                     .collect();
                 not_indexed_somewhere.extend(missing.iter().cloned());
-                outcome.parts.push(answer.into_top_hits(&asked));
+                outcome.answers.push((asked, answer));
                 request.repos = missing;
             }
             Err(error) => {
@@ -434,7 +602,7 @@ async fn ask_owners(
                     %owner,
                     %error,
                     repos = request.repos.len(),
-                    "an owner gave no part of a search; asking the next"
+                    "an owner gave no part of a query over every repository; asking the next"
                 );
             }
         }
@@ -447,6 +615,41 @@ async fn ask_owners(
         }
     }
     outcome
+}
+
+impl From<search::Definitions> for ShardAnswer {
+    fn from(found: search::Definitions) -> Self {
+        ShardAnswer {
+            hits: Vec::new(),
+            generations: found
+                .searched
+                .into_iter()
+                .map(|(repo, commit)| (repo, commit, 0))
+                .collect(),
+            not_indexed: found.not_indexed,
+            stats: ShardStats {
+                total_hits: found.total,
+                ..ShardStats::default()
+            },
+            definitions: found
+                .definitions
+                .into_iter()
+                .map(|d| ShardDefinition {
+                    repo: d.repo,
+                    commit: d.commit,
+                    path: d.path,
+                    kind: d.symbol.kind.as_str().to_owned(),
+                    name: d.symbol.name,
+                    line: d.symbol.line,
+                    start_line: d.symbol.start_line,
+                    end_line: d.symbol.end_line,
+                    parent: d.symbol.parent,
+                    signature: d.symbol.signature,
+                    parent_name: d.parent_name,
+                })
+                .collect(),
+        }
+    }
 }
 
 impl From<search::TopHits> for ShardAnswer {
@@ -501,11 +704,56 @@ impl From<search::TopHits> for ShardAnswer {
                 cached: stats.cached,
                 elapsed_us: u64::try_from(stats.elapsed.as_micros()).unwrap_or(u64::MAX),
             },
+            definitions: Vec::new(),
         }
     }
 }
 
 impl ShardAnswer {
+    /// The part as the merge of `mode` takes it, keeping only the repositories `asked` for.
+    fn into_part(self, mode: &ShardMode, asked: &BTreeSet<String>) -> Part {
+        match mode {
+            ShardMode::Definitions { .. } => Part::Definitions(self.into_definitions(asked)),
+            ShardMode::Search | ShardMode::References { .. } => {
+                Part::Top(self.into_top_hits(asked))
+            }
+        }
+    }
+
+    /// The definitions of the part, of the repositories `asked` for only.
+    fn into_definitions(self, asked: &BTreeSet<String>) -> search::Definitions {
+        search::Definitions {
+            definitions: self
+                .definitions
+                .into_iter()
+                .filter(|d| asked.contains(&d.repo))
+                .map(|d| search::Definition {
+                    repo: d.repo,
+                    commit: d.commit,
+                    path: d.path,
+                    symbol: search::Symbol {
+                        kind: search::SymbolKind::from_name(&d.kind),
+                        name: d.name,
+                        line: d.line,
+                        start_line: d.start_line,
+                        end_line: d.end_line,
+                        parent: d.parent,
+                        signature: d.signature,
+                    },
+                    parent_name: d.parent_name,
+                })
+                .collect(),
+            total: self.stats.total_hits,
+            searched: self
+                .generations
+                .into_iter()
+                .filter(|(repo, _, _)| asked.contains(repo))
+                .map(|(repo, commit, _)| (repo, commit))
+                .collect(),
+            not_indexed: Vec::new(),
+        }
+    }
+
     /// The part as the merge takes it, keeping only the repositories `asked` for (an owner
     /// never widens what the caller may read); its `not_indexed` is the asker's to place.
     fn into_top_hits(self, asked: &BTreeSet<String>) -> search::TopHits {

@@ -150,6 +150,10 @@ pub struct DefinitionsAnswer {
     pub searched: Vec<(String, String)>,
     /// Repositories without an index yet (not looked in).
     pub not_indexed: Vec<String>,
+    /// Cluster mode: repositories none of the replicas holding them answered for (not
+    /// looked in; ask again shortly). Absent when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_searched: Vec<String>,
 }
 
 /// `references {repo?, revision?, symbol, lang?, path?, limit?, cursor?}`.
@@ -311,41 +315,49 @@ impl Service {
         mut req: SymbolQuery,
     ) -> Result<DefinitionsAnswer, ServiceError> {
         let repo = req.repo.take();
-        self.framed_blocking(ctx, Op::DEFINITIONS, repo, move |call, inner| {
-            let (indexes, targets) = call.targets(inner, req.revision.as_deref())?;
-            let IndexedTargets {
-                repos,
-                leases,
-                stale,
-            } = targets;
-            let found = indexes.definitions(&search::DefinitionsRequest {
-                symbol: req.symbol.clone(),
-                repos,
-                path: req.path,
-                lang: req.lang,
-                limit: req.limit.unwrap_or(DEFAULT_DEFINITIONS_LIMIT),
-            })?;
-            drop(leases);
-            let mut not_indexed = found.not_indexed;
-            not_indexed.extend(stale);
-            not_indexed.sort();
-            Ok(DefinitionsAnswer {
-                symbol: req.symbol,
-                definitions: found
-                    .definitions
-                    .into_iter()
-                    .map(|d| DefinitionHit {
-                        repo: d.repo,
-                        commit: d.commit,
-                        path: d.path,
-                        symbol: d.symbol.into(),
-                        parent_name: d.parent_name,
-                    })
-                    .collect(),
-                total: found.total,
-                searched: found.searched,
-                not_indexed,
+        // Cluster mode: definitions in every repository ask their owners too.
+        let peers = repo.is_none().then(|| self.peers()).flatten();
+        self.framed(ctx, Op::DEFINITIONS, repo, move |call| async move {
+            if let Some(peers) = peers {
+                let fan = crate::fanout::FanQuery {
+                    mode: crate::ShardMode::Definitions {
+                        symbol: req.symbol.clone(),
+                    },
+                    query: String::new(),
+                    regex: false,
+                    case_sensitive: false,
+                    path: req.path,
+                    lang: req.lang,
+                    limit: req.limit.unwrap_or(DEFAULT_DEFINITIONS_LIMIT),
+                    cursor: None,
+                };
+                let fanned = self
+                    .fan_out_definitions(call, req.revision, fan, peers)
+                    .await?;
+                let mut answer = definitions_answer(req.symbol, fanned.results);
+                answer.not_searched = fanned.not_searched;
+                return Ok(answer);
+            }
+            self.blocking(move |inner| {
+                let (indexes, targets) = call.targets(inner, req.revision.as_deref())?;
+                let IndexedTargets {
+                    repos,
+                    leases,
+                    stale,
+                } = targets;
+                let mut found = indexes.definitions(&search::DefinitionsRequest {
+                    symbol: req.symbol.clone(),
+                    repos,
+                    path: req.path,
+                    lang: req.lang,
+                    limit: req.limit.unwrap_or(DEFAULT_DEFINITIONS_LIMIT),
+                })?;
+                drop(leases);
+                found.not_indexed.extend(stale);
+                found.not_indexed.sort();
+                Ok(definitions_answer(req.symbol, found))
             })
+            .await
         })
         .await
     }
@@ -446,6 +458,28 @@ fn references_answer(symbol: String, results: search::SearchResults) -> Referenc
         truncated: results.stats.truncated,
         next_cursor: results.next_cursor,
         not_indexed: results.not_indexed,
+        not_searched: Vec::new(),
+    }
+}
+
+/// A `definitions` answer from the index's.
+fn definitions_answer(symbol: String, found: search::Definitions) -> DefinitionsAnswer {
+    DefinitionsAnswer {
+        symbol,
+        definitions: found
+            .definitions
+            .into_iter()
+            .map(|d| DefinitionHit {
+                repo: d.repo,
+                commit: d.commit,
+                path: d.path,
+                symbol: d.symbol.into(),
+                parent_name: d.parent_name,
+            })
+            .collect(),
+        total: found.total,
+        searched: found.searched,
+        not_indexed: found.not_indexed,
         not_searched: Vec::new(),
     }
 }

@@ -375,3 +375,47 @@ async fn references_over_every_repository_page_as_one_server_holding_everything(
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn definitions_over_every_repository_answer_as_one_server_holding_everything() {
+    bounded(async {
+        let cluster = cluster(vec![C, B]).await;
+        let ctx = CallContext::default();
+        for (symbol, limit) in [("needle", 1), ("needle", 2), ("needle", 50), ("Needle", 50)] {
+            let query = SymbolQuery {
+                symbol: symbol.into(),
+                limit: Some(limit),
+                ..SymbolQuery::default()
+            };
+            let here = cluster.a.definitions(&ctx, query.clone()).await.unwrap();
+            let one = cluster.whole.definitions(&ctx, query).await.unwrap();
+            assert_eq!(here.definitions, one.definitions, "{symbol} {limit}");
+            assert_eq!(here.total, one.total);
+            assert_eq!(here.searched, one.searched);
+            assert_eq!(here.not_indexed, one.not_indexed);
+            assert!(here.not_searched.is_empty());
+        }
+        // Owners down: their repositories are named, the rest answers.
+        let cluster = self::cluster(vec![DOWN]).await;
+        let query = SymbolQuery {
+            symbol: "needle".into(),
+            ..SymbolQuery::default()
+        };
+        let here = cluster.a.definitions(&ctx, query).await.unwrap();
+        assert_eq!(here.not_searched, ["b/two"]);
+        let repos: Vec<&str> = here.definitions.iter().map(|d| d.repo.as_str()).collect();
+        assert!(
+            repos.contains(&"a/one") && repos.contains(&"c/three"),
+            "{repos:?}"
+        );
+        // A bad symbol is refused before anyone is asked.
+        let asked = cluster.peers.asked.lock().unwrap().len();
+        let bad = SymbolQuery {
+            symbol: "two words".into(),
+            ..SymbolQuery::default()
+        };
+        assert!(cluster.a.definitions(&ctx, bad).await.is_err());
+        assert_eq!(cluster.peers.asked.lock().unwrap().len(), asked);
+    })
+    .await;
+}

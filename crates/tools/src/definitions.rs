@@ -1,6 +1,6 @@
 //! `definitions`: find definitions of a name.
 
-use crate::render::{header, header_value, not_indexed_lines};
+use crate::render::{header, header_value, not_indexed_lines, not_searched_lines};
 use crate::tool::{Answer, Face, Tool, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -105,5 +105,6 @@ fn render_definitions(answer: &DefinitionsAnswer) -> String {
         out.push_str("No definitions.\n");
     }
     not_indexed_lines(&mut out, &answer.not_indexed);
+    not_searched_lines(&mut out, &answer.not_searched);
     out
 }
