@@ -447,6 +447,17 @@ impl GitStore {
         self.inner.resolve(name, revision)
     }
 
+    /// Whether this replica holds a copy of `name` that answers reads, at once or after
+    /// [`GitStore::wait_followed`]: it has synced or followed it, and a branch whose
+    /// recorded head it lacks is being followed (a follow that failed moments ago makes it
+    /// `false` until the follow is tried again). What a replica asks before it answers a
+    /// call for `name` rather than sending it to another owner: unlike a lease of the
+    /// default branch, it stays true while a new head another replica recorded is being
+    /// fetched. [`Error::UnknownRepo`] when `name` is not registered.
+    pub fn holds_copy(&self, name: &RepoName) -> Result<bool, Error> {
+        self.inner.holds_copy(name)
+    }
+
     /// Cluster mode: after [`GitStore::lease_revision`] (or a read) answered
     /// [`Error::NotSynced`] because this mirror lacks a head the cluster recorded, waits at
     /// most `timeout` for the store's follow to fetch it, asking for one now if none is

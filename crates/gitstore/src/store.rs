@@ -304,6 +304,16 @@ impl Inner {
         Error::NotSynced(state.name.clone())
     }
 
+    /// Whether this replica holds a copy of `name` that answers reads now or will once its
+    /// follow lands: a view, and either no branch lagging the cluster's record or a follow
+    /// that may still bring it (none failed moments ago). No `git`, no wait.
+    pub(crate) fn holds_copy(&self, name: &RepoName) -> Result<bool, Error> {
+        let state = self.state(name)?;
+        Ok(state
+            .view()
+            .is_some_and(|view| view.pending.is_empty() || !self.follows.failed_recently(name)))
+    }
+
     /// Cluster mode: after a read answered [`Error::NotSynced`], waits at most `timeout` for
     /// this mirror to follow the heads the cluster recorded (see [`follow::Follows::wait`]);
     /// true when trying the read again may answer. False at once when there is nothing to

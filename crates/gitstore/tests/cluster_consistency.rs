@@ -571,6 +571,10 @@ fn a_read_can_wait_for_the_follow_of_a_recorded_head() {
             b.fetches.follows() == 1
         });
 
+        // Lagging, B still holds a copy: its reads wait for the follow rather than go
+        // elsewhere.
+        assert_eq!(b.store.holds_copy(&name), Ok(true));
+
         // The follow holds B's locks at the gate: a wait runs out on time all the same.
         let started = Instant::now();
         assert!(!b.store.wait_followed(&name, Duration::from_millis(300)));
@@ -611,6 +615,60 @@ fn a_read_can_wait_for_the_follow_of_a_recorded_head() {
         assert!(!c.store.wait_followed(&name, Duration::from_secs(5)));
         assert!(started.elapsed() < Duration::from_secs(1));
         assert_eq!(c.fetches.follows(), 0, "a wait never clones");
+        assert_eq!(c.store.holds_copy(&name), Ok(false));
+        let unknown = gitstore::RepoName::parse("acme/unknown").unwrap();
+        assert_eq!(
+            c.store.holds_copy(&unknown),
+            Err(Error::UnknownRepo(unknown.clone()))
+        );
+    });
+}
+
+/// A replica whose follow of a recorded head failed (its source unreachable from here, say)
+/// does not claim to hold a copy while the failure is fresh, and a read's wait gives up at
+/// once: its calls go to another owner rather than wait for a follow that is not coming.
+#[test]
+fn a_replica_whose_follow_failed_holds_no_copy_for_a_while() {
+    within(Duration::from_secs(120), || {
+        let (url, clock, source) = setup();
+        let first = source.commit(&[("a.md", b"one\n")], "one");
+        let gate = Arc::new(Gate::default());
+        let a = Replica::new(&url, &clock, None);
+        let b = Replica::new(&url, &clock, Some((SourceFetch::Follow, gate.clone())));
+        let name = repo_name();
+        synced_on_both(&a, &b, &source, &first);
+        assert_eq!(b.store.holds_copy(&name), Ok(true));
+
+        let second = source.commit(&[("a.md", b"two\n")], "two");
+        a.store.sync(&name).unwrap();
+        // B sees A's record on its next call, and follows it.
+        eventually(SEEN_WITHIN, "B's follow is held at the gate", || {
+            let _ = b.store.holds_copy(&name);
+            b.fetches.follows() == 1
+        });
+        // The source goes away before B's follow fetches from it.
+        let moved = source.tmp().join("moved");
+        std::fs::rename(source.path(), &moved).unwrap();
+        gate.open();
+        eventually(SEEN_WITHIN, "B's follow fails", || {
+            b.store.holds_copy(&name) == Ok(false)
+        });
+        let started = Instant::now();
+        assert!(!b.store.wait_followed(&name, Duration::from_secs(5)));
+        assert!(started.elapsed() < Duration::from_secs(1));
+        assert_eq!(
+            b.store.resolve(&name, None),
+            Err(Error::NotSynced(name.clone()))
+        );
+
+        // The source is back: once the failure is old, a follow is tried again and B holds
+        // its copy at the recorded head.
+        std::fs::rename(&moved, source.path()).unwrap();
+        eventually(Duration::from_secs(20), "B follows again", || {
+            b.store.wait_followed(&name, Duration::from_millis(500))
+                && b.store.resolve(&name, None) == Ok(cid(&second))
+        });
+        assert_eq!(b.store.holds_copy(&name), Ok(true));
     });
 }
 

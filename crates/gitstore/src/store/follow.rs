@@ -144,6 +144,14 @@ impl Follows {
         }
     }
 
+    /// Whether a follow of `name` failed less than [`RETRY_AFTER`] ago (so none runs now).
+    pub(crate) fn failed_recently(&self, name: &RepoName) -> bool {
+        self.lock()
+            .failed
+            .get(name)
+            .is_some_and(|at| at.elapsed() < RETRY_AFTER)
+    }
+
     /// Ends the workers (the store is gone); requests are ignored from now on.
     pub(crate) fn close(&self) {
         self.lock().closed = true;
