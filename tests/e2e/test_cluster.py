@@ -1179,4 +1179,3 @@ def test_a_search_over_every_repository_names_what_owners_that_are_down_hold_and
             assert f"Repo: {repo}\n" in text, text
     finally:
         cluster.healthy()
-
