@@ -151,15 +151,24 @@ impl Opened {
         inner: &Inner,
         revision: Option<&str>,
     ) -> Result<Lease, gitstore::Error> {
-        match inner.store.lease_revision(&self.name, revision) {
-            Err(gitstore::Error::NotSynced(_))
-                if MAY_WAIT.with(Cell::get)
-                    && inner.store.wait_followed(&self.name, FOLLOW_WAIT) =>
-            {
-                inner.store.lease_revision(&self.name, revision)
-            }
-            leased => leased,
+        lease_revision(inner, &self.name, revision)
+    }
+}
+
+/// `GitStore::lease_revision`, waiting for a follow on the blocking pool (see
+/// [`Opened::lease`]).
+fn lease_revision(
+    inner: &Inner,
+    name: &RepoName,
+    revision: Option<&str>,
+) -> Result<Lease, gitstore::Error> {
+    match inner.store.lease_revision(name, revision) {
+        Err(gitstore::Error::NotSynced(_))
+            if MAY_WAIT.with(Cell::get) && inner.store.wait_followed(name, FOLLOW_WAIT) =>
+        {
+            inner.store.lease_revision(name, revision)
         }
+        leased => leased,
     }
 }
 
@@ -240,9 +249,7 @@ impl RepoCall<Option<String>> {
         };
         let indexes = inner.indexes()?;
         if let (Some(name), Some(revision)) = (&one, revision) {
-            let commit = inner
-                .store
-                .lease_revision(name, Some(revision))?
+            let commit = lease_revision(inner, name, Some(revision))?
                 .commit()
                 .clone();
             match indexes.indexed_commit(name.as_str()) {
