@@ -1179,3 +1179,40 @@ def test_a_search_over_every_repository_names_what_owners_that_are_down_hold_and
             assert f"Repo: {repo}\n" in text, text
     finally:
         cluster.healthy()
+
+
+@deadline(180)
+def test_definitions_and_references_over_every_repository_cover_each_repository_through_each_replica(
+    cluster: Cluster, fanned: list[str]
+) -> None:
+    cluster.healthy()
+    token = cluster.tokens.reader
+
+    def definitions_in(answer: Answer) -> list[str]:
+        return [d["repo"] for d in answer.json()["definitions"] if d["repo"] in fanned]
+
+    def references_in(answer: Answer) -> list[str]:
+        return [group["repo"] for group in answer.json()["repos"] if group["repo"] in fanned]
+
+    for replica in cluster.replicas:
+        # Symbols are extracted just after an index is published: wait for them.
+        answer = wait_until(
+            f"{replica.name} finds cluster_needle defined in {fanned}",
+            SERVED_BOUND_S,
+            lambda r=replica: api(r, "definitions", token, symbol="cluster_needle"),
+            lambda a: a.status == 200 and definitions_in(a) == fanned,
+            interval_s=0.5,
+        )
+        assert "not_searched" not in answer.json(), answer.json()
+        answer = api(replica, "references", token, symbol="cluster_needle", limit=2)
+        assert answer.status == 200, answer
+        assert "not_searched" not in answer.json(), answer.json()
+        seen = references_in(answer)
+        cursor = answer.json().get("next_cursor")
+        while cursor:
+            answer = api(replica, "references", token, symbol="cluster_needle", limit=2, cursor=cursor)
+            assert answer.status == 200, answer
+            seen.extend(references_in(answer))
+            cursor = answer.json().get("next_cursor")
+        # One definition line per repository (`pub fn cluster_needle`), each once, in order.
+        assert seen == fanned, (replica.name, seen)
