@@ -175,20 +175,28 @@ async fn route(State(state): State<Arc<Forwarder>>, request: Request, next: Next
                 Forwarded::Answered(answer) => return answer,
                 Forwarded::Unanswered { not_indexed } => not_indexed,
             };
-            // No other owner could answer a call that reads the index. An owner that holds
-            // the repository but is still indexing it answers it: naming the repository as
-            // not indexed yet is an answer, which a 503 is not.
-            if call.reads_index && state.service.route_call(&ctx, &repo, false) == Route::Here {
-                return next
-                    .run(Request::from_parts(parts, Body::from(bytes)))
-                    .await;
-            }
-            if !not_indexed.is_empty()
+            // No owner could answer whole (none holds the repository yet, the ones that do
+            // are down, or still indexing it). A replica with a copy of its own (one that
+            // registered the repository, or held it before) answers rather than nobody: its
+            // reads resolve the head the cluster recorded, like the owners'. A call that
+            // reads the index goes to it first only if it has an index; else to an owner
+            // still indexing (naming the repository as not indexed yet is an answer, which a
+            // 503 is not), else here all the same.
+            let copy_here = state.service.has_copy(&ctx, &repo);
+            let whole_here =
+                copy_here && (!call.reads_index || state.service.serves_repo(&ctx, &repo, true));
+            if !whole_here
+                && !not_indexed.is_empty()
                 && let Forwarded::Answered(answer) = state
-                    .forward(&parts, bytes, &repo, &not_indexed, deadline, true)
+                    .forward(&parts, bytes.clone(), &repo, &not_indexed, deadline, true)
                     .await
             {
                 return answer;
+            }
+            if copy_here {
+                return next
+                    .run(Request::from_parts(parts, Body::from(bytes)))
+                    .await;
             }
             COUNTERS.unanswered.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(%repo, owners = owners.len(), "no owner of the repository answered");

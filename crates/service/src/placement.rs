@@ -353,3 +353,16 @@ impl Service {
             .is_some_and(|commit| self.inner.store.lease(&repo, &commit).is_ok())
     }
 }
+
+impl Service {
+    /// Whether this replica keeps a synced copy of the repository `repo` names (an alias is
+    /// replaced first), at the head the cluster recorded or still following it (a read on
+    /// the blocking pool waits for that follow): the last resort of a call no owner
+    /// answered. Unlike [`Service::serves_repo`], an unknown name does not count: whether it
+    /// is unknown is for its owners to say.
+    pub fn has_copy(&self, ctx: &CallContext, repo: &str) -> bool {
+        let name = self.unalias(ctx, repo.to_owned());
+        gitstore::RepoName::parse(&name)
+            .is_ok_and(|repo| self.inner.store.branch_heads(&repo).is_ok())
+    }
+}
