@@ -178,6 +178,26 @@ async fn a_search_over_every_repository_asks_the_other_replica_and_names_it_when
         let body: Value = answered.json().await.expect("json");
         assert_eq!(body["hits"][0]["repo"], "acme/two", "{body}");
         assert_eq!(body["hits"][0]["tier"], "line", "{body}");
+        // A part of a large cluster names many repositories: past axum's default body limit.
+        let many: Vec<String> = (0..60_000)
+            .map(|n| format!("acme/a-rather-long-repository-name-{n:06}"))
+            .collect();
+        let big = serde_json::json!({
+            "mode": {"kind": "search"},
+            "query": "needle",
+            "repos": many,
+            "want": 10,
+        });
+        let answered = client
+            .post(&url)
+            .header("x-csg-cluster-secret", SECRET)
+            .json(&big)
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(answered.status().as_u16(), 200);
+        let body: Value = answered.json().await.expect("json");
+        assert_eq!(body["not_indexed"].as_array().map(Vec::len), Some(60_000));
 
         // Through A: both repositories, A's own and B's part.
         let (status, body) =

@@ -9,7 +9,7 @@
 use crate::FromReplica;
 use crate::json::ApiError;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::routing::post;
 use axum::{Extension, Json, Router};
 use service::{ErrorKind, Service, ServiceError, ShardAnswer, ShardRequest};
@@ -17,10 +17,16 @@ use service::{ErrorKind, Service, ServiceError, ShardAnswer, ShardRequest};
 /// Where the route is.
 pub(crate) const PATH: &str = "/sourcegraph/api/cluster/search";
 
+/// The biggest part request read: it names every repository of the part (some 30 bytes
+/// each), so a cluster of 100,000 repositories needs a few megabytes, past axum's default.
+/// The routing layer reads at most as much.
+const MAX_PART_REQUEST_BYTES: usize = 8 * 1024 * 1024;
+
 /// The route alone, to be merged beside the access-checked routes.
 pub(crate) fn router(service: Service) -> Router {
     Router::new()
         .route(PATH, post(search_shard))
+        .layer(DefaultBodyLimit::max(MAX_PART_REQUEST_BYTES))
         .with_state(service)
 }
 
