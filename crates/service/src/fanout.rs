@@ -4,20 +4,24 @@
 //!
 //! The replica asked decides access once (the frame's [`RepoCall::targets`]) and applies the
 //! server plugins' `QUERY_ALIASES` before and `on_search_results` after, as on one server.
-//! It then splits the readable repositories by owners ([`Placement::owners`]): those it owns
-//! and holds an index of it searches itself; each other group goes to its first owner, then
-//! to the next if that one fails, times out, or says it has no index of some (for those). Each
-//! part answers the first `offset + limit` hits of its ranked list with their rank keys
+//! It then splits the readable repositories by owners ([`crate::Placement::owners`]): those it owns
+//! and holds an index of it searches itself; the others go to their preferred owners, one
+//! call per owner for all the repositories it is preferred for, and what an owner could not
+//! answer (it failed, timed out, or has no index of some) to each repository's next owner.
+//! Each part answers the first `offset + limit` hits of its ranked list with their rank keys
 //! ([`Service::search_shard`] on the owner, through [`Peers`]); [`search::merge`] puts them in
-//! the one global order, cuts the page and makes the cursor. Repositories no owner answered
-//! for are named in `not_searched`.
+//! the one global order, cuts the page and makes the cursor (the cursor names every part's
+//! generations, so a page after an owner re-indexed, or after another owner answered for it,
+//! is refused as expired: search again). Repositories no owner answered for are named in
+//! `not_searched`. `definitions` fans out the same way and merges with
+//! [`search::merge_definitions`].
 //!
 //! The service knows no HTTP: [`Peers`] is the transport's, plugged in with the placement.
 
 use crate::frame::{IndexedTargets, RepoCall};
 use crate::{Service, ServiceError};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -203,9 +207,9 @@ pub(crate) struct Fanned<T> {
 struct Plan {
     /// Here.
     local: Vec<String>,
-    /// By owners (node URLs, the preferred first; this replica not among them) → their
-    /// repositories.
-    groups: BTreeMap<Vec<String>, Vec<String>>,
+    /// Elsewhere: each repository with its owners (node URLs, the preferred first; this
+    /// replica not among them).
+    remote: Vec<(String, Vec<String>)>,
     /// Not searched anywhere: indexed here at a commit that left retention.
     not_indexed: Vec<String>,
 }
@@ -226,9 +230,9 @@ struct Gathered {
     not_searched: Vec<String>,
 }
 
-/// What asking one group's owners came to.
+/// What asking the owners of the repositories held elsewhere came to.
 #[derive(Debug, Default)]
-struct GroupOutcome {
+struct Asked {
     /// Each answer, with the repositories it was asked for.
     answers: Vec<(BTreeSet<String>, ShardAnswer)>,
     /// An owner answered that it holds no index of these, and no other owner answered them.
@@ -470,24 +474,20 @@ impl Service {
                 let plan = this.plan(indexes, repos, stale);
                 // The others' parts run while this replica searches its own.
                 let runtime = tokio::runtime::Handle::current();
-                let waiting: Vec<_> = plan
-                    .groups
-                    .into_iter()
-                    .map(|(owners, repos)| {
-                        let request = ShardRequest {
-                            mode: mode.clone(),
-                            query: base.query.clone(),
-                            regex,
-                            case_sensitive,
-                            path: base.path.clone(),
-                            lang: base.lang.clone(),
-                            repos: repos.clone(),
-                            want,
-                        };
-                        let task = runtime.spawn(ask_owners(peers.clone(), owners, request));
-                        (repos, task)
-                    })
-                    .collect();
+                let remote: Vec<String> =
+                    plan.remote.iter().map(|(repo, _)| repo.clone()).collect();
+                let template = ShardRequest {
+                    mode: mode.clone(),
+                    query: base.query.clone(),
+                    regex,
+                    case_sensitive,
+                    path: base.path.clone(),
+                    lang: base.lang.clone(),
+                    repos: Vec::new(),
+                    want,
+                };
+                let waiting = (!plan.remote.is_empty())
+                    .then(|| runtime.spawn(ask_owners(peers, plan.remote, template)));
                 let local = if plan.local.is_empty() {
                     None
                 } else if let Some(request) = definitions(plan.local.clone(), want) {
@@ -502,23 +502,29 @@ impl Service {
                     Some(Part::Top(indexes.top_hits(&part, search, want)?))
                 };
                 drop(leases);
-                Ok((local, waiting, base, mode, plan.not_indexed))
+                Ok((
+                    local,
+                    waiting.map(|task| (remote, task)),
+                    base,
+                    mode,
+                    plan.not_indexed,
+                ))
             })
             .await?;
         let mut parts: Vec<Part> = local.into_iter().collect();
         let mut not_searched = Vec::new();
-        for (repos, task) in waiting {
+        if let Some((remote, task)) = waiting {
             match task.await {
-                Ok(outcome) => {
-                    for (asked, answer) in outcome.answers {
-                        parts.push(answer.into_part(&mode, &asked));
+                Ok(asked) => {
+                    for (repos, answer) in asked.answers {
+                        parts.push(answer.into_part(&mode, &repos));
                     }
-                    not_indexed.extend(outcome.not_indexed);
-                    not_searched.extend(outcome.not_searched);
+                    not_indexed.extend(asked.not_indexed);
+                    not_searched.extend(asked.not_searched);
                 }
                 Err(error) => {
-                    tracing::error!(%error, "asking owners for their part of a search failed");
-                    not_searched.extend(repos);
+                    tracing::error!(%error, "asking owners for their parts of a query failed");
+                    not_searched.extend(remote);
                 }
             }
         }
@@ -564,57 +570,85 @@ impl Service {
                     plan.local.push(repo);
                 }
             } else {
-                plan.groups.entry(others).or_default().push(repo);
+                plan.remote.push((repo, others));
             }
         }
         plan
     }
 }
 
-/// Asks a group's owners in turn for the group's part: the first for all of it, the next
-/// for what the first could not answer (it failed, or holds no index of some).
+/// Asks the owners of `remote` (each repository with its owners, the preferred first) for
+/// their parts, in rounds: each round asks every owner once, at the same time, for the
+/// repositories it is now the first untried owner of — so one call per owner, however many
+/// owner sets the repositories fall into. What an owner failed to answer (unreachable,
+/// timed out, an error) or holds no index of goes to that repository's next owner in the
+/// next round.
 async fn ask_owners(
     peers: Arc<dyn Peers>,
-    owners: Vec<String>,
-    mut request: ShardRequest,
-) -> GroupOutcome {
-    let mut outcome = GroupOutcome::default();
+    remote: Vec<(String, Vec<String>)>,
+    template: ShardRequest,
+) -> Asked {
+    let mut asked = Asked::default();
+    let mut candidates: HashMap<String, VecDeque<String>> = HashMap::new();
+    let mut pending: Vec<String> = Vec::new();
+    for (repo, owners) in remote {
+        pending.push(repo.clone());
+        candidates.insert(repo, owners.into());
+    }
     let mut not_indexed_somewhere = BTreeSet::new();
-    for owner in &owners {
-        if request.repos.is_empty() {
-            break;
-        }
-        let asked: BTreeSet<String> = request.repos.iter().cloned().collect();
-        match peers.search_shard(owner, request.clone()).await {
-            Ok(answer) => {
-                let missing: Vec<String> = answer
-                    .not_indexed
-                    .iter()
-                    .filter(|repo| asked.contains(*repo))
-                    .cloned()
-                    .collect();
-                not_indexed_somewhere.extend(missing.iter().cloned());
-                outcome.answers.push((asked, answer));
-                request.repos = missing;
+    while !pending.is_empty() {
+        let mut round: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for repo in pending.drain(..) {
+            match candidates.get_mut(&repo).and_then(VecDeque::pop_front) {
+                Some(owner) => round.entry(owner).or_default().push(repo),
+                None if not_indexed_somewhere.contains(&repo) => asked.not_indexed.push(repo),
+                None => asked.not_searched.push(repo),
             }
-            Err(error) => {
-                tracing::info!(
-                    %owner,
-                    %error,
-                    repos = request.repos.len(),
-                    "an owner gave no part of a query over every repository; asking the next"
-                );
+        }
+        let calls: Vec<_> = round
+            .into_iter()
+            .map(|(owner, repos)| {
+                let request = ShardRequest {
+                    repos: repos.clone(),
+                    ..template.clone()
+                };
+                let call = tokio::spawn(peers.search_shard(&owner, request));
+                (owner, repos, call)
+            })
+            .collect();
+        for (owner, repos, call) in calls {
+            let outcome = match call.await {
+                Ok(outcome) => outcome,
+                Err(error) => Err(PeerError {
+                    message: format!("the call stopped: {error}"),
+                }),
+            };
+            match outcome {
+                Ok(answer) => {
+                    let repos: BTreeSet<String> = repos.into_iter().collect();
+                    for repo in &answer.not_indexed {
+                        if repos.contains(repo) {
+                            not_indexed_somewhere.insert(repo.clone());
+                            pending.push(repo.clone());
+                        }
+                    }
+                    asked.answers.push((repos, answer));
+                }
+                Err(error) => {
+                    tracing::info!(
+                        %owner,
+                        %error,
+                        repos = repos.len(),
+                        "an owner gave no part of a query over every repository; asking the next"
+                    );
+                    pending.extend(repos);
+                }
             }
         }
     }
-    for repo in request.repos {
-        if not_indexed_somewhere.contains(&repo) {
-            outcome.not_indexed.push(repo);
-        } else {
-            outcome.not_searched.push(repo);
-        }
-    }
-    outcome
+    asked.not_indexed.sort();
+    asked.not_searched.sort();
+    asked
 }
 
 impl From<search::Definitions> for ShardAnswer {

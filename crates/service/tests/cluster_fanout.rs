@@ -419,3 +419,44 @@ async fn definitions_over_every_repository_answer_as_one_server_holding_everythi
     })
     .await;
 }
+
+/// However many owner sets the repositories fall into, each owner is asked once per round:
+/// first every repository's preferred owner, then, for what it could not answer, the next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn each_owner_is_asked_once_for_all_the_repositories_it_is_preferred_for() {
+    bounded(async {
+        let sources = sources();
+        let dirs: Vec<tempfile::TempDir> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+        let all = ["a/one", "b/two", "c/three"];
+        let a = replica(&dirs[0], &sources, &all, &[]).await;
+        let b = replica(&dirs[1], &sources, &all, &["a/one", "b/two"]).await;
+        let c = replica(&dirs[2], &sources, &["c/three"], &["c/three"]).await;
+        let whole = replica(&dirs[3], &sources, &all, &all).await;
+        let peers = Arc::new(Stub::default());
+        peers.replicas.lock().unwrap().insert(B.into(), b);
+        peers.replicas.lock().unwrap().insert(C.into(), c);
+        let owners = HashMap::from([
+            ("a/one", vec![B, C]),
+            ("b/two", vec![B, DOWN]),
+            ("c/three", vec![B, C]),
+        ]);
+        assert!(a.set_placement(Arc::new(Fixed {
+            owners,
+            peers: peers.clone(),
+        })));
+        let ctx = CallContext::default();
+        let here = a.search(&ctx, all_repos("needle", 7)).await.unwrap();
+        let one = whole.search(&ctx, all_repos("needle", 7)).await.unwrap();
+        assert_eq!(comparable(&here), comparable(&one));
+        let asked = peers.asked.lock().unwrap().clone();
+        let all: Vec<String> = all.map(str::to_owned).to_vec();
+        assert_eq!(
+            asked,
+            [
+                (B.to_owned(), all),
+                (C.to_owned(), vec!["c/three".to_owned()])
+            ]
+        );
+    })
+    .await;
+}
