@@ -407,17 +407,6 @@ def test_a_new_commit_synced_through_one_replica_is_the_head_every_replica_answe
 
 
 @deadline(30)
-@pytest.mark.xfail(
-    reason="intermittent (2 of 17 runs on 2026-12-07 after 773ddbf): for ~80 ms after a sync through"
-    " one replica, while both owners follow the recorded head, each owner's `Service::holds` (a lease"
-    " of the default branch: NotSynced while its recorded head is being fetched) says it does not hold"
-    " the repository, so each forwards to the other, which refuses the forwarded call with 503"
-    " (`from_another_replica`) before its lease could wait for the follow (gitstore `wait_followed`,"
-    " done by the frame on the blocking pool); a read through any replica fails with 503 `the replicas"
-    " that hold this repository did not answer` (issue 31 behaviour 4)",
-    raises=AssertionError,
-    strict=False,
-)
 def test_no_read_fails_while_the_replicas_follow_a_new_head(new_head: NewHead) -> None:
     assert not new_head.failed, dict(new_head.failed)
 
@@ -497,13 +486,6 @@ def make_token(cluster: Cluster, user: str) -> tuple[str, str]:
 
 
 @deadline(120)
-@pytest.mark.xfail(
-    reason="a token made through one replica is refused with 401 `the API token is unknown or was"
-    " revoked` by another replica for up to ~0.5 s (until that replica's access view reloads on the"
-    " NOTIFY): a replica whose view lacks a presented token does not ask the database for it",
-    raises=AssertionError,
-    strict=False,
-)
 def test_a_token_made_through_one_replica_works_on_every_replica_at_its_first_call(
     cluster: Cluster, registered: Registered
 ) -> None:

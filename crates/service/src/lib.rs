@@ -445,11 +445,12 @@ impl Service {
                     None => {
                         let (frame, base) = (frame.clone(), base.clone());
                         self.blocking(move |inner| {
-                            inner.base_read(&frame, &*base, None).unwrap_or_else(|| {
-                                Err(ServiceError::internal(
-                                    "a read without allowance stopped early; see the server log",
-                                ))
-                            })
+                            frame::on_blocking_pool(|| inner.base_read(&frame, &*base, None))
+                                .unwrap_or_else(|| {
+                                    Err(ServiceError::internal(
+                                        "a read without allowance stopped early; see the server log",
+                                    ))
+                                })
                         })
                         .await
                     }
@@ -848,7 +849,20 @@ impl Inner {
         mut allowance: Allowance,
     ) -> Option<Result<(A, gitstore::Lease), ServiceError>> {
         let mut read = || -> Result<Option<(A, gitstore::Lease)>, ServiceError> {
-            let lease = frame.call.lease(self, frame.revision.as_deref())?;
+            let opened = frame.call.open(self)?;
+            let lease = match opened.lease(self, frame.revision.as_deref()) {
+                Ok(lease) => lease,
+                // Cluster mode: a copy still following a head another replica recorded. An
+                // async thread must not wait for that; the blocking pool may (bounded), so
+                // the read is redone there rather than answered "not synced".
+                Err(gitstore::Error::NotSynced(_))
+                    if allowance.is_some()
+                        && self.store.holds_copy(opened.name()).unwrap_or(false) =>
+                {
+                    return Ok(None);
+                }
+                Err(error) => return Err(error.into()),
+            };
             Ok(base(self, &lease, &mut allowance)?.map(|answer| (answer, lease)))
         };
         read().transpose()

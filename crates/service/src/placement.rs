@@ -175,16 +175,15 @@ impl Service {
         })
     }
 
-    /// Whether this replica holds a synced mirror of the repository `name` (a real name).
-    /// An unknown name is "held": the call is answered here, as unknown.
+    /// Whether this replica holds a synced copy of the repository `name` (a real name), at
+    /// the head the cluster recorded or following a newer one (a read then waits for that
+    /// follow on the blocking pool, rather than being sent to an owner that is likely
+    /// following it too). An unknown name is "held": the call is answered here, as unknown.
     pub(crate) fn holds(&self, name: &str) -> bool {
         let Ok(repo) = gitstore::RepoName::parse(name) else {
             return true;
         };
-        !matches!(
-            self.inner.store.lease_revision(&repo, None),
-            Err(gitstore::Error::NotSynced(_))
-        )
+        !matches!(self.inner.store.holds_copy(&repo), Ok(false))
     }
 }
 
