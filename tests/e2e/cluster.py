@@ -632,3 +632,59 @@ COMMIT_LINE = re.compile(r"^Commit: ([0-9a-f]{40})$", re.MULTILINE)
 def commits_in(text: str) -> set[str]:
     """Every `Commit:` header of a MCP answer (a read block, a search group)."""
     return set(COMMIT_LINE.findall(text))
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendezvous owners, computed here as the replicas do (crates/cluster/src/rendezvous.rs)
+
+
+def _siphash13(k0: int, k1: int, data: bytes) -> int:
+    """SipHash-1-3 (one compression round, three finalisation rounds) of `data`."""
+    mask = (1 << 64) - 1
+
+    def rotl(x: int, b: int) -> int:
+        return ((x << b) | (x >> (64 - b))) & mask
+
+    v0, v1 = k0 ^ 0x736F6D6570736575, k1 ^ 0x646F72616E646F6D
+    v2, v3 = k0 ^ 0x6C7967656E657261, k1 ^ 0x7465646279746573
+
+    def rounds(count: int) -> None:
+        nonlocal v0, v1, v2, v3
+        for _ in range(count):
+            v0 = (v0 + v1) & mask
+            v1 = rotl(v1, 13) ^ v0
+            v0 = rotl(v0, 32)
+            v2 = (v2 + v3) & mask
+            v3 = rotl(v3, 16) ^ v2
+            v0 = (v0 + v3) & mask
+            v3 = rotl(v3, 21) ^ v0
+            v2 = (v2 + v1) & mask
+            v1 = rotl(v1, 17) ^ v2
+            v2 = rotl(v2, 32)
+
+    tail = len(data) % 8
+    for offset in range(0, len(data) - tail, 8):
+        m = int.from_bytes(data[offset : offset + 8], "little")
+        v3 ^= m
+        rounds(1)
+        v0 ^= m
+    last = (len(data) & 0xFF) << 56 | int.from_bytes(data[len(data) - tail :], "little")
+    v3 ^= last
+    rounds(1)
+    v0 ^= last
+    v2 ^= 0xFF
+    rounds(3)
+    return v0 ^ v1 ^ v2 ^ v3
+
+
+def rendezvous_owners(repo: str, node_urls: list[str], n: int = 2) -> list[str]:
+    """The `n` owners of `repo` among `node_urls`, heaviest first, by the weight the replicas
+    use (never changes: replicas of two versions must agree during a rolling upgrade)."""
+
+    def weight(node: str) -> int:
+        data = b"".join(
+            [len(node.encode()).to_bytes(8, "little"), node.encode(), len(repo.encode()).to_bytes(8, "little"), repo.encode()]
+        )
+        return _siphash13(0x6373672D72656E64, 0x657A766F75732D31, data)
+
+    return sorted(set(node_urls), key=lambda url: (-weight(url), url))[:n]

@@ -34,6 +34,7 @@ import urllib.parse
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,6 +46,7 @@ from cluster import (
     commits_in,
     http,
     mcp_client,
+    rendezvous_owners,
     text_of,
     wait_until,
 )
@@ -1207,3 +1209,33 @@ def test_definitions_and_references_over_every_repository_cover_each_repository_
             cursor = answer.json().get("next_cursor")
         # One definition line per repository (`pub fn cluster_needle`), each once, in order.
         assert seen == fanned, (replica.name, seen)
+
+
+# ---------------------------------------------------------------------------------------------
+# Registration lands on the owners
+
+
+@deadline(90)
+def test_a_registration_through_a_replica_that_does_not_own_it_is_cloned_by_its_owners_only(
+    cluster: Cluster,
+) -> None:
+    """`POST /sourcegraph/api/repos` through a replica that will not own the repository is
+    answered by an owner: the owners clone it, the replica that took the call keeps no copy,
+    and it reads the repository through the owners at once."""
+    cluster.healthy()
+    via = cluster.replicas[0]
+    urls = [replica.url for replica in cluster.replicas]
+    name = next(
+        f"acme/placed-{n}" for n in range(100) if via.url not in rendezvous_owners(f"acme/placed-{n}", urls)
+    )
+    answer = registration_request(cluster, via.url, name)
+    assert answer.status == 201, answer
+    owners = cluster.owners(name)
+    assert sorted(r.url for r in owners) == sorted(rendezvous_owners(name, urls)), cluster.ownership()
+    mirror = Path("mirrors") / name.split("/")[0] / f"{name.split('/')[1]}.git"
+    assert not (via.data_dir / mirror).exists(), f"{via.name} cloned {name}, which it does not own"
+    read = api(via, "read", cluster.tokens.reader, repo=name, path="docs/guide.md")
+    assert read.status == 200 and read.json()["commit"] == answer.json()["head"], read
+    for owner in owners:
+        wait_until(f"{owner.name} holds a copy of {name}", REGISTRATION_BOUND_S, lambda o=owner: (o.data_dir / mirror / "HEAD").is_file())
+    assert not (via.data_dir / mirror).exists(), f"{via.name} cloned {name} after the registration"

@@ -457,6 +457,15 @@ fn named_call(parts: &http::request::Parts, body: Option<&[u8]>) -> Option<Named
             reads_index: tool.is_some_and(|tool| INDEX_TOOLS.contains(&tool)),
         });
     }
+    if path == "/sourcegraph/api/repos" && parts.method == Method::POST {
+        // A registration is answered by an owner of the name: it clones and indexes the
+        // repository where it will be served, not on whichever replica took the call.
+        let value: serde_json::Value = serde_json::from_slice(body?).ok()?;
+        return Some(NamedCall {
+            repo: text_field(&value, "name")?,
+            reads_index: false,
+        });
+    }
     if let Some(tool) = path.strip_prefix("/sourcegraph/api/") {
         let reads_index = INDEX_TOOLS.contains(&tool.trim_end_matches('/'));
         let repo = if parts.method == Method::GET {
@@ -519,6 +528,19 @@ mod tests {
 
     fn reads_index(parts: &http::request::Parts, body: Option<&[u8]>) -> Option<bool> {
         named_call(parts, body).map(|call| call.reads_index)
+    }
+
+    #[test]
+    fn a_registration_names_its_repository() {
+        let post = parts(Method::POST, "/sourcegraph/api/repos");
+        let body = br#"{"name":"acme/new","source":"https://example.org/new.git"}"#;
+        assert_eq!(named_repo(&post, Some(body)).as_deref(), Some("acme/new"));
+        assert_eq!(reads_index(&post, Some(body)), Some(false));
+        // Listing the registrations names none.
+        assert_eq!(
+            named_repo(&parts(Method::GET, "/sourcegraph/api/repos"), None),
+            None
+        );
     }
 
     #[test]
