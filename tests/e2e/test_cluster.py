@@ -1239,3 +1239,21 @@ def test_a_registration_through_a_replica_that_does_not_own_it_is_cloned_by_its_
     for owner in owners:
         wait_until(f"{owner.name} holds a copy of {name}", REGISTRATION_BOUND_S, lambda o=owner: (o.data_dir / mirror / "HEAD").is_file())
     assert not (via.data_dir / mirror).exists(), f"{via.name} cloned {name} after the registration"
+
+
+@deadline(60)
+def test_readyz_counts_the_repositories_each_replica_owns_and_holds(cluster: Cluster) -> None:
+    """`/readyz`'s `repositories_served` (counted by each maintenance round, not per probe)
+    matches the ownership `GET /sourcegraph/api/cluster` shows, once the owners hold their
+    copies."""
+    cluster.healthy()
+    ownership = cluster.ownership()
+    for replica in cluster.replicas:
+        owned = sum(1 for entry in ownership["repositories"] if replica.url in entry["owners"])
+        wait_until(
+            f"{replica.name} reports {owned} repositories served",
+            30,
+            replica.readyz,
+            lambda answer, n=owned: answer.status == 200 and answer.json()["repositories_served"] == n,
+            interval_s=0.5,
+        )

@@ -332,7 +332,7 @@ async fn add_repo(
 /// takes every replica out of a balancer's rotation at once.
 async fn readyz(State(state): State<AppState>) -> axum::response::Response {
     let started = state.readiness.is_ready();
-    let Some(cluster) = state.service.cluster_status() else {
+    let Some(cluster) = state.service.readiness() else {
         return if started {
             (StatusCode::OK, "ready\n").into_response()
         } else {

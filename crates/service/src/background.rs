@@ -144,6 +144,7 @@ pub fn spawn_maintenance(
             catch_up_builds.retain(&registered);
             let now = Instant::now();
             let release_grace = service.release_grace();
+            let mut served = 0;
             for repo in repos {
                 // Cluster mode: a replica keeps mirrors and indexes of what it owns only; the
                 // other repositories' calls are forwarded to their owners.
@@ -177,6 +178,9 @@ pub fn spawn_maintenance(
                     continue;
                 }
                 releases.clear(&repo.name);
+                if clustered && service.holds(&repo.name) {
+                    served += 1;
+                }
                 if running.contains_key(&repo.name) {
                     tracing::debug!(repo = %repo.name, "maintenance: still busy since an earlier round; skipped");
                     continue;
@@ -234,6 +238,9 @@ pub fn spawn_maintenance(
                     index_then_prepare(&service, &name).await;
                 });
                 running.insert(repo.name, task);
+            }
+            if clustered {
+                service.note_served_here(served);
             }
             if sync && housekeeping.as_ref().is_none_or(JoinHandle::is_finished) {
                 housekeeping = Some(tokio::spawn(sweep(service.clone())));

@@ -53,7 +53,7 @@ pub use navigate::{
     OutlineSymbol, Reference, ReferencesAnswer, ReferencesRequest, RepoReferences, SymbolQuery,
 };
 pub use permissions::{AuthFailure, Caller, NewToken, Principal, TOKEN_NEEDED, TokenInfo};
-pub use placement::{ClusterStatus, Member, Membership, Placement, Route};
+pub use placement::{ClusterStatus, Member, Membership, Placement, Readiness, Route};
 pub use prepare::{AddRepoAnswer, IndexReport, PrepareAction, PrepareAnswer, PrepareRequest};
 pub use progress::TenthLog;
 pub use pyplugin::HostConfig;
@@ -188,6 +188,10 @@ struct Inner {
     access: Result<Arc<access::AccessStore>, String>,
     /// Cluster mode: where repositories are served (unset: everything here).
     placement: std::sync::OnceLock<Arc<dyn placement::Placement>>,
+    /// Cluster mode: the repositories this replica owns and holds, as the last maintenance
+    /// round counted them (`usize::MAX` before the first), so a `/readyz` probe reads a
+    /// number instead of walking every repository.
+    served_here: std::sync::atomic::AtomicUsize,
 }
 
 /// The access store (users, tokens, grants) on the metadata `store`'s registry uses: the
@@ -232,6 +236,7 @@ impl Service {
                 indexed_here: Default::default(),
                 preparations: Preparations::default(),
                 placement: std::sync::OnceLock::new(),
+                served_here: std::sync::atomic::AtomicUsize::new(usize::MAX),
             }),
         }
     }

@@ -72,6 +72,15 @@ pub struct ClusterStatus {
     pub served_here: usize,
 }
 
+/// A replica's standing for `/readyz`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Readiness {
+    /// The membership.
+    pub membership: Membership,
+    /// Repositories this replica owns and holds a synced copy of.
+    pub served_here: usize,
+}
+
 /// Where a call for one repository runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
@@ -161,6 +170,35 @@ impl Service {
             repositories,
             served_here,
         })
+    }
+
+    /// This replica's standing for `/readyz` (`None` in the embedded default): the
+    /// membership and how many repositories it owns and holds, as the last maintenance round
+    /// counted them (counted now before the first round). Cheap: a probe every second or two
+    /// from each balancer must not walk every repository.
+    pub fn readiness(&self) -> Option<Readiness> {
+        let placement = self.inner.placement.get()?;
+        let counted = self
+            .inner
+            .served_here
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if counted == usize::MAX {
+            return self.cluster_status().map(|status| Readiness {
+                membership: status.membership,
+                served_here: status.served_here,
+            });
+        }
+        Some(Readiness {
+            membership: placement.members(),
+            served_here: counted,
+        })
+    }
+
+    /// Notes what a maintenance round counted for [`Service::readiness`].
+    pub(crate) fn note_served_here(&self, served: usize) {
+        self.inner
+            .served_here
+            .store(served, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// [`Service::cluster_status`] for an operator (the prepare capability, A-3): the
