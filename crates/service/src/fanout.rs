@@ -194,6 +194,28 @@ pub(crate) struct FanQuery {
     pub(crate) cursor: Option<String>,
 }
 
+impl FanQuery {
+    /// A `definitions` or `references` lookup of a name (`mode`), which has no query text.
+    pub(crate) fn symbol(
+        mode: ShardMode,
+        path: Option<String>,
+        lang: Option<String>,
+        limit: usize,
+        cursor: Option<String>,
+    ) -> Self {
+        Self {
+            mode,
+            query: String::new(),
+            regex: false,
+            case_sensitive: false,
+            path,
+            lang,
+            limit,
+            cursor,
+        }
+    }
+}
+
 /// A fanned-out query's page.
 pub(crate) struct Fanned<T> {
     /// The merged answer; its `not_indexed` covers every part's.

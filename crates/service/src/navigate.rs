@@ -319,18 +319,15 @@ impl Service {
         let peers = repo.is_none().then(|| self.peers()).flatten();
         self.framed(ctx, Op::DEFINITIONS, repo, move |call| async move {
             if let Some(peers) = peers {
-                let fan = crate::fanout::FanQuery {
-                    mode: crate::ShardMode::Definitions {
+                let fan = crate::fanout::FanQuery::symbol(
+                    crate::ShardMode::Definitions {
                         symbol: req.symbol.clone(),
                     },
-                    query: String::new(),
-                    regex: false,
-                    case_sensitive: false,
-                    path: req.path,
-                    lang: req.lang,
-                    limit: req.limit.unwrap_or(DEFAULT_DEFINITIONS_LIMIT),
-                    cursor: None,
-                };
+                    req.path,
+                    req.lang,
+                    req.limit.unwrap_or(DEFAULT_DEFINITIONS_LIMIT),
+                    None,
+                );
                 let fanned = self
                     .fan_out_definitions(call, req.revision, fan, peers)
                     .await?;
@@ -378,18 +375,15 @@ impl Service {
         let peers = repo.is_none().then(|| self.peers()).flatten();
         self.framed(ctx, Op::REFERENCES, repo, move |call| async move {
             if let Some(peers) = peers {
-                let fan = crate::fanout::FanQuery {
-                    mode: crate::ShardMode::References {
+                let fan = crate::fanout::FanQuery::symbol(
+                    crate::ShardMode::References {
                         symbol: req.symbol.clone(),
                     },
-                    query: String::new(),
-                    regex: false,
-                    case_sensitive: false,
-                    path: req.path,
-                    lang: req.lang,
-                    limit: req.limit.unwrap_or(DEFAULT_REFERENCES_LIMIT),
+                    req.path,
+                    req.lang,
+                    req.limit.unwrap_or(DEFAULT_REFERENCES_LIMIT),
                     cursor,
-                };
+                );
                 let fanned = self.fan_out(call, req.revision, fan, peers).await?;
                 let mut answer = references_answer(req.symbol, fanned.results);
                 answer.not_searched = fanned.not_searched;

@@ -100,26 +100,11 @@ impl Service {
     /// Where a call naming `repo` (an alias, P-22, is replaced first, as the frame would)
     /// runs. An unknown or unreadable name routes like any other: the owner answers it, and
     /// answers it exactly as it would an unknown one.
+    ///
+    /// An owner that has not fetched the repository yet (it just joined, or just gained it)
+    /// sends the call to the other owners until it has.
     pub fn route(&self, ctx: &CallContext, repo: &str) -> Route {
-        let Some(placement) = self.inner.placement.get() else {
-            return Route::Here;
-        };
-        let name = self.unalias(ctx, repo.to_owned());
-        let owners = placement.owners(&name);
-        if !owned_by(&owners, placement.self_url()) {
-            return Route::Elsewhere(owners);
-        }
-        // An owner that has not fetched the repository yet (it just joined, or just gained
-        // it) sends the call to the other owners until it has.
-        let others: Vec<String> = owners
-            .into_iter()
-            .filter(|owner| owner != placement.self_url())
-            .collect();
-        if others.is_empty() || self.holds(&name) {
-            Route::Here
-        } else {
-            Route::Elsewhere(others)
-        }
+        self.route_call(ctx, repo, false)
     }
 
     /// Whether this replica holds a synced copy of the repository `repo` names (an alias is
@@ -341,8 +326,12 @@ impl Service {
     /// replica that just gained the repository, or restarted, and is still building). An
     /// unknown name counts as served: it is answered here, as unknown.
     pub fn serves_repo(&self, ctx: &CallContext, repo: &str, needs_index: bool) -> bool {
-        let name = self.unalias(ctx, repo.to_owned());
-        self.holds(&name) && (!needs_index || self.index_serves(&name))
+        self.serves(&self.unalias(ctx, repo.to_owned()), needs_index)
+    }
+
+    /// [`Service::serves_repo`] for a real name.
+    fn serves(&self, name: &str, needs_index: bool) -> bool {
+        self.holds(name) && (!needs_index || self.index_serves(name))
     }
 
     /// [`Service::route`] for a call that does (`needs_index`) or does not read the search
@@ -363,7 +352,7 @@ impl Service {
             .into_iter()
             .filter(|owner| owner != placement.self_url())
             .collect();
-        if others.is_empty() || (self.holds(&name) && (!needs_index || self.index_serves(&name))) {
+        if others.is_empty() || self.serves(&name, needs_index) {
             Route::Here
         } else {
             Route::Elsewhere(others)
