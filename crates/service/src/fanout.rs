@@ -150,18 +150,8 @@ pub enum ShardPathOnly {
     NotUtf8,
 }
 
-/// A part's statistics ([`search::SearchStats`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ShardStats {
-    pub candidate_files: u64,
-    pub files_verified: u64,
-    pub documents: u64,
-    /// Hits of the part's whole ranked list.
-    pub total_hits: u64,
-    pub truncated: bool,
-    pub cached: bool,
-    pub elapsed_us: u64,
-}
+/// A part's statistics: a search's, of the part's whole ranked list.
+pub type ShardStats = crate::SearchStatsAnswer;
 
 /// Why another replica gave no part: unreachable, timed out, or it answered an error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -751,15 +741,7 @@ impl From<search::TopHits> for ShardAnswer {
                 .collect(),
             generations: top.generations,
             not_indexed: top.not_indexed,
-            stats: ShardStats {
-                candidate_files: stats.candidate_files,
-                files_verified: stats.files_verified,
-                documents: stats.documents,
-                total_hits: stats.total_hits,
-                truncated: stats.truncated,
-                cached: stats.cached,
-                elapsed_us: u64::try_from(stats.elapsed.as_micros()).unwrap_or(u64::MAX),
-            },
+            stats: (&stats).into(),
             definitions: Vec::new(),
         }
     }

@@ -85,8 +85,9 @@ pub struct SearchHit {
     pub note: Option<String>,
 }
 
-/// Query statistics (S-1: HTTP shows them).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// Query statistics (S-1: HTTP shows them); in cluster mode also those of one replica's
+/// part of a search over every repository ([`crate::ShardStats`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct SearchStatsAnswer {
     /// Files the trigram index selected.
     pub candidate_files: u64,
@@ -103,6 +104,20 @@ pub struct SearchStatsAnswer {
     pub cached: bool,
     /// Wall time of the search in microseconds.
     pub elapsed_us: u64,
+}
+
+impl From<&search::SearchStats> for SearchStatsAnswer {
+    fn from(stats: &search::SearchStats) -> Self {
+        Self {
+            candidate_files: stats.candidate_files,
+            files_verified: stats.files_verified,
+            documents: stats.documents,
+            total_hits: stats.total_hits,
+            truncated: stats.truncated,
+            cached: stats.cached,
+            elapsed_us: u64::try_from(stats.elapsed.as_micros()).unwrap_or(u64::MAX),
+        }
+    }
 }
 
 impl From<search::SearchResults> for SearchAnswer {
@@ -140,21 +155,12 @@ impl From<search::SearchResults> for SearchAnswer {
                     .collect(),
             })
             .collect();
-        let stats = results.stats;
         Self {
             repos,
             next_cursor: results.next_cursor,
             not_indexed: results.not_indexed,
             not_searched: Vec::new(),
-            stats: SearchStatsAnswer {
-                candidate_files: stats.candidate_files,
-                files_verified: stats.files_verified,
-                documents: stats.documents,
-                total_hits: stats.total_hits,
-                truncated: stats.truncated,
-                cached: stats.cached,
-                elapsed_us: stats.elapsed.as_micros() as u64,
-            },
+            stats: (&results.stats).into(),
             query_rewrite: None,
         }
     }
