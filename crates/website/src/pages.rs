@@ -390,6 +390,9 @@ fn search_hits(request: &SearchRequest, answer: &SearchAnswer) -> Markup {
         @for repo in &answer.not_indexed {
             p.meta { (repo) ": not indexed yet, not searched." }
         }
+        @for repo in &answer.not_searched {
+            p.meta { (repo) ": the replicas that hold it did not answer, not searched; search again shortly." }
+        }
         @if count == 0 { p.empty { "No hits." } }
         @for repo in &answer.repos {
             section.hits {
@@ -544,4 +547,30 @@ pub fn error_page(chrome: &Chrome, title: &str, message: &str) -> String {
             p { a href="/sourcegraph/" { "All repositories" } }
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Cluster mode: repositories no replica answered for are named on the search page,
+    /// escaped like every repository text.
+    #[test]
+    fn search_names_what_was_not_searched() {
+        let answer = SearchAnswer {
+            repos: Vec::new(),
+            next_cursor: None,
+            not_indexed: vec!["a/building".into()],
+            not_searched: vec!["b/<gone>".into()],
+            stats: service::SearchStatsAnswer::default(),
+            query_rewrite: None,
+        };
+        let page = search_hits(&SearchRequest::default(), &answer).into_string();
+        assert!(page.contains("a/building: not indexed yet"), "{page}");
+        assert!(
+            page.contains("b/&lt;gone&gt;: the replicas that hold it did not answer"),
+            "{page}"
+        );
+        assert!(!page.contains("<gone>"), "{page}");
+    }
 }
