@@ -4,7 +4,11 @@
 //! Git repositories and real services on their own data directories; the transport between
 //! replicas is a stub [`Peers`] calling the other service's [`Service::search_shard`].
 
-use gitstore::{DEFAULT_RETENTION, GitStore, Registration, RepoName, RepoPath, StoreConfig};
+mod common;
+
+use common::cluster::reachable;
+use common::register;
+use gitstore::{DEFAULT_RETENTION, GitStore, StoreConfig};
 use service::{
     CallContext, Membership, PeerError, PeerFuture, Peers, Placement, ReferencesRequest,
     SearchAnswer, SearchRequest, Service, ServiceConfig, ShardRequest, SymbolQuery,
@@ -78,20 +82,9 @@ async fn replica(
     )
     .expect("open store");
     for (name, source) in sources {
-        if !registered.contains(name) {
-            continue;
+        if registered.contains(name) {
+            register(&store, name, source);
         }
-        let name = RepoName::parse(name).unwrap();
-        store
-            .register(Registration {
-                name: name.clone(),
-                source: source.source(),
-                registered_path: RepoPath::root(),
-                branch: None,
-                private: None,
-            })
-            .unwrap();
-        store.sync(&name).unwrap();
     }
     let service = Service::new(store, ServiceConfig::default());
     for name in indexed {
@@ -149,11 +142,7 @@ impl Placement for Fixed {
     }
 
     fn members(&self) -> Membership {
-        Membership {
-            members: Vec::new(),
-            database_reachable: true,
-            draining: false,
-        }
+        reachable()
     }
 
     fn peers(&self) -> Option<Arc<dyn Peers>> {
@@ -169,6 +158,16 @@ struct Cluster {
     a: Service,
     whole: Service,
     peers: Arc<Stub>,
+}
+
+impl Cluster {
+    /// A search over every repository for `query`, asked of A.
+    async fn search_all(&self, query: &str, limit: usize) -> SearchAnswer {
+        self.a
+            .search(&CallContext::default(), all_repos(query, limit))
+            .await
+            .unwrap()
+    }
 }
 
 async fn cluster(b_owners: Vec<&'static str>) -> Cluster {
@@ -244,11 +243,7 @@ async fn a_search_over_every_repository_pages_as_one_server_holding_everything()
             }
             assert!(pages >= 1);
         }
-        let first = cluster
-            .a
-            .search(&ctx, all_repos("needle", 1000))
-            .await
-            .unwrap();
+        let first = cluster.search_all("needle", 1000).await;
         let repos: Vec<&str> = first.repos.iter().map(|r| r.repo.as_str()).collect();
         assert_eq!(repos, ["a/one", "b/two", "c/three"]);
         // b/two went to C first (no index there), then to B for it; nobody was asked for
@@ -272,12 +267,7 @@ async fn a_search_over_every_repository_pages_as_one_server_holding_everything()
 async fn owners_that_do_not_answer_leave_their_repositories_not_searched_and_the_rest_answers() {
     bounded(async {
         let cluster = cluster(vec![DOWN, DOWN]).await;
-        let ctx = CallContext::default();
-        let answer = cluster
-            .a
-            .search(&ctx, all_repos("needle", 1000))
-            .await
-            .unwrap();
+        let answer = cluster.search_all("needle", 1000).await;
         assert_eq!(answer.not_searched, ["b/two"]);
         assert!(answer.not_indexed.is_empty());
         let repos: Vec<&str> = answer.repos.iter().map(|r| r.repo.as_str()).collect();
@@ -286,11 +276,7 @@ async fn owners_that_do_not_answer_leave_their_repositories_not_searched_and_the
         assert_eq!(json["not_searched"], serde_json::json!(["b/two"]));
         // An owner answering it has no index, the other down: not indexed, not "not searched".
         let cluster = self::cluster(vec![C, DOWN]).await;
-        let answer = cluster
-            .a
-            .search(&ctx, all_repos("needle", 10))
-            .await
-            .unwrap();
+        let answer = cluster.search_all("needle", 10).await;
         assert!(answer.not_searched.is_empty());
         assert_eq!(answer.not_indexed, ["b/two"]);
     })
@@ -302,11 +288,7 @@ async fn a_cursor_expires_when_an_owner_reindexes_and_a_bad_query_asks_nobody() 
     bounded(async {
         let cluster = cluster(vec![B]).await;
         let ctx = CallContext::default();
-        let first = cluster
-            .a
-            .search(&ctx, all_repos("needle", 3))
-            .await
-            .unwrap();
+        let first = cluster.search_all("needle", 3).await;
         let mut next = all_repos("needle", 3);
         next.cursor = first.next_cursor.clone();
         assert!(cluster.a.search(&ctx, next.clone()).await.is_ok());

@@ -5,13 +5,13 @@
 //! by a fetch hook so the lag is long enough to be seen.
 #![cfg(unix)]
 
-use gitstore::{
-    DEFAULT_RETENTION, GitStore, Metadata, Registration, RepoName, RepoPath, SourceFetch,
-    StoreConfig, SystemClock,
-};
+mod common;
+
+use common::cluster::{bounded_on, fresh_database, open_store, postgres};
+use common::register;
+use gitstore::{GitStore, RepoName, SourceFetch};
 use service::{CallContext, Service, ServiceConfig};
 use std::sync::Arc;
-use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 use testgit::SourceRepo;
 
@@ -20,45 +20,9 @@ const REPO: &str = "acme/follow";
 /// its wait.
 const FOLLOW_DELAY: Duration = Duration::from_millis(800);
 
-/// Runs `test` on a runtime of its own thread and fails it if it takes longer than `limit`.
-fn bounded<F, Fut>(limit: Duration, test: F)
-where
-    F: FnOnce() -> Fut + Send + 'static,
-    Fut: Future<Output = ()>,
-{
-    let (done, finished) = mpsc::channel();
-    let handle = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        runtime.block_on(test());
-        let _ = done.send(());
-    });
-    match finished.recv_timeout(limit) {
-        Ok(()) => handle.join().expect("test thread"),
-        Err(RecvTimeoutError::Disconnected) => {
-            if let Err(panic) = handle.join() {
-                std::panic::resume_unwind(panic);
-            }
-        }
-        Err(RecvTimeoutError::Timeout) => panic!("the test did not finish within {limit:?}"),
-    }
-}
-
+/// A replica's store on a data directory in `dir` over the database at `url`.
 fn open(url: &str, dir: &tempfile::TempDir) -> GitStore {
-    let db = metadb::Database::connect(url, metadb::Options::default())
-        .expect("connect to the test database");
-    GitStore::open_with(
-        StoreConfig {
-            data_dir: dir.path().join("data"),
-            retention: DEFAULT_RETENTION,
-        },
-        Arc::new(SystemClock),
-        Metadata::Postgres(db),
-    )
-    .expect("open store")
+    open_store(dir.path().join("data"), postgres(url))
 }
 
 fn name() -> RepoName {
@@ -70,20 +34,12 @@ fn name() -> RepoName {
 /// follow and answers A's head, once, well within the frame's bound.
 #[test]
 fn a_framed_read_waits_for_the_follow_of_a_recorded_head() {
-    bounded(Duration::from_secs(120), || async {
-        let url = metadb::testing::shared().create_database();
+    bounded_on(2, Duration::from_secs(120), || async {
+        let url = fresh_database();
         let source = SourceRepo::with_files(&[("guide.md", b"version one\n")]);
         let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let (a, b) = (open(&url, &a_dir), open(&url, &b_dir));
-        a.register(Registration {
-            name: name(),
-            source: source.source(),
-            registered_path: RepoPath::root(),
-            branch: None,
-            private: None,
-        })
-        .expect("register");
-        a.sync(&name()).expect("A syncs");
+        register(&a, REPO, &source);
         b.sync(&name()).expect("B follows A's first sync");
         b.set_fetch_hook(Some(Arc::new(|_, why| {
             if why == SourceFetch::Follow {

@@ -11,15 +11,14 @@
 //!   ([`Service::route_call`]); once indexed it serves them.
 #![cfg(unix)]
 
-use gitstore::{
-    DEFAULT_RETENTION, GitStore, Metadata, Registration, RepoName, RepoPath, StoreConfig,
-    SystemClock,
-};
+mod common;
+
+use common::cluster::{bounded, eventually, fresh_database, open_store, postgres, reachable};
+use common::register;
+use gitstore::{GitStore, RepoName};
 use service::{CallContext, Membership, Placement, Route, SearchRequest, Service, ServiceConfig};
-use std::future::Future;
 use std::sync::Arc;
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use testgit::SourceRepo;
 
 const REPO: &str = "acme/fresh";
@@ -33,46 +32,6 @@ const TEST_LIMIT: Duration = Duration::from_secs(120);
 const WITHIN: Duration = Duration::from_secs(20);
 /// The full maintenance round, far beyond the test: only catch-up rounds run meanwhile.
 const FULL_ROUND: Duration = Duration::from_secs(3600);
-
-/// Runs `test` on a runtime of its own thread and fails it if it takes longer than `limit`.
-fn bounded<F, Fut>(limit: Duration, test: F)
-where
-    F: FnOnce() -> Fut + Send + 'static,
-    Fut: Future<Output = ()>,
-{
-    let (done, finished) = mpsc::channel();
-    let handle = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(4)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        runtime.block_on(test());
-        let _ = done.send(());
-    });
-    match finished.recv_timeout(limit) {
-        Ok(()) => handle.join().expect("test thread"),
-        Err(RecvTimeoutError::Disconnected) => {
-            if let Err(panic) = handle.join() {
-                std::panic::resume_unwind(panic);
-            }
-        }
-        Err(RecvTimeoutError::Timeout) => panic!("the test did not finish within {limit:?}"),
-    }
-}
-
-/// Polls `check` until it holds; fails after `within`, saying what it waited for.
-async fn eventually(what: &str, within: Duration, mut check: impl FnMut() -> bool) -> Duration {
-    let start = Instant::now();
-    while !check() {
-        assert!(
-            start.elapsed() < within,
-            "gave up after {within:?} waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    start.elapsed()
-}
 
 /// Both replicas own every repository, `self_url` first.
 struct Both {
@@ -90,11 +49,7 @@ impl Placement for Both {
     }
 
     fn members(&self) -> Membership {
-        Membership {
-            members: Vec::new(),
-            database_reachable: true,
-            draining: false,
-        }
+        reachable()
     }
 }
 
@@ -108,17 +63,7 @@ struct Replica {
 impl Replica {
     fn new(url: &str, self_url: &'static str) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
-        let db = metadb::Database::connect(url, metadb::Options::default())
-            .expect("connect to the test database");
-        let store = GitStore::open_with(
-            StoreConfig {
-                data_dir: dir.path().join("data"),
-                retention: DEFAULT_RETENTION,
-            },
-            Arc::new(SystemClock),
-            Metadata::Postgres(db),
-        )
-        .expect("open store");
+        let store = open_store(dir.path().join("data"), postgres(url));
         let service = Service::new(store.clone(), ServiceConfig::default());
         assert!(service.set_placement(Arc::new(Both { self_url })));
         Self {
@@ -141,6 +86,12 @@ impl Replica {
 
     fn indexed(&self, repo: &str) -> Option<String> {
         self.service.index_info(repo).map(|info| info.commit)
+    }
+
+    /// Waits (at most [`WITHIN`]) until this replica has indexed `repo` at `head`; answers
+    /// how long that took.
+    async fn indexes(&self, what: &str, repo: &str, head: &str) -> Duration {
+        eventually(what, WITHIN, || self.indexed(repo).as_deref() == Some(head)).await
     }
 
     async fn search(&self, repo: &str, query: &str) -> Vec<(String, Vec<String>)> {
@@ -171,57 +122,41 @@ impl Replica {
     }
 }
 
-fn register(store: &GitStore, name: &str, source: &SourceRepo) {
-    store
-        .register(Registration {
-            name: RepoName::parse(name).expect("name"),
-            source: source.source(),
-            registered_path: RepoPath::root(),
-            branch: None,
-            private: None,
-        })
-        .expect("register");
-    store
-        .sync(&RepoName::parse(name).expect("name"))
-        .expect("sync");
-}
-
-/// Two replicas on one fresh database; `REPO` registered and synced through the first.
-fn two_replicas(source: &SourceRepo) -> (Replica, Replica) {
-    let url = metadb::testing::shared().create_database();
+/// Two replicas on one fresh database; `REPO` (its `guide.md` at "version one") registered
+/// and synced through the first.
+fn two_replicas() -> (SourceRepo, Replica, Replica) {
+    let source = SourceRepo::with_files(&[("guide.md", b"version one\n")]);
+    let url = fresh_database();
     let a = Replica::new(&url, A);
     let b = Replica::new(&url, B);
-    register(&a.store, REPO, source);
-    (a, b)
+    register(&a.store, REPO, &source);
+    (source, a, b)
 }
 
 #[test]
 fn an_owner_indexes_the_head_another_replica_synced_within_seconds() {
     bounded(TEST_LIMIT, || async {
-        let source = SourceRepo::with_files(&[("guide.md", b"version one\n")]);
-        let (a, b) = two_replicas(&source);
+        let (source, a, b) = two_replicas();
         let first = source.head();
         // B holds the repository and its index at the first head (its first round).
         b.store
             .sync(&RepoName::parse(REPO).unwrap())
             .expect("B syncs");
         let stop = b.maintain();
-        eventually("B indexes the first head", WITHIN, || {
-            b.indexed(REPO).as_deref() == Some(first.as_str())
-        })
-        .await;
+        b.indexes("B indexes the first head", REPO, &first).await;
 
         // A new commit, synced through A: B only follows what A recorded.
         let second = source.commit(&[("guide.md", b"version two\n")], "two");
         a.store
             .sync(&RepoName::parse(REPO).unwrap())
             .expect("A syncs the new head");
-        let took = eventually(
-            "B indexes the head A's sync recorded (catch-up round, not the hourly one)",
-            WITHIN,
-            || b.indexed(REPO).as_deref() == Some(second.as_str()),
-        )
-        .await;
+        let took = b
+            .indexes(
+                "B indexes the head A's sync recorded (catch-up round, not the hourly one)",
+                REPO,
+                &second,
+            )
+            .await;
         eprintln!("B indexed the new head {took:?} after A's sync");
         let hits = b.search(REPO, "version").await;
         assert_eq!(
@@ -236,18 +171,18 @@ fn an_owner_indexes_the_head_another_replica_synced_within_seconds() {
 #[test]
 fn an_owner_fetches_and_indexes_a_repository_registered_after_it_started() {
     bounded(TEST_LIMIT, || async {
-        let source = SourceRepo::with_files(&[("guide.md", b"version one\n")]);
-        let (a, b) = two_replicas(&source);
+        let (_source, a, b) = two_replicas();
         let stop = b.maintain();
         let later = SourceRepo::with_files(&[("src/lib.rs", b"fn later_needle() {}\n")]);
         register(&a.store, LATER, &later);
         let head = later.head();
-        let took = eventually(
-            "B fetches and indexes a repository registered through A after it started",
-            WITHIN,
-            || b.indexed(LATER).as_deref() == Some(head.as_str()),
-        )
-        .await;
+        let took = b
+            .indexes(
+                "B fetches and indexes a repository registered through A after it started",
+                LATER,
+                &head,
+            )
+            .await;
         eprintln!("B indexed the new registration {took:?} after it");
         let hits = b.search(LATER, "later_needle").await;
         assert_eq!(hits.len(), 1, "{hits:?}");
@@ -259,8 +194,7 @@ fn an_owner_fetches_and_indexes_a_repository_registered_after_it_started() {
 #[test]
 fn an_owner_without_an_index_sends_index_calls_to_the_other_owner() {
     bounded(TEST_LIMIT, || async {
-        let source = SourceRepo::with_files(&[("guide.md", b"version one\n")]);
-        let (_a, b) = two_replicas(&source);
+        let (_source, _a, b) = two_replicas();
         let ctx = CallContext::default();
         // Not held yet: nothing is served here.
         assert!(!b.service.serves_repo(&ctx, REPO, false));

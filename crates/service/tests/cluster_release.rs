@@ -6,18 +6,17 @@
 //! owned again in time, and is never dropped with SQLite metadata, where it is the only copy.
 #![cfg(unix)]
 
-use gitstore::{
-    DEFAULT_RETENTION, Error, GitStore, Metadata, Registration, Released, RepoName, RepoPath,
-    StoreConfig, SystemClock,
-};
+mod common;
+
+use common::cluster::{bounded, fresh_database, open_store, postgres, reachable};
+use common::register;
+use gitstore::{Error, GitStore, Metadata, Released, RepoName, RepoPath};
 use service::{
     CallContext, ErrorKind, Membership, Placement, ReadRequest, Route, Service, ServiceConfig,
 };
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 use testgit::SourceRepo;
 
@@ -32,43 +31,9 @@ const SHOWS_WITHIN: Duration = Duration::from_secs(60);
 /// The maintenance loop's interval in these tests.
 const ROUND: Duration = Duration::from_millis(100);
 
-/// Runs `test` on a runtime of its own thread and fails it if it takes longer than `limit`.
-fn bounded<F, Fut>(limit: Duration, test: F)
-where
-    F: FnOnce() -> Fut + Send + 'static,
-    Fut: Future<Output = ()>,
-{
-    let (done, finished) = mpsc::channel();
-    let handle = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(4)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        runtime.block_on(test());
-        let _ = done.send(());
-    });
-    match finished.recv_timeout(limit) {
-        Ok(()) => handle.join().expect("test thread"),
-        Err(RecvTimeoutError::Disconnected) => {
-            if let Err(panic) = handle.join() {
-                std::panic::resume_unwind(panic);
-            }
-        }
-        Err(RecvTimeoutError::Timeout) => panic!("the test did not finish within {limit:?}"),
-    }
-}
-
 /// Polls `check` until it holds; fails after [`SHOWS_WITHIN`].
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !check() {
-        assert!(
-            start.elapsed() < SHOWS_WITHIN,
-            "gave up after {SHOWS_WITHIN:?} waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+async fn eventually(what: &str, check: impl FnMut() -> bool) {
+    common::cluster::eventually(what, SHOWS_WITHIN, check).await;
 }
 
 /// A placement with this replica among the owners of every repository or not, as the test
@@ -92,11 +57,7 @@ impl Placement for Fixed {
     }
 
     fn members(&self) -> Membership {
-        Membership {
-            members: Vec::new(),
-            database_reachable: true,
-            draining: false,
-        }
+        reachable()
     }
 
     fn release_grace(&self) -> Duration {
@@ -124,25 +85,8 @@ impl Replica {
         let source = SourceRepo::with_files(&[("a.md", b"alpha\nbeta\n")]);
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
-        let store = GitStore::open_with(
-            StoreConfig {
-                data_dir: data.clone(),
-                retention: DEFAULT_RETENTION,
-            },
-            Arc::new(SystemClock),
-            metadata,
-        )
-        .expect("open store");
-        store
-            .register(Registration {
-                name: name(),
-                source: source.source(),
-                registered_path: RepoPath::root(),
-                branch: None,
-                private: None,
-            })
-            .unwrap();
-        store.sync(&name()).unwrap();
+        let store = open_store(data.clone(), metadata);
+        register(&store, REPO, &source);
         let service = Service::new(store.clone(), ServiceConfig::default());
         let placement = Arc::new(Fixed {
             owned: AtomicBool::new(true),
@@ -161,10 +105,7 @@ impl Replica {
 
     /// A replica on a fresh database of the test server (cluster mode).
     fn clustered(grace: Duration) -> Self {
-        let url = metadb::testing::shared().create_database();
-        let db = metadb::Database::connect(&url, metadb::Options::default())
-            .expect("connect to the test database");
-        Self::new(Metadata::Postgres(db), grace)
+        Self::new(postgres(&fresh_database()), grace)
     }
 
     fn own(&self, owned: bool) {

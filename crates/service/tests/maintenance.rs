@@ -2,7 +2,9 @@
 //! independently, so one whose fetch hangs does not hold up the others.
 #![cfg(unix)]
 
-use gitstore::{Registration, RepoName, RepoPath};
+mod common;
+
+use common::register;
 use service::{CallContext, SearchRequest, Service, ServiceConfig};
 use std::time::{Duration, Instant};
 use testgit::{HungFetches, SourceRepo};
@@ -15,17 +17,7 @@ async fn g3_hung_fetch_does_not_stall_other_repositories() {
     let hung_source = SourceRepo::with_files(&[("a.md", b"alpha\n")]);
     let live_source = SourceRepo::with_files(&[("b.md", b"beta\n")]);
     let store = hung_source.store("acme/a-hung", "");
-    let live = RepoName::parse("acme/b-live").unwrap();
-    store
-        .register(Registration {
-            name: live.clone(),
-            source: live_source.source(),
-            registered_path: RepoPath::root(),
-            branch: None,
-            private: None,
-        })
-        .unwrap();
-    store.sync(&live).unwrap();
+    register(&store, "acme/b-live", &live_source);
     let service = Service::new(store, ServiceConfig::default());
 
     let hung = HungFetches::new(hung_source.path());

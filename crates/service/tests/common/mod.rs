@@ -1,7 +1,11 @@
 //! Helpers shared by the service's integration tests.
 #![allow(dead_code)]
 
+pub mod cluster;
+
+use gitstore::{GitStore, Registration, RepoName, RepoPath};
 use service::{FileRange, ReadManyRequest, ReadRequest};
+use testgit::SourceRepo;
 
 /// The bytes of a committed fixture artifact (W-37), `crates/wasmplugin/testdata/<name>.sourcegraph.wasm`.
 pub fn artifact(name: &str) -> Vec<u8> {
@@ -39,4 +43,19 @@ pub fn batch(paths: &[&str]) -> ReadManyRequest {
             .collect(),
         plugins: None,
     }
+}
+
+/// Registers `source` as `name` in `store` and syncs it.
+pub fn register(store: &GitStore, name: &str, source: &SourceRepo) {
+    let name = RepoName::parse(name).expect("name");
+    store
+        .register(Registration {
+            name: name.clone(),
+            source: source.source(),
+            registered_path: RepoPath::root(),
+            branch: None,
+            private: None,
+        })
+        .expect("register");
+    store.sync(&name).expect("sync");
 }
