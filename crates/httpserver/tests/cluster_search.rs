@@ -3,46 +3,18 @@
 //! the cluster secret), and names what a replica that is down holds as not searched. Two real
 //! replicas on 127.0.0.1, each with its own data directory; the placement is fixed.
 
+mod common;
+
+use common::{Fixed, SECRET, bind, bounded, routing, serve_with_search_parts};
 use serde_json::Value;
-use service::{Placement, Service, ServiceConfig};
+use service::{Service, ServiceConfig};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use testgit::SourceRepo;
 
-const SECRET: &str = "a-cluster-secret-of-at-least-32-characters";
-
-struct Fixed {
-    me: String,
-    owners: HashMap<String, Vec<String>>,
-    peers: Arc<httpserver::PeerClient>,
-}
-
-impl Placement for Fixed {
-    fn owners(&self, repo: &str) -> Vec<String> {
-        self.owners.get(repo).cloned().unwrap_or_default()
-    }
-    fn self_url(&self) -> &str {
-        &self.me
-    }
-    fn members(&self) -> service::Membership {
-        service::Membership {
-            members: Vec::new(),
-            database_reachable: true,
-            draining: false,
-        }
-    }
-    fn peers(&self) -> Option<Arc<dyn service::Peers>> {
-        Some(self.peers.clone())
-    }
-}
-
-fn routing() -> httpserver::ClusterRouting {
-    httpserver::ClusterRouting {
-        secret: SECRET.into(),
-        attempt_timeout: Duration::from_secs(5),
-    }
-}
+/// How long one owner gets, as the replicas here are configured.
+const ATTEMPT: Duration = Duration::from_secs(5);
 
 /// A replica with `sources` registered and synced, `indexed` indexed, routing by `owners`,
 /// served until `stop` fires.
@@ -83,31 +55,31 @@ async fn replica(
             .await
             .expect("index");
     }
+    let peers = httpserver::PeerClient::new(&routing(ATTEMPT)).expect("peers");
     service.set_placement(Arc::new(Fixed {
-        me: base.clone(),
-        owners: owners.clone(),
-        peers: Arc::new(httpserver::PeerClient::new(&routing()).expect("peers")),
+        peers: Some(Arc::new(peers)),
+        ..Fixed::per_repo(&base, owners.clone())
     }));
-    let site = httpserver::SiteConfig {
-        origin: base.clone(),
-    };
-    let app = httpserver::with_access(
-        httpserver::router(service.clone(), httpserver::Readiness::default()),
-        service.clone(),
-        &site,
-    );
-    let app = httpserver::with_cluster_search(app, service.clone());
-    let app = httpserver::with_cluster_routing(app, service, routing()).expect("routing");
-    tokio::spawn(httpserver::serve(listener, app, async {
+    let routes = httpserver::router(service.clone(), httpserver::Readiness::default());
+    serve_with_search_parts(listener, &base, service, routes, routing(ATTEMPT), async {
         let _ = stop.await;
-    }));
+    });
     (base, dir)
 }
 
-async fn bind() -> tokio::net::TcpListener {
-    tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind")
+/// A part of a search over every repository posted to `url`, with `secret` as the cluster
+/// secret (none when `None`).
+async fn post_part(
+    client: &reqwest::Client,
+    url: &str,
+    secret: Option<&str>,
+    part: &Value,
+) -> reqwest::Response {
+    let mut request = client.post(url).json(part);
+    if let Some(secret) = secret {
+        request = request.header("x-csg-cluster-secret", secret);
+    }
+    request.send().await.expect("send")
 }
 
 async fn get_json(client: &reqwest::Client, url: &str) -> (u16, Value) {
@@ -130,12 +102,10 @@ fn repos_of(body: &Value) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_search_over_every_repository_asks_the_other_replica_and_names_it_when_it_is_down() {
-    tokio::time::timeout(Duration::from_secs(120), async {
+    bounded(Duration::from_secs(120), async {
         let one = SourceRepo::with_files(&[("a.md", b"needle in one\n")]);
         let two = SourceRepo::with_files(&[("b.md", b"needle in two\n")]);
-        let (la, lb) = (bind().await, bind().await);
-        let a_url = format!("http://{}", la.local_addr().expect("addr"));
-        let b_url = format!("http://{}", lb.local_addr().expect("addr"));
+        let ((la, a_url), (lb, b_url)) = (bind().await, bind().await);
         let owners = HashMap::from([
             ("acme/one".to_owned(), vec![a_url.clone()]),
             ("acme/two".to_owned(), vec![b_url.clone()]),
@@ -155,25 +125,13 @@ async fn a_search_over_every_repository_asks_the_other_replica_and_names_it_when
             "want": 10,
         });
         let url = format!("{b}/sourcegraph/api/cluster/search");
-        let refused = client.post(&url).json(&part).send().await.expect("send");
+        let refused = post_part(&client, &url, None, &part).await;
         assert_eq!(refused.status().as_u16(), 403);
         let body: Value = refused.json().await.expect("json");
         assert_eq!(body["error"]["kind"], "forbidden", "{body}");
-        let wrong = client
-            .post(&url)
-            .header("x-csg-cluster-secret", "not-the-secret")
-            .json(&part)
-            .send()
-            .await
-            .expect("send");
+        let wrong = post_part(&client, &url, Some("not-the-secret"), &part).await;
         assert_eq!(wrong.status().as_u16(), 403);
-        let answered = client
-            .post(&url)
-            .header("x-csg-cluster-secret", SECRET)
-            .json(&part)
-            .send()
-            .await
-            .expect("send");
+        let answered = post_part(&client, &url, Some(SECRET), &part).await;
         assert_eq!(answered.status().as_u16(), 200);
         let body: Value = answered.json().await.expect("json");
         assert_eq!(body["hits"][0]["repo"], "acme/two", "{body}");
@@ -188,13 +146,7 @@ async fn a_search_over_every_repository_asks_the_other_replica_and_names_it_when
             "repos": many,
             "want": 10,
         });
-        let answered = client
-            .post(&url)
-            .header("x-csg-cluster-secret", SECRET)
-            .json(&big)
-            .send()
-            .await
-            .expect("send");
+        let answered = post_part(&client, &url, Some(SECRET), &big).await;
         assert_eq!(answered.status().as_u16(), 200);
         let body: Value = answered.json().await.expect("json");
         assert_eq!(body["not_indexed"].as_array().map(Vec::len), Some(60_000));
@@ -227,6 +179,5 @@ async fn a_search_over_every_repository_asks_the_other_replica_and_names_it_when
         );
         assert_eq!(repos_of(&body), ["acme/one"], "{body}");
     })
-    .await
-    .expect("the test finished within its bound");
+    .await;
 }

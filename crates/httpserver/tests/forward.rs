@@ -3,40 +3,14 @@
 //! a forwarded call is never forwarded again. Two real replicas on 127.0.0.1, each with its
 //! own data directory; the placement is fixed so the test decides who owns what.
 
+mod common;
+
+use common::{Fixed, Replica, SECRET, bind, bounded, routing, serve, site};
 use serde_json::Value;
-use service::{Placement, Service, ServiceConfig};
-use std::collections::HashMap;
+use service::{Service, ServiceConfig};
 use std::sync::Arc;
 use std::time::Duration;
 use testgit::SourceRepo;
-
-const SECRET: &str = "a-cluster-secret-of-at-least-32-characters";
-
-struct Fixed {
-    me: String,
-    owners: HashMap<String, Vec<String>>,
-}
-
-impl Placement for Fixed {
-    fn owners(&self, repo: &str) -> Vec<String> {
-        self.owners.get(repo).cloned().unwrap_or_default()
-    }
-    fn self_url(&self) -> &str {
-        &self.me
-    }
-    fn members(&self) -> service::Membership {
-        service::Membership {
-            members: Vec::new(),
-            database_reachable: true,
-            draining: false,
-        }
-    }
-}
-
-struct Replica {
-    _source: SourceRepo,
-    base: String,
-}
 
 /// A replica holding `repo` with one file `a.md` of `text`, routing by `owners`.
 async fn replica(
@@ -48,16 +22,13 @@ async fn replica(
     let base = format!("http://{}", listener.local_addr().expect("addr"));
     let source = SourceRepo::with_files(&[("a.md", text.as_bytes())]);
     let service = Service::new(source.store(repo, ""), ServiceConfig::default());
-    service.set_placement(Arc::new(Fixed {
-        me: base.clone(),
-        owners: owners
+    service.set_placement(Arc::new(Fixed::per_repo(
+        &base,
+        owners
             .iter()
             .map(|(repo, owners)| (repo.to_string(), owners.clone()))
             .collect(),
-    }));
-    let site = httpserver::SiteConfig {
-        origin: base.clone(),
-    };
+    )));
     // Echoes the `Host` a request arrived with: a forwarded call must keep the caller's.
     let me = repo.to_owned();
     let echo_host = axum::routing::post(move |headers: axum::http::HeaderMap| async move {
@@ -67,33 +38,17 @@ async fn replica(
             .unwrap_or_default();
         format!("{host} at the replica of {me}")
     });
-    let app = httpserver::with_access(
-        httpserver::router(service.clone(), httpserver::Readiness::default())
-            .merge(httpserver::site_router(service.clone(), &site))
-            .route("/sourcegraph/mcp", echo_host),
-        service.clone(),
-        &site,
-    );
-    let app = httpserver::with_cluster_routing(
-        app,
+    let routes = httpserver::router(service.clone(), httpserver::Readiness::default())
+        .merge(httpserver::site_router(service.clone(), &site(&base)))
+        .route("/sourcegraph/mcp", echo_host);
+    serve(
+        listener,
+        &base,
         service,
-        httpserver::ClusterRouting {
-            secret: SECRET.into(),
-            attempt_timeout: Duration::from_secs(5),
-        },
-    )
-    .expect("routing");
-    tokio::spawn(httpserver::serve(listener, app, std::future::pending()));
-    Replica {
-        _source: source,
-        base,
-    }
-}
-
-async fn bind() -> tokio::net::TcpListener {
-    tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind")
+        routes,
+        routing(Duration::from_secs(5)),
+    );
+    Replica { source, base }
 }
 
 async fn get(client: &reqwest::Client, url: &str) -> (u16, String) {
@@ -108,10 +63,8 @@ fn text_of(body: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_for_another_owners_repository_is_answered_by_that_owner() {
-    tokio::time::timeout(Duration::from_secs(120), async {
-        let (la, lb) = (bind().await, bind().await);
-        let a_url = format!("http://{}", la.local_addr().expect("addr"));
-        let b_url = format!("http://{}", lb.local_addr().expect("addr"));
+    bounded(Duration::from_secs(120), async {
+        let ((la, a_url), (lb, b_url)) = (bind().await, bind().await);
         let dead = "http://127.0.0.1:1".to_owned();
         // A owns acme/a; acme/b is B's, and A tries a dead replica first.
         let a = replica(
@@ -231,6 +184,5 @@ async fn a_call_for_another_owners_repository_is_answered_by_that_owner() {
             .expect("send");
         assert_eq!(answer.status().as_u16(), 403);
     })
-    .await
-    .expect("timed out");
+    .await;
 }

@@ -6,48 +6,23 @@
 //! each with its own data directory and its own copy of the repository (told apart by their
 //! text); the placement is fixed so the test decides who owns what.
 
+mod common;
+
+use common::{Fixed, Replica, bind, bounded, routing, serve};
 use serde_json::Value;
-use service::{Placement, Service, ServiceConfig};
+use service::{Service, ServiceConfig};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use testgit::SourceRepo;
 
-const SECRET: &str = "a-cluster-secret-of-at-least-32-characters";
 const REPO: &str = "acme/r";
 /// Every test's bound.
 const LIMIT: Duration = Duration::from_secs(120);
 /// How long one owner gets, as the replicas here are configured.
 const ATTEMPT: Duration = Duration::from_secs(5);
 
-/// Every replica sees the same owners of the repository.
-struct Fixed {
-    me: String,
-    owners: Vec<String>,
-}
-
-impl Placement for Fixed {
-    fn owners(&self, _repo: &str) -> Vec<String> {
-        self.owners.clone()
-    }
-    fn self_url(&self) -> &str {
-        &self.me
-    }
-    fn members(&self) -> service::Membership {
-        service::Membership {
-            members: Vec::new(),
-            database_reachable: true,
-            draining: false,
-        }
-    }
-}
-
-struct Replica {
-    _source: SourceRepo,
-    base: String,
-}
-
 /// A replica holding its own copy of [`REPO`] (one file whose line says `who`), indexed or
-/// not, routing by `owners`.
+/// not, routing by `owners` (every replica sees the same owners of the repository).
 async fn replica(
     listener: tokio::net::TcpListener,
     who: &str,
@@ -61,45 +36,26 @@ async fn replica(
     if indexed {
         service.index(REPO.to_owned(), |_| {}).await.expect("index");
     }
-    service.set_placement(Arc::new(Fixed {
-        me: base.clone(),
-        owners: owners.to_vec(),
-    }));
-    let site = httpserver::SiteConfig {
-        origin: base.clone(),
-    };
+    service.set_placement(Arc::new(Fixed::for_every(&base, owners)));
     // The MCP endpoint (mounted by the binary) answers who it is: which replica a MCP call
     // was routed to is all the routing decides.
     let me = who.to_owned();
     let mcp = axum::routing::post(move || async move { format!("MCP at {me}") });
-    let app = httpserver::with_access(
-        httpserver::router(service.clone(), httpserver::Readiness::default())
-            .route("/sourcegraph/mcp", mcp),
-        service.clone(),
-        &site,
-    );
-    let app = httpserver::with_cluster_routing(
-        app,
-        service,
-        httpserver::ClusterRouting {
-            secret: SECRET.into(),
-            attempt_timeout: ATTEMPT,
-        },
-    )
-    .expect("routing");
-    tokio::spawn(httpserver::serve(listener, app, std::future::pending()));
-    Replica {
-        _source: source,
-        base,
-    }
+    let routes = httpserver::router(service.clone(), httpserver::Readiness::default())
+        .route("/sourcegraph/mcp", mcp);
+    serve(listener, &base, service, routes, routing(ATTEMPT));
+    Replica { source, base }
 }
 
-async fn bind() -> (tokio::net::TcpListener, String) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    (listener, url)
+/// A replica owning nothing (F) and the two owners of [`REPO`] (A, then B), each indexed
+/// or not as `indexed` says, in that order.
+async fn front_and_owners(indexed: [bool; 3]) -> (Replica, Replica, Replica) {
+    let ((lf, _), (la, a_url), (lb, b_url)) = (bind().await, bind().await, bind().await);
+    let owners = vec![a_url, b_url];
+    let front = replica(lf, "F", &owners, indexed[0]).await;
+    let a = replica(la, "A", &owners, indexed[1]).await;
+    let b = replica(lb, "B", &owners, indexed[2]).await;
+    (front, a, b)
 }
 
 /// A search of [`REPO`] through `replica`: the status, the snippets found, the repositories
@@ -148,13 +104,9 @@ async fn read(client: &reqwest::Client, base: &str, deadline_ms: Option<&str>) -
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_index_call_goes_to_the_owner_with_an_index() {
-    tokio::time::timeout(LIMIT, async {
-        let ((lf, _), (la, a_url), (lb, b_url)) = (bind().await, bind().await, bind().await);
+    bounded(LIMIT, async {
         // A is preferred but has not indexed its copy yet (a restarted replica); B has.
-        let owners = vec![a_url.clone(), b_url.clone()];
-        let front = replica(lf, "F", &owners, true).await;
-        let a = replica(la, "A", &owners, false).await;
-        let b = replica(lb, "B", &owners, true).await;
+        let (front, a, b) = front_and_owners([true, false, true]).await;
         let client = reqwest::Client::new();
 
         // Through a replica that owns nothing: A says it has no index (503), B answers.
@@ -187,20 +139,15 @@ async fn an_index_call_goes_to_the_owner_with_an_index() {
             assert_eq!(answer.text().await.expect("text"), answered_by, "{tool}");
         }
     })
-    .await
-    .expect("within the limit");
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_an_indexed_owner_a_holder_still_answers() {
-    tokio::time::timeout(LIMIT, async {
-        let ((lf, _), (la, a_url), (lb, b_url)) = (bind().await, bind().await, bind().await);
+    bounded(LIMIT, async {
         // Neither owner has indexed the repository yet (both just gained it), nor has the
         // replica the call comes through.
-        let owners = vec![a_url.clone(), b_url.clone()];
-        let front = replica(lf, "F", &owners, false).await;
-        let a = replica(la, "A", &owners, false).await;
-        let _b = replica(lb, "B", &owners, false).await;
+        let (front, a, _b) = front_and_owners([false, false, false]).await;
         let client = reqwest::Client::new();
         // An answer naming the repository as not indexed, not a 503 nobody can act on.
         let not_indexed = (200, vec![], vec![REPO.to_owned()]);
@@ -208,13 +155,12 @@ async fn without_an_indexed_owner_a_holder_still_answers() {
         // An owner without an index tries the other, then answers itself.
         assert_eq!(search(&client, &a).await, not_indexed);
     })
-    .await
-    .expect("within the limit");
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_every_owner_down_a_replica_with_a_copy_answers() {
-    tokio::time::timeout(LIMIT, async {
+    bounded(LIMIT, async {
         let (lf, _) = bind().await;
         // Nothing listens there: every attempt is refused at once.
         let dead = vec![
@@ -233,13 +179,12 @@ async fn with_every_owner_down_a_replica_with_a_copy_answers() {
             (200, vec!["needle from F".to_owned()], vec![])
         );
     })
-    .await
-    .expect("within the limit");
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forwarded_attempt_keeps_within_the_callers_deadline() {
-    tokio::time::timeout(LIMIT, async {
+    bounded(LIMIT, async {
         // The first owner accepts connections and never answers.
         let (hang, hang_url) = bind().await;
         let held = tokio::spawn(async move {
@@ -270,6 +215,5 @@ async fn a_forwarded_attempt_keeps_within_the_callers_deadline() {
         assert!(started.elapsed() >= ATTEMPT, "{:?}", started.elapsed());
         held.abort();
     })
-    .await
-    .expect("within the limit");
+    .await;
 }

@@ -1,0 +1,136 @@
+//! Set-up shared by the cluster-mode routing tests (issue 31): real replicas on 127.0.0.1,
+//! each served as the binary serves one, with a placement the test fixes so that it decides
+//! who owns what.
+#![allow(dead_code)]
+
+use service::{Membership, Peers, Placement, Service};
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use testgit::SourceRepo;
+
+/// The cluster secret every replica of these tests shares.
+pub const SECRET: &str = "a-cluster-secret-of-at-least-32-characters";
+
+/// A placement the test fixes: the owners of each repository named in `owners`, `otherwise`
+/// of any other, and the peers a search over every repository asks for their parts.
+pub struct Fixed {
+    pub me: String,
+    pub owners: HashMap<String, Vec<String>>,
+    pub otherwise: Vec<String>,
+    pub peers: Option<Arc<dyn Peers>>,
+}
+
+impl Fixed {
+    /// The replica at `me`, with the owners of each repository as `owners` names them (none
+    /// for any other).
+    pub fn per_repo(me: &str, owners: HashMap<String, Vec<String>>) -> Self {
+        Self {
+            me: me.to_owned(),
+            owners,
+            otherwise: Vec::new(),
+            peers: None,
+        }
+    }
+
+    /// The replica at `me`, with `owners` the owners of every repository.
+    pub fn for_every(me: &str, owners: &[String]) -> Self {
+        Self {
+            me: me.to_owned(),
+            owners: HashMap::new(),
+            otherwise: owners.to_vec(),
+            peers: None,
+        }
+    }
+}
+
+impl Placement for Fixed {
+    fn owners(&self, repo: &str) -> Vec<String> {
+        self.owners
+            .get(repo)
+            .cloned()
+            .unwrap_or_else(|| self.otherwise.clone())
+    }
+    fn self_url(&self) -> &str {
+        &self.me
+    }
+    fn members(&self) -> Membership {
+        Membership {
+            members: Vec::new(),
+            database_reachable: true,
+            draining: false,
+        }
+    }
+    fn peers(&self) -> Option<Arc<dyn Peers>> {
+        self.peers.clone()
+    }
+}
+
+/// A replica the test reaches at `base`, serving from its copy of `source`.
+pub struct Replica {
+    pub source: SourceRepo,
+    pub base: String,
+}
+
+/// Cluster routing with [`SECRET`], giving each owner `attempt_timeout`.
+pub fn routing(attempt_timeout: Duration) -> httpserver::ClusterRouting {
+    httpserver::ClusterRouting {
+        secret: SECRET.into(),
+        attempt_timeout,
+    }
+}
+
+/// A listener on a free port of 127.0.0.1 and the URL it is reached at.
+pub async fn bind() -> (tokio::net::TcpListener, String) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    (listener, url)
+}
+
+/// The site of the replica reached at `base`.
+pub fn site(base: &str) -> httpserver::SiteConfig {
+    httpserver::SiteConfig {
+        origin: base.to_owned(),
+    }
+}
+
+/// Runs `test`, failing it if it takes longer than `limit`.
+pub async fn bounded(limit: Duration, test: impl Future<Output = ()>) {
+    tokio::time::timeout(limit, test)
+        .await
+        .expect("the test finished within its bound");
+}
+
+/// Serves `routes` (the API and whatever the test mounts beside it) on `listener` for as
+/// long as the test runs, as the replica of `service` reached at `base`: behind the access
+/// layer, with `routing` in front.
+pub fn serve(
+    listener: tokio::net::TcpListener,
+    base: &str,
+    service: Service,
+    routes: axum::Router,
+    routing: httpserver::ClusterRouting,
+) {
+    let app = httpserver::with_access(routes, service.clone(), &site(base));
+    let app = httpserver::with_cluster_routing(app, service, routing).expect("routing");
+    tokio::spawn(httpserver::serve(listener, app, std::future::pending()));
+}
+
+/// [`serve`] with the part route of a search over every repository too, until `stop`
+/// resolves.
+pub fn serve_with_search_parts(
+    listener: tokio::net::TcpListener,
+    base: &str,
+    service: Service,
+    routes: axum::Router,
+    routing: httpserver::ClusterRouting,
+    stop: impl Future<Output = ()> + Send + 'static,
+) {
+    let app = httpserver::with_access(routes, service.clone(), &site(base));
+    let app = httpserver::with_cluster_search(app, service.clone());
+    let app = httpserver::with_cluster_routing(app, service, routing).expect("routing");
+    tokio::spawn(httpserver::serve(listener, app, stop));
+}
