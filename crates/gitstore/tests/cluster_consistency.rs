@@ -168,6 +168,45 @@ fn synced_on_both(a: &Replica, b: &Replica, source: &testgit::SourceRepo, head: 
     b.store.sync(&name).unwrap();
 }
 
+/// Two replicas in step: what most tests start from.
+struct InStep {
+    /// The fresh database's URL.
+    url: String,
+    clock: ManualClock,
+    source: testgit::SourceRepo,
+    /// The commits made on main, in order; both replicas hold the last.
+    commits: Vec<String>,
+    /// Where B's fetches of the kind [`in_step`] was given wait.
+    gate: Arc<Gate>,
+    a: Replica,
+    b: Replica,
+}
+
+/// A fresh database, replicas A and B on it, and a source with one commit on main per
+/// entry of `versions` (each `a.md` reading that line, and named after it), which A
+/// registers and syncs and B then syncs; B's fetches of the kind `held_on_b` wait at the
+/// gate.
+fn in_step(versions: &[&str], held_on_b: Option<SourceFetch>) -> InStep {
+    let (url, clock, source) = setup();
+    let commits: Vec<String> = versions
+        .iter()
+        .map(|version| source.commit(&[("a.md", format!("{version}\n").as_bytes())], version))
+        .collect();
+    let gate = Arc::new(Gate::default());
+    let a = Replica::new(&url, &clock, None);
+    let b = Replica::new(&url, &clock, held_on_b.map(|kind| (kind, gate.clone())));
+    synced_on_both(&a, &b, &source, commits.last().expect("a commit"));
+    InStep {
+        url,
+        clock,
+        source,
+        commits,
+        gate,
+        a,
+        b,
+    }
+}
+
 /// Main force-pushed to `base` → a new commit, which A syncs and B follows on its own (by the
 /// notification). Answers the new commit.
 fn force_pushed(a: &Replica, b: &Replica, source: &testgit::SourceRepo, base: &str) -> String {
@@ -201,13 +240,9 @@ fn sync_leases(url: &str) -> i64 {
 #[test]
 fn a_branch_resolves_to_the_recorded_head_on_every_replica() {
     within(Duration::from_secs(120), || {
-        let (url, clock, source) = setup();
-        let first = source.commit(&[("a.md", b"one\n")], "one");
-        let gate = Arc::new(Gate::default());
-        let a = Replica::new(&url, &clock, None);
-        let b = Replica::new(&url, &clock, Some((SourceFetch::Follow, gate.clone())));
-        let name = repo_name();
-        synced_on_both(&a, &b, &source, &first);
+        let step = in_step(&["one"], Some(SourceFetch::Follow));
+        let (source, commits, gate, a, b) = (step.source, step.commits, step.gate, step.a, step.b);
+        let (first, name) = (commits[0].clone(), repo_name());
         assert_eq!(b.store.resolve(&name, None).unwrap(), cid(&first));
 
         let second = source.commit(&[("a.md", b"two\n")], "two");
@@ -287,14 +322,11 @@ fn a_branch_resolves_to_the_recorded_head_on_every_replica() {
 #[test]
 fn concurrent_syncs_fetch_from_the_source_once() {
     within(Duration::from_secs(120), || {
-        let (url, clock, source) = setup();
-        let first = source.commit(&[("a.md", b"one\n")], "one");
-        let a = Replica::new(&url, &clock, None);
-        let b = Replica::new(&url, &clock, None);
-        let name = repo_name();
         // The first sync through A alone; B has no mirror yet: its sync takes the (free)
         // lease and fetches.
-        synced_on_both(&a, &b, &source, &first);
+        let step = in_step(&["one"], None);
+        let (url, source, commits, a, b) = (step.url, step.source, step.commits, step.a, step.b);
+        let (first, name) = (commits[0].clone(), repo_name());
         assert_eq!(b.store.resolve(&name, None).unwrap(), cid(&first));
         let before = (a.fetches.syncs(), b.fetches.syncs());
         assert_eq!(before, (1, 1));
@@ -550,13 +582,10 @@ fn a_replica_without_a_copy_follows_another_replicas_first_sync() {
 #[test]
 fn a_read_can_wait_for_the_follow_of_a_recorded_head() {
     within(Duration::from_secs(120), || {
-        let (url, clock, source) = setup();
-        let first = source.commit(&[("a.md", b"one\n")], "one");
-        let gate = Arc::new(Gate::default());
-        let a = Replica::new(&url, &clock, None);
-        let b = Replica::new(&url, &clock, Some((SourceFetch::Follow, gate.clone())));
+        let step = in_step(&["one"], Some(SourceFetch::Follow));
+        let (url, clock, source, gate, a, b) =
+            (step.url, step.clock, step.source, step.gate, step.a, step.b);
         let name = repo_name();
-        synced_on_both(&a, &b, &source, &first);
 
         let second = source.commit(&[("a.md", b"two\n")], "two");
         a.store.sync(&name).unwrap();
@@ -630,13 +659,9 @@ fn a_read_can_wait_for_the_follow_of_a_recorded_head() {
 #[test]
 fn a_replica_whose_follow_failed_holds_no_copy_for_a_while() {
     within(Duration::from_secs(120), || {
-        let (url, clock, source) = setup();
-        let first = source.commit(&[("a.md", b"one\n")], "one");
-        let gate = Arc::new(Gate::default());
-        let a = Replica::new(&url, &clock, None);
-        let b = Replica::new(&url, &clock, Some((SourceFetch::Follow, gate.clone())));
+        let step = in_step(&["one"], Some(SourceFetch::Follow));
+        let (source, gate, a, b) = (step.source, step.gate, step.a, step.b);
         let name = repo_name();
-        synced_on_both(&a, &b, &source, &first);
         assert_eq!(b.store.holds_copy(&name), Ok(true));
 
         let second = source.commit(&[("a.md", b"two\n")], "two");
@@ -728,13 +753,10 @@ fn a_sync_that_lost_its_lease_records_nothing() {
 #[test]
 fn sweeps_and_gc_follow_the_shared_rows() {
     within(Duration::from_secs(180), || {
-        let (url, clock, source) = setup();
-        let base = source.commit(&[("a.md", b"base\n")], "base");
-        let old = source.commit(&[("a.md", b"old\n")], "old");
-        let a = Replica::new(&url, &clock, None);
-        let b = Replica::new(&url, &clock, None);
-        let name = repo_name();
-        synced_on_both(&a, &b, &source, &old);
+        let step = in_step(&["base", "old"], None);
+        let (clock, source, commits, a, b) =
+            (step.clock, step.source, step.commits, step.a, step.b);
+        let (base, old, name) = (commits[0].clone(), commits[1].clone(), repo_name());
 
         // Force-push main to base → new; A syncs; B follows on its own (notification).
         clock.advance(DAY * 10);
@@ -800,13 +822,10 @@ fn sweeps_and_gc_follow_the_shared_rows() {
 #[test]
 fn pins_keep_commits_in_every_mirror() {
     within(Duration::from_secs(180), || {
-        let (url, clock, source) = setup();
-        let base = source.commit(&[("a.md", b"base\n")], "base");
-        let old = source.commit(&[("a.md", b"old\n")], "old");
-        let a = Replica::new(&url, &clock, None);
-        let b = Replica::new(&url, &clock, None);
-        let name = repo_name();
-        synced_on_both(&a, &b, &source, &old);
+        let step = in_step(&["base", "old"], None);
+        let (clock, source, commits, a, b) =
+            (step.clock, step.source, step.commits, step.a, step.b);
+        let (base, old, name) = (commits[0].clone(), commits[1].clone(), repo_name());
         let new = force_pushed(&a, &b, &source, &base);
         a.store.pin(&name, &cid(&old)).unwrap();
 
