@@ -1257,3 +1257,75 @@ def test_readyz_counts_the_repositories_each_replica_owns_and_holds(cluster: Clu
             lambda answer, n=owned: answer.status == 200 and answer.json()["repositories_served"] == n,
             interval_s=0.5,
         )
+
+
+# ---------------------------------------------------------------------------------------------
+# `csg --database … repo add` from an admin's machine clones nothing there
+
+
+@deadline(150)
+def test_repo_add_from_an_admin_data_directory_clones_nothing_there_and_prints_the_head_every_replica_answers(
+    cluster: Cluster,
+) -> None:
+    """`csg --database … --data-dir <the admin's> repo add` checks the source, records the
+    registration and waits until an owner replica fetched it: it prints the head that every
+    replica then answers, and the admin's data directory holds no mirror. `--no-wait` returns
+    at once with `NAME -`, and the owners fetch it all the same."""
+    cluster.healthy()
+    name = "acme/admin-added"
+    started = time.monotonic()
+    done = cluster.admin("repo", "add", name, str(cluster.source))
+    took = time.monotonic() - started
+    head = cluster.head()
+    print(f"\ncsg repo add returned after {took:.2f} s:\n{done.stderr}")
+    assert done.stdout.strip() == f"{name} {head}", (done.stdout, done.stderr)
+    assert "waiting for an owner replica to fetch it" in done.stderr, done.stderr
+    mirrors = cluster.admin_dir / "mirrors"
+    assert not [str(p) for p in mirrors.rglob("*.git")], f"the admin's data directory got mirrors: {list(mirrors.rglob('*.git'))}"
+    for replica in cluster.replicas:
+        wait_until(
+            f"{replica.name} resolves {name}@main to {head[:12]}",
+            REGISTRATION_BOUND_S,
+            lambda r=replica: resolve(r, cluster.tokens.reader, name),
+            lambda a: served(a) and a.json()["commit"] == head,
+        )
+
+    later = "acme/admin-added-later"
+    done = cluster.admin("repo", "add", later, cluster.source_url, "--no-wait")
+    assert done.stdout.strip() == f"{later} -", (done.stdout, done.stderr)
+    for replica in cluster.replicas:
+        wait_until(
+            f"{replica.name} resolves {later}@main to {head[:12]}",
+            REGISTRATION_BOUND_S,
+            lambda r=replica: resolve(r, cluster.tokens.reader, later),
+            lambda a: served(a) and a.json()["commit"] == head,
+        )
+    assert not [str(p) for p in mirrors.rglob("*.git")], "the admin's data directory got mirrors"
+
+
+@deadline(60)
+def test_repo_add_of_a_source_that_cannot_be_fetched_fails_at_once_and_registers_nothing(cluster: Cluster) -> None:
+    """A source nobody can fetch (no such repository on the Git server, a local path that is no
+    repository, an unreachable URL with a password) fails within seconds saying what is wrong;
+    the password is not shown, and `repo list` does not show the name."""
+    cluster.healthy()
+    not_git = cluster.base / "not-a-repository"
+    not_git.mkdir(exist_ok=True)
+    cases = {
+        "acme/typo-url": (f"git://127.0.0.1:{cluster.git_port}/no-such.git", "cannot list the branches"),
+        "acme/typo-path": (str(not_git), "not a Git repository"),
+        "acme/typo-missing": (str(cluster.base / "no-such-dir"), "does not exist"),
+        "acme/typo-password": ("http://bob:hunter2-e2e@127.0.0.1:1/acme/x.git", "bob:***@127.0.0.1:1"),
+    }
+    for name, (source, said) in cases.items():
+        started = time.monotonic()
+        refused = cluster.admin("repo", "add", name, source, check=False, timeout=60)
+        took = time.monotonic() - started
+        print(f"\n{name}: exit {refused.returncode} in {took:.2f} s: {refused.stderr.strip()}")
+        assert refused.returncode != 0, (name, refused.stdout)
+        assert took < 10, f"{name}: took {took:.1f} s to fail"
+        assert said in refused.stderr, (name, refused.stderr)
+        assert "hunter2" not in refused.stderr, refused.stderr
+    listed = cluster.admin("repo", "list").stdout
+    for name in cases:
+        assert name not in listed, (name, listed)

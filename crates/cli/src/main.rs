@@ -99,6 +99,9 @@ struct McpArgs {
 #[derive(Debug, Subcommand)]
 enum RepoCommand {
     /// Register a repository and sync it.
+    ///
+    /// With --database (cluster mode) the source is checked first (`git ls-remote`), nothing
+    /// is cloned here, and the command waits until an owner replica has fetched it.
     Add {
         /// `owner/name`.
         name: String,
@@ -113,6 +116,14 @@ enum RepoCommand {
         /// Readable only by users granted it (`csg grant USER NAME`), never anonymously.
         #[arg(long)]
         private: bool,
+        /// Return once the registration is recorded and print `NAME -`: the replicas that
+        /// own it (without --database, the server's next maintenance round) fetch it.
+        #[arg(long)]
+        no_wait: bool,
+        /// Cluster mode: how long to wait for an owner replica to fetch it, in seconds; past
+        /// it the command fails and the registration stays.
+        #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+        wait_timeout: u64,
     },
     /// Make a repository `private` or `public`; every server sees it on its next call.
     Visibility {

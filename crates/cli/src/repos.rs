@@ -3,9 +3,12 @@
 use crate::progress::Progress;
 use crate::{RepoCommand, repo_name};
 use anyhow::{Context, Result, bail};
-use gitstore::{GitStore, Registration, RepoName, RepoPath, SyncOutcome};
+use gitstore::{
+    Awaited, GitStore, Metadata, Registration, RepoName, RepoPath, SyncOutcome, WaitProgress,
+};
 use std::net::SocketAddr;
 use std::path::Path;
+use std::time::Duration;
 
 /// Turns `[NAME=]PATH_OR_URL` into a registration. A local path is made absolute; without
 /// NAME it is named `local/<directory name>` (G-1), a URL `<owner>/<name>` from its last two
@@ -159,6 +162,36 @@ fn sync(store: &GitStore, name: &RepoName) -> Result<SyncOutcome> {
     })?)
 }
 
+/// Cluster mode: waits until an owner replica recorded `name`'s heads, saying so on stderr;
+/// the recorded head of the default branch.
+fn wait_for_owners(store: &GitStore, name: &RepoName, timeout: Duration) -> Result<String> {
+    eprintln!("csg: registered {name}; waiting for an owner replica to fetch it …");
+    let mut report = |p: &WaitProgress| match &p.last_error {
+        Some(error) => eprintln!(
+            "csg: {name}: still waiting ({} s); the owners' last attempt failed: {error}",
+            p.waited.as_secs()
+        ),
+        None => eprintln!(
+            "csg: {name}: still waiting for an owner replica to fetch it … ({} s)",
+            p.waited.as_secs()
+        ),
+    };
+    match store.wait_recorded(name, timeout, &mut report)? {
+        Awaited::Recorded { head } => Ok(head
+            .map(|c| c.to_string())
+            .unwrap_or_else(|| "(no commits)".into())),
+        Awaited::NotYet { last_error } => {
+            let failed = last_error
+                .map(|e| format!(" (their last attempt failed: {e})"))
+                .unwrap_or_default();
+            bail!(
+                "{name} is registered, but no replica has fetched it within {} s{failed}; check that the replicas run (`GET /sourcegraph/api/cluster` lists them and the owners of {name}) and look in their logs. The registration stays: its owners fetch it once they run, and `csg repo list` shows its state",
+                timeout.as_secs()
+            )
+        }
+    }
+}
+
 pub async fn run(store: GitStore, command: RepoCommand) -> Result<()> {
     tokio::task::spawn_blocking(move || run_blocking(&store, command))
         .await
@@ -173,6 +206,8 @@ fn run_blocking(store: &GitStore, command: RepoCommand) -> Result<()> {
             path,
             branch,
             private,
+            no_wait,
+            wait_timeout,
         } => {
             let name = repo_name(&name)?;
             let source = if looks_like_url(&source) {
@@ -185,13 +220,29 @@ fn run_blocking(store: &GitStore, command: RepoCommand) -> Result<()> {
                     .into_owned()
             };
             let registered_path = RepoPath::parse(path.as_deref().unwrap_or(""))?;
-            store.register(Registration {
+            let registration = Registration {
                 name: name.clone(),
                 source,
                 registered_path,
                 branch,
                 private: private.then_some(true),
-            })?;
+            };
+            // Cluster mode: the owner replicas clone it, not this machine; a source they
+            // could not fetch is refused before anything is recorded.
+            let cluster = matches!(store.metadata(), Metadata::Postgres(_));
+            if cluster {
+                store.check_source(&registration)?;
+            }
+            store.register(registration)?;
+            if no_wait {
+                println!("{name} -");
+                return Ok(());
+            }
+            if cluster {
+                let head = wait_for_owners(store, &name, Duration::from_secs(wait_timeout))?;
+                println!("{name} {head}");
+                return Ok(());
+            }
             eprintln!("csg: registered {name}; syncing …");
             let outcome = sync(store, &name)?;
             let head = outcome

@@ -22,6 +22,9 @@ pub(crate) const FETCH_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 pub(crate) const LOCAL_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 /// Garbage collection of a large mirror can take a long time.
 pub(crate) const GC_TIMEOUT: Duration = Duration::from_secs(2 * 60 * 60);
+/// A check that a source answers before it is registered ([`ls_remote`]): a person waits for
+/// it, and a source that lists nothing within a minute will not be fetched either.
+pub(crate) const CHECK_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// After the process exited, how long we wait for its pipes to close: a grandchild (an ssh
 /// control master, say) may keep them open, and we must not wait for it.
@@ -139,6 +142,20 @@ pub(crate) fn run(
     timeout: Duration,
 ) -> Result<Vec<u8>, GitFailure> {
     run_observed(command, stdin, timeout, None)
+}
+
+/// `git ls-remote --symref -- SOURCE PATTERNS…` outside any repository, under `timeout`: what
+/// the source lists (`<sha>\t<ref>` lines, `ref: <target>\tHEAD` for a symbolic HEAD). The
+/// patterns keep a source with many refs from listing them all.
+pub(crate) fn ls_remote(
+    source: &str,
+    patterns: &[&str],
+    timeout: Duration,
+) -> Result<Vec<u8>, GitFailure> {
+    let mut cmd = git(None);
+    cmd.args(["ls-remote", "--symref", "--", source]);
+    cmd.args(patterns);
+    run(cmd, None, timeout)
 }
 
 /// One progress report of a running transfer, as git prints it on stderr with `--progress`

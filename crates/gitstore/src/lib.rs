@@ -41,6 +41,7 @@ pub use error::Error;
 pub use gitcli::{ProgressObserver, TransferProgress, stop_all as stop_git};
 pub use history::CommitSummary;
 pub use names::{CommitId, RepoName, RepoPath};
+pub use store::register::{Awaited, SourceError, WaitProgress};
 pub use text::Text;
 
 use std::path::PathBuf;
@@ -408,6 +409,35 @@ impl GitStore {
     /// changes of any process (cheaper than [`GitStore::repo`], which reads the metadata).
     pub fn registered_path(&self, name: &RepoName) -> Result<RepoPath, Error> {
         self.inner.registered_path(name)
+    }
+
+    /// Checks that `registration`'s source can be fetched before anything is recorded: a
+    /// `git ls-remote` of it (its own process group, at most a minute) that must list its
+    /// `HEAD` (and its configured branch, which must exist); a local path must exist and be a
+    /// Git repository. Records and fetches nothing. What an admin command asks in cluster
+    /// mode before [`GitStore::register`], since the clone happens later on the owner
+    /// replicas, where a typo would only show up as a recorded sync failure. The error shows
+    /// the source with any password of its URL replaced by `***`, and no host path.
+    pub fn check_source(&self, registration: &Registration) -> Result<(), SourceError> {
+        store::register::check_source(registration)
+    }
+
+    /// Cluster mode: waits at most `timeout` until a sync recorded the heads of `name` (its
+    /// last good sync: what the owner replicas do in their next catch-up round after a
+    /// registration, the first of them fetching, the other following), and answers the
+    /// recorded default-branch head; [`Awaited::NotYet`] when none did in time (the
+    /// registration stays). `observer` hears every ten seconds that the wait goes on, and at
+    /// once when the owners' last attempt failed with a new error.
+    /// Fetches nothing itself: an admin command's data directory gets no mirror. Answers at
+    /// once for a repository synced before. [`Error::UnknownRepo`] when `name` is not
+    /// registered, or is removed meanwhile. Blocks the calling thread.
+    pub fn wait_recorded(
+        &self,
+        name: &RepoName,
+        timeout: Duration,
+        observer: &mut dyn FnMut(&WaitProgress),
+    ) -> Result<Awaited, Error> {
+        self.inner.wait_recorded(name, timeout, observer)
     }
 
     /// Fetches the source into the mirror (clone on first use), records every branch head seen

@@ -36,6 +36,7 @@ use std::time::SystemTime;
 
 mod follow;
 mod maintenance;
+pub(crate) mod register;
 mod shared;
 
 /// Our bookkeeping refs in each mirror. Fetches only write `refs/heads/*` and `refs/tags/*`,
