@@ -11,8 +11,8 @@
 //! Each part answers the first `offset + limit` hits of its ranked list with their rank keys
 //! ([`Service::search_shard`] on the owner, through [`Peers`]); [`search::merge`] puts them in
 //! the one global order, cuts the page and makes the cursor (the cursor names every part's
-//! generations, so a page after an owner re-indexed, or after another owner answered for it,
-//! is refused as expired: search again). Repositories no owner answered for are named in
+//! commits, so a page after an owner indexed a new head is refused as expired: search again;
+//! a page asked of another replica, answered by another owner of the same commits, goes on). Repositories no owner answered for are named in
 //! `not_searched`. `definitions` fans out the same way and merges with
 //! [`search::merge_definitions`].
 //!
@@ -206,6 +206,17 @@ impl FanQuery {
     }
 }
 
+/// A part whose generations are named by their commits only: each replica numbers its own
+/// index generations, and the next page of a search may be asked of another replica (a
+/// balancer spreads one client's calls), which asks another owner of the same commit. The
+/// cursor then binds each repository's commit, which every owner indexes alike.
+fn commits_only(mut top: search::TopHits) -> search::TopHits {
+    for (_, _, generation) in &mut top.generations {
+        *generation = 0;
+    }
+    top
+}
+
 /// A fanned-out query's page.
 pub(crate) struct Fanned<T> {
     /// The merged answer; its `not_indexed` covers every part's.
@@ -349,7 +360,7 @@ impl Service {
             let parts = parts
                 .into_iter()
                 .filter_map(|part| match part {
-                    Part::Top(top) => Some(top),
+                    Part::Top(top) => Some(commits_only(top)),
                     Part::Definitions(_) => None,
                 })
                 .collect();

@@ -207,11 +207,13 @@ fn all_repos(query: &str, limit: usize) -> SearchRequest {
     }
 }
 
-/// The answer without what differs between runs (timings, cache use, verified files).
-fn comparable(answer: &SearchAnswer) -> (String, Option<String>, Vec<String>, u64, bool) {
+/// The answer without what differs between runs (timings, cache use, verified files) or
+/// between a cluster and one server: a fanned-out cursor binds each repository's commit,
+/// one server's its own generation numbers, so each pages with its own.
+fn comparable(answer: &SearchAnswer) -> (String, bool, Vec<String>, u64, bool) {
     (
         format!("{:?}", answer.repos),
-        answer.next_cursor.clone(),
+        answer.next_cursor.is_some(),
         answer.not_indexed.clone(),
         answer.stats.total_hits,
         answer.stats.truncated,
@@ -233,12 +235,12 @@ async fn a_search_over_every_repository_pages_as_one_server_holding_everything()
                 assert_eq!(comparable(&here), comparable(&one), "{query} page {pages}");
                 assert!(here.not_searched.is_empty(), "{:?}", here.not_searched);
                 pages += 1;
-                match here.next_cursor {
-                    Some(cursor) => {
-                        left.cursor = Some(cursor.clone());
-                        right.cursor = Some(cursor);
+                match (here.next_cursor, one.next_cursor) {
+                    (Some(cursor), Some(whole)) => {
+                        left.cursor = Some(cursor);
+                        right.cursor = Some(whole);
                     }
-                    None => break,
+                    _ => break,
                 }
             }
             assert!(pages >= 1);
@@ -341,16 +343,16 @@ async fn references_over_every_repository_page_as_one_server_holding_everything(
                 .await
                 .unwrap();
             assert_eq!(here.repos, one.repos, "page {pages}");
-            assert_eq!(here.next_cursor, one.next_cursor);
+            assert_eq!(here.next_cursor.is_some(), one.next_cursor.is_some());
             assert_eq!(here.total, one.total);
             assert!(here.not_searched.is_empty());
             pages += 1;
-            match here.next_cursor {
-                Some(cursor) => {
-                    left = Some(cursor.clone());
-                    right = Some(cursor);
+            match (here.next_cursor, one.next_cursor) {
+                (Some(cursor), Some(whole)) => {
+                    left = Some(cursor);
+                    right = Some(whole);
                 }
-                None => break,
+                _ => break,
             }
         }
         assert!(pages > 2);
