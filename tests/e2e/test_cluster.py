@@ -1100,30 +1100,62 @@ def test_a_search_over_every_repository_pages_through_the_owners_of_each_exactly
     expected = [(repo, "big.txt", n) for repo in fanned for n in range(1, BIG_LINES + 1)]
     for replica in cluster.replicas:
         elsewhere = [repo for repo in fanned if replica.url not in owners[repo]]
-        hits: list[tuple[str, str, int]] = []
-        cursor = None
-        pages = 0
-        while True:
-            query: dict[str, Any] = {"query": "line", "path": "big.txt", "limit": 70}
-            if cursor:
-                query["cursor"] = cursor
-            answer = api(replica, "search", token, **query)
-            assert answer.status == 200, (replica.name, pages, answer)
-            body = answer.json()
-            for repo in fanned:
-                assert repo not in body["not_indexed"], (replica.name, body["not_indexed"])
-                assert repo not in body.get("not_searched", []), (replica.name, body["not_searched"])
-            for group in body["repos"]:
-                if group["repo"] in fanned:
-                    hits.extend((group["repo"], hit["path"], hit["line"]) for hit in group["hits"])
-            pages += 1
-            cursor = body.get("next_cursor")
-            if not cursor:
-                break
+        hits, pages = page_through(cluster, fanned, [replica])
         print(f"{replica.name}: {pages} pages, {len(hits)} hits of {fanned}; held elsewhere: {elsewhere}")
         # Every line of every repository once, in rank order (repository, then line), whoever
         # holds it.
         assert hits == expected, replica.name
+
+
+@deadline(120)
+def test_a_search_over_every_repository_pages_on_whichever_replica_each_page_lands(
+    cluster: Cluster, fanned: list[str]
+) -> None:
+    """A balancer spreads one client's calls: page k asked of replica k mod 3, each answering
+    from its own indexes and other owners, continues the same ranked list."""
+    cluster.healthy()
+    # One owner of one repository rebuilds its index of the same commit: its generation
+    # number moves on, the other owner's does not. Pages must go on across them.
+    rebuilt = fanned[0]
+    owner = next(r for r in cluster.replicas if r.url in owners_by_repo(cluster, fanned)[rebuilt])
+    answer = http(
+        "POST",
+        f"{owner.url}/sourcegraph/api/prepare",
+        token=cluster.tokens.operator,
+        body={"repo": rebuilt, "action": "reindex"},
+        timeout=60,
+    )
+    assert answer.status == 200, answer
+    expected = [(repo, "big.txt", n) for repo in fanned for n in range(1, BIG_LINES + 1)]
+    hits, pages = page_through(cluster, fanned, cluster.replicas)
+    print(f"\n{pages} pages across {[r.name for r in cluster.replicas]}, {len(hits)} hits")
+    assert hits == expected
+
+
+def page_through(cluster: Cluster, fanned: list[str], replicas: list[Replica]) -> tuple[list[tuple[str, str, int]], int]:
+    """Every page of a search over every repository for the lines of `big.txt`, page k asked
+    of `replicas[k % len(replicas)]`: the hits in `fanned`, and the number of pages."""
+    hits: list[tuple[str, str, int]] = []
+    cursor = None
+    pages = 0
+    while True:
+        replica = replicas[pages % len(replicas)]
+        query: dict[str, Any] = {"query": "line", "path": "big.txt", "limit": 70}
+        if cursor:
+            query["cursor"] = cursor
+        answer = api(replica, "search", cluster.tokens.reader, **query)
+        assert answer.status == 200, (replica.name, pages, answer)
+        body = answer.json()
+        for repo in fanned:
+            assert repo not in body["not_indexed"], (replica.name, body["not_indexed"])
+            assert repo not in body.get("not_searched", []), (replica.name, body["not_searched"])
+        for group in body["repos"]:
+            if group["repo"] in fanned:
+                hits.extend((group["repo"], hit["path"], hit["line"]) for hit in group["hits"])
+        pages += 1
+        cursor = body.get("next_cursor")
+        if not cursor:
+            return hits, pages
 
 
 @deadline(240)
