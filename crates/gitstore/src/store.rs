@@ -1412,12 +1412,7 @@ pub(crate) fn duration_ms(d: std::time::Duration) -> u64 {
 fn validate_source(source: &str) -> Result<(), Error> {
     // No dedicated variant exists for a bad source; the message names it as the source.
     let bad = |reason: &str| Error::InvalidName {
-        name: source
-            .chars()
-            .take(200)
-            .collect::<String>()
-            .escape_debug()
-            .to_string(),
+        name: register::shown_source(source),
         reason: format!("not a usable source ({reason})"),
     };
     if source.trim().is_empty() {
