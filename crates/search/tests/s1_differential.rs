@@ -76,7 +76,11 @@ fn compare(repo: &Path, name: &str, commit: &str) {
     let source = GitSource::new(repo, commit);
     let comparable = source.comparable_paths();
     let (_tmp, dir) = index_dir();
-    let indexes = Indexes::open(dir, IndexConfig::default()).expect("open");
+    // Every hit, as git grep answers every line: this repository has outgrown the default
+    // cap of one search (MAX_HITS) for queries such as `^`.
+    let indexes = Indexes::open(dir, IndexConfig::default())
+        .expect("open")
+        .with_max_hits(10_000_000);
     indexes
         .build(name, commit, &source, &mut |_| {})
         .expect("build");
