@@ -11,9 +11,9 @@
 4. PostgreSQL stopped under reads: reads and searches go on, `/readyz` stays 200 saying the
    database is unreachable and writes are off, a registration fails at once with a clear
    error; PostgreSQL back: reads go on and the registration works, no replica restarted.
-
-Where the product does not do what issue 31 asks yet, the test keeps its assertion and is
-marked xfail with the reason (not strict: some of these failures are races).
+5. A search over every repository through any replica covers every repository (the owners'
+   parts merged), pages on whichever replica each page lands, and names what downed owners
+   hold as not searched; a registration lands on the repository's owners only.
 
 The cluster is started once for this module (about 10 s); each test first brings it back to
 health if an earlier one left it broken. Every test has its own deadline (SIGALRM; the venv has
