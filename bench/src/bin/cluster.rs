@@ -358,9 +358,10 @@ async fn run(options: &Options, guards: &mut Guards) -> Result<()> {
 
     eprintln!("bench/cluster: registering {REPO} (csg --database … repo add) …");
     let started = Instant::now();
-    let head = register(&options.csg, &base.join("admin"), &database, &source).await?;
+    register(&options.csg, &base.join("admin"), &database, &source).await?;
+    let head = source_head(&source)?;
     eprintln!(
-        "bench/cluster: registered {REPO} at {head} in {:.1} s",
+        "bench/cluster: registered {REPO} ({head}) in {:.1} s",
         started.elapsed().as_secs_f64()
     );
 
@@ -466,13 +467,32 @@ impl Drop for Postgres {
     }
 }
 
-/// `csg --data-dir ADMIN repo add REPO SOURCE` against the shared database; answers the head
-/// it synced.
-async fn register(csg: &Path, admin: &Path, database: &str, source: &Path) -> Result<String> {
+/// The commit the source's `HEAD` names: what every replica serves.
+fn source_head(source: &Path) -> Result<String> {
+    let out = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(source)
+        .args(["rev-parse", "HEAD"])
+        .output()?;
+    if !out.status.success() {
+        bail!(
+            "git rev-parse HEAD in {} failed: {}",
+            source.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// `csg --data-dir ADMIN repo add --no-wait REPO SOURCE` against the shared database: the
+/// registration is recorded, the owner replicas fetch it.
+async fn register(csg: &Path, admin: &Path, database: &str, source: &Path) -> Result<()> {
     let command = tokio::process::Command::new(csg)
         .arg("--data-dir")
         .arg(admin)
-        .args(["repo", "add", REPO])
+        // Recorded only: the replicas, started next, fetch it (the owners), so nothing waits
+        // for an owner that does not run yet.
+        .args(["repo", "add", "--no-wait", REPO])
         .arg(source)
         // From the environment, never a flag: the URL's password stays out of the process list.
         .env("CSG_DATABASE_URL", database)
@@ -491,12 +511,7 @@ async fn register(csg: &Path, admin: &Path, database: &str, source: &Path) -> Re
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    Ok(stdout
-        .split_whitespace()
-        .nth(1)
-        .unwrap_or("(no head)")
-        .to_string())
+    Ok(())
 }
 
 fn free_port() -> Result<u16> {
