@@ -6,11 +6,26 @@
 use crate::forward::{CLUSTER_SECRET_HEADER, DEADLINE_HEADER, replica_client};
 use http::{HeaderValue, header};
 use service::{PeerError, PeerFuture, ShardAnswer, ShardRequest};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// The biggest part answer read (a part holds at most `offset + limit` hits with their
 /// snippets; far below this).
 const MAX_PART_BYTES: usize = 256 * 1024 * 1024;
+
+/// Parts asked of other replicas, for `/metrics` (cluster mode only).
+pub(crate) struct Counters {
+    /// Parts another replica answered.
+    pub(crate) answered: AtomicU64,
+    /// Parts that failed: unreachable, timed out, an error status or an unreadable answer
+    /// (the repositories then go to their next owner, or are named not searched).
+    pub(crate) failed: AtomicU64,
+}
+
+pub(crate) static COUNTERS: Counters = Counters {
+    answered: AtomicU64::new(0),
+    failed: AtomicU64::new(0),
+};
 
 /// Asks other replicas for their parts ([`service::Peers`]); plug it in with the placement.
 #[derive(Clone)]
@@ -62,33 +77,47 @@ impl service::Peers for PeerClient {
             call
         });
         Box::pin(async move {
-            let call = attempt.map_err(|error| PeerError {
-                message: format!("the part request did not serialize: {error}"),
-            })?;
-            let answer = call.send().await.map_err(|error| PeerError {
-                message: format!("{url}: {error}"),
-            })?;
-            let status = answer.status();
-            let bytes = answer.bytes().await.map_err(|error| PeerError {
-                message: format!("{url}: the answer was cut off: {error}"),
-            })?;
-            if !status.is_success() {
-                // The owner's error body says why; it is the owner's own message.
-                let why: String = String::from_utf8_lossy(&bytes).chars().take(300).collect();
-                return Err(PeerError {
-                    message: format!("{url} answered {status}: {why}"),
-                });
-            }
-            if bytes.len() > MAX_PART_BYTES {
-                return Err(PeerError {
-                    message: format!("{url}: the part answer is too large"),
-                });
-            }
-            serde_json::from_slice::<ShardAnswer>(&bytes).map_err(|error| PeerError {
-                message: format!("{url}: the part answer is not one: {error}"),
-            })
+            let part = ask(attempt, url).await;
+            let counter = match &part {
+                Ok(_) => &COUNTERS.answered,
+                Err(_) => &COUNTERS.failed,
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+            part
         })
     }
+}
+
+/// One part request, sent and its answer read.
+async fn ask(
+    attempt: Result<reqwest::RequestBuilder, serde_json::Error>,
+    url: String,
+) -> Result<ShardAnswer, PeerError> {
+    let call = attempt.map_err(|error| PeerError {
+        message: format!("the part request did not serialize: {error}"),
+    })?;
+    let answer = call.send().await.map_err(|error| PeerError {
+        message: format!("{url}: {error}"),
+    })?;
+    let status = answer.status();
+    let bytes = answer.bytes().await.map_err(|error| PeerError {
+        message: format!("{url}: the answer was cut off: {error}"),
+    })?;
+    if !status.is_success() {
+        // The owner's error body says why; it is the owner's own message.
+        let why: String = String::from_utf8_lossy(&bytes).chars().take(300).collect();
+        return Err(PeerError {
+            message: format!("{url} answered {status}: {why}"),
+        });
+    }
+    if bytes.len() > MAX_PART_BYTES {
+        return Err(PeerError {
+            message: format!("{url}: the part answer is too large"),
+        });
+    }
+    serde_json::from_slice::<ShardAnswer>(&bytes).map_err(|error| PeerError {
+        message: format!("{url}: the part answer is not one: {error}"),
+    })
 }
 
 /// `app` with the route on which the other replicas ask this one for its parts of a search

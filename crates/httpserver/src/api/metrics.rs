@@ -315,6 +315,16 @@ fn cluster(out: &mut String, service: &Service) {
                 "Calls other replicas forwarded to this one.",
                 load(&routed.from_replicas),
             ),
+            (
+                "csg_cluster_search_parts_answered_total",
+                "Parts of searches over every repository other replicas answered.",
+                load(&crate::peers::COUNTERS.answered),
+            ),
+            (
+                "csg_cluster_search_parts_failed_total",
+                "Parts of searches over every repository another replica did not answer.",
+                load(&crate::peers::COUNTERS.failed),
+            ),
         ],
     );
     let me = &cluster.self_url;
