@@ -23,7 +23,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,27 @@ REPLICA_START_S = 60.0
 BALANCER_UP_S = 30.0
 """How long HAProxy's health checks may take to put every replica in rotation (inter 2 s, rise 2)."""
 HTTP_TIMEOUT_S = 15.0
+
+
+class DeadlineExceeded(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def deadline_of(seconds: float, what: str) -> Iterator[None]:
+    """Raises `DeadlineExceeded` in the main thread once `seconds` have passed (a blocking
+    wait, a subprocess or an asyncio loop alike): a hang is a failure."""
+
+    def expire(signum: int, frame: Any) -> None:
+        raise DeadlineExceeded(f"{what} took longer than {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def free_port() -> int:

@@ -44,6 +44,7 @@ from cluster import (
     Cluster,
     Replica,
     commits_in,
+    deadline_of,
     http,
     mcp_client,
     rendezvous_owners,
@@ -71,27 +72,6 @@ MODES = ["2026-07-28", "legacy"]
 
 # ---------------------------------------------------------------------------------------------
 # Deadlines
-
-
-class DeadlineExceeded(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def deadline_of(seconds: float, what: str) -> Iterator[None]:
-    """Raises `DeadlineExceeded` in the main thread once `seconds` have passed (a blocking
-    wait, a subprocess or an asyncio loop alike)."""
-
-    def expire(signum: int, frame: Any) -> None:
-        raise DeadlineExceeded(f"{what} took longer than {seconds:g} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def deadline(seconds: float) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -11,15 +11,12 @@ broadcast. Run alone with `.venv/bin/python -m pytest -q -s -rA tests/e2e/test_c
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import signal
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from cluster import Cluster, Replica, mcp_client, text_of, wait_until
+from cluster import Cluster, Replica, deadline_of, mcp_client, text_of, wait_until
 
 PRESET = "search_everywhere"
 PLUGIN = f"""\
@@ -35,22 +32,6 @@ BROADCAST_BOUND_S = 10.0
 """A reload through one replica reaches every other replica within this (one NOTIFY, then each
 replica's own reload of one small file)."""
 CALL_TIMEOUT_S = 30.0
-
-
-@contextlib.contextmanager
-def deadline_of(seconds: float, what: str) -> Iterator[None]:
-    """Raises in the main thread once `seconds` have passed: a hang is a failure."""
-
-    def expire(signum: int, frame: Any) -> None:
-        raise TimeoutError(f"{what} took longer than {seconds:g} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.fixture(scope="module")
