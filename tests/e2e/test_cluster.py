@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import signal
 import threading
 import time
 import urllib.parse
