@@ -103,6 +103,8 @@ pub(crate) struct RepoState {
     /// The metadata `state_gen` the view reflects; another process's change moves the
     /// row's and the view is reloaded.
     state_gen: AtomicU64,
+    /// Cluster mode: a release waits for the leases in flight to end; no new one starts.
+    pub(crate) draining: AtomicBool,
     memo: Mutex<Memo>,
 }
 
@@ -555,6 +557,7 @@ impl Inner {
             maintenance: Mutex::new(()),
             view: ArcSwapOption::empty(),
             state_gen: AtomicU64::new(0),
+            draining: AtomicBool::new(false),
             memo: Mutex::new(Memo::default()),
         }
     }
@@ -1039,6 +1042,11 @@ impl Inner {
         let key = (state.id, id);
         let recorded = {
             let mut leases = lock(&self.leases);
+            // Checked with the count, under one lock: a release that saw no count has no
+            // lease to wait for.
+            if state.draining.load(Ordering::SeqCst) {
+                return Err(Error::NotSynced(state.name.clone()));
+            }
             let lease = leases.entry(key).or_default();
             lease.count += 1;
             lease.recorded

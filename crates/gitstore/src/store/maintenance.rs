@@ -48,6 +48,10 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
+/// How long a release waits for the leases in flight on a repository to end, refusing new
+/// ones meanwhile; past it the release is postponed to the next round.
+const RELEASE_DRAIN: Duration = Duration::from_millis(500);
+
 /// How often a sync that waits for another replica's first sync of a repository looks again
 /// (see [`Inner::take_sync_lease_or_follow`]): one cached row read and one lease statement.
 const BUSY_POLL: Duration = Duration::from_millis(100);
@@ -368,7 +372,9 @@ impl Inner {
     /// live lease of the registration and withdraws the view, in one step. A lease counted
     /// before that is seen and the mirror is kept (its reads go on as usual); one counted
     /// after loads no view and answers [`Error::NotSynced`], as for a repository never
-    /// synced. The mirror is then moved into the trash, which a later sweep empties once no
+    /// synced. When leases are live, the view is withdrawn first and those in flight get up
+    /// to [`RELEASE_DRAIN`] to end while new ones are refused, so steady reads cannot
+    /// postpone a release forever; if they do not end, it is tried again later. The mirror is then moved into the trash, which a later sweep empties once no
     /// live process holds a lease record on the registration.
     pub(crate) fn release_local(&self, name: &RepoName) -> Result<Released, Error> {
         if !self.mirrors_per_replica {
@@ -395,6 +401,18 @@ impl Inner {
         if shared::leased_elsewhere(&self.leases_root(), state.id, self.owner.dir())? {
             return Ok(Released::InUse);
         }
+        // Leases in flight: refuse new ones (they answer "not synced"; the calls of a
+        // repository not owned here go to its owners anyway) and give those in flight a
+        // moment to end, holding no lock a read takes. Without this, steady local reads
+        // would postpone a release forever. The view stays meanwhile: a lease holder's reads
+        // by name go on.
+        if self.leased(&state) {
+            state.draining.store(true, Ordering::SeqCst);
+            let until = std::time::Instant::now() + RELEASE_DRAIN;
+            while self.leased(&state) && std::time::Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
         // Held from here to the rename: a reconcile (which runs under `seen`) that reloads
         // this repository's view from its mirror, as another replica's sync makes it do, must
         // not publish a view of a mirror being moved away. Readers wait at most for the
@@ -406,10 +424,13 @@ impl Inner {
                 .iter()
                 .any(|((incarnation, _), lease)| *incarnation == state.id && lease.count > 0);
             if leased {
+                state.draining.store(false, Ordering::SeqCst);
                 return Ok(Released::InUse);
             }
             state.view.swap(None)
         };
+        // No view now: a new lease answers "not synced" from that.
+        state.draining.store(false, Ordering::SeqCst);
         if let Err(e) = self.trash_mirror(&state) {
             // Still in place: it keeps serving (nothing else publishes a view while the
             // maintenance lock and `seen` are held).
@@ -418,6 +439,13 @@ impl Inner {
         }
         tracing::debug!(repo = %name, "gitstore: mirror released into the trash");
         Ok(Released::Dropped)
+    }
+
+    /// Whether a lease of `state`'s registration is live in this process.
+    fn leased(&self, state: &RepoState) -> bool {
+        lock(&self.leases)
+            .iter()
+            .any(|((incarnation, _), lease)| *incarnation == state.id && lease.count > 0)
     }
 
     fn ensure_mirror(&self, state: &RepoState) -> Result<(), Error> {
