@@ -2,7 +2,8 @@
 # Runs every check CI runs: formatting, clippy with warnings denied, the committed Wasm fixtures
 # against their sources (when the wasm32 target is installed), the Rust workspace (unit,
 # integration, property tests), the end-to-end tests that drive the real `csg` binary with
-# the official Python MCP SDK, and the website's tests in headless Chromium.
+# the official Python MCP SDK, the website's tests in headless Chromium, and the container image
+# (built with podman from Debian packages and run end to end).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --with-test-venv
@@ -40,3 +41,8 @@ CSG_BIN="$PWD/target/debug/csg" .venv/bin/python -m pytest -q tests/e2e
 
 echo "== website in a real browser (headless Chromium, playwright-core; screenshots in target/browser-artifacts)"
 (cd tests/browser && CSG_BIN="$PWD/../../target/debug/csg" npm test --silent)
+
+# Builds the release binary when it is older than the sources (minutes on a cold target/), the
+# image on a debootstrapped base (cached in target/image/), then runs it with podman (~10 s).
+echo "== container image (scripts/test-image.sh: podman, the release binary, the Python MCP SDK)"
+scripts/test-image.sh
