@@ -14,9 +14,9 @@ healthcheck() {
   # A bounded exchange: a listener that accepts but never answers fails the check.
   # shellcheck disable=SC2016 # the inner script expands its own $1
   status=$(timeout 4 bash -c '
-    exec 3<>"/dev/tcp/127.0.0.1/$1"
-    printf "GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n" >&3
-    IFS= read -r line <&3
+    exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
+    printf "GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n" >&3 || exit 1
+    IFS= read -r line <&3 || exit 1
     printf "%s" "$line"
   ' _ "$port" 2>/dev/null) || {
     echo "healthcheck: no answer from http://127.0.0.1:$port/healthz" >&2
