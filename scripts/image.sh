@@ -147,6 +147,9 @@ main() {
     --build-arg VERSION="$version" \
     --build-arg REVISION="$revision" \
     -t "$ref" "$context" >&2
+  # The layers of earlier builds that this one replaced (an older binary: 55 MB each) are
+  # dangling now; the disk is shared. The cache of this build stays (its layers are in use).
+  podman image prune -f >/dev/null 2>&1 || true
   local size
   size=$(podman image inspect --format '{{.Size}}' "$ref")
   say "$ref: $((size / 1000000)) MB uncompressed"
