@@ -16,7 +16,10 @@
 # Every step is idempotent. podman reads deploy/container/containers.conf (runc, cgroupfs, no
 # default ulimits: what these hosts need) through CONTAINERS_CONF; /etc is left alone.
 # Environment: CSG_IMAGE_NAME (default localhost/csg), CSG_IMAGE_REBUILD_BASE=1 to debootstrap
-# again.
+# again, CSG_IMAGE_PROFILE=dev to put target/debug/csg in the image instead of the release
+# binary (tagged VERSION-dev): what the test suite does, since a cold release build would take
+# most of CI's time budget; what the dev image proves (packaging, user, volumes, signals,
+# plugins) does not depend on the optimisation level.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -106,25 +109,31 @@ base_image() {
   podman import --quiet --change 'CMD ["/bin/bash"]' "$base_tar" "$base_ref" >/dev/null
 }
 
-# target/release/csg, built when missing or older than any source it is built from.
-release_binary() {
-  local bin="$root/target/release/csg"
+profile=${CSG_IMAGE_PROFILE:-release}
+case "$profile" in
+  release) bin="$root/target/release/csg" suffix="" cargo_profile=(--release) ;;
+  dev) bin="$root/target/debug/csg" suffix="-dev" cargo_profile=() ;;
+  *) die "CSG_IMAGE_PROFILE must be release or dev, not '$profile'" ;;
+esac
+
+# The binary of the profile, built when missing or older than any source it is built from.
+build_binary() {
   if [ -x "$bin" ] && [ -z "$(find crates Cargo.toml Cargo.lock rust-toolchain.toml \
     -newer "$bin" -type f -print -quit)" ]; then
     return 0
   fi
-  say "cargo build --release -p csg (the binary is missing or older than the sources)"
-  cargo build --release --locked -p csg >&2
+  say "cargo build ${cargo_profile[*]} -p csg (the binary is missing or older than the sources)"
+  cargo build "${cargo_profile[@]}" --locked -p csg >&2
 }
 
 main() {
   install
   base_image
-  release_binary
+  build_binary
 
   local version revision context="$work/context"
-  version=$("$root/target/release/csg" --version | awk '{print $2}')
-  [ -n "$version" ] || die "target/release/csg --version printed no version"
+  version=$("$bin" --version | awk '{print $2}')
+  [ -n "$version" ] || die "$bin --version printed no version"
   revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
   if [ "$revision" != unknown ] && [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
     revision="$revision-dirty"
@@ -134,10 +143,10 @@ main() {
   rm -rf "$context"
   mkdir -p "$context"
   # Without the line tables (about 200 MB of the binary's 207 MB); symbols stay for backtraces.
-  strip --strip-debug -o "$context/csg" "$root/target/release/csg"
+  strip --strip-debug -o "$context/csg" "$bin"
   cp deploy/container/entrypoint.sh "$context/entrypoint.sh"
 
-  local ref="$image_name:$version"
+  local ref="$image_name:$version$suffix"
   say "building $ref (revision $revision)"
   # --isolation chroot: the RUN steps need no OCI runtime; --format docker keeps HEALTHCHECK
   # (the OCI format has none).
