@@ -844,7 +844,8 @@ class Outage:
     """`csg repo add` (through csg3's admin command) while the database was down."""
     admin_took_s: float
     api_refused: dict[str, Answer]
-    """`POST /sourcegraph/api/repos` through HAProxy and through csg2 while it was down."""
+    """`POST /sourcegraph/api/repos` through HAProxy and through a replica that does not own
+    the name (it forwards to an owner), while it was down."""
     readyz_back: dict[str, Answer]
     registered_after: Answer | None
     """`POST /sourcegraph/api/repos` through HAProxy once it was back."""
@@ -897,7 +898,11 @@ def outage(cluster: Cluster, registered: Registered) -> Outage:
             )
             admin_took_s = time.monotonic() - started
             note(f"csg repo add: exit {admin_refused.returncode} in {admin_took_s:.2f} s")
-            for where, url in [("haproxy", cluster.balancer.url), ("csg2", cluster.replicas[1].url)]:
+            # Through the balancer, and through a replica that does not own the name (it
+            # forwards the registration to an owner, whose refusal must reach the caller).
+            urls = [r.url for r in cluster.replicas]
+            stranger = next(r for r in cluster.replicas if r.url not in rendezvous_owners(LATE_REPO, urls))
+            for where, url in [("haproxy", cluster.balancer.url), (stranger.name, stranger.url)]:
                 api_refused[where] = registration_request(cluster, url, LATE_REPO)
                 note(f"POST /sourcegraph/api/repos through {where}: HTTP {api_refused[where].status}")
 

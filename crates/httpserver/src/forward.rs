@@ -33,6 +33,10 @@ pub const CLIENT_HEADER: HeaderName = HeaderName::from_static("x-csg-client-addr
 /// repository but has no index of it yet (it just gained it, or restarted), so the
 /// forwarding replica may ask it again with [`INDEX_OPTIONAL_HEADER`] if no owner has one.
 const NOT_INDEXED_HEADER: HeaderName = HeaderName::from_static("x-csg-not-indexed");
+/// Marks a 503 of the routing itself (the owner does not hold the repository yet, or ran out
+/// of the forwarding replica's deadline), as opposed to the owner's own answer (the metadata
+/// database is unreachable, say), which is relayed when no owner answers better.
+const ROUTING_REFUSAL_HEADER: HeaderName = HeaderName::from_static("x-csg-routing-refusal");
 /// On a forwarded call (with the cluster secret): no owner has an index of the repository
 /// yet, so an owner that holds it answers anyway (naming it as not indexed) rather than not
 /// at all.
@@ -171,9 +175,12 @@ async fn route(State(state): State<Arc<Forwarder>>, request: Request, next: Next
             let tried = state
                 .forward(&parts, bytes.clone(), &repo, &owners, deadline, false)
                 .await;
-            let not_indexed = match tried {
+            let (not_indexed, last_own) = match tried {
                 Forwarded::Answered(answer) => return answer,
-                Forwarded::Unanswered { not_indexed } => not_indexed,
+                Forwarded::Unanswered {
+                    not_indexed,
+                    last_own,
+                } => (not_indexed, last_own),
             };
             // No owner could answer whole (none holds the repository yet, the ones that do
             // are down, or still indexing it). A replica with a copy of its own (one that
@@ -200,6 +207,11 @@ async fn route(State(state): State<Arc<Forwarder>>, request: Request, next: Next
             }
             COUNTERS.unanswered.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(%repo, owners = owners.len(), "no owner of the repository answered");
+            // An owner's own "unavailable" (its metadata database is unreachable, say) says
+            // more than ours.
+            if let Some(answer) = last_own {
+                return answer;
+            }
             refuse(
                 ErrorKind::Unavailable,
                 "the replicas that hold this repository did not answer; try again shortly",
@@ -230,15 +242,13 @@ async fn from_another_replica(
     if let Some(call) = named_call(&parts, bytes) {
         let ctx = CallContext::default();
         if !state.service.serves_repo(&ctx, &call.repo, false) {
-            return refuse(
-                ErrorKind::Unavailable,
+            return routing_refusal(
                 "this replica does not hold the repository yet; try another owner",
             );
         }
         if call.reads_index && !index_optional && !state.service.serves_repo(&ctx, &call.repo, true)
         {
-            let mut refused = refuse(
-                ErrorKind::Unavailable,
+            let mut refused = routing_refusal(
                 "this replica has not indexed the repository yet; try another owner",
             );
             refused
@@ -265,10 +275,7 @@ async fn from_another_replica(
         Some(deadline) => tokio::time::timeout(deadline, answer)
             .await
             .unwrap_or_else(|_| {
-                refuse(
-                    ErrorKind::Unavailable,
-                    "the call did not finish within the forwarding replica's deadline",
-                )
+                routing_refusal("the call did not finish within the forwarding replica's deadline")
             }),
         None => answer.await,
     }
@@ -279,8 +286,12 @@ enum Forwarded {
     /// An owner answered; its answer, to relay.
     Answered(Response),
     /// No owner answered; those that hold the repository but refused a call that reads the
-    /// index because they have not indexed it yet.
-    Unanswered { not_indexed: Vec<String> },
+    /// index because they have not indexed it yet, and the last 502-504 an owner answered
+    /// itself (not a routing refusal): it says why better than "no owner answered".
+    Unanswered {
+        not_indexed: Vec<String>,
+        last_own: Option<Response>,
+    },
 }
 
 impl Forwarder {
@@ -304,6 +315,7 @@ impl Forwarder {
             .path_and_query()
             .map_or_else(|| parts.uri.path().to_owned(), |pq| pq.as_str().to_owned());
         let mut not_indexed = Vec::new();
+        let mut last_own = None;
         for owner in owners {
             let timeout = match deadline {
                 Some(deadline) => self
@@ -352,6 +364,9 @@ impl Forwarder {
                         not_indexed.push(owner.clone());
                     }
                     tracing::info!(%repo, %owner, status = %answer.status(), "owner could not answer; trying the next");
+                    if !answer.headers().contains_key(&ROUTING_REFUSAL_HEADER) {
+                        last_own = relay(answer).await.or(last_own);
+                    }
                 }
                 Err(error) => {
                     COUNTERS.failovers.fetch_add(1, Ordering::Relaxed);
@@ -365,7 +380,10 @@ impl Forwarder {
             waited_ms = started.elapsed().as_millis() as u64,
             "no owner answered this pass"
         );
-        Forwarded::Unanswered { not_indexed }
+        Forwarded::Unanswered {
+            not_indexed,
+            last_own,
+        }
     }
 }
 
@@ -497,6 +515,16 @@ fn percent_decode(segment: &str) -> Option<String> {
 /// Compares without an early exit, so the time taken says nothing about the secret.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// A 503 of the routing itself ([`ROUTING_REFUSAL_HEADER`]): the forwarding replica tries
+/// the next owner and never relays it.
+fn routing_refusal(message: &str) -> Response {
+    let mut refused = refuse(ErrorKind::Unavailable, message);
+    refused
+        .headers_mut()
+        .insert(ROUTING_REFUSAL_HEADER, HeaderValue::from_static("1"));
+    refused
 }
 
 /// An error answer in the one shape and status mapping of the API (`json.rs`).
