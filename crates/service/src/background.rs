@@ -18,13 +18,14 @@
 //! preparations here. Owned again before that, its note is cleared and nothing is dropped.
 //! Its calls go to its owners meanwhile ([`Service::route`]).
 //!
-//! Between full rounds, a cluster replica runs a catch-up round every [`CATCH_UP_EVERY`]:
-//! from memory only (the registry snapshot and the published indexes), it fetches and indexes
-//! what it owns but holds no mirror of (a new registration, a repository gained), and indexes
-//! what it holds whose index is missing or of another commit than the head the cluster
-//! recorded (another replica's sync, which this replica's follow workers fetched). So a
-//! registration or a new head is searchable on its owners within seconds, not at the next
-//! full round; a repository already busy (a full round's sync or build) is left to it.
+//! Between full rounds, a catch-up round runs every [`CATCH_UP_EVERY`]: from memory only (the
+//! registry snapshot and the published indexes), it fetches and indexes what this process
+//! owns but holds no mirror of (a new registration, a repository gained), and indexes what
+//! it holds whose index is missing or of another commit than the recorded head (another
+//! replica's sync, which this replica's follow workers fetched; in the embedded default, a
+//! `csg repo add` or `csg repo sync` another process ran on the data directory). So a
+//! registration or a new head is searchable within seconds, not at the next full round; a
+//! repository already busy (a full round's sync or build) is left to it.
 
 use crate::Service;
 use crate::placement::Releases;
@@ -119,7 +120,7 @@ pub fn spawn_maintenance(
             if !first {
                 tokio::select! {
                     _ = ticker.tick() => {}
-                    _ = catch_up_ticker.tick(), if clustered => catch_up = true,
+                    _ = catch_up_ticker.tick() => catch_up = true,
                     changed = shutdown.changed() => {
                         if changed.is_err() || *shutdown.borrow() {
                             break;
