@@ -111,15 +111,12 @@ base="http://127.0.0.1:$port"
 
 # podman's stderr goes to a file (shown when it fails): without systemd it reports that it cannot schedule the
 # periodic health checks (`podman healthcheck run` below works without them).
-# CSG_SYNC_INTERVAL: the server indexes a repository that another process (`csg repo add` in
-# the container) registered at its next sync round, 60 s by default; 2 s keeps the test short.
 run_container() {
   podman run -d --name "$name" \
     -p "127.0.0.1:$port:7878" \
     -v "$volume:/data" \
     -v "$repo:/repos/web:ro" \
     -v "$plugins:/app/plugins:ro" \
-    -e CSG_SYNC_INTERVAL=2s \
     --stop-timeout "$GRACE_S" \
     "$ref" >/dev/null 2>>"$work/podman.err" || die "podman run failed: $(tail -n 5 "$work/podman.err")"
 }
