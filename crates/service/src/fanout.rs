@@ -206,6 +206,12 @@ impl FanQuery {
     }
 }
 
+/// How long a query over every repository waits for other replicas' parts, all rounds
+/// together: a search's own budget ([`search::SEARCH_BUDGET`], which bounds each owner's
+/// part) and a moment for the trip. An owner that hangs, or a second owner asked after the
+/// first failed late, costs the caller no more; what is left is named not searched.
+const FAN_OUT_BUDGET: Duration = Duration::from_secs(25);
+
 /// A part whose generations are named by their commits only: each replica numbers its own
 /// index generations, and the next page of a search may be asked of another replica (a
 /// balancer spreads one client's calls), which asks another owner of the same commit. The
@@ -509,8 +515,10 @@ impl Service {
                     repos: Vec::new(),
                     want,
                 };
-                let waiting = (!plan.remote.is_empty())
-                    .then(|| runtime.spawn(ask_owners(peers, plan.remote, template)));
+                let waiting = (!plan.remote.is_empty()).then(|| {
+                    let deadline = tokio::time::Instant::now() + FAN_OUT_BUDGET;
+                    runtime.spawn(ask_owners(peers, plan.remote, template, deadline))
+                });
                 let local = if plan.local.is_empty() {
                     None
                 } else if let Some(request) = definitions(plan.local.clone(), want) {
@@ -610,6 +618,7 @@ async fn ask_owners(
     peers: Arc<dyn Peers>,
     remote: Vec<(String, Vec<String>)>,
     template: ShardRequest,
+    deadline: tokio::time::Instant,
 ) -> Asked {
     let mut asked = Asked::default();
     let mut candidates: HashMap<String, VecDeque<String>> = HashMap::new();
@@ -620,6 +629,11 @@ async fn ask_owners(
     }
     let mut not_indexed_somewhere = BTreeSet::new();
     while !pending.is_empty() {
+        if tokio::time::Instant::now() >= deadline {
+            // Out of time: what is left is named, not waited for.
+            asked.not_searched.append(&mut pending);
+            break;
+        }
         let mut round: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for repo in pending.drain(..) {
             match candidates.get_mut(&repo).and_then(VecDeque::pop_front) {
@@ -639,12 +653,18 @@ async fn ask_owners(
                 (owner, repos, call)
             })
             .collect();
-        for (owner, repos, call) in calls {
-            let outcome = match call.await {
-                Ok(outcome) => outcome,
-                Err(error) => Err(PeerError {
+        for (owner, repos, mut call) in calls {
+            let outcome = match tokio::time::timeout_at(deadline, &mut call).await {
+                Ok(Ok(outcome)) => outcome,
+                Ok(Err(error)) => Err(PeerError {
                     message: format!("the call stopped: {error}"),
                 }),
+                Err(_) => {
+                    call.abort();
+                    Err(PeerError {
+                        message: format!("no answer within the fan-out's {FAN_OUT_BUDGET:?}"),
+                    })
+                }
             };
             match outcome {
                 Ok(answer) => {

@@ -23,6 +23,8 @@ const A: &str = "http://a.test:7000";
 const B: &str = "http://b.test:7000";
 const C: &str = "http://c.test:7000";
 const DOWN: &str = "http://down.test:7000";
+/// An owner that takes the connection and never answers.
+const HUNG: &str = "http://hung.test:7000";
 
 /// Every test's bound.
 const TEST_LIMIT: Duration = Duration::from_secs(120);
@@ -107,7 +109,11 @@ impl Peers for Stub {
             .unwrap()
             .push((owner.to_owned(), request.repos.clone()));
         let replica = self.replicas.lock().unwrap().get(owner).cloned();
+        let hung = owner == HUNG;
         Box::pin(async move {
+            if hung {
+                std::future::pending::<()>().await;
+            }
             match replica {
                 Some(service) => service
                     .search_shard(request)
@@ -281,6 +287,24 @@ async fn owners_that_do_not_answer_leave_their_repositories_not_searched_and_the
         let answer = cluster.search_all("needle", 10).await;
         assert!(answer.not_searched.is_empty());
         assert_eq!(answer.not_indexed, ["b/two"]);
+    })
+    .await;
+}
+
+/// An owner that never answers costs a search over every repository no more than the
+/// fan-out's budget (25 s), even with a second owner left to ask: its repositories are named
+/// not searched, the rest is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hung_owner_costs_at_most_the_fan_out_budget() {
+    bounded(async {
+        let cluster = cluster(vec![HUNG, B]).await;
+        let started = std::time::Instant::now();
+        let answer = cluster.search_all("needle", 1000).await;
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(40), "took {took:?}");
+        assert_eq!(answer.not_searched, ["b/two"]);
+        let repos: Vec<&str> = answer.repos.iter().map(|r| r.repo.as_str()).collect();
+        assert_eq!(repos, ["a/one", "c/three"]);
     })
     .await;
 }
