@@ -150,21 +150,9 @@ impl Owner {
 /// Every commit of registration `incarnation` that a live store holds a lease record on.
 /// Record directories of dead stores are removed on the way.
 pub(crate) fn live_leases(root: &Path, incarnation: u64) -> Result<HashSet<ObjectId>, Error> {
-    let prefix = format!("{incarnation}-");
     let mut out = HashSet::new();
     for dir in live_owner_dirs(root)? {
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            // Its owner ended and cleaned up meanwhile.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(storage("reading lease records")(e)),
-        };
-        for entry in entries {
-            let entry = entry.map_err(storage("reading lease records"))?;
-            let name = entry.file_name();
-            let Some(hex) = name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
-                continue;
-            };
+        for hex in records_in(&dir, incarnation)? {
             if let Ok(id) = ObjectId::from_hex(hex.as_bytes()) {
                 out.insert(id);
             }
@@ -178,28 +166,35 @@ pub(crate) fn live_leases(root: &Path, incarnation: u64) -> Result<HashSet<Objec
 /// nothing here can take back, so its mirror is not released under it (see
 /// `Inner::release_local`). Record directories of dead stores are removed on the way.
 pub(crate) fn leased_elsewhere(root: &Path, incarnation: u64, own: &Path) -> Result<bool, Error> {
-    let prefix = format!("{incarnation}-");
     for dir in live_owner_dirs(root)? {
-        if dir == own {
-            continue;
-        }
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(storage("reading lease records")(e)),
-        };
-        for entry in entries {
-            let entry = entry.map_err(storage("reading lease records"))?;
-            if entry
-                .file_name()
-                .to_str()
-                .is_some_and(|name| name.starts_with(&prefix))
-            {
-                return Ok(true);
-            }
+        if dir != own && !records_in(&dir, incarnation)?.is_empty() {
+            return Ok(true);
         }
     }
     Ok(false)
+}
+
+/// The commits (hex, as named) of the lease records of `incarnation` in one store's record
+/// directory; none when the directory is gone (its owner ended and cleaned up meanwhile).
+fn records_in(dir: &Path, incarnation: u64) -> Result<Vec<String>, Error> {
+    let prefix = format!("{incarnation}-");
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(storage("reading lease records")(e)),
+    };
+    let mut hexes = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(storage("reading lease records"))?;
+        if let Some(hex) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.strip_prefix(&prefix))
+        {
+            hexes.push(hex.to_owned());
+        }
+    }
+    Ok(hexes)
 }
 
 /// The record directories of live stores; those of dead stores are removed.
