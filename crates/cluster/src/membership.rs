@@ -516,16 +516,7 @@ impl Worker {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn member(url: &str, live: bool, draining: bool) -> Member {
-        Member {
-            node_url: NodeUrl::parse(url).unwrap(),
-            started_at: SystemTime::UNIX_EPOCH,
-            last_heartbeat: SystemTime::UNIX_EPOCH,
-            draining,
-            live,
-        }
-    }
+    use crate::view::tests::member;
 
     #[test]
     fn held_members_stay_live_while_leaves_drains_and_joins_are_taken_as_read() {

@@ -183,10 +183,10 @@ impl ClusterView {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn member(url: &str, live: bool, draining: bool) -> Member {
+    pub(crate) fn member(url: &str, live: bool, draining: bool) -> Member {
         Member {
             node_url: NodeUrl::parse(url).unwrap(),
             started_at: SystemTime::UNIX_EPOCH,
