@@ -281,6 +281,7 @@ impl Query {
             case_sensitive: self.case_sensitive,
             limit: Some(limit),
             cursor,
+            ..SearchRequest::default()
         }
     }
 

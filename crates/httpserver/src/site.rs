@@ -532,6 +532,7 @@ async fn search(
         case_sensitive: query.case.as_deref() == Some("true"),
         limit: None,
         cursor: non_empty(query.cursor),
+        ..SearchRequest::default()
     };
     if request.query.trim().is_empty() {
         return html(

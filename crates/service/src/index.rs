@@ -22,12 +22,54 @@ pub(crate) fn default_concurrent_searches() -> usize {
 
 pub use search::{BuildProgress, BuildStats, IndexConfig, IndexInfo, IndexesStats};
 
-/// `search {query, repo?, path?, lang?, regex?, case_sensitive?, limit?, cursor?}` (S-1).
+/// What a `search` looks for (its `type`, S-1, S-9).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchKind {
+    /// Lines and file names of the files at a commit (the indexed head, or `revision`).
+    #[default]
+    Code,
+    /// Commit messages, newest first, like `git log --grep` (S-9).
+    Commit,
+    /// Added and removed lines of each commit against its first parent, like `git log -G`
+    /// (S-9).
+    Diff,
+}
+
+impl SearchKind {
+    /// The name the tools and the JSON API use (`type`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SearchKind::Code => "code",
+            SearchKind::Commit => "commit",
+            SearchKind::Diff => "diff",
+        }
+    }
+}
+
+/// `search {query, repo?, revision?, path?, lang?, regex?, case_sensitive?, type?, author?,
+/// since?, until?, count?, limit?, cursor?}` (S-1, S-8, S-9, S-10).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SearchRequest {
     pub query: String,
     /// One repository; `None` searches every readable repository.
     pub repo: Option<String>,
+    /// Code: search the files at this commit (branch, tag or SHA within retention) instead of
+    /// the indexed head (S-8). Commit and diff: the tip of the history searched (default the
+    /// default branch's head). Needs `repo`.
+    pub revision: Option<String>,
+    /// What to look for (default code).
+    pub kind: SearchKind,
+    /// Commit and diff: only commits whose author (name or e-mail) matches this, like
+    /// `git log --author`.
+    pub author: Option<String>,
+    /// Commit and diff: only commits at or after this date, like `git log --since`.
+    pub since: Option<String>,
+    /// Commit and diff: only commits at or before this date, like `git log --until`.
+    pub until: Option<String>,
+    /// Count every hit up to the count cap (else only as many as the page's work found; the
+    /// total is then a lower bound) (S-10).
+    pub count: bool,
     /// A glob over repository-relative paths (`docs/**/*.md`).
     pub path: Option<String>,
     pub lang: Option<String>,
@@ -68,8 +110,9 @@ pub struct SearchRepoHits {
     pub hits: Vec<SearchHit>,
 }
 
-/// One hit: a line, or a file name (`line` and `snippet` absent).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// One hit: a line, or a file name (`line` and `snippet` absent); for commit and diff
+/// searches also the commit it is in.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct SearchHit {
     pub path: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -83,6 +126,32 @@ pub struct SearchHit {
     /// A server plugin's note on the hit (`on_search_results`, P-20).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Commit and diff hits: the commit (full SHA) the hit is in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    /// Commit and diff hits: the commit's author, `Name <email>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
+    /// Commit and diff hits: the author date, RFC 3339.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub date: Option<String>,
+    /// Commit hits: the message's first line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    /// Diff hits: whether the line was added (its new line number in `line`) or removed (its
+    /// old line number).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub change: Option<LineChange>,
+}
+
+/// The side of a diff line a `type: "diff"` hit is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LineChange {
+    /// A `+` line: `line` is its number in the commit.
+    Added,
+    /// A `-` line: `line` is its number in the first parent.
+    Removed,
 }
 
 /// Query statistics (S-1: HTTP shows them); in cluster mode also those of one replica's
@@ -143,13 +212,14 @@ impl From<search::SearchResults> for SearchAnswer {
                             snippet: Some(snippet),
                             path_only: None,
                             note: None,
+                            ..SearchHit::default()
                         },
                         search::Hit::FileName { path, path_only } => SearchHit {
                             path,
                             line: None,
                             snippet: None,
                             path_only: path_only.map(|why| why.describe().to_string()),
-                            note: None,
+                            ..SearchHit::default()
                         },
                     })
                     .collect(),
@@ -334,6 +404,19 @@ impl Service {
         mut req: SearchRequest,
     ) -> Result<SearchAnswer, ServiceError> {
         let repo = req.repo.take();
+        if repo.is_none() {
+            if req.kind != SearchKind::Code {
+                return Err(ServiceError::invalid(format!(
+                    "type \"{}\" searches the history of one repository: pass repo",
+                    req.kind.name()
+                )));
+            }
+            if req.revision.is_some() {
+                return Err(ServiceError::invalid(
+                    "revision names a commit of one repository: pass repo too",
+                ));
+            }
+        }
         // Cluster mode: a search over every repository asks their owners too.
         let peers = repo.is_none().then(|| self.peers()).flatten();
         self.framed(ctx, Op::SEARCH, repo, move |call| async move {
@@ -349,9 +432,15 @@ impl Service {
                 req.query = query;
             }
             let hook = self.search_hook(ctx);
-            let mut answer = match peers {
-                Some(peers) => self.search_fanned(call, req, hook, peers).await?,
-                None => self.search_base(call, req, hook).await?,
+            let mut answer = match (req.kind, &req.revision, peers) {
+                (SearchKind::Commit | SearchKind::Diff, _, _) => {
+                    self.search_history(call, req).await?
+                }
+                (SearchKind::Code, Some(_), _) => self.search_revision(call, req, hook).await?,
+                (SearchKind::Code, None, Some(peers)) => {
+                    self.search_fanned(call, req, hook, peers).await?
+                }
+                (SearchKind::Code, None, None) => self.search_base(call, req, hook).await?,
             };
             answer.query_rewrite = rewrite;
             Ok(answer)

@@ -16,6 +16,7 @@ mod error;
 mod fanout;
 mod frame;
 mod history;
+mod history_search;
 mod index;
 mod lines;
 mod model;
@@ -25,6 +26,7 @@ mod placement;
 mod pluginstatus;
 mod prepare;
 mod progress;
+mod revision_search;
 mod serverplugins;
 mod stats;
 
@@ -43,8 +45,8 @@ pub use history::{
 };
 pub use index::{
     BuildProgress, BuildStats, DEFAULT_SEARCH_LIMIT, IndexConfig, IndexInfo, IndexesStats,
-    MAX_CONCURRENT_SEARCHES, SearchAnswer, SearchHit, SearchRepoHits, SearchRequest,
-    SearchStatsAnswer,
+    LineChange, MAX_CONCURRENT_SEARCHES, SearchAnswer, SearchHit, SearchKind, SearchRepoHits,
+    SearchRequest, SearchStatsAnswer,
 };
 pub use model::*;
 pub use navigate::{

@@ -322,6 +322,7 @@ impl SearchHook {
                     snippet: Some(field("snippet").to_owned()),
                     path_only: None,
                     note: hit.get("note").and_then(Value::as_str).map(str::to_owned),
+                    ..SearchHit::default()
                 });
             }
         }
