@@ -37,7 +37,7 @@ mod token;
 
 pub use names::valid_user_name;
 pub use store::{AccessStore, GrantInfo, SESSION_IDLE, TokenInfo, UserInfo};
-pub use token::{TOKEN_PREFIX, looks_like_token};
+pub use token::{TOKEN_PREFIX, contains_token, looks_like_token};
 
 use std::fmt;
 

@@ -53,6 +53,19 @@ pub fn looks_like_token(text: &str) -> bool {
     })
 }
 
+/// Whether `text` holds something shaped like a token anywhere: the prefix followed by 64
+/// lower-case hex digits. Ordinary text that merely mentions the prefix (a search for
+/// `csg_session`, say) does not.
+pub fn contains_token(text: &str) -> bool {
+    text.match_indices(TOKEN_PREFIX).any(|(at, _)| {
+        let rest = &text.as_bytes()[at + TOKEN_PREFIX.len()..];
+        rest.len() >= 2 * SECRET_BYTES
+            && rest[..2 * SECRET_BYTES]
+                .iter()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
+    })
+}
+
 /// The stored form of a token.
 pub(crate) fn hash(text: &str) -> TokenHash {
     Sha256::digest(text.as_bytes()).into()
@@ -71,6 +84,11 @@ mod tests {
         assert!(!looks_like_token(&a.to_uppercase()));
         assert!(!looks_like_token(&a[..a.len() - 1]));
         assert!(!looks_like_token("Bearer x"));
+        assert!(contains_token(&a));
+        assert!(contains_token(&format!("see {a} here")));
+        assert!(!contains_token("csg_session csg_0123 csg_"));
+        assert!(!contains_token(&a[..a.len() - 1]));
+        assert!(!contains_token(&a.to_uppercase()));
         assert_ne!(hash(&a), hash(&b));
         // The known SHA-256 of the empty string: the hash is the standard one.
         assert_eq!(

@@ -384,14 +384,18 @@ fn client_key(peer: IpAddr) -> IpAddr {
 }
 
 /// Whether a query string carries a credential: a conventional parameter name, or a value
-/// shaped like one of our tokens.
+/// (percent-decoded) holding something shaped like one of our tokens. A search for text that
+/// merely contains the prefix (`csg_session`) is not one.
 fn token_in_query(query: &str) -> bool {
     query.split('&').any(|pair| {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
         CREDENTIAL_PARAMETERS
             .iter()
             .any(|p| name.eq_ignore_ascii_case(p))
-            || value.contains(service::TOKEN_PREFIX)
+            || service::contains_token(value)
+            || service::contains_token(
+                &percent_encoding::percent_decode_str(value).decode_utf8_lossy(),
+            )
     })
 }
 
@@ -522,15 +526,26 @@ mod tests {
     /// arguments are not.
     #[test]
     fn a1_token_in_query_is_recognised() {
+        let token = format!("csg_{}", "0123456789abcdef".repeat(4));
+        let encoded = token.replace('_', "%5F");
         for query in [
-            "token=abc",
-            "repo=a/b&access_token=x",
-            "API_KEY=1",
-            "plugins=auto&x=csg_0123",
+            "token=abc".to_owned(),
+            "repo=a/b&access_token=x".to_owned(),
+            "API_KEY=1".to_owned(),
+            format!("plugins=auto&x={token}"),
+            format!("q=see+{encoded}+here"),
         ] {
-            assert!(token_in_query(query), "{query}");
+            assert!(token_in_query(&query), "{query}");
         }
-        for query in ["plugins=auto", "repo=a/b&path=token.md", "query=tokens"] {
+        // S-1 (issue 33 point 8): text that only mentions the prefix is searchable.
+        for query in [
+            "plugins=auto",
+            "repo=a/b&path=token.md",
+            "query=tokens",
+            "q=csg_session",
+            "q=csg%5Fsession&regex=true",
+            "q=csg_0123",
+        ] {
             assert!(!token_in_query(query), "{query}");
         }
     }

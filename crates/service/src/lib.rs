@@ -30,7 +30,7 @@ mod revision_search;
 mod serverplugins;
 mod stats;
 
-pub use access::TOKEN_PREFIX;
+pub use access::{TOKEN_PREFIX, contains_token};
 pub use background::{Shutdown, spawn_maintenance};
 pub use enrich::CATALOG_IDLE;
 pub use error::{ErrorKind, ServiceError};
