@@ -30,21 +30,16 @@ pub(crate) fn select(generation: &Generation, compiled: &Compiled) -> Vec<u32> {
 fn evaluate(generation: &Generation, query: &TrigramQuery) -> Option<Vec<u32>> {
     match query {
         TrigramQuery::All => None,
-        TrigramQuery::Trigram(t) => Some(
-            generation
-                .lookup(*t)
-                .map(|(n, offset)| generation.postings(n, offset))
-                .unwrap_or_default(),
-        ),
+        TrigramQuery::Trigram(t) => Some(generation.posting_list(*t)),
         TrigramQuery::And(parts) => {
             // Trigram leaves rarest first, capped; composite parts after.
             let mut leaves = Vec::new();
             let mut others = Vec::new();
             for part in parts {
                 match part {
-                    TrigramQuery::Trigram(t) => match generation.lookup(*t) {
+                    TrigramQuery::Trigram(t) => match generation.posting_count(*t) {
                         None => return Some(Vec::new()),
-                        Some(found) => leaves.push(found),
+                        Some(n) => leaves.push((n, *t)),
                     },
                     other => others.push(other),
                 }
@@ -52,8 +47,8 @@ fn evaluate(generation: &Generation, query: &TrigramQuery) -> Option<Vec<u32>> {
             leaves.sort_unstable_by_key(|(n, _)| *n);
             leaves.truncate(MAX_AND_LISTS);
             let mut result: Option<Vec<u32>> = None;
-            for (n, offset) in leaves {
-                let list = generation.postings(n, offset);
+            for (_, t) in leaves {
+                let list = generation.posting_list(t);
                 result = Some(match result {
                     None => list,
                     Some(acc) => intersect(&acc, &list),

@@ -75,6 +75,27 @@ pub enum SearchError {
         "the cursor has expired: a repository was re-indexed since the previous page; search again without a cursor"
     )]
     CursorExpired,
+    /// An overlay search (`Indexes::search_overlay`) names other than one repository.
+    #[error(
+        "a search at a commit that is not indexed covers one repository, not {count}: name the repository"
+    )]
+    OverlayRepos {
+        /// Repositories named.
+        count: usize,
+    },
+    /// An overlay's differences were computed against another commit than the one the
+    /// repository is indexed at now (it was re-indexed meanwhile).
+    #[error(
+        "the index of `{repo}` is at commit {indexed}, not at {base} which the differences were computed against: compute them against {indexed} and search again"
+    )]
+    OverlayBase {
+        /// The repository.
+        repo: String,
+        /// The commit of its current generation.
+        indexed: String,
+        /// The commit the overlay was computed against.
+        base: String,
+    },
     /// The search ran over its time budget.
     #[error(
         "the search took longer than {seconds} s and was stopped: add a literal part, a path or lang filter, or fewer repositories"

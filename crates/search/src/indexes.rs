@@ -12,6 +12,7 @@ use std::time::{Duration, SystemTime};
 use crate::cache::ResultCache;
 use crate::config::IndexConfig;
 use crate::error::SearchError;
+use crate::overlay::{BlobCache, OverlayCache};
 use crate::rank::MAX_HITS;
 use crate::repodir::{LOCK_FILE, generation_number, repo_components, repo_dir_idle};
 use crate::store::Generation;
@@ -107,6 +108,10 @@ pub struct Indexes {
     pub(crate) counters: Counters,
     pub(crate) max_hits: usize,
     pub(crate) results: Mutex<ResultCache>,
+    /// Trigram sets of overlay blobs (module `overlay`).
+    pub(crate) blobs: Mutex<BlobCache>,
+    /// Recent overlay generations (module `overlay`).
+    pub(crate) overlays: Mutex<OverlayCache>,
 }
 
 impl Indexes {
@@ -131,6 +136,8 @@ impl Indexes {
             counters: Counters::default(),
             max_hits: MAX_HITS,
             results: Mutex::new(results),
+            blobs: Mutex::new(BlobCache::default()),
+            overlays: Mutex::new(OverlayCache::default()),
         };
         let mut found = Vec::new();
         indexes.scan(&indexes.dir.clone(), &mut Vec::new(), &mut found);
@@ -162,6 +169,24 @@ impl Indexes {
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
         self
+    }
+
+    /// Drops every kept answer: the result cache's hit lists, the kept overlay generations and
+    /// the overlay blobs' trigram sets. The next search of any query runs cold (benchmarks
+    /// time first pages this way).
+    pub fn clear_result_cache(&self) {
+        self.results
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        self.overlays
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        self.blobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
     }
 
     /// Walks the index directory: a directory holding `gen-*`/`staging-*` entries is a

@@ -27,6 +27,12 @@
 //! of the request ([`SearchRequest::stable_hash`]), so they survive a server upgrade (as long
 //! as the generations they name are current).
 //!
+//! A commit that is not indexed (S-8, module `overlay`): [`Indexes::search_overlay`] lays
+//! the files that differ from the current generation ([`Overlay`]) over it, as an in-memory
+//! generation in the same document order, so its answers are those of an index built at that
+//! commit; the differing blobs' trigram sets and the recent overlays are kept for the next
+//! call ([`Indexes::clear_result_cache`] drops them with the result cache).
+//!
 //! Cluster mode (module `shard`): replicas holding different repositories each answer the
 //! head of their ranked list with its rank keys ([`Indexes::top_hits`]); the replica asked
 //! merges them into the page and cursor one index set holding everything would give
@@ -53,6 +59,7 @@ mod extract;
 mod indexes;
 mod lang;
 mod navigate;
+mod overlay;
 mod page;
 mod plan;
 mod publish;
@@ -74,6 +81,7 @@ pub use lang::{DocLang, MAX_LANG_BYTES, known_langs, lang_of};
 pub use navigate::{
     Definition, Definitions, DefinitionsRequest, IndexedOutline, MAX_DEFINITIONS, MAX_SYMBOL_BYTES,
 };
+pub use overlay::{Overlay, OverlayDoc};
 pub use page::{MAX_LIMIT, SNIPPET_CHARS};
 pub use plan::{MAX_QUERY_BYTES, REGEX_SIZE_LIMIT};
 pub use rank::{MAX_HITS, Tier};

@@ -66,9 +66,40 @@ impl Indexes {
         request: &SearchRequest,
         references: Option<&str>,
     ) -> Result<SearchResults, SearchError> {
+        plan::check_length(&request.query)?;
+        // References need the symbol table (phase two of the build) to mark definitions.
+        let pinned = self.pinned(&request.repos, references.is_some());
+        self.search_run(request, references, pinned, false)
+    }
+
+    /// A search over generations pinned by the caller: those of an overlay (module
+    /// `overlay`), counted as a search.
+    pub(crate) fn search_pinned(
+        &self,
+        request: &SearchRequest,
+        pinned: (Vec<(String, Arc<Generation>)>, Vec<String>),
+        overlay: bool,
+    ) -> Result<SearchResults, SearchError> {
+        let result = plan::check_length(&request.query)
+            .and_then(|()| self.search_run(request, None, pinned, overlay));
+        match &result {
+            Ok(_) => self.counters.searches.fetch_add(1, Ordering::Relaxed),
+            Err(_) => self.counters.search_errors.fetch_add(1, Ordering::Relaxed),
+        };
+        result
+    }
+
+    /// One search over pinned generations (the query's length checked).
+    fn search_run(
+        &self,
+        request: &SearchRequest,
+        references: Option<&str>,
+        pinned: (Vec<(String, Arc<Generation>)>, Vec<String>),
+        overlay: bool,
+    ) -> Result<SearchResults, SearchError> {
         let started = Instant::now();
         let limit = request.limit.clamp(1, MAX_LIMIT);
-        let run = self.prepare(request, references)?;
+        let run = self.prepare(request, references, pinned, overlay)?;
         let offset = page::start(
             request.cursor.as_deref(),
             &run.request_hash,
@@ -103,7 +134,9 @@ impl Indexes {
         want: usize,
     ) -> Result<TopHits, SearchError> {
         let started = Instant::now();
-        let run = self.prepare(request, references)?;
+        plan::check_length(&request.query)?;
+        let pinned = self.pinned(&request.repos, references.is_some());
+        let run = self.prepare(request, references, pinned, false)?;
         let (list, mut stats) = self.ranked(&run, references, started)?;
         let hits = list
             .hits
@@ -135,13 +168,16 @@ impl Indexes {
         &self,
         request: &SearchRequest,
         references: Option<&str>,
+        (pinned, not_indexed): (Vec<(String, Arc<Generation>)>, Vec<String>),
+        overlay: bool,
     ) -> Result<Prepared, SearchError> {
-        plan::check_length(&request.query)?;
-        // References need the symbol table (phase two of the build) to mark definitions.
-        let (pinned, not_indexed) = self.pinned(&request.repos, references.is_some());
         let generations = generation_ids(&pinned);
         let request_hash = request_hash(request, references.is_some());
-        let key = cache_key(request, references.is_some(), generations.clone());
+        let mut key = cache_key(request, references.is_some(), generations.clone());
+        if overlay {
+            // Never the entry of the base generation's own search, even at the same commit.
+            key.request.extend_from_slice(b"\noverlay");
+        }
         let arcs: Vec<&Arc<Generation>> = pinned.iter().map(|(_, g)| g).collect();
         let hit_list = self.cached_or_compiled(request, &key, &arcs)?;
         Ok(Prepared {

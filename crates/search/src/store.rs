@@ -16,8 +16,8 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use memmap2::Mmap;
 use serde::{Deserialize, Serialize};
@@ -100,6 +100,35 @@ pub(crate) struct Generation {
     symbols: OnceLock<SymbolTable>,
     bytes_on_disk: u64,
     obsolete: AtomicBool,
+    /// Set for a commit searched through this repository's current generation (module
+    /// `overlay`): the documents come from that generation and from the differing blobs.
+    overlay: Option<Overlaid>,
+}
+
+/// Marks a document offset as an index into [`Overlaid::added`] rather than into a content
+/// store (offsets of real documents never come near it).
+const ADDED_DOC: u64 = 1 << 63;
+
+/// The documents of an overlay generation that are not its base's.
+pub(crate) struct Overlaid {
+    /// The generation the unchanged documents (and their texts and postings) come from.
+    pub base: Arc<Generation>,
+    /// For each base document, its id in the overlay (`u32::MAX` when hidden).
+    from_base: Vec<u32>,
+    /// The added documents in id order.
+    added: Vec<AddedDoc>,
+}
+
+/// A document given to [`Generation::overlaid`]: its entry (offset to be set), its text
+/// (empty unless it is text) and its sorted trigrams.
+pub(crate) type NewDoc = (Doc, Arc<[u8]>, Arc<[Trigram]>);
+
+/// One document of an overlay that its base lacks (or has with other content).
+pub(crate) struct AddedDoc {
+    pub id: u32,
+    pub text: Arc<[u8]>,
+    /// Its distinct trigrams, sorted (empty unless it is text).
+    pub trigrams: Arc<[Trigram]>,
 }
 
 impl Drop for Generation {
@@ -252,13 +281,134 @@ impl Generation {
             symbols: OnceLock::new(),
             bytes_on_disk,
             obsolete: AtomicBool::new(false),
+            overlay: None,
         })
+    }
+
+    /// An in-memory generation of `commit`: `base`'s documents but `hidden` ones, and
+    /// `added` ones (each with its text and sorted trigrams), in document order. Never on
+    /// disk, never retired; it has no symbol table.
+    pub(crate) fn overlaid(
+        base: Arc<Generation>,
+        commit: &str,
+        hidden: &std::collections::HashSet<&str>,
+        mut added: Vec<NewDoc>,
+    ) -> Generation {
+        added.sort_by(|a, b| doc_order(&a.0.path, &b.0.path));
+        let mut docs = Vec::with_capacity(base.docs.len() + added.len());
+        let mut from_base = Vec::with_capacity(base.docs.len());
+        let mut added_docs = Vec::with_capacity(added.len());
+        let mut pending = added.into_iter().peekable();
+        let mut push_added = |docs: &mut Vec<Doc>, (mut doc, text, trigrams): NewDoc| {
+            doc.offset = ADDED_DOC | added_docs.len() as u64;
+            added_docs.push(AddedDoc {
+                id: docs.len() as u32,
+                text,
+                trigrams,
+            });
+            docs.push(doc);
+        };
+        for doc in &base.docs {
+            if hidden.contains(doc.path.as_str()) {
+                from_base.push(u32::MAX);
+                continue;
+            }
+            while let Some(next) =
+                pending.next_if(|(a, _, _)| doc_order(&a.path, &doc.path).is_lt())
+            {
+                push_added(&mut docs, next);
+            }
+            from_base.push(docs.len() as u32);
+            docs.push(doc.clone());
+        }
+        for next in pending {
+            push_added(&mut docs, next);
+        }
+        let mut meta = base.meta.clone();
+        meta.commit = commit.to_owned();
+        meta.documents = docs.len() as u64;
+        meta.path_only = docs.iter().filter(|d| d.kind != DocKind::Text).count() as u64;
+        meta.content_bytes = docs.iter().map(|d| d.len).sum();
+        meta.corpus_bytes = docs.iter().map(|d| d.size).sum();
+        Generation {
+            dir: base.dir.clone(),
+            meta,
+            docs,
+            content: None,
+            postings: None,
+            symbols: OnceLock::new(),
+            bytes_on_disk: 0,
+            obsolete: AtomicBool::new(false),
+            overlay: Some(Overlaid {
+                base,
+                from_base,
+                added: added_docs,
+            }),
+        }
+    }
+
+    /// How many documents hold `trigram` (for an overlay an upper bound), `None` for none.
+    pub(crate) fn posting_count(&self, trigram: Trigram) -> Option<u32> {
+        match &self.overlay {
+            None => self.lookup(trigram).map(|(n, _)| n),
+            Some(overlay) => {
+                let base = overlay.base.lookup(trigram).map_or(0, |(n, _)| n);
+                let added = overlay
+                    .added
+                    .iter()
+                    .filter(|a| a.trigrams.binary_search(&trigram).is_ok())
+                    .count() as u32;
+                (base + added > 0).then_some(base + added)
+            }
+        }
+    }
+
+    /// The documents holding `trigram`, ascending.
+    pub(crate) fn posting_list(&self, trigram: Trigram) -> Vec<u32> {
+        match &self.overlay {
+            None => self
+                .lookup(trigram)
+                .map(|(n, offset)| self.postings(n, offset))
+                .unwrap_or_default(),
+            Some(overlay) => {
+                // The map from base ids keeps their order, so both lists stay ascending.
+                let base: Vec<u32> = overlay
+                    .base
+                    .posting_list(trigram)
+                    .into_iter()
+                    .filter_map(|id| overlay.from_base.get(id as usize).copied())
+                    .filter(|&id| id != u32::MAX)
+                    .collect();
+                let added: Vec<u32> = overlay
+                    .added
+                    .iter()
+                    .filter(|a| a.trigrams.binary_search(&trigram).is_ok())
+                    .map(|a| a.id)
+                    .collect();
+                let mut all = Vec::with_capacity(base.len() + added.len());
+                let (mut i, mut j) = (0, 0);
+                while i < base.len() || j < added.len() {
+                    if j == added.len() || (i < base.len() && base[i] < added[j]) {
+                        all.push(base[i]);
+                        i += 1;
+                    } else {
+                        all.push(added[j]);
+                        j += 1;
+                    }
+                }
+                all
+            }
+        }
     }
 
     /// The symbol table, when phase two of the build has written it (by this process or
     /// another); `None` while it is being extracted. A damaged table counts as absent (and
     /// is logged): the next build of the same commit writes it again.
     pub(crate) fn symbols(&self) -> Option<&SymbolTable> {
+        if self.overlay.is_some() {
+            // Its directory is the base's: that table's document ids are not this one's.
+            return None;
+        }
         if let Some(table) = self.symbols.get() {
             return Some(table);
         }
@@ -325,6 +475,13 @@ impl Generation {
 
     /// The stored text of a document (empty for path-only documents).
     pub(crate) fn text(&self, doc: &Doc) -> &[u8] {
+        if let Some(overlay) = &self.overlay {
+            if doc.offset & ADDED_DOC != 0 {
+                let at = (doc.offset & !ADDED_DOC) as usize;
+                return overlay.added.get(at).map_or(&[], |a| &a.text[..]);
+            }
+            return overlay.base.text(doc);
+        }
         let Some(content) = &self.content else {
             return &[];
         };
@@ -400,6 +557,11 @@ impl Generation {
         }
         out
     }
+}
+
+/// The order of documents in a generation (their ids): by path.
+pub(crate) fn doc_order(a: &str, b: &str) -> std::cmp::Ordering {
+    a.cmp(b)
 }
 
 /// Accumulates one posting list while documents arrive in ascending id order.

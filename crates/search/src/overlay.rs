@@ -1,0 +1,328 @@
+//! Search at a commit that is not indexed (S-8): the repository's current generation with
+//! the files that differ laid over it. The caller lists the base's paths the commit does not
+//! have as they are (`hidden`) and the commit's files the base does not have as they are
+//! (`added`, with their bytes); the search then runs over an in-memory generation holding
+//! the unchanged documents of the base (their texts and postings shared, ids remapped) and
+//! the added ones, in the same document order a generation built at that commit would have,
+//! so hits, ranking, pages and cursors are those of such a generation.
+//!
+//! What is kept for the next call: each added blob's classification and trigram set, by blob
+//! id (bounded by [`BLOB_CACHE_BYTES`], least recently used first), and the few most recent
+//! overlay generations (by repository, base generation and commit; [`OVERLAY_CACHE_ENTRIES`],
+//! [`OVERLAY_CACHE_BYTES`]), which the result cache then recognises, so the same call again is
+//! a cache hit and another query at the same commit verifies only.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, PoisonError, Weak};
+
+use crate::build::classify;
+use crate::error::SearchError;
+use crate::indexes::Indexes;
+use crate::lang::DocLang;
+use crate::request::{SearchRequest, SearchResults};
+use crate::store::{Doc, DocKind, Generation};
+use crate::trigram::{Trigram, TrigramScratch, doc_trigrams};
+
+/// Most bytes of trigram sets the blob cache holds (about 4 bytes per distinct trigram).
+pub(crate) const BLOB_CACHE_BYTES: usize = 64 << 20;
+/// Most overlay generations kept.
+pub(crate) const OVERLAY_CACHE_ENTRIES: usize = 8;
+/// Most bytes of added texts the kept overlay generations hold, all together.
+pub(crate) const OVERLAY_CACHE_BYTES: usize = 256 << 20;
+
+/// A commit searched through the repository's current generation: the files that differ.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Overlay {
+    /// Full SHA of the commit searched (what the answer names).
+    pub commit: String,
+    /// Full SHA the differences were computed against; must be the commit of the
+    /// repository's current generation, else [`SearchError::OverlayBase`] (the caller
+    /// recomputes against the new head).
+    pub base_commit: String,
+    /// Paths of the base commit whose content differs at `commit`, or that `commit` lacks
+    /// (repository-relative, any order).
+    pub hidden: Vec<String>,
+    /// Files of `commit` that the base lacks or has with other content.
+    pub added: Vec<OverlayDoc>,
+}
+
+/// One file of an overlay's commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverlayDoc {
+    /// Repository-relative path with `/` separators.
+    pub path: String,
+    /// Hex blob id (equal ids mean equal bytes: what the blob cache is keyed by).
+    pub blob: String,
+    /// The file's bytes.
+    pub text: Arc<[u8]>,
+}
+
+/// What the blob cache keeps of one blob.
+struct BlobInfo {
+    kind: DocKind,
+    trigrams: Arc<[Trigram]>,
+    /// Last use (the cache's clock).
+    used: u64,
+}
+
+/// Trigram sets by blob id, bounded by bytes; the least recently used go first.
+#[derive(Default)]
+pub(crate) struct BlobCache {
+    blobs: HashMap<String, BlobInfo>,
+    bytes: usize,
+    clock: u64,
+}
+
+impl BlobCache {
+    fn get(&mut self, blob: &str) -> Option<(DocKind, Arc<[Trigram]>)> {
+        self.clock += 1;
+        let clock = self.clock;
+        self.blobs.get_mut(blob).map(|info| {
+            info.used = clock;
+            (info.kind, info.trigrams.clone())
+        })
+    }
+
+    fn insert(&mut self, blob: &str, kind: DocKind, trigrams: Arc<[Trigram]>) {
+        let bytes = entry_bytes(blob, &trigrams);
+        if bytes > BLOB_CACHE_BYTES {
+            return;
+        }
+        self.clock += 1;
+        if let Some(old) = self.blobs.insert(
+            blob.to_owned(),
+            BlobInfo {
+                kind,
+                trigrams,
+                used: self.clock,
+            },
+        ) {
+            self.bytes -= entry_bytes(blob, &old.trigrams);
+        }
+        self.bytes += bytes;
+        if self.bytes > BLOB_CACHE_BYTES {
+            // Evict the older half at once: one sort per many inserts.
+            let mut ages: Vec<u64> = self.blobs.values().map(|info| info.used).collect();
+            ages.sort_unstable();
+            let cut = ages[ages.len() / 2];
+            let mut freed = 0;
+            self.blobs.retain(|blob, info| {
+                let keep = info.used > cut;
+                if !keep {
+                    freed += entry_bytes(blob, &info.trigrams);
+                }
+                keep
+            });
+            self.bytes -= freed;
+        }
+    }
+}
+
+impl BlobCache {
+    /// Drops every trigram set.
+    pub(crate) fn clear(&mut self) {
+        self.blobs.clear();
+        self.bytes = 0;
+    }
+}
+
+fn entry_bytes(blob: &str, trigrams: &[Trigram]) -> usize {
+    blob.len() + std::mem::size_of_val(trigrams) + 64
+}
+
+/// One kept overlay generation.
+struct Kept {
+    repo: String,
+    base: Weak<Generation>,
+    commit: String,
+    generation: Arc<Generation>,
+    bytes: usize,
+}
+
+/// The most recent overlay generations (front = most recently used).
+#[derive(Default)]
+pub(crate) struct OverlayCache {
+    kept: VecDeque<Kept>,
+    bytes: usize,
+}
+
+impl OverlayCache {
+    fn get(&mut self, repo: &str, base: &Arc<Generation>, commit: &str) -> Option<Arc<Generation>> {
+        // An overlay over a base that is no longer current can never be asked for again.
+        self.drop_where(|kept| {
+            kept.repo == repo && !std::ptr::eq(kept.base.as_ptr(), Arc::as_ptr(base))
+        });
+        let at = self
+            .kept
+            .iter()
+            .position(|kept| kept.repo == repo && kept.commit == commit)?;
+        let kept = self.kept.remove(at)?;
+        let generation = kept.generation.clone();
+        self.kept.push_front(kept);
+        Some(generation)
+    }
+
+    fn insert(
+        &mut self,
+        repo: &str,
+        base: &Arc<Generation>,
+        commit: &str,
+        generation: Arc<Generation>,
+        bytes: usize,
+    ) {
+        self.drop_where(|kept| kept.repo == repo && kept.commit == commit);
+        if bytes > OVERLAY_CACHE_BYTES {
+            return;
+        }
+        self.bytes += bytes;
+        self.kept.push_front(Kept {
+            repo: repo.to_owned(),
+            base: Arc::downgrade(base),
+            commit: commit.to_owned(),
+            generation,
+            bytes,
+        });
+        while self.kept.len() > OVERLAY_CACHE_ENTRIES || self.bytes > OVERLAY_CACHE_BYTES {
+            if let Some(last) = self.kept.pop_back() {
+                self.bytes -= last.bytes;
+            }
+        }
+    }
+
+    fn drop_where(&mut self, gone: impl Fn(&Kept) -> bool) {
+        let mut freed = 0;
+        self.kept.retain(|kept| {
+            let drop = gone(kept);
+            if drop {
+                freed += kept.bytes;
+            }
+            !drop
+        });
+        self.bytes -= freed;
+    }
+
+    /// Drops every kept overlay.
+    pub(crate) fn clear(&mut self) {
+        self.kept.clear();
+        self.bytes = 0;
+    }
+}
+
+impl Indexes {
+    /// One repository (`request.repos` has exactly it) searched at `overlay.commit`: the hits
+    /// `git grep -n` finds at that commit (and the file-name hits of its paths), ranked and
+    /// paged as a generation built at that commit would rank and page them; the answer and
+    /// its cursor name `overlay.commit`. Added files go through the build's rules (over the
+    /// size limit, binary or not UTF-8: path only; language by path); no transform applies.
+    ///
+    /// Fails with [`SearchError::OverlayBase`] when the repository's current generation is
+    /// not at `overlay.base_commit`. A repository without an index is answered as
+    /// [`SearchResults::not_indexed`].
+    pub fn search_overlay(
+        &self,
+        request: &SearchRequest,
+        overlay: &Overlay,
+    ) -> Result<SearchResults, SearchError> {
+        let [repo] = request.repos.as_slice() else {
+            return Err(SearchError::OverlayRepos {
+                count: request.repos.len(),
+            });
+        };
+        let (mut pinned, not_indexed) = self.pinned(std::slice::from_ref(repo), false);
+        if let Some((_, base)) = pinned.pop() {
+            if base.meta.commit != overlay.base_commit {
+                return Err(SearchError::OverlayBase {
+                    repo: repo.clone(),
+                    indexed: base.meta.commit.clone(),
+                    base: overlay.base_commit.clone(),
+                });
+            }
+            let generation = self.overlay_generation(repo, base, overlay);
+            pinned.push((repo.clone(), generation));
+        }
+        self.search_pinned(request, (pinned, not_indexed), true)
+    }
+
+    /// The overlay generation of `overlay` over `base`: kept from an earlier call, or made
+    /// (trigram sets from the blob cache where it has them) and kept.
+    fn overlay_generation(
+        &self,
+        repo: &str,
+        base: Arc<Generation>,
+        overlay: &Overlay,
+    ) -> Arc<Generation> {
+        if let Some(kept) = self
+            .overlays
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(repo, &base, &overlay.commit)
+        {
+            return kept;
+        }
+        let max = self.config.max_file_bytes;
+        let mut scratch: Option<TrigramScratch> = None;
+        let mut added = Vec::with_capacity(overlay.added.len());
+        let mut seen = HashSet::new();
+        let mut bytes = 0usize;
+        for file in &overlay.added {
+            // One document per path, as a build keeps.
+            if !seen.insert(file.path.as_str()) {
+                continue;
+            }
+            let cached = self
+                .blobs
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&file.blob);
+            let (kind, trigrams) = cached.unwrap_or_else(|| {
+                let kind = classify(&file.text, max);
+                let mut trigrams = Vec::new();
+                if kind == DocKind::Text {
+                    let scratch = scratch.get_or_insert_with(TrigramScratch::new);
+                    doc_trigrams(&file.text, scratch, &mut trigrams);
+                    trigrams.sort_unstable();
+                }
+                let trigrams: Arc<[Trigram]> = trigrams.into();
+                self.blobs
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(&file.blob, kind, trigrams.clone());
+                (kind, trigrams)
+            });
+            let (text, len): (Arc<[u8]>, u64) = if kind == DocKind::Text {
+                (file.text.clone(), file.text.len() as u64)
+            } else {
+                (Arc::from(&[][..]), 0)
+            };
+            bytes += text.len() + std::mem::size_of_val(&trigrams[..]);
+            added.push((
+                Doc {
+                    path: file.path.clone(),
+                    blob_id: file.blob.clone(),
+                    size: file.text.len() as u64,
+                    kind,
+                    offset: 0,
+                    len,
+                    lang: DocLang::FromPath,
+                },
+                text,
+                trigrams,
+            ));
+        }
+        // A path both hidden and added is the added one; a hidden path the base lacks hides
+        // nothing.
+        let mut hidden: HashSet<&str> = overlay.hidden.iter().map(String::as_str).collect();
+        hidden.extend(seen.iter().copied());
+        let generation = Arc::new(Generation::overlaid(
+            base.clone(),
+            &overlay.commit,
+            &hidden,
+            added,
+        ));
+        self.overlays
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(repo, &base, &overlay.commit, generation.clone(), bytes);
+        generation
+    }
+}

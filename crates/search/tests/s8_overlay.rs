@@ -1,0 +1,259 @@
+//! S-8: a commit that is not indexed, searched through the repository's current generation
+//! with the differing files laid over it (`Indexes::search_overlay`), answers what `git grep
+//! -n PATTERN COMMIT` answers, and pages exactly as an index built at that commit would:
+//! renames, a deleted file, a binary file turned text and back, changed and added files.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{GitSource, build_at, git_grep, index_dir, request};
+use search::{
+    Hit, IndexConfig, Indexes, Overlay, OverlayDoc, SearchError, SearchRequest, SearchResults,
+};
+
+/// Every page of a search (overlay or not), in order.
+fn pages(mut next: impl FnMut(Option<String>) -> SearchResults) -> Vec<SearchResults> {
+    let mut out = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = next(cursor.take());
+        cursor = page.next_cursor.clone();
+        out.push(page);
+        if cursor.is_none() || out.len() > 10_000 {
+            return out;
+        }
+    }
+}
+
+/// The overlay of `commit` over `base`: what `git ls-tree` says differs.
+fn overlay_of(repo: &std::path::Path, base: &str, commit: &str) -> Overlay {
+    let old = GitSource::new(repo, base);
+    let new = GitSource::new(repo, commit);
+    let old_blobs: BTreeMap<&str, &str> = old
+        .entries
+        .iter()
+        .map(|e| (e.path.as_str(), e.blob_id.as_str()))
+        .collect();
+    let new_blobs: BTreeMap<&str, &str> = new
+        .entries
+        .iter()
+        .map(|e| (e.path.as_str(), e.blob_id.as_str()))
+        .collect();
+    Overlay {
+        commit: commit.to_owned(),
+        base_commit: base.to_owned(),
+        hidden: old_blobs
+            .iter()
+            .filter(|(path, blob)| new_blobs.get(*path) != Some(*blob))
+            .map(|(path, _)| path.to_string())
+            .collect(),
+        added: new
+            .entries
+            .iter()
+            .filter(|e| old_blobs.get(e.path.as_str()) != Some(&e.blob_id.as_str()))
+            .map(|e| OverlayDoc {
+                path: e.path.clone(),
+                blob: e.blob_id.clone(),
+                text: Arc::from(new.blobs[&e.blob_id].as_slice()),
+            })
+            .collect(),
+    }
+}
+
+struct Fixture {
+    repo: testgit::SourceRepo,
+    base: String,
+    commit: String,
+}
+
+fn fixture() -> Fixture {
+    let repo = testgit::SourceRepo::with_files(&[
+        ("src/main.rs", b"fn main() {\n    needle();\n}\n"),
+        (
+            "src/lib.rs",
+            b"pub fn needle() {}\n// needle twice needle\n",
+        ),
+        ("moved/a.rs", b"struct Needle;\nfn keep() {}\n"),
+        ("old.txt", b"an old needle\n"),
+        ("data.bin", b"needle\0binary\n"),
+        ("docs/needle.md", b"# Needles\nno match here\n"),
+        ("same.txt", b"unchanged needle line\n"),
+    ]);
+    let base = repo.head();
+    // A rename (same blob, new path) and a deleted file.
+    repo.git(&["rm", "-q", "moved/a.rs", "old.txt"]);
+    let commit = repo.commit(
+        &[
+            (
+                "src/main.rs",
+                b"fn main() {\n    other();\n    needle(1);\n}\n",
+            ),
+            ("data.bin", b"needle now text\n"),
+            ("new/needle_new.rs", b"fn needle_new() { needle() }\n"),
+            ("latin1.txt", b"needle caf\xe9\n"),
+            ("src/lib.rs", b"pub fn needle() {}\n"),
+            ("renamed/b.rs", b"struct Needle;\nfn keep() {}\n"),
+        ],
+        "the changes",
+    );
+    Fixture { repo, base, commit }
+}
+
+/// (query, regex, case_sensitive)
+const QUERIES: &[(&str, bool, bool)] = &[
+    ("needle", false, false),
+    ("Needle", false, true),
+    ("fn ", false, true),
+    (r"needle\(\d?\)", true, true),
+    ("^", true, true),
+    (r"\w+_\w+", true, true),
+    ("zzz_absent", false, true),
+    ("renamed", false, false),
+];
+
+#[test]
+fn s8_overlay_answers_git_grep_and_pages_as_an_index_built_at_the_commit() {
+    let fixture = fixture();
+    let path = fixture.repo.path();
+    let (_tmp, dir) = index_dir();
+    let indexes = Indexes::open(dir, IndexConfig::default()).expect("open");
+    build_at(&indexes, "o/r", path, &fixture.base);
+    let (_tmp2, dir2) = index_dir();
+    let at_commit = Indexes::open(dir2, IndexConfig::default()).expect("open");
+    build_at(&at_commit, "o/r", path, &fixture.commit);
+    let overlay = overlay_of(path, &fixture.base, &fixture.commit);
+    assert!(overlay.hidden.contains(&"old.txt".to_owned()));
+    let comparable = GitSource::new(path, &fixture.commit).comparable_paths();
+    for &(query, regex, case_sensitive) in QUERIES {
+        for limit in [1, 2, 1000] {
+            let mut req = request("o/r", query, regex, case_sensitive);
+            req.limit = limit;
+            let overlaid = pages(|cursor| {
+                indexes
+                    .search_overlay(
+                        &SearchRequest {
+                            cursor,
+                            ..req.clone()
+                        },
+                        &overlay,
+                    )
+                    .expect("overlay search")
+            });
+            let built = pages(|cursor| {
+                at_commit
+                    .search(&SearchRequest {
+                        cursor,
+                        ..req.clone()
+                    })
+                    .expect("search")
+            });
+            assert_eq!(overlaid.len(), built.len(), "{query}");
+            for (a, b) in overlaid.iter().zip(&built) {
+                assert_eq!(a.repos, b.repos, "{query} limit {limit}");
+                assert_eq!(a.next_cursor, b.next_cursor, "{query}");
+                assert_eq!(a.stats.total_hits, b.stats.total_hits, "{query}");
+            }
+            for repo in overlaid.iter().flat_map(|p| &p.repos) {
+                assert_eq!(repo.commit, fixture.commit);
+            }
+            let lines: BTreeSet<(String, u64)> = overlaid
+                .iter()
+                .flat_map(|p| &p.repos)
+                .flat_map(|r| &r.hits)
+                .filter_map(|hit| match hit {
+                    Hit::Line { path, line, .. } => Some((path.clone(), *line)),
+                    Hit::FileName { .. } => None,
+                })
+                .collect();
+            let grep = git_grep(
+                path,
+                &fixture.commit,
+                query,
+                regex,
+                case_sensitive,
+                &comparable,
+            );
+            assert_eq!(lines, grep, "{query}");
+        }
+    }
+    // The file-name hits name the commit's paths: the renamed file under its new name, the
+    // binary one turned text without a path-only reason, the deleted one not at all.
+    let names = indexes
+        .search_overlay(&request("o/r", ".", true, true), &overlay)
+        .expect("names");
+    let hits: Vec<&Hit> = names.repos.iter().flat_map(|r| &r.hits).collect();
+    let named = |p: &str| {
+        hits.iter()
+            .any(|h| matches!(h, Hit::FileName { path, .. } if path == p))
+    };
+    assert!(named("renamed/b.rs") && !named("moved/a.rs") && !named("old.txt"));
+    assert!(
+        hits.iter()
+            .any(|h| matches!(h, Hit::FileName { path, path_only: None } if path == "data.bin"))
+    );
+}
+
+#[test]
+fn s8_overlay_repeats_from_the_cache_and_refuses_a_moved_base() {
+    let fixture = fixture();
+    let (_tmp, dir) = index_dir();
+    let indexes = Indexes::open(dir, IndexConfig::default()).expect("open");
+    build_at(&indexes, "o/r", fixture.repo.path(), &fixture.base);
+    let overlay = overlay_of(fixture.repo.path(), &fixture.base, &fixture.commit);
+    let req = request("o/r", "needle", false, false);
+    let first = indexes.search_overlay(&req, &overlay).expect("first");
+    assert!(!first.stats.cached);
+    let started = Instant::now();
+    let again = indexes.search_overlay(&req, &overlay).expect("again");
+    let took = started.elapsed();
+    assert!(again.stats.cached);
+    assert_eq!(first.repos, again.repos);
+    assert!(took < Duration::from_millis(200), "{took:?}");
+    // Another query at the same commit reuses the overlay (no new trigram sets needed).
+    let other = indexes
+        .search_overlay(&request("o/r", "fn", false, true), &overlay)
+        .expect("other");
+    assert!(!other.stats.cached);
+    // The cursor of an overlay page is not one of the base generation.
+    let mut one = req.clone();
+    one.limit = 1;
+    let page = indexes.search_overlay(&one, &overlay).expect("page");
+    let cursor = page.next_cursor.expect("more");
+    assert!(matches!(
+        indexes.search(&SearchRequest {
+            cursor: Some(cursor),
+            ..one.clone()
+        }),
+        Err(SearchError::CursorExpired)
+    ));
+    // The index moved on: the overlay's base is refused, naming the new commit.
+    build_at(&indexes, "o/r", fixture.repo.path(), &fixture.commit);
+    match indexes.search_overlay(&req, &overlay) {
+        Err(SearchError::OverlayBase { indexed, base, .. }) => {
+            assert_eq!(indexed, fixture.commit);
+            assert_eq!(base, fixture.base);
+        }
+        other => panic!("{other:?}"),
+    }
+    // One repository exactly.
+    let two = SearchRequest {
+        repos: vec!["o/r".into(), "o/s".into()],
+        ..req.clone()
+    };
+    assert!(matches!(
+        indexes.search_overlay(&two, &overlay),
+        Err(SearchError::OverlayRepos { count: 2 })
+    ));
+    // Not indexed: answered as such.
+    let none = SearchRequest {
+        repos: vec!["o/none".into()],
+        ..req
+    };
+    let answer = indexes
+        .search_overlay(&none, &overlay)
+        .expect("not indexed");
+    assert_eq!(answer.not_indexed, vec!["o/none".to_owned()]);
+}
