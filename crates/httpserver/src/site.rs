@@ -16,7 +16,7 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use service::{
     AvailabilityRequest, CallContext, ErrorKind, ListRequest, OutlineRequest, ReadRequest,
-    SearchRequest, Service, ServiceError,
+    SearchKind, SearchRequest, Service, ServiceError,
 };
 use std::net::IpAddr;
 use website::{Chrome, FileView};
@@ -511,6 +511,12 @@ struct SearchQuery {
     regex: Option<String>,
     case: Option<String>,
     cursor: Option<String>,
+    rev: Option<String>,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    author: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
 }
 
 fn non_empty(value: Option<String>) -> Option<String> {
@@ -532,7 +538,16 @@ async fn search(
         case_sensitive: query.case.as_deref() == Some("true"),
         limit: None,
         cursor: non_empty(query.cursor),
-        ..SearchRequest::default()
+        revision: non_empty(query.rev),
+        kind: match query.kind.as_deref() {
+            Some("commit") => SearchKind::Commit,
+            Some("diff") => SearchKind::Diff,
+            _ => SearchKind::Code,
+        },
+        author: non_empty(query.author),
+        since: non_empty(query.since),
+        until: non_empty(query.until),
+        count: false,
     };
     if request.query.trim().is_empty() {
         return html(

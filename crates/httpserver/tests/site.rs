@@ -273,6 +273,22 @@ async fn w6_pages_escape_repository_text_under_a_strict_csp() {
         page.contains("not indexed yet") || page.contains("#L3"),
         "{page}"
     );
+    // Issue 33 point 8: text that mentions the token prefix is searchable, and the form keeps
+    // the revision and type fields.
+    let (status, page, _) = s.get(&mut jar, "/sourcegraph/search?q=csg_session").await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("value=\"csg_session\""), "{page}");
+    let (_, page, _) = s
+        .get(
+            &mut jar,
+            &format!("/sourcegraph/search?q=csg_session&repo={REPO}&rev=HEAD&type=commit"),
+        )
+        .await;
+    assert!(page.contains("name=\"rev\" value=\"HEAD\""), "{page}");
+    assert!(
+        page.contains("<option value=\"commit\" selected>commit</option>"),
+        "{page}"
+    );
     let (status, page, _) = s.get(&mut jar, "/sourcegraph/connect").await;
     assert_eq!(status, 200);
     assert!(

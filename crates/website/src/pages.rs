@@ -4,8 +4,9 @@ use crate::paths::{blob_url, plugins_url, repo_url, tree_url};
 use crate::{CSS_PATH, Chrome, ClientConfig, JS_PATH};
 use maud::{DOCTYPE, Markup, html};
 use service::{
-    AvailabilityAnswer, EntryKind, ListAnswer, ListEntry, OutlineEntry, PluginDiscovery,
-    PluginInfo, RepoSummary, SearchAnswer, SearchRequest, TokenInfo, rfc3339,
+    AvailabilityAnswer, EntryKind, LineChange, ListAnswer, ListEntry, OutlineEntry,
+    PluginDiscovery, PluginInfo, RepoSummary, SearchAnswer, SearchHit, SearchKind, SearchRepoHits,
+    SearchRequest, TokenInfo, rfc3339,
 };
 
 /// The document around every page's content.
@@ -368,6 +369,17 @@ pub fn search(
                 input type="text" name="repo" value=(request.repo.as_deref().unwrap_or("")) placeholder="owner/name (all)";
                 input type="text" name="path" value=(request.path.as_deref().unwrap_or("")) placeholder="path glob";
                 input type="text" name="lang" value=(request.lang.as_deref().unwrap_or("")) placeholder="language";
+                input type="text" name="rev" value=(request.revision.as_deref().unwrap_or("")) placeholder="revision (head)" title="a branch, tag or commit SHA of the repository";
+                select name="type" title="code: lines and file names; commit: commit messages; diff: lines added or removed by commits" {
+                    @for kind in [SearchKind::Code, SearchKind::Commit, SearchKind::Diff] {
+                        option value=(kind.name()) selected[request.kind == kind] { (kind.name()) }
+                    }
+                }
+                @if request.kind != SearchKind::Code {
+                    input type="text" name="author" value=(request.author.as_deref().unwrap_or("")) placeholder="author";
+                    input type="text" name="since" value=(request.since.as_deref().unwrap_or("")) placeholder="since (YYYY-MM-DD)";
+                    input type="text" name="until" value=(request.until.as_deref().unwrap_or("")) placeholder="until (YYYY-MM-DD)";
+                }
                 label { input type="checkbox" name="regex" value="true" checked[request.regex]; " regex" }
                 label { input type="checkbox" name="case" value="true" checked[request.case_sensitive]; " match case" }
                 button type="submit" { "Search" }
@@ -394,7 +406,12 @@ fn search_hits(request: &SearchRequest, answer: &SearchAnswer) -> Markup {
             p.meta { (repo) ": the replicas that hold it did not answer, not searched; search again shortly." }
         }
         @if count == 0 { p.empty { "No hits." } }
-        @for repo in &answer.repos {
+        @if request.kind != SearchKind::Code {
+            @for repo in &answer.repos {
+                (history_hits(repo))
+            }
+        }
+        @for repo in answer.repos.iter().filter(|_| request.kind == SearchKind::Code) {
             section.hits {
                 h2 { a href=(repo_url(&repo.repo)) { (repo.repo) } " " (short_sha(&repo.commit)) }
                 ul {
@@ -415,14 +432,88 @@ fn search_hits(request: &SearchRequest, answer: &SearchAnswer) -> Markup {
         }
         @if let Some(cursor) = &answer.next_cursor {
             form.inline method="get" action="/sourcegraph/search" {
-                input type="hidden" name="q" value=(request.query);
-                @if let Some(repo) = &request.repo { input type="hidden" name="repo" value=(repo); }
-                @if let Some(path) = &request.path { input type="hidden" name="path" value=(path); }
-                @if let Some(lang) = &request.lang { input type="hidden" name="lang" value=(lang); }
-                @if request.regex { input type="hidden" name="regex" value="true"; }
-                @if request.case_sensitive { input type="hidden" name="case" value="true"; }
+                @for (name, value) in search_parameters(request) {
+                    input type="hidden" name=(name) value=(value);
+                }
                 input type="hidden" name="cursor" value=(cursor);
                 button type="submit" { "Next page" }
+            }
+        }
+    }
+}
+
+/// The query-string parameters of the search page that give `request` (without its cursor):
+/// what the next-page form carries.
+fn search_parameters(request: &SearchRequest) -> Vec<(&'static str, &str)> {
+    let text = [
+        ("repo", &request.repo),
+        ("path", &request.path),
+        ("lang", &request.lang),
+        ("rev", &request.revision),
+        ("author", &request.author),
+        ("since", &request.since),
+        ("until", &request.until),
+    ];
+    let mut out = vec![("q", request.query.as_str())];
+    out.extend(
+        text.into_iter()
+            .filter_map(|(name, value)| value.as_deref().map(|v| (name, v))),
+    );
+    if request.kind != SearchKind::Code {
+        out.push(("type", request.kind.name()));
+    }
+    if request.regex {
+        out.push(("regex", "true"));
+    }
+    if request.case_sensitive {
+        out.push(("case", "true"));
+    }
+    out
+}
+
+/// One repository's commit or diff hits: a line per commit (short SHA linking to the tree at
+/// that commit, date, author, subject), its diff hits under it (`path:line`, `+`/`-`, text).
+fn history_hits(repo: &SearchRepoHits) -> Markup {
+    let mut groups: Vec<(&SearchHit, Vec<&SearchHit>)> = Vec::new();
+    for hit in &repo.hits {
+        match groups.last_mut() {
+            Some((first, lines)) if hit.change.is_some() && first.commit == hit.commit => {
+                lines.push(hit);
+            }
+            _ => groups.push((
+                hit,
+                hit.change.is_some().then_some(hit).into_iter().collect(),
+            )),
+        }
+    }
+    html! {
+        section.hits {
+            h2 { a href=(repo_url(&repo.repo)) { (repo.repo) } " history from " (short_sha(&repo.commit)) }
+            ul {
+                @for (first, lines) in &groups {
+                    @let commit = first.commit.as_deref().unwrap_or_default();
+                    li {
+                        a href=(tree_url(&repo.repo, commit, "")) { (short_sha(commit)) }
+                        @if let Some(date) = &first.date { " " span.meta { (date) } }
+                        @if let Some(author) = &first.author { " " (author) }
+                        @if let Some(subject) = &first.subject { " — " (subject) }
+                        @if !lines.is_empty() {
+                            ul {
+                                @for hit in lines {
+                                    @let sign = if hit.change == Some(LineChange::Removed) { "-" } else { "+" };
+                                    li {
+                                        @if hit.change == Some(LineChange::Added) {
+                                            a href={ (blob_url(&repo.repo, commit, &hit.path)) "#L" (hit.line.unwrap_or_default()) } { (hit.path) ":" (hit.line.unwrap_or_default()) }
+                                        } @else {
+                                            (hit.path) ":" (hit.line.unwrap_or_default())
+                                        }
+                                        " " code { (sign) (hit.snippet.as_deref().unwrap_or_default()) }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
             }
         }
     }
