@@ -406,8 +406,28 @@ async fn s1_search_json() {
         "{body}"
     );
 
+    // Issue 33: history types and revisions name one repository; text with the token
+    // prefix is an ordinary query.
+    for args in [
+        json!({"query": "x", "type": "diff"}),
+        json!({"query": "x", "revision": "HEAD"}),
+    ] {
+        let (status, body) = s.post("/sourcegraph/api/search", args.clone()).await;
+        assert_eq!(status, 400, "{args}: {body}");
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains("repo"),
+            "{body}"
+        );
+    }
+    let (status, body) = s
+        .post("/sourcegraph/api/search", json!({"query": "x", "type": "log"}))
+        .await;
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = s.get("/sourcegraph/api/search?query=csg_session").await;
+    assert_eq!(status, 200, "{body}");
+
     let (_, metrics) = s.raw("/metrics").await;
-    assert!(metrics.contains("csg_searches_total 2"), "{metrics}");
+    assert!(metrics.contains("csg_searches_total 3"), "{metrics}");
     assert!(metrics.contains("csg_index_builds_total 1"), "{metrics}");
 }
 
