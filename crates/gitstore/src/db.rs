@@ -60,6 +60,10 @@ pub(crate) trait RegistryBackend: Send + Sync {
     /// Sets the visibility of `name`; whether it is registered.
     fn set_private(&self, name: &RepoName, private: bool) -> Result<bool, Error>;
 
+    /// Sets the index-branch patterns of `name` (S-8; empty: the default branch only);
+    /// whether it is registered.
+    fn set_index_branches(&self, name: &RepoName, patterns: &[String]) -> Result<bool, Error>;
+
     /// Removes the registration `name` if it still is `incarnation`, with its seen heads and
     /// pins; the registry generation of the removal, `None` when it was not registered as
     /// that incarnation.
@@ -188,6 +192,8 @@ pub(crate) struct RepoRow {
     /// refs (sync, pin, unpin, sweep): another process reloads its view when it moves.
     pub state_gen: u64,
     pub private: bool,
+    /// The index-branch patterns (S-8); empty: the default branch only.
+    pub index_branches: Vec<String>,
 }
 
 impl RepoRow {
@@ -202,6 +208,7 @@ impl RepoRow {
             last_good_sync: self.last_good_sync,
             last_error: self.last_error.clone(),
             private: self.private,
+            index_branches: self.index_branches.clone(),
         }
     }
 }
@@ -222,7 +229,7 @@ pub(crate) fn from_db_time(n: i64) -> SystemTime {
 }
 
 /// The columns of a `repos` row in the order [`RawRow`] holds them.
-const REPO_COLUMNS: &str = "name, source, registered_path, branch, default_branch, head, last_sync, last_good_sync, last_error, incarnation, state_gen, private";
+const REPO_COLUMNS: &str = "name, source, registered_path, branch, default_branch, head, last_sync, last_good_sync, last_error, incarnation, state_gen, private, index_branches";
 
 /// A `repos` row as stored, before its names and SHAs are checked.
 type RawRow = (
@@ -238,6 +245,7 @@ type RawRow = (
     i64,
     i64,
     bool,
+    String,
 );
 
 fn parse_row(raw: RawRow) -> Result<RepoRow, Error> {
@@ -254,6 +262,7 @@ fn parse_row(raw: RawRow) -> Result<RepoRow, Error> {
         incarnation,
         state_gen,
         private,
+        index_branches,
     ) = raw;
     let corrupt = |what: &str| {
         tracing::warn!(repo = %name, "gitstore: corrupt metadata row ({what})");
@@ -275,7 +284,22 @@ fn parse_row(raw: RawRow) -> Result<RepoRow, Error> {
         incarnation: u64::try_from(incarnation).unwrap_or(0),
         state_gen: u64::try_from(state_gen).unwrap_or(0),
         private,
+        index_branches: split_index_branches(&index_branches),
     })
+}
+
+/// The index-branch patterns as stored: one per line (a branch name or pattern never holds
+/// a line break: [`crate::check_index_branches`] refuses control characters).
+pub(crate) fn join_index_branches(patterns: &[String]) -> String {
+    patterns.join("\n")
+}
+
+fn split_index_branches(stored: &str) -> Vec<String> {
+    stored
+        .lines()
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Seen heads as stored: unparsable SHAs are skipped (as they always were).

@@ -31,6 +31,7 @@ mod retention;
 mod revision;
 mod store;
 mod text;
+mod treediff;
 
 pub use blame::BlameRange;
 pub use blobcache::DEFAULT_BLOB_CACHE_BYTES;
@@ -43,6 +44,7 @@ pub use history::CommitSummary;
 pub use names::{CommitId, RepoName, RepoPath};
 pub use store::register::{Awaited, SourceError, WaitProgress};
 pub use text::Text;
+pub use treediff::{FileDelta, MAX_INDEX_BRANCHES, check_index_branches, index_branch_matches};
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -149,6 +151,9 @@ pub struct RepoInfo {
     pub last_error: Option<String>,
     /// Readable only by users granted it.
     pub private: bool,
+    /// The index-branch patterns (S-8: branch names or globs like `release/*`, at most
+    /// [`MAX_INDEX_BRANCHES`]); empty: the default branch only.
+    pub index_branches: Vec<String>,
 }
 
 /// The result of one successful sync.

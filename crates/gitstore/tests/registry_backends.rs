@@ -408,7 +408,8 @@ fn sqlite_schema_is_versioned() {
         );
         drop(store);
         let conn = rusqlite::Connection::open(&file).unwrap();
-        assert_eq!(sqlite_schema_version(&conn), 1);
+        // Version 1 for the tables as they were, then 2 (index-branch patterns, S-8).
+        assert_eq!(sqlite_schema_version(&conn), 2);
         assert_eq!(
             sqlite_int(&conn, "SELECT incarnation FROM repos"),
             7,

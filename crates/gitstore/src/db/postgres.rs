@@ -25,7 +25,7 @@
 
 use super::{
     REGISTRY_GENERATION, REPO_COLUMNS, RawRow, RegistryBackend, RepoRow, SyncFence, SyncLease,
-    SyncRecord, parse_pins, parse_row, parse_seen, storage, to_db_time,
+    SyncRecord, join_index_branches, parse_pins, parse_row, parse_seen, storage, to_db_time,
 };
 use crate::error::METADATA_UNREACHABLE;
 use crate::{CommitId, Error, Registration, RepoName};
@@ -44,8 +44,9 @@ const TOPIC: &str = "registry";
 const RETRY_READ_AFTER: Duration = Duration::from_secs(1);
 
 /// The schema's versions. Version 1 is the SQLite schema of the same version, with
-/// PostgreSQL's types; version 2 is cluster mode's own (SQLite stays at 1: one data
-/// directory has one mirror, whose refs are the truth, and an older csg must still open it).
+/// PostgreSQL's types; version 2 is cluster mode's own (SQLite skips it: one data
+/// directory has one mirror, whose refs are the truth); version 3 adds the index-branch
+/// patterns (S-8), SQLite's version 2.
 const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,
@@ -99,6 +100,13 @@ CREATE TABLE sync_leases (
     expires_at TIMESTAMPTZ NOT NULL
 );
 CREATE SEQUENCE sync_lease_tokens;
+",
+    },
+    Migration {
+        version: 3,
+        name: "index-branch patterns",
+        sql: "
+ALTER TABLE repos ADD COLUMN index_branches TEXT NOT NULL DEFAULT '';
 ",
     },
 ];
@@ -304,6 +312,7 @@ fn raw_row(row: &postgres::Row) -> Result<RawRow, postgres::Error> {
         row.try_get(9)?,
         row.try_get(10)?,
         row.try_get(11)?,
+        row.try_get(12)?,
     ))
 }
 
@@ -452,6 +461,17 @@ impl RegistryBackend for PgRegistry {
             tx.execute(
                 "UPDATE repos SET private = $2 WHERE name = $1",
                 &[&name, &private],
+            )
+        })?;
+        Ok(changed > 0)
+    }
+
+    fn set_index_branches(&self, name: &RepoName, patterns: &[String]) -> Result<bool, Error> {
+        let (name, stored) = (name.as_str().to_string(), join_index_branches(patterns));
+        let changed = self.write("saving the index-branch patterns", move |tx| {
+            tx.execute(
+                "UPDATE repos SET index_branches = $2 WHERE name = $1",
+                &[&name, &stored],
             )
         })?;
         Ok(changed > 0)

@@ -2,7 +2,7 @@
 
 use super::{
     REGISTRY_GENERATION, REPO_COLUMNS, RawRow, RegistryBackend, RepoRow, SyncFence, SyncRecord,
-    parse_pins, parse_row, parse_seen, storage, to_db_time,
+    join_index_branches, parse_pins, parse_row, parse_seen, storage, to_db_time,
 };
 use crate::{CommitId, Error, Registration, RepoName};
 use changecounter::Changes;
@@ -59,10 +59,16 @@ struct Migration {
 /// Every version of the schema, in order. Version 1 is the schema as it was before it was
 /// versioned, so a data directory from before opens unchanged (its tables are left as they
 /// are and the version row is added).
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    apply: version_1,
-}];
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        apply: version_1,
+    },
+    Migration {
+        version: 2,
+        apply: version_2,
+    },
+];
 
 pub(crate) struct SqliteRegistry {
     /// The writers' connection: registrations, syncs, pins, sweeps. A write may wait up to
@@ -92,6 +98,7 @@ fn raw_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
         row.get(9)?,
         row.get(10)?,
         row.get(11)?,
+        row.get(12)?,
     ))
 }
 
@@ -198,6 +205,13 @@ fn version_1(tx: &rusqlite::Transaction<'_>) -> Result<(), Error> {
         .map_err(storage("upgrading the metadata schema"))?;
     }
     Ok(())
+}
+
+/// Version 2: the index-branch patterns of each registration (S-8), one per line; empty
+/// for the default branch only.
+fn version_2(tx: &rusqlite::Transaction<'_>) -> Result<(), Error> {
+    tx.execute_batch("ALTER TABLE repos ADD COLUMN index_branches TEXT NOT NULL DEFAULT ''")
+        .map_err(storage("upgrading the metadata schema"))
 }
 
 /// Bumps the registry generation inside `tx`; answers the new value.
@@ -347,6 +361,18 @@ impl RegistryBackend for SqliteRegistry {
                 params![name.as_str(), private],
             )
             .map_err(storage("saving the visibility"))?;
+        self.changes.bump();
+        Ok(changed > 0)
+    }
+
+    fn set_index_branches(&self, name: &RepoName, patterns: &[String]) -> Result<bool, Error> {
+        let changed = self
+            .conn()
+            .execute(
+                "UPDATE repos SET index_branches = ?2 WHERE name = ?1",
+                params![name.as_str(), join_index_branches(patterns)],
+            )
+            .map_err(storage("saving the index-branch patterns"))?;
         self.changes.bump();
         Ok(changed > 0)
     }

@@ -248,6 +248,22 @@ impl Inner {
     }
 }
 
+impl Inner {
+    /// Stores the index-branch patterns of `name` (S-8), checked by the caller. Not part of
+    /// the registration's identity (like its visibility): registering the same again keeps
+    /// them.
+    pub(crate) fn set_index_branches(
+        &self,
+        name: &RepoName,
+        patterns: &[String],
+    ) -> Result<(), Error> {
+        if !self.db.set_index_branches(name, patterns)? {
+            return Err(Error::UnknownRepo(name.clone()));
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
