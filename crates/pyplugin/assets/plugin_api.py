@@ -345,7 +345,7 @@ def on_source_file(file):
 # <generated:presets>
 #     read: repo, path, end_line?, plugins?, revision?, start_line?
 #     read_many: repo, files, plugins?, revision?
-#     search: query, case_sensitive?, cursor?, lang?, limit?, path?, regex?, repo?
+#     search: query, author?, case_sensitive?, count?, cursor?, lang?, limit?, path?, regex?, repo?, revision?, since?, type?, until?
 #     list: repo, depth?, path?, revision?
 #     resolve: repo, revision
 #     log: repo, cursor?, limit?, path?, revision?
