@@ -116,6 +116,11 @@ enum RepoCommand {
         /// Readable only by users granted it (`csg grant USER NAME`), never anonymously.
         #[arg(long)]
         private: bool,
+        /// Also keep search fast on the branches matching PATTERN (S-8): a branch name or a
+        /// glob (`release/*`: `*` within a segment, `**` across). Repeatable, at most 64;
+        /// default the default branch only. Given again, replaces the patterns.
+        #[arg(long = "index-branch", value_name = "PATTERN")]
+        index_branch: Vec<String>,
         /// Return once the registration is recorded and print `NAME -`: the replicas that
         /// own it (without --database, the server's next maintenance round) fetch it.
         #[arg(long)]

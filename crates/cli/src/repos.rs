@@ -206,10 +206,13 @@ fn run_blocking(store: &GitStore, command: RepoCommand) -> Result<()> {
             path,
             branch,
             private,
+            index_branch,
             no_wait,
             wait_timeout,
         } => {
             let name = repo_name(&name)?;
+            // Checked before anything is recorded: a bad pattern leaves no registration.
+            gitstore::check_index_branches(&index_branch)?;
             let source = if looks_like_url(&source) {
                 source
             } else {
@@ -234,6 +237,9 @@ fn run_blocking(store: &GitStore, command: RepoCommand) -> Result<()> {
                 store.check_source(&registration)?;
             }
             store.register(registration)?;
+            if !index_branch.is_empty() {
+                store.set_index_branches(&name, &index_branch)?;
+            }
             if no_wait {
                 println!("{name} -");
                 return Ok(());
@@ -266,14 +272,21 @@ fn run_blocking(store: &GitStore, command: RepoCommand) -> Result<()> {
                     .last_error
                     .map(|e| format!("sync error: {e}"))
                     .unwrap_or_else(|| "ok".into());
+                // S-8: the index-branch patterns beside the default branch, `-` for none.
+                let index_branches = if repo.index_branches.is_empty() {
+                    "-".to_string()
+                } else {
+                    format!("index-branches={}", repo.index_branches.join(","))
+                };
                 println!(
-                    "{}\t{}\t{}\t{}\t{}\t{}",
+                    "{}\t{}\t{}\t{}\t{}\t{}\t{}",
                     repo.name,
                     if repo.private { "private" } else { "public" },
                     scope,
                     repo.default_branch.unwrap_or_else(|| "-".into()),
                     head,
-                    state
+                    state,
+                    index_branches
                 );
             }
         }
