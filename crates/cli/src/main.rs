@@ -341,14 +341,19 @@ async fn register_repos(service: &Service, specs: &[String]) -> Result<()> {
                 private: None,
             })
             .await?;
-        progress(&format!("syncing {name} …"));
+        // One line for a short transfer (issue 34 point 11): a long one also logs its
+        // progress (after a quiet start, see `service::TenthLog`).
+        let started = std::time::Instant::now();
         match service.sync(name.to_string()).await {
             Ok(outcome) => {
                 let head = outcome
                     .head
                     .map(|c| c.to_string())
                     .unwrap_or_else(|| "(no commits)".into());
-                progress(&format!("synced {name} at {head}"));
+                progress(&format!(
+                    "synced {name} at {head} in {} ms",
+                    started.elapsed().as_millis()
+                ));
             }
             Err(error) => {
                 // A repository that synced before keeps serving its last good state (G-3).
