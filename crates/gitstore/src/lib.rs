@@ -32,6 +32,7 @@ mod revision;
 mod store;
 mod text;
 mod treediff;
+mod walk;
 
 pub use blame::BlameRange;
 pub use blobcache::DEFAULT_BLOB_CACHE_BYTES;
@@ -45,6 +46,7 @@ pub use names::{CommitId, RepoName, RepoPath};
 pub use store::register::{Awaited, SourceError, WaitProgress};
 pub use text::Text;
 pub use treediff::{FileDelta, MAX_INDEX_BRANCHES, check_index_branches, index_branch_matches};
+pub use walk::{CommitChanges, DiffLine, HistoryCommit, LineSide};
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -56,6 +56,7 @@ mod config;
 mod disk;
 mod error;
 mod extract;
+mod history;
 mod indexes;
 mod lang;
 mod navigate;
@@ -76,6 +77,11 @@ mod verify;
 
 pub use config::{DEFAULT_MAX_FILE_BYTES, IndexConfig, plugin_part};
 pub use error::SearchError;
+pub use history::{
+    HistoryBuildStats, HistoryError, HistoryHit, HistoryIndexes, HistoryKind, HistoryLine,
+    HistoryRecord, HistoryRequest, HistoryResults, HistorySource, MAX_HISTORY_LIMIT,
+    MAX_LIVE_COMMITS, MAX_SEGMENTS, history_cursor_tip,
+};
 pub use indexes::{IndexInfo, Indexes, IndexesStats};
 pub use lang::{DocLang, MAX_LANG_BYTES, known_langs, lang_of};
 pub use navigate::{

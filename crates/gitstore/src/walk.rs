@@ -1,0 +1,469 @@
+//! What a history index needs from Git (S-9): the commits reachable from a tip in `git log`'s
+//! default order, and for one commit its message, its author and what it changed: the paths
+//! changed against each parent and the added and removed lines against its first parent,
+//! as `git log -G` sees them (renames detected, binary files skipped).
+//!
+//! Order: git's walk takes the commit with the newest committer date from its queue, and
+//! among equal dates the one queued first (`commit_list_insert_by_date` keeps insertion
+//! order among equals); parents are queued in parent order. With a registered scope the
+//! walk is `git log -- <scope>`'s, with git's default history simplification (as
+//! `history.rs`).
+//!
+//! Renames (git's default for `log`): an added and a deleted path with the same blob are a
+//! rename; else pairs at least 50% similar by git's measure (bytes of equal chunks, a chunk
+//! ending at a newline or after 64 bytes, over the larger size), best score first, each path
+//! used once, tried only while added × deleted stays within git's rename limit (1000²). A
+//! renamed file's lines are the diff of its two blobs: removed lines under the old path,
+//! added under the new one.
+
+use crate::changes::{self, Leaf, Pending};
+use crate::linediff::{self, ExactBudget};
+use crate::objects::{odb, to_commit_id, to_oid};
+use crate::{CommitId, Error, GitStore, RepoName, RepoPath};
+use gix::ObjectId;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+
+/// Git's `diff.renameLimit` default: inexact renames are looked for only while
+/// added × deleted ≤ this squared.
+const RENAME_LIMIT: usize = 1000;
+/// Git's `MAX_SCORE` and default minimum rename score (50%).
+const MAX_SCORE: u64 = 60_000;
+const MIN_RENAME_SCORE: u64 = 30_000;
+
+/// One commit as a history index keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryCommit {
+    /// Full SHA.
+    pub id: CommitId,
+    /// Parents, in order.
+    pub parents: Vec<CommitId>,
+    /// `Name <email>` as recorded (repository data).
+    pub author: String,
+    /// Author date: seconds since the Unix epoch, and the recorded offset east of UTC in
+    /// seconds.
+    pub author_time: i64,
+    pub author_offset: i32,
+    /// Committer date, seconds since the Unix epoch (what `git log` orders and
+    /// `--since`/`--until` filter by).
+    pub committer_time: i64,
+    /// The whole message (repository data, lossily decoded).
+    pub message: String,
+}
+
+/// The side of a diff line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineSide {
+    /// A `+` line; its number is in the commit's file.
+    Added,
+    /// A `-` line; its number is in the first parent's file.
+    Removed,
+}
+
+/// One added or removed line of a commit against its first parent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiffLine {
+    /// The new path for an added line, the old path for a removed one.
+    pub path: String,
+    pub side: LineSide,
+    /// 1-based line number on its side.
+    pub line: u32,
+    /// The line without its line feed (lossily decoded).
+    pub text: String,
+}
+
+/// What a commit changed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CommitChanges {
+    /// For each parent in order (one entry, against nothing, for a root commit): the paths
+    /// (files, symlinks, submodules) that differ, inside the registered scope.
+    pub changed: Vec<Vec<String>>,
+    /// Added and removed lines against the first parent, file by file in path order, removed
+    /// lines of a hunk before its added ones. Empty for a merge (`git log -G` shows no diff
+    /// for merges) and for binary files.
+    pub lines: Vec<DiffLine>,
+}
+
+/// A commit waiting in the walk: newest committer date first, then first queued.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct Queued(i64, std::cmp::Reverse<u64>, ObjectId);
+
+impl GitStore {
+    /// The commits reachable from `tip` (which must be readable now) in `git log`'s default
+    /// order, at most `max`; with a registered scope only those `git log -- <scope>` lists.
+    pub fn history_walk(
+        &self,
+        name: &RepoName,
+        tip: &CommitId,
+        max: usize,
+    ) -> Result<Vec<CommitId>, Error> {
+        let reader = self.inner.blob_reader(name, tip)?;
+        let scope = self.inner.registered_path(name)?;
+        let start = to_oid(tip)?;
+        crate::handles::with_repo(&reader.repo, |repo| walk(repo, start, &scope, max))
+    }
+
+    /// `commit` (an ancestor of the readable `tip`) with what it changed, inside the
+    /// registered scope.
+    pub fn history_commit(
+        &self,
+        name: &RepoName,
+        tip: &CommitId,
+        commit: &CommitId,
+    ) -> Result<(HistoryCommit, CommitChanges), Error> {
+        let reader = self.inner.blob_reader(name, tip)?;
+        let scope = self.inner.registered_path(name)?;
+        let id = to_oid(commit)?;
+        crate::handles::with_repo(&reader.repo, |repo| commit_changes(repo, id, &scope))
+    }
+}
+
+fn tree_of(repo: &gix::Repository, id: ObjectId) -> Result<ObjectId, Error> {
+    Ok(repo
+        .find_commit(id)
+        .map_err(odb)?
+        .tree_id()
+        .map_err(odb)?
+        .detach())
+}
+
+/// The entry id and mode at `path` in `tree` (the tree itself for the root).
+fn entry_at(
+    repo: &gix::Repository,
+    tree: ObjectId,
+    path: &RepoPath,
+) -> Result<Option<(ObjectId, u32)>, Error> {
+    if path.is_root() {
+        return Ok(Some((tree, 0o040000)));
+    }
+    let tree = repo.find_tree(tree).map_err(odb)?;
+    let entry = tree.lookup_entry(path.segments()).map_err(odb)?;
+    Ok(entry.map(|e| (e.object_id(), u32::from(e.mode().value()))))
+}
+
+fn walk(
+    repo: &gix::Repository,
+    start: ObjectId,
+    scope: &RepoPath,
+    max: usize,
+) -> Result<Vec<CommitId>, Error> {
+    let mut queue = BinaryHeap::new();
+    let mut seen = HashSet::new();
+    let mut order = 0u64;
+    let time_of = |id: ObjectId| -> Result<i64, Error> {
+        Ok(repo
+            .find_commit(id)
+            .map_err(odb)?
+            .time()
+            .map_err(odb)?
+            .seconds)
+    };
+    queue.push(Queued(time_of(start)?, std::cmp::Reverse(order), start));
+    seen.insert(start);
+    let mut out = Vec::new();
+    while let Some(Queued(_, _, id)) = queue.pop() {
+        if out.len() >= max {
+            break;
+        }
+        let commit = repo.find_commit(id).map_err(odb)?;
+        let parents: Vec<ObjectId> = commit.parent_ids().map(|p| p.detach()).collect();
+        let (listed, follow) = if scope.is_root() {
+            (true, parents)
+        } else {
+            let mine = entry_at(repo, commit.tree_id().map_err(odb)?.detach(), scope)?;
+            let mut same = None;
+            for parent in &parents {
+                if entry_at(repo, tree_of(repo, *parent)?, scope)? == mine {
+                    same = Some(*parent);
+                    break;
+                }
+            }
+            match same {
+                Some(parent) => (false, vec![parent]),
+                None => (!parents.is_empty() || mine.is_some(), parents),
+            }
+        };
+        if listed {
+            out.push(to_commit_id(&id)?);
+        }
+        for parent in follow {
+            if seen.insert(parent) {
+                order += 1;
+                queue.push(Queued(time_of(parent)?, std::cmp::Reverse(order), parent));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn commit_changes(
+    repo: &gix::Repository,
+    id: ObjectId,
+    scope: &RepoPath,
+) -> Result<(HistoryCommit, CommitChanges), Error> {
+    let commit = repo.find_commit(id).map_err(odb)?;
+    let parents: Vec<ObjectId> = commit.parent_ids().map(|p| p.detach()).collect();
+    let author = commit.author().map_err(odb)?;
+    let author_time = author.time().map_err(odb)?;
+    let head = HistoryCommit {
+        id: to_commit_id(&id)?,
+        parents: parents.iter().map(to_commit_id).collect::<Result<_, _>>()?,
+        author: format!("{} <{}>", author.name, author.email),
+        author_time: author_time.seconds,
+        author_offset: author_time.offset,
+        committer_time: commit.time().map_err(odb)?.seconds,
+        message: String::from_utf8_lossy(commit.message_raw_sloppy()).into_owned(),
+    };
+    let new_tree = commit.tree_id().map_err(odb)?.detach();
+    let mut changes = CommitChanges::default();
+    let olds: Vec<Option<ObjectId>> = if parents.is_empty() {
+        vec![None]
+    } else {
+        parents
+            .iter()
+            .map(|p| tree_of(repo, *p).map(Some))
+            .collect::<Result<_, _>>()?
+    };
+    for (index, old) in olds.into_iter().enumerate() {
+        let pending = changes::pending(repo, old, Some(new_tree), scope)?;
+        changes
+            .changed
+            .push(pending.iter().map(|p| p.path.clone()).collect());
+        if index == 0 && parents.len() <= 1 {
+            changes.lines = lines_of(repo, pending)?;
+        }
+    }
+    Ok((head, changes))
+}
+
+/// One file pair whose lines are diffed: (old path, old leaf), (new path, new leaf).
+type Pair = (Option<(String, Leaf)>, Option<(String, Leaf)>);
+
+/// The added and removed lines of `pending` (one commit against its first parent), renames
+/// paired first.
+fn lines_of(repo: &gix::Repository, pending: Vec<Pending>) -> Result<Vec<DiffLine>, Error> {
+    let mut pairs = pair_renames(repo, pending)?;
+    // Git orders a diff's files by the new path (the old one for a deletion).
+    pairs.sort_by(|a, b| {
+        let key = |p: &Pair| {
+            p.1.as_ref()
+                .or(p.0.as_ref())
+                .map(|(path, _)| path.clone())
+                .unwrap_or_default()
+        };
+        key(a).cmp(&key(b))
+    });
+    let mut budget = ExactBudget::per_call();
+    let mut out = Vec::new();
+    for (old, new) in pairs {
+        let before = changes::content(repo, old.as_ref().map(|(_, leaf)| *leaf))?;
+        let after = changes::content(repo, new.as_ref().map(|(_, leaf)| *leaf))?;
+        if before == after || changes::binary(&before) || changes::binary(&after) {
+            continue;
+        }
+        let (before, after) = (
+            String::from_utf8_lossy(&before),
+            String::from_utf8_lossy(&after),
+        );
+        let input = imara_diff::InternedInput::new(before.as_ref(), after.as_ref());
+        let mut diff = linediff::line_diff(&input, &mut budget);
+        diff.postprocess_lines(&input);
+        let text = |token: imara_diff::Token| {
+            let line: &str = input.interner[token];
+            line.strip_suffix('\n').unwrap_or(line).to_owned()
+        };
+        let old_path = old.map(|(path, _)| path).unwrap_or_default();
+        let new_path = new.map(|(path, _)| path).unwrap_or_default();
+        for hunk in diff.hunks() {
+            for i in hunk.before.clone() {
+                out.push(DiffLine {
+                    path: old_path.clone(),
+                    side: LineSide::Removed,
+                    line: i + 1,
+                    text: text(input.before[i as usize]),
+                });
+            }
+            for i in hunk.after.clone() {
+                out.push(DiffLine {
+                    path: new_path.clone(),
+                    side: LineSide::Added,
+                    line: i + 1,
+                    text: text(input.after[i as usize]),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Git's rename detection over one commit's added and deleted paths (see the module doc).
+fn pair_renames(repo: &gix::Repository, pending: Vec<Pending>) -> Result<Vec<Pair>, Error> {
+    let mut pairs: Vec<Pair> = Vec::new();
+    let mut added: Vec<(String, Leaf)> = Vec::new();
+    let mut deleted: Vec<(String, Leaf)> = Vec::new();
+    for p in pending {
+        match (p.old, p.new) {
+            (None, Some(new)) => added.push((p.path, new)),
+            (Some(old), None) => deleted.push((p.path, old)),
+            (old, new) => pairs.push((
+                old.map(|l| (p.path.clone(), l)),
+                new.map(|l| (p.path.clone(), l)),
+            )),
+        }
+    }
+    if added.is_empty() || deleted.is_empty() {
+        pairs.extend(deleted.into_iter().map(|d| (Some(d), None)));
+        pairs.extend(added.into_iter().map(|a| (None, Some(a))));
+        return Ok(pairs);
+    }
+    let is_blob = |leaf: &Leaf| matches!(leaf, Leaf::Blob(..));
+    let mut used_src = vec![false; deleted.len()];
+    let mut used_dst = vec![false; added.len()];
+    // Exact renames: the same blob.
+    let mut by_blob: HashMap<ObjectId, Vec<usize>> = HashMap::new();
+    for (i, (_, leaf)) in deleted.iter().enumerate() {
+        if is_blob(leaf) {
+            by_blob.entry(leaf.id()).or_default().push(i);
+        }
+    }
+    let mut matched: Vec<(usize, usize)> = Vec::new();
+    for (j, (_, leaf)) in added.iter().enumerate() {
+        if !is_blob(leaf) {
+            continue;
+        }
+        if let Some(i) = by_blob
+            .get(&leaf.id())
+            .and_then(|c| c.iter().copied().find(|&i| !used_src[i]))
+        {
+            used_src[i] = true;
+            used_dst[j] = true;
+            matched.push((i, j));
+        }
+    }
+    let sources: Vec<usize> = (0..deleted.len())
+        .filter(|&i| !used_src[i] && is_blob(&deleted[i].1))
+        .collect();
+    let dests: Vec<usize> = (0..added.len())
+        .filter(|&j| !used_dst[j] && is_blob(&added[j].1))
+        .collect();
+    if !sources.is_empty()
+        && !dests.is_empty()
+        && sources.len() * dests.len() <= RENAME_LIMIT * RENAME_LIMIT
+    {
+        let load = |leaf: Leaf| -> Result<Option<Chunks>, Error> {
+            let data = changes::content(repo, Some(leaf))?;
+            Ok((!data.is_empty()).then(|| Chunks::of(&data)))
+        };
+        let src_chunks: Vec<Option<Chunks>> = sources
+            .iter()
+            .map(|&i| load(deleted[i].1))
+            .collect::<Result<_, _>>()?;
+        let dst_chunks: Vec<Option<Chunks>> = dests
+            .iter()
+            .map(|&j| load(added[j].1))
+            .collect::<Result<_, _>>()?;
+        let mut scored: Vec<(u64, usize, usize)> = Vec::new();
+        for (dj, dst) in dst_chunks.iter().enumerate() {
+            let Some(dst) = dst else { continue };
+            for (si, src) in src_chunks.iter().enumerate() {
+                let Some(src) = src else { continue };
+                let score = similarity(src, dst);
+                if score >= MIN_RENAME_SCORE {
+                    scored.push((score, si, dj));
+                }
+            }
+        }
+        // Best first; among equal scores the earlier destination, then source (stable).
+        scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.2.cmp(&b.2)).then(a.1.cmp(&b.1)));
+        for (_, si, dj) in scored {
+            let (i, j) = (sources[si], dests[dj]);
+            if used_src[i] || used_dst[j] {
+                continue;
+            }
+            used_src[i] = true;
+            used_dst[j] = true;
+            matched.push((i, j));
+        }
+    }
+    for (i, j) in matched {
+        pairs.push((Some(deleted[i].clone()), Some(added[j].clone())));
+    }
+    for (i, d) in deleted.into_iter().enumerate() {
+        if !used_src[i] {
+            pairs.push((Some(d), None));
+        }
+    }
+    for (j, a) in added.into_iter().enumerate() {
+        if !used_dst[j] {
+            pairs.push((None, Some(a)));
+        }
+    }
+    Ok(pairs)
+}
+
+/// A blob as git's rename detection sees it: bytes per chunk hash, and its size.
+struct Chunks {
+    /// (hash, bytes) sorted by hash.
+    counts: Vec<(u64, u64)>,
+    size: u64,
+}
+
+impl Chunks {
+    /// Chunks end at a newline or after 64 bytes; in a text a CR before LF is left out (as
+    /// git's `hash_chars`).
+    fn of(data: &[u8]) -> Chunks {
+        let text = !changes::binary(data);
+        let mut map: HashMap<u64, u64> = HashMap::new();
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut len = 0u64;
+        let mut i = 0;
+        while i < data.len() {
+            let c = data[i];
+            i += 1;
+            if text && c == b'\r' && data.get(i) == Some(&b'\n') {
+                continue;
+            }
+            hash = (hash ^ u64::from(c)).wrapping_mul(0x0100_0000_01b3);
+            len += 1;
+            if len < 64 && c != b'\n' {
+                continue;
+            }
+            *map.entry(hash).or_default() += len;
+            hash = 0xcbf2_9ce4_8422_2325;
+            len = 0;
+        }
+        if len > 0 {
+            *map.entry(hash).or_default() += len;
+        }
+        let mut counts: Vec<(u64, u64)> = map.into_iter().collect();
+        counts.sort_unstable();
+        Chunks {
+            counts,
+            size: data.len() as u64,
+        }
+    }
+}
+
+/// Git's `estimate_similarity`: bytes of `src` found in `dst`, over the larger size, in
+/// units of [`MAX_SCORE`]; 0 when the sizes differ too much to reach the minimum.
+fn similarity(src: &Chunks, dst: &Chunks) -> u64 {
+    let max = src.size.max(dst.size);
+    let min = src.size.min(dst.size);
+    if max == 0 || max * (MAX_SCORE - MIN_RENAME_SCORE) < (max - min) * MAX_SCORE {
+        return 0;
+    }
+    let (mut a, mut b, mut copied) = (0, 0, 0u64);
+    while a < src.counts.len() && b < dst.counts.len() {
+        let (ha, ca) = src.counts[a];
+        let (hb, cb) = dst.counts[b];
+        match ha.cmp(&hb) {
+            std::cmp::Ordering::Less => a += 1,
+            std::cmp::Ordering::Greater => b += 1,
+            std::cmp::Ordering::Equal => {
+                copied += ca.min(cb);
+                a += 1;
+                b += 1;
+            }
+        }
+    }
+    copied * MAX_SCORE / max
+}
