@@ -1,6 +1,6 @@
 //! Building one generation (phase one of a build): read (or reuse) every document, classify
 //! and transform it, extract its trigrams on worker threads, and write the content store and
-//! posting lists in path order. Phase two, the symbol table, is module `extract`.
+//! posting lists in the order of the entries given (static rank, then path: module `order`). Phase two, the symbol table, is module `extract`.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
@@ -13,6 +13,7 @@ use std::sync::mpsc;
 
 use crate::error::SearchError;
 use crate::lang::DocLang;
+use crate::order::static_rank;
 use crate::source::{BuildProgress, MAX_FAILURE_MESSAGES, Source, SourceEntry, Transform};
 use crate::store::{Doc, DocKind, Generation, PostingBuf, write_postings};
 use crate::trigram::{Trigram, TrigramScratch, doc_trigrams};
@@ -425,6 +426,7 @@ impl Writer {
             counts.path_only += 1;
         }
         self.docs.push(Doc {
+            rank: static_rank(&entry.path),
             path: entry.path.clone(),
             blob_id: entry.blob_id.clone(),
             size: entry.size,

@@ -1,8 +1,9 @@
-//! The result cache: complete ranked hit lists of recent searches, so that a cursor page slices
-//! the list instead of verifying every candidate again (ranking needs every hit).
+//! The result cache: the pages of recent searches, so that the same page asked again (a
+//! repeated call, a retry, a second client) costs a lookup.
 //!
-//! An entry is keyed by the request's canonical encoding (query and filters, without cursor and
-//! limit) and the (repository, commit, generation number) it was computed from, and it is only
+//! An entry is keyed by the request's canonical encoding (query and filters) with the page's
+//! own terms (cursor, size, count) and the (repository, commit, generation number) it was
+//! computed from, and it is only
 //! used when the searcher pinned the very same generation objects: the entry holds them weakly
 //! (pointer identity, no ABA while a `Weak` lives), so it never keeps an old generation's files
 //! alive and never mixes generations. Bounded by entry count and by an estimate of its bytes;
@@ -16,7 +17,7 @@ use crate::store::Generation;
 
 /// Most entries held.
 pub(crate) const RESULT_CACHE_ENTRIES: usize = 32;
-/// Most bytes held (estimated from the hit lists), all entries together.
+/// Most bytes held (estimated from the pages), all entries together.
 pub(crate) const RESULT_CACHE_BYTES: usize = 64 << 20;
 
 /// What a list is the answer to.
@@ -61,7 +62,7 @@ impl<G> Entry<G> {
     }
 }
 
-/// An LRU of ranked hit lists (front = most recently used); `G` is the generation type (generic
+/// An LRU of pages (front = most recently used); `G` is the generation type (generic
 /// for the unit tests).
 pub(crate) struct ResultCache<G = Generation> {
     entries: VecDeque<Entry<G>>,
@@ -167,8 +168,11 @@ mod tests {
                     doc: doc as u32,
                 })
                 .collect(),
+            more: false,
+            found: hits as u64,
+            exact: true,
             candidate_files: 0,
-            truncated: false,
+            files_verified: 0,
         })
     }
 

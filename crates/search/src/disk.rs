@@ -10,7 +10,8 @@ use memmap2::Mmap;
 use crate::error::SearchError;
 
 /// Version of the on-disk format; part of the index fingerprint, so a change rebuilds.
-pub(crate) const FORMAT_VERSION: u32 = 3;
+/// 4: documents numbered in static-rank order (module `order`), not path order.
+pub(crate) const FORMAT_VERSION: u32 = 4;
 
 /// Maps a published index file read-only; `None` for an empty file (nothing to map).
 pub(crate) fn map(path: &Path) -> Result<Option<Mmap>, SearchError> {

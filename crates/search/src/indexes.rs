@@ -63,7 +63,7 @@ pub struct IndexesStats {
     pub repos_indexed: u64,
     /// Searches answered from the result cache (no verification: a later page, or a repeat).
     pub result_cache_hits: u64,
-    /// Ranked hit lists held by the result cache now.
+    /// Pages held by the result cache now.
     pub result_cache_entries: u64,
     /// Estimated bytes held by the result cache now.
     pub result_cache_bytes: u64,
@@ -160,8 +160,8 @@ impl Indexes {
         Ok(indexes)
     }
 
-    /// Sets the most hits one search collects (default [`MAX_HITS`]; at least 1). Mostly for
-    /// tests; drops the result cache.
+    /// Sets the most hits one part of a cluster search answers ([`Indexes::top_hits`];
+    /// default [`MAX_HITS`]; at least 1). Drops the result cache.
     pub fn with_max_hits(mut self, max_hits: usize) -> Self {
         self.max_hits = max_hits.max(1);
         self.results

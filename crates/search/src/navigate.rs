@@ -84,11 +84,8 @@ pub(crate) fn check_symbol(symbol: &str) -> Result<(), SearchError> {
 }
 
 fn doc_by_path<'g>(generation: &'g Generation, path: &str) -> Option<(u32, &'g Doc)> {
-    let at = generation
-        .docs
-        .binary_search_by(|d| d.path.as_str().cmp(path))
-        .ok()?;
-    Some((at as u32, &generation.docs[at]))
+    let id = generation.doc_by_path(path)?;
+    Some((id, &generation.docs[id as usize]))
 }
 
 impl Indexes {
@@ -137,6 +134,12 @@ impl Indexes {
                         .is_some_and(|d| filter.allows(d))
                 })
                 .collect();
+            // Documents are numbered in rank order; definitions answer in path order.
+            found.sort_by(|a, b| {
+                let path =
+                    |s: &crate::symtab::Stored| generation.docs[s.doc as usize].path.as_str();
+                path(a).cmp(path(b)).then(a.symbol.line.cmp(&b.symbol.line))
+            });
             total += found.len() as u64;
             found.truncate(limit.saturating_sub(definitions.len()));
             for mut stored in found {

@@ -19,6 +19,7 @@ use crate::build::classify;
 use crate::error::SearchError;
 use crate::indexes::Indexes;
 use crate::lang::DocLang;
+use crate::order::static_rank;
 use crate::request::{SearchRequest, SearchResults};
 use crate::store::{Doc, DocKind, Generation};
 use crate::trigram::{Trigram, TrigramScratch, doc_trigrams};
@@ -297,6 +298,7 @@ impl Indexes {
             bytes += text.len() + std::mem::size_of_val(&trigrams[..]);
             added.push((
                 Doc {
+                    rank: static_rank(&file.path),
                     path: file.path.clone(),
                     blob_id: file.blob.clone(),
                     size: file.text.len() as u64,

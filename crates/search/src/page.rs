@@ -1,6 +1,6 @@
 //! Paging: where a page starts (the opaque cursor, bound to the request and the generations it
-//! was made from), and one page cut from a ranked list, its hits grouped by repository with
-//! their snippets, and the cursor of the next page.
+//! was made from: the hits returned before it and the last of them), and one page of a ranked
+//! list, its hits grouped by repository with their snippets, and the cursor of the next page.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::error::SearchError;
-use crate::rank::{Ranked, RankedList};
+use crate::rank::{Pos, Ranked, RankedList, Tier};
 use crate::request::{Hit, PathOnly, RepoHits};
 use crate::store::{DocKind, Generation};
 
@@ -26,6 +26,56 @@ pub(crate) struct Cursor {
     pub request: String,
     /// (repository, commit, generation) of every searched repository.
     pub generations: Vec<(String, String, u64)>,
+    /// The last hit returned: the next page starts after it (S-10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<After>,
+}
+
+/// A hit as a cursor names it: the same in one index set and in a merge of parts.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub(crate) struct After {
+    /// [`Tier::number`].
+    pub tier: u8,
+    pub repo: String,
+    pub path: String,
+    /// 0 for a file-name hit.
+    pub line: u64,
+}
+
+impl After {
+    /// The last hit of a page as a cursor names it.
+    fn of(ranked: &Ranked, pinned: &[(String, Arc<Generation>)]) -> After {
+        let (repo, generation) = &pinned[ranked.repo()];
+        let (doc, line) = match ranked {
+            Ranked::FileName { doc, .. } => (*doc, 0),
+            Ranked::Line { hit, .. } => (hit.doc, u64::from(hit.line)),
+        };
+        After {
+            tier: ranked.tier().number(),
+            repo: repo.clone(),
+            path: generation.docs[doc as usize].path.clone(),
+            line,
+        }
+    }
+
+    /// Its place in the ranking of `pinned` (which the cursor's generations are).
+    pub(crate) fn pos(&self, pinned: &[(String, Arc<Generation>)]) -> Result<Pos, SearchError> {
+        let tier = Tier::from_number(self.tier).ok_or(SearchError::InvalidCursor)?;
+        let repo = pinned
+            .binary_search_by(|(name, _)| name.as_str().cmp(&self.repo))
+            .map_err(|_| SearchError::InvalidCursor)?;
+        let generation = &pinned[repo].1;
+        let doc = generation
+            .doc_by_path(&self.path)
+            .ok_or(SearchError::InvalidCursor)?;
+        Ok(Pos {
+            tier,
+            rank: generation.docs[doc as usize].rank,
+            repo,
+            doc,
+            line: u32::try_from(self.line).map_err(|_| SearchError::InvalidCursor)?,
+        })
+    }
 }
 
 impl Cursor {
@@ -48,16 +98,17 @@ impl Cursor {
     }
 }
 
-/// The offset a request's page starts at: 0 without a cursor; a cursor is refused when it
-/// was made for another request (`request` is the cursor's form of its hash) or over other
-/// generations than the ones pinned now.
+/// Where a request's page starts: the hits returned before it and the last of them (0 and
+/// none without a cursor); a cursor is refused when it was made for another request
+/// (`request` is the cursor's form of its hash) or over other generations than the ones
+/// pinned now.
 pub(crate) fn start(
     cursor: Option<&str>,
     request: &str,
     generations: &[(String, String, u64)],
-) -> Result<u64, SearchError> {
+) -> Result<(u64, Option<After>), SearchError> {
     let Some(text) = cursor else {
-        return Ok(0);
+        return Ok((0, None));
     };
     let cursor = Cursor::decode(text)?;
     if cursor.request != request {
@@ -66,7 +117,10 @@ pub(crate) fn start(
     if cursor.generations != generations {
         return Err(SearchError::CursorExpired);
     }
-    Ok(cursor.offset)
+    if cursor.offset > 0 && cursor.after.is_none() {
+        return Err(SearchError::InvalidCursor);
+    }
+    Ok((cursor.offset, cursor.after))
 }
 
 /// One page of hits and the cursor of the next one.
@@ -75,28 +129,24 @@ pub(crate) struct Page {
     pub next_cursor: Option<String>,
 }
 
-/// The `limit` hits of `list` from `offset`, grouped by repository in rank order of each
-/// repository's first hit; the next cursor carries `request` (the hash) and `generations`.
+/// The hits of `list` (a page that starts after `offset` hits), grouped by repository in
+/// rank order of each repository's first hit; the next cursor, when more hits follow,
+/// carries `request` (the hash), `generations` and the page's last hit.
 pub(crate) fn cut(
     list: &RankedList,
     offset: u64,
-    limit: usize,
     pinned: &[(String, Arc<Generation>)],
     request: String,
     generations: Vec<(String, String, u64)>,
 ) -> Page {
-    let total = list.hits.len() as u64;
-    let from = usize::try_from(offset).unwrap_or(usize::MAX);
-    let page: &[Ranked] = list
-        .hits
-        .get(from..)
-        .map_or(&[], |rest| &rest[..rest.len().min(limit)]);
+    let page: &[Ranked] = &list.hits;
     let end = offset + page.len() as u64;
-    let next_cursor = (end < total).then(|| {
+    let next_cursor = page.last().filter(|_| list.more).map(|last| {
         Cursor {
             offset: end,
             request,
             generations,
+            after: Some(After::of(last, pinned)),
         }
         .encode()
     });

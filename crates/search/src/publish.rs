@@ -15,6 +15,7 @@ use crate::disk::FORMAT_VERSION;
 use crate::error::SearchError;
 use crate::extract;
 use crate::indexes::{Indexes, Slot};
+use crate::order::static_rank;
 use crate::repodir::{generation_number, lock_repo_dir};
 use crate::source::{BuildProgress, BuildStats, Source, SourceEntry};
 use crate::store::{self, Generation, Meta};
@@ -331,13 +332,15 @@ impl Indexes {
     }
 }
 
-/// The source's entries in path order, one per path.
+/// The source's entries one per path, in document order (static rank, then path: module
+/// `order`), which numbers the documents.
 fn sorted_entries(source: &dyn Source) -> Result<Vec<SourceEntry>, SearchError> {
     let mut entries = source
         .entries()
         .map_err(|message| SearchError::Source { message })?;
     entries.sort_by(|a, b| a.path.cmp(&b.path));
     entries.dedup_by(|a, b| a.path == b.path);
+    entries.sort_by_cached_key(|e| static_rank(&e.path));
     if entries.len() >= u32::MAX as usize {
         return Err(SearchError::Source {
             message: "too many files to index".into(),

@@ -1,24 +1,42 @@
-//! Ranking: every hit one search collects, up to the hit cap (file-name hits first, then line
-//! hits in repository, path and line order), put in rank order: file names, then
-//! definition-looking lines, then the rest, each in that order. The ranked list is what the
-//! result cache keeps and what pages are cut from.
+//! Ranking (S-10): one page of hits found in rank order, so a page costs in proportion to the
+//! page and not to every hit of the query.
+//!
+//! The ranking is a total order on (tier, document static rank, repository, path, line):
+//! 1. [`Tier::FileName`]: documents whose path matches the query (a regex over the paths of
+//!    the document table: cheap, all of them found each time);
+//! 2. [`Tier::Definition`]: for a literal query that is an identifier (`[A-Za-z_][A-Za-z0-9_]*`),
+//!    the lines where the symbol table says that exact name is defined (for `references`, the
+//!    name's definitions), looked up by name, not by verifying every file;
+//! 3. [`Tier::Line`]: every other matching line.
+//!
+//! Within a tier hits follow the documents' static rank (module `order`: source before tests,
+//! generated and vendored files, shallower paths first), then repository name, then path,
+//! then line. A generation numbers its documents in (static rank, path) order, so its posting
+//! lists give the candidates of one repository in rank order; candidates of several
+//! repositories are merged on (rank, repository, document). Verification visits them in
+//! that order from the page's start and stops once the page and one more hit (which tells a
+//! next page exists) are found, or, when the request asks for a count, once [`COUNT_CAP`]
+//! hits are known.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::SearchError;
 use crate::plan::Compiled;
-use crate::request::SearchStats;
-use crate::store::Generation;
-use crate::verify::{self, LineHit};
+use crate::store::{DocKind, Generation};
+use crate::verify::{self, LineHit, LineInput, Skip};
 
-/// Default cap on the hits one search collects (file-name and line hits together): beyond it,
-/// verification stops and [`SearchStats::truncated`](crate::SearchStats::truncated) is set.
-/// Bounds the memory and time of queries that match nearly every line (`e`, `^`). Lowered per
-/// index set with [`Indexes::with_max_hits`](crate::Indexes::with_max_hits).
+/// Most hits one part of a cluster search answers for a merge (see
+/// [`Indexes::top_hits`](crate::Indexes::top_hits)), and the default bound on the pages a
+/// merge can reach ([`Indexes::with_max_hits`](crate::Indexes::with_max_hits)).
 pub const MAX_HITS: usize = 100_000;
 
+/// Hits a request with `count` counts exactly; beyond, the total is reported as a lower
+/// bound ([`SearchStats::total_is_lower_bound`](crate::SearchStats::total_is_lower_bound)).
+pub const COUNT_CAP: u64 = 10_000;
+
 /// A hit in the global ranking.
+#[derive(Debug, Clone, Copy)]
 pub(crate) enum Ranked {
     FileName { repo: usize, doc: u32 },
     Line { repo: usize, hit: LineHit },
@@ -40,30 +58,81 @@ impl Ranked {
             Ranked::Line { .. } => Tier::Line,
         }
     }
+
+    /// Its place in the ranking.
+    pub(crate) fn pos(&self, pinned: &[(String, Arc<Generation>)]) -> Pos {
+        let (repo, doc, line) = match self {
+            Ranked::FileName { repo, doc } => (*repo, *doc, 0),
+            Ranked::Line { repo, hit } => (*repo, hit.doc, hit.line),
+        };
+        Pos {
+            tier: self.tier(),
+            rank: pinned[repo].1.docs[doc as usize].rank,
+            repo,
+            doc,
+            line,
+        }
+    }
 }
 
 /// The tiers of the ranking, best first: a ranked list holds every hit of a tier before any
-/// of the next, and within a tier orders hits by repository name, then path, then line
-/// (names and paths compared as strings, byte by byte) — the order [`merge`](crate::merge)
-/// reproduces over lists ranked apart.
+/// of the next, and within a tier orders hits by document static rank, repository name, path
+/// and line (names and paths compared as strings, byte by byte) — the order
+/// [`merge`](crate::merge) reproduces over lists ranked apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Tier {
     /// The path matches the query (never for `references`).
     FileName,
-    /// A line that looks like a definition (for `references`: that the symbol table says
-    /// defines the name).
+    /// A line where the symbol table says the searched identifier (for `references`, the
+    /// name) is defined.
     Definition,
     /// Any other matching line.
     Line,
 }
 
-/// Every hit of one search, in rank order.
+impl Tier {
+    /// Its number in a cursor.
+    pub(crate) fn number(self) -> u8 {
+        self as u8
+    }
+
+    /// The tier of a cursor's number.
+    pub(crate) fn from_number(number: u8) -> Option<Tier> {
+        match number {
+            0 => Some(Tier::FileName),
+            1 => Some(Tier::Definition),
+            2 => Some(Tier::Line),
+            _ => None,
+        }
+    }
+}
+
+/// A place in the ranking of one index set: within a tier, documents of equal static rank
+/// follow repository order (pinned in name order), then document id (path order within a
+/// rank).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Pos {
+    pub tier: Tier,
+    pub rank: u32,
+    pub repo: usize,
+    pub doc: u32,
+    pub line: u32,
+}
+
+/// One page's worth of the ranking, from a start position.
 pub(crate) struct RankedList {
+    /// The hits of the page, in rank order (at most the number wanted).
     pub hits: Vec<Ranked>,
-    /// Candidate documents of the search that computed the list.
+    /// More hits follow the page.
+    pub more: bool,
+    /// Hits known from the start position on (the page's and those found beyond it).
+    pub found: u64,
+    /// `found` is every hit from the start position on.
+    pub exact: bool,
+    /// Candidate documents of the line tier (after path and lang filters).
     pub candidate_files: u64,
-    /// The list stopped at the hit cap (more hits exist).
-    pub truncated: bool,
+    /// Documents run through the regex.
+    pub files_verified: u64,
 }
 
 impl RankedList {
@@ -73,120 +142,175 @@ impl RankedList {
     }
 }
 
-/// One search's query over its pinned generations, and its bounds.
+/// One search's query over its pinned generations, where its page starts, and its bounds.
 pub(crate) struct Collect<'a> {
-    /// The generations searched, one per repository, in repository order.
+    /// The generations searched, one per repository, in repository (name) order.
     pub pinned: &'a [(String, Arc<Generation>)],
     pub compiled: &'a Compiled,
-    /// For `references`, the name: no file-name hits, and the symbol table (not the line's
-    /// look) says which lines define it.
-    pub references: Option<&'a str>,
-    /// The hit cap.
-    pub max_hits: usize,
-    /// Verification threads per generation.
+    /// For `references`: no file-name hits.
+    pub references: bool,
+    /// The name whose definitions form the definition tier, if any.
+    pub definitions: Option<&'a str>,
+    /// The page starts after this hit (at the start without).
+    pub after: Option<Pos>,
+    /// Hits on the page.
+    pub want: usize,
+    /// Hits to know from the start position on (a count), when more than the page's.
+    pub count_to: u64,
+    /// Verification threads.
     pub threads: usize,
     pub deadline: Instant,
 }
 
-/// Runs a compiled query over the pinned generations and ranks every hit collected: all
-/// file-name hits first, then line hits in repository, path and line order, until
-/// `max_hits`; then file names, definition-looking lines, the rest (each in that order).
-pub(crate) fn rank(
-    search: &Collect<'_>,
-    stats: &mut SearchStats,
-) -> Result<RankedList, SearchError> {
-    let (file_names, truncated) = file_name_hits(search);
-    let mut lines = line_hits(search, file_names.len(), truncated, stats)?;
-    let mut hits = file_names;
-    hits.reserve_exact(lines.definitions.len() + lines.others.len());
-    hits.append(&mut lines.definitions);
-    hits.append(&mut lines.others);
-    Ok(RankedList {
-        hits,
-        candidate_files: lines.candidate_files,
-        truncated: lines.truncated,
-    })
+/// The page of a search: its tiers' hits after the start position in rank order, until the
+/// page and one more hit are found (and, with a count, until `count_to` hits are known).
+pub(crate) fn rank(search: &Collect<'_>) -> Result<RankedList, SearchError> {
+    let keep = search.want.saturating_add(1);
+    let enough = (keep as u64).max(search.count_to);
+    let after = |pos: &Pos| search.after.is_none_or(|a| *pos > a);
+    let mut tiers: Vec<(Pos, Ranked)> = file_name_hits(search);
+    let (definitions, skip) = definition_hits(search);
+    tiers.extend(definitions);
+    tiers.retain(|(pos, _)| after(pos));
+    tiers.sort_unstable_by_key(|(pos, _)| *pos);
+    let mut found = tiers.len() as u64;
+    let mut hits: Vec<Ranked> = tiers.into_iter().take(keep).map(|(_, r)| r).collect();
+    let mut list = RankedList {
+        hits: Vec::new(),
+        more: false,
+        found: 0,
+        exact: false,
+        candidate_files: 0,
+        files_verified: 0,
+    };
+    if found < enough {
+        let generations: Vec<&Generation> = search.pinned.iter().map(|(_, g)| &**g).collect();
+        let candidates = candidates(search);
+        list.candidate_files = candidates.len() as u64;
+        // Where the line tier starts: at the hit after which the page starts, or at the top.
+        let (start, first_line) = match search.after {
+            Some(a) if a.tier == Tier::Line => {
+                let key = (a.rank, a.repo as u32, a.doc);
+                let start = candidates.partition_point(|&(repo, doc)| {
+                    (
+                        generations[repo as usize].docs[doc as usize].rank,
+                        repo,
+                        doc,
+                    ) < key
+                });
+                let same = candidates.get(start) == Some(&(a.repo as u32, a.doc));
+                (start, if same { a.line + 1 } else { 1 })
+            }
+            Some(a) if a.tier > Tier::Line => (candidates.len(), 1),
+            _ => (0, 1),
+        };
+        let input = LineInput {
+            generations: &generations,
+            candidates: &candidates[start..],
+            first_line,
+            regex: &search.compiled.regex,
+            skip: &skip,
+            threads: search.threads,
+            deadline: search.deadline,
+        };
+        let budget = usize::try_from(enough - found).unwrap_or(usize::MAX);
+        let run = verify::lines(&input, budget)?;
+        list.files_verified = run.verified;
+        list.exact = !run.more;
+        found += run.lines.len() as u64;
+        let room = keep.saturating_sub(hits.len());
+        hits.extend(run.lines.into_iter().take(room).map(|hit| Ranked::Line {
+            repo: hit.repo as usize,
+            hit,
+        }));
+    }
+    list.more = hits.len() > search.want;
+    hits.truncate(search.want);
+    list.hits = hits;
+    list.found = found;
+    Ok(list)
 }
 
-/// The file-name hits of every pinned generation in repository and path order, at most
-/// `max_hits`, and whether there were more (none for `references`).
-fn file_name_hits(search: &Collect<'_>) -> (Vec<Ranked>, bool) {
-    let mut file_names = Vec::new();
-    let mut truncated = false;
-    for (index, (_, generation)) in search.pinned.iter().enumerate() {
-        if search.references.is_some() {
-            break;
+/// The file-name hits of every pinned generation with their places (none for `references`).
+fn file_name_hits(search: &Collect<'_>) -> Vec<(Pos, Ranked)> {
+    if search.references {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for (repo, (_, generation)) in search.pinned.iter().enumerate() {
+        for doc in verify::file_names(generation, search.compiled) {
+            let ranked = Ranked::FileName { repo, doc };
+            out.push((ranked.pos(search.pinned), ranked));
         }
-        let room = search.max_hits - file_names.len();
-        let found = verify::file_names(generation, search.compiled);
-        if found.len() > room {
-            truncated = true;
+    }
+    out
+}
+
+/// The definition tier's hits with their places, and every definition line by document (the
+/// line tier skips them, wherever the page starts).
+fn definition_hits(search: &Collect<'_>) -> (Vec<(Pos, Ranked)>, Skip) {
+    let mut out = Vec::new();
+    let mut skip = Skip::new();
+    let Some(name) = search.definitions else {
+        return (out, skip);
+    };
+    for (repo, (_, generation)) in search.pinned.iter().enumerate() {
+        let Some(lines) = generation.named_lines(name) else {
+            continue;
+        };
+        for (doc, line) in lines {
+            let Some(d) = generation.docs.get(doc as usize) else {
+                continue;
+            };
+            if d.kind != DocKind::Text || !search.compiled.filter.allows(d) {
+                continue;
+            }
+            let at = (repo as u32, doc);
+            let Some(hit) = verify::one_line(&search.compiled.regex, at, generation.text(d), line)
+            else {
+                continue;
+            };
+            let lines = skip.entry(at).or_default();
+            if lines.contains(&line) {
+                continue; // two definitions on one line: one hit
+            }
+            lines.push(line);
+            let ranked = Ranked::Line { repo, hit };
+            out.push((ranked.pos(search.pinned), ranked));
         }
-        file_names.extend(
-            found
+    }
+    (out, skip)
+}
+
+/// The line tier's candidates of every pinned generation, (repository, document) in rank
+/// order.
+fn candidates(search: &Collect<'_>) -> Vec<(u32, u32)> {
+    let mut all: Vec<(u32, u32)> = Vec::new();
+    for (repo, (_, generation)) in search.pinned.iter().enumerate() {
+        all.extend(
+            crate::candidates::select(generation, search.compiled)
                 .into_iter()
-                .take(room)
-                .map(|doc| Ranked::FileName { repo: index, doc }),
+                .map(|doc| (repo as u32, doc)),
         );
     }
-    (file_names, truncated)
-}
-
-/// The line hits of one search, split by rank.
-struct LineHits {
-    /// Lines that define something (or, for `references`, the name), in collection order.
-    definitions: Vec<Ranked>,
-    /// The other lines, in collection order.
-    others: Vec<Ranked>,
-    candidate_files: u64,
-    /// More hits exist than the cap let in (file names included).
-    truncated: bool,
-}
-
-/// Verifies the pinned generations in repository order with what is left of the hit cap
-/// after `file_names` hits; nothing once `truncated` (the file names filled the cap).
-fn line_hits(
-    search: &Collect<'_>,
-    file_names: usize,
-    mut truncated: bool,
-    stats: &mut SearchStats,
-) -> Result<LineHits, SearchError> {
-    let mut candidate_files = 0;
-    let mut definitions = Vec::new();
-    let mut others = Vec::new();
-    for (index, (_, generation)) in search.pinned.iter().enumerate() {
-        if truncated {
-            break;
-        }
-        let budget = search.max_hits - file_names - definitions.len() - others.len();
-        let run = verify::lines(
-            generation,
-            search.compiled,
-            search.threads,
-            search.deadline,
-            budget,
-        )?;
-        candidate_files += run.candidates;
-        stats.files_verified += run.verified;
-        truncated = run.more;
-        for mut hit in run.lines {
-            if let Some(name) = search.references {
-                hit.definition = generation
-                    .symbols()
-                    .is_some_and(|table| table.defines(hit.doc, hit.line, name));
-            }
-            let ranked = Ranked::Line { repo: index, hit };
-            if hit.definition {
-                definitions.push(ranked);
-            } else {
-                others.push(ranked);
-            }
-        }
+    if search.pinned.len() > 1 {
+        // Each repository's are in rank order already; merged on (rank, repository, id).
+        all.sort_by_cached_key(|&(repo, doc)| {
+            (
+                search.pinned[repo as usize].1.docs[doc as usize].rank,
+                repo,
+                doc,
+            )
+        });
     }
-    Ok(LineHits {
-        definitions,
-        others,
-        candidate_files,
-        truncated,
-    })
+    all
+}
+
+/// Whether a literal query is an identifier, whose definitions form a tier of their own.
+pub(crate) fn identifier(query: &str) -> bool {
+    let mut bytes = query.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b == b'_' || b.is_ascii_alphabetic())
+        && bytes.all(|b| b == b'_' || b.is_ascii_alphanumeric())
 }

@@ -27,6 +27,10 @@ pub struct SearchRequest {
     pub limit: usize,
     /// Opaque, from a previous answer's `next_cursor` (same query and filters).
     pub cursor: Option<String>,
+    /// Count the query's hits exactly up to [`COUNT_CAP`](crate::COUNT_CAP) (costs the
+    /// verification of every candidate up to there); without it, the total is what the
+    /// page's own work found. Not part of the request's identity: the hits are the same.
+    pub count: bool,
 }
 
 /// One page of hits.
@@ -64,8 +68,10 @@ pub enum Hit {
         line: u64,
         /// The line (trimmed), cut to at most [`SNIPPET_CHARS`](crate::SNIPPET_CHARS) characters around the match.
         snippet: String,
-        /// For a search, whether the line looks like a definition (such lines rank first);
-        /// for [`Indexes::references`](crate::Indexes::references), whether the symbol table says it defines the name.
+        /// Whether the symbol table says the line defines the searched identifier (literal
+        /// queries that are an identifier) or, for
+        /// [`Indexes::references`](crate::Indexes::references), the name: such lines rank
+        /// right after the file names.
         definition: bool,
     },
     /// A path matching the query (the file itself may be path-only).
@@ -102,8 +108,8 @@ impl PathOnly {
 /// Query statistics.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SearchStats {
-    /// Text documents selected by the trigram index (after path and lang filters); once the
-    /// hit cap is reached, repositories not searched yet are not counted.
+    /// Text documents selected by the trigram index for the line tier (after path and lang
+    /// filters); 0 when the page was full without it.
     pub candidate_files: u64,
     /// Documents whose text was run through the regex.
     pub files_verified: u64,
@@ -111,14 +117,19 @@ pub struct SearchStats {
     pub elapsed: Duration,
     /// Documents in the searched generations.
     pub documents: u64,
-    /// Hits of the whole query (all pages): the hits collected, at most the hit cap
-    /// ([`MAX_HITS`](crate::MAX_HITS) by default).
+    /// Hits of the whole query (all pages) as far as known: those of the pages before, this
+    /// page's, and those its work found beyond it. Exact unless
+    /// [`total_is_lower_bound`](SearchStats::total_is_lower_bound); with
+    /// [`SearchRequest::count`], exact up to [`COUNT_CAP`](crate::COUNT_CAP).
     pub total_hits: u64,
-    /// True when the query has more hits than the cap: collection stopped there, and the
-    /// pages (and their ranking) cover only the hits collected.
+    /// True when the query may have more hits than `total_hits` ("at least N"): the search
+    /// stopped once its page was full (or, counting, at the cap). Paging on still reaches
+    /// every hit.
+    pub total_is_lower_bound: bool,
+    /// The same as `total_is_lower_bound` (its name before S-10, kept for callers).
     pub truncated: bool,
-    /// True when the ranked hit list came from the result cache (`files_verified` is 0 then;
-    /// `candidate_files` is that of the search that filled the cache).
+    /// True when the page came from the result cache (the same page asked again;
+    /// `files_verified` is 0 then, `candidate_files` is that of the search that filled it).
     pub cached: bool,
 }
 

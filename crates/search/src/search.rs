@@ -1,6 +1,6 @@
-//! One search from request to page: the generations pinned, the ranked hit list from the
-//! result cache or from planning, candidate selection, verification and ranking, then the
-//! page the cursor asks for.
+//! One search from request to page: the generations pinned, the page from the result cache
+//! or found in rank order from where the cursor says the page starts (module `rank`), then
+//! cut with its snippets and the next cursor.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
@@ -11,30 +11,32 @@ use crate::error::SearchError;
 use crate::indexes::Indexes;
 use crate::page::{self, MAX_LIMIT};
 use crate::plan;
-use crate::rank::{self, RankedList};
+use crate::rank::{self, COUNT_CAP, Pos, RankedList};
 use crate::request::{SearchRequest, SearchResults, SearchStats, canonical_request, request_hash};
 use crate::shard::{RankedHit, TopHits};
 use crate::store::Generation;
 use crate::verify::SEARCH_BUDGET;
 
-/// A search with its generations pinned, before its hits are collected.
-struct Prepared {
-    pinned: Vec<(String, Arc<Generation>)>,
-    not_indexed: Vec<String>,
-    /// (repository, commit, generation) of `pinned`: what cursors and cache entries name.
-    generations: Vec<(String, String, u64)>,
-    /// The cursor's form of the request's hash.
-    request_hash: String,
-    key: cache::Key,
-    hit_list: HitList,
-}
+/// Pinned generations, and the requested repositories without one.
+pub(crate) type Pinned = (Vec<(String, Arc<Generation>)>, Vec<String>);
 
-/// Where a search's ranked hit list comes from.
+/// Where a search's page comes from.
 enum HitList {
     /// The result cache.
     Cached(Arc<RankedList>),
     /// A search with this compiled query.
     Miss(plan::Compiled),
+}
+
+/// What one page of a search is: its start, size and count, over pinned generations.
+struct PageAsk<'a> {
+    request: &'a SearchRequest,
+    references: Option<&'a str>,
+    pinned: &'a [(String, Arc<Generation>)],
+    key: cache::Key,
+    after: Option<Pos>,
+    want: usize,
+    count_to: u64,
 }
 
 impl Indexes {
@@ -51,25 +53,13 @@ impl Indexes {
         request: &SearchRequest,
         references: Option<&str>,
     ) -> Result<SearchResults, SearchError> {
-        let result = self.search_inner(request, references);
-        match &result {
-            Ok(_) => self.counters.searches.fetch_add(1, Ordering::Relaxed),
-            Err(_) => self.counters.search_errors.fetch_add(1, Ordering::Relaxed),
-        };
+        let result = plan::check_length(&request.query).and_then(|()| {
+            // References need the symbol table (phase two of the build) to mark definitions.
+            let pinned = self.pinned(&request.repos, references.is_some());
+            self.search_run(request, references, pinned, false)
+        });
+        self.count_search(result.is_ok());
         result
-    }
-
-    /// One search (or references lookup): pin the generations, take the ranked hit list
-    /// from the result cache or compute it, then cut the page the cursor asks for.
-    fn search_inner(
-        &self,
-        request: &SearchRequest,
-        references: Option<&str>,
-    ) -> Result<SearchResults, SearchError> {
-        plan::check_length(&request.query)?;
-        // References need the symbol table (phase two of the build) to mark definitions.
-        let pinned = self.pinned(&request.repos, references.is_some());
-        self.search_run(request, references, pinned, false)
     }
 
     /// A search over generations pinned by the caller: those of an overlay (module
@@ -77,43 +67,70 @@ impl Indexes {
     pub(crate) fn search_pinned(
         &self,
         request: &SearchRequest,
-        pinned: (Vec<(String, Arc<Generation>)>, Vec<String>),
+        pinned: Pinned,
         overlay: bool,
     ) -> Result<SearchResults, SearchError> {
         let result = plan::check_length(&request.query)
             .and_then(|()| self.search_run(request, None, pinned, overlay));
-        match &result {
-            Ok(_) => self.counters.searches.fetch_add(1, Ordering::Relaxed),
-            Err(_) => self.counters.search_errors.fetch_add(1, Ordering::Relaxed),
-        };
+        self.count_search(result.is_ok());
         result
     }
 
-    /// One search over pinned generations (the query's length checked).
+    fn count_search(&self, ok: bool) {
+        let counter = if ok {
+            &self.counters.searches
+        } else {
+            &self.counters.search_errors
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One search over pinned generations (the query's length checked): the page the cursor
+    /// asks for, from the result cache or found in rank order, and its next cursor.
     fn search_run(
         &self,
         request: &SearchRequest,
         references: Option<&str>,
-        pinned: (Vec<(String, Arc<Generation>)>, Vec<String>),
+        (pinned, not_indexed): Pinned,
         overlay: bool,
     ) -> Result<SearchResults, SearchError> {
         let started = Instant::now();
-        let limit = request.limit.clamp(1, MAX_LIMIT);
-        let run = self.prepare(request, references, pinned, overlay)?;
-        let offset = page::start(
-            request.cursor.as_deref(),
-            &run.request_hash,
-            &run.generations,
-        )?;
-        let (list, mut stats) = self.ranked(&run, references, started)?;
-        let Prepared {
-            pinned,
-            not_indexed,
-            generations,
-            request_hash,
-            ..
-        } = run;
-        let page = page::cut(&list, offset, limit, &pinned, request_hash, generations);
+        let want = request.limit.clamp(1, MAX_LIMIT);
+        let generations = generation_ids(&pinned);
+        let hash = request_hash(request, references.is_some());
+        let mut key = cache_key(request, references.is_some(), generations.clone());
+        if overlay {
+            // Never the entry of the base generation's own search, even at the same commit.
+            key.request.extend_from_slice(b"\noverlay");
+        }
+        // The page's own key: where it starts, its size, whether it counts.
+        key.request.extend_from_slice(b"\ncursor=");
+        key.request
+            .extend_from_slice(request.cursor.as_deref().unwrap_or("").trim().as_bytes());
+        key.request
+            .extend_from_slice(format!("\nwant={want};count={}", request.count).as_bytes());
+        // A query that does not compile is refused before its cursor is looked at.
+        let arcs: Vec<&Arc<Generation>> = pinned.iter().map(|(_, g)| g).collect();
+        let hit_list = self.cached_or_compiled(request, &key, &arcs)?;
+        let (offset, after) = page::start(request.cursor.as_deref(), &hash, &generations)?;
+        let after = after.map(|a| a.pos(&pinned)).transpose()?;
+        let count_to = if request.count {
+            COUNT_CAP.saturating_sub(offset)
+        } else {
+            0
+        };
+        let ask = PageAsk {
+            request,
+            references,
+            pinned: &pinned,
+            key,
+            after,
+            want,
+            count_to,
+        };
+        let (list, mut stats) = self.page_list(&ask, hit_list, started)?;
+        stats.total_hits = offset + list.found;
+        let page = page::cut(&list, offset, &pinned, hash, generations);
         stats.elapsed = started.elapsed();
         Ok(SearchResults {
             repos: page.repos,
@@ -125,8 +142,8 @@ impl Indexes {
 
     /// The first `want` hits of a search (or references lookup) in rank order, each with its
     /// tier, repository and commit, for a merge with other replicas' (cluster mode); the
-    /// request's cursor and limit are ignored. The ranked list comes from (and goes to) the
-    /// result cache as for [`Indexes::search`], so later pages cost a slice.
+    /// request's cursor and limit are ignored. `stats.total_hits` counts the hits known
+    /// (with `count`, up to [`COUNT_CAP`]; at least one more than `hits` when more exist).
     pub(crate) fn top_inner(
         &self,
         request: &SearchRequest,
@@ -135,15 +152,30 @@ impl Indexes {
     ) -> Result<TopHits, SearchError> {
         let started = Instant::now();
         plan::check_length(&request.query)?;
-        let pinned = self.pinned(&request.repos, references.is_some());
-        let run = self.prepare(request, references, pinned, false)?;
-        let (list, mut stats) = self.ranked(&run, references, started)?;
+        let want = want.clamp(1, self.max_hits);
+        let (pinned, not_indexed) = self.pinned(&request.repos, references.is_some());
+        let generations = generation_ids(&pinned);
+        let mut key = cache_key(request, references.is_some(), generations.clone());
+        key.request
+            .extend_from_slice(format!("\ntop={want};count={}", request.count).as_bytes());
+        let arcs: Vec<&Arc<Generation>> = pinned.iter().map(|(_, g)| g).collect();
+        let hit_list = self.cached_or_compiled(request, &key, &arcs)?;
+        let ask = PageAsk {
+            request,
+            references,
+            pinned: &pinned,
+            key,
+            after: None,
+            want,
+            count_to: if request.count { COUNT_CAP } else { 0 },
+        };
+        let (list, mut stats) = self.page_list(&ask, hit_list, started)?;
+        stats.total_hits = list.found;
         let hits = list
             .hits
             .iter()
-            .take(want)
             .map(|ranked| {
-                let (repo, generation) = &run.pinned[ranked.repo()];
+                let (repo, generation) = &pinned[ranked.repo()];
                 RankedHit {
                     tier: ranked.tier(),
                     repo: repo.clone(),
@@ -155,84 +187,71 @@ impl Indexes {
         stats.elapsed = started.elapsed();
         Ok(TopHits {
             hits,
-            generations: run.generations,
-            not_indexed: run.not_indexed,
+            generations,
+            not_indexed,
             stats,
         })
     }
 
-    /// The first steps of every search: the query's length checked, the generations pinned,
-    /// the cache key and cursor hash made, and the ranked list found in the cache or the
-    /// query compiled.
-    fn prepare(
+    /// One page's ranked hits: the cached ones, or found in rank order and kept in the
+    /// cache; with the statistics of how they were had (all but `total_hits` and `elapsed`).
+    fn page_list(
         &self,
-        request: &SearchRequest,
-        references: Option<&str>,
-        (pinned, not_indexed): (Vec<(String, Arc<Generation>)>, Vec<String>),
-        overlay: bool,
-    ) -> Result<Prepared, SearchError> {
-        let generations = generation_ids(&pinned);
-        let request_hash = request_hash(request, references.is_some());
-        let mut key = cache_key(request, references.is_some(), generations.clone());
-        if overlay {
-            // Never the entry of the base generation's own search, even at the same commit.
-            key.request.extend_from_slice(b"\noverlay");
-        }
-        let arcs: Vec<&Arc<Generation>> = pinned.iter().map(|(_, g)| g).collect();
-        let hit_list = self.cached_or_compiled(request, &key, &arcs)?;
-        Ok(Prepared {
-            pinned,
-            not_indexed,
-            generations,
-            request_hash,
-            key,
-            hit_list,
-        })
-    }
-
-    /// The whole ranked list of a prepared search: the cached one, or the hits collected,
-    /// ranked and kept in the cache; with the statistics of how it was had.
-    fn ranked(
-        &self,
-        run: &Prepared,
-        references: Option<&str>,
+        ask: &PageAsk<'_>,
+        hit_list: HitList,
         started: Instant,
     ) -> Result<(Arc<RankedList>, SearchStats), SearchError> {
         let mut stats = SearchStats {
-            documents: run.pinned.iter().map(|(_, g)| g.docs.len() as u64).sum(),
+            documents: ask.pinned.iter().map(|(_, g)| g.docs.len() as u64).sum(),
             ..SearchStats::default()
         };
-        let list = match &run.hit_list {
+        let list = match hit_list {
             HitList::Cached(list) => {
                 self.counters
                     .result_cache_hits
                     .fetch_add(1, Ordering::Relaxed);
                 stats.cached = true;
-                list.clone()
+                list
             }
             HitList::Miss(compiled) => {
+                let definitions = match ask.references {
+                    Some(name) => Some(name),
+                    None if !ask.request.regex && rank::identifier(&ask.request.query) => {
+                        Some(ask.request.query.as_str())
+                    }
+                    None => None,
+                };
                 let search = rank::Collect {
-                    pinned: &run.pinned,
-                    compiled,
-                    references,
-                    max_hits: self.max_hits,
+                    pinned: ask.pinned,
+                    compiled: &compiled,
+                    references: ask.references.is_some(),
+                    definitions,
+                    after: ask.after,
+                    want: ask.want,
+                    count_to: ask.count_to,
                     threads: self.threads,
                     deadline: started + SEARCH_BUDGET,
                 };
-                let arcs: Vec<&Arc<Generation>> = run.pinned.iter().map(|(_, g)| g).collect();
-                self.rank_and_keep(&search, run.key.clone(), &arcs, &mut stats)?
+                let list = Arc::new(rank::rank(&search)?);
+                stats.files_verified = list.files_verified;
+                let arcs: Vec<&Arc<Generation>> = ask.pinned.iter().map(|(_, g)| g).collect();
+                self.results
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(ask.key.clone(), &arcs, list.clone());
+                list
             }
         };
         stats.candidate_files = list.candidate_files;
-        stats.truncated = list.truncated;
-        stats.total_hits = list.hits.len() as u64;
+        stats.total_is_lower_bound = !list.exact;
+        stats.truncated = !list.exact;
         Ok((list, stats))
     }
 
-    /// The cached hit list of `key` over exactly the generations `arcs`, or else the
-    /// request compiled for a search.
+    /// The cached page of `key` over exactly the generations `arcs`, or else the request
+    /// compiled for a search.
     ///
-    /// A cached hit list needs no regex, and compiling one is most of a small search (over
+    /// A cached page needs no regex, and compiling one is most of a small search (over
     /// 100 µs for a case-insensitive word): only a miss compiles. A query that does not
     /// compile is never cached, so its error is still reported, before the cursor's.
     fn cached_or_compiled(
@@ -250,23 +269,6 @@ impl Indexes {
             Some(list) => HitList::Cached(list),
             None => HitList::Miss(plan::compile(request)?),
         })
-    }
-
-    /// Collects and ranks the hits of a search, and keeps the list in the result cache for
-    /// the later pages.
-    fn rank_and_keep(
-        &self,
-        search: &rank::Collect<'_>,
-        key: cache::Key,
-        arcs: &[&Arc<Generation>],
-        stats: &mut SearchStats,
-    ) -> Result<Arc<RankedList>, SearchError> {
-        let list = Arc::new(rank::rank(search, stats)?);
-        self.results
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(key, arcs, list.clone());
-        Ok(list)
     }
 }
 

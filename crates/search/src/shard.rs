@@ -4,14 +4,15 @@
 //! ranking a single index set holding every repository would have made, cuts the page and
 //! makes its cursor ([`merge`]).
 //!
-//! Why a merge of heads is exact: the ranking is a total order on (tier, repository, path,
-//! line) ([`Tier`]), so the first `offset + limit` hits of the whole are among the first
-//! `offset + limit` of each part. The cursor is the one [`Indexes::search`] makes (offset,
+//! Why a merge of heads is exact: the ranking is a total order on (tier, document static
+//! rank, repository, path, line) ([`Tier`], module `rank`), computed from the hits alone, so
+//! the first `offset + limit` hits of the whole are among the first `offset + limit` of each
+//! part. The cursor is the one [`Indexes::search`] makes (offset, the page's last hit,
 //! request hash, every repository's (repository, commit, generation)), so a page whose
 //! generations changed since the first one is refused as expired, as it is on one replica.
-//! One difference remains, by construction: the hit cap ([`crate::MAX_HITS`]) bounds each
-//! part's collection, not the whole's, so a truncated search over several parts covers more
-//! hits than one index set would have collected.
+//! Totals are the parts' summed: with `count`, each part counts up to
+//! [`COUNT_CAP`](crate::COUNT_CAP) on its own, so a merged exact count can pass the cap that
+//! one index set stops at.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -22,7 +23,8 @@ use crate::indexes::Indexes;
 use crate::navigate::{
     Definitions, DefinitionsRequest, MAX_DEFINITIONS, check_symbol, references_request,
 };
-use crate::page::{self, Cursor, MAX_LIMIT};
+use crate::order::static_rank;
+use crate::page::{self, After, Cursor, MAX_LIMIT};
 use crate::plan;
 use crate::plan::DocFilter;
 use crate::rank::Tier;
@@ -74,13 +76,18 @@ pub struct RankedHit {
 }
 
 impl RankedHit {
-    /// The rank key: tier, repository, path, line (0 for a file-name hit).
-    fn key(&self) -> (Tier, &str, &str, u64) {
-        let (path, line) = match &self.hit {
+    /// The rank key: tier, the document's static rank, repository, path, line (0 for a
+    /// file-name hit).
+    fn key(&self) -> (Tier, u32, &str, &str, u64) {
+        let (path, line) = self.path_line();
+        (self.tier, static_rank(path), self.repo.as_str(), path, line)
+    }
+
+    fn path_line(&self) -> (&str, u64) {
+        match &self.hit {
             Hit::Line { path, line, .. } => (path.as_str(), *line),
             Hit::FileName { path, .. } => (path.as_str(), 0),
-        };
-        (self.tier, self.repo.as_str(), path, line)
+        }
     }
 }
 
@@ -93,7 +100,8 @@ pub struct TopHits {
     pub generations: Vec<(String, String, u64)>,
     /// Requested repositories without an index here.
     pub not_indexed: Vec<String>,
-    /// The part's statistics: `total_hits` counts its whole list, not only `hits`.
+    /// The part's statistics: `total_hits` counts the hits it knows (with `count`, up to
+    /// [`COUNT_CAP`](crate::COUNT_CAP)), at least one more than `hits` when more exist.
     pub stats: SearchStats,
 }
 
@@ -144,7 +152,8 @@ pub fn page_offset(request: &SearchRequest, mode: Mode<'_>) -> Result<u64, Searc
 /// expired once a part's generations change). `request.repos` is the set the cursor's
 /// request hash covers: every repository of every part (and those no part could search).
 ///
-/// Statistics: counts are summed, `truncated` when any part's is, `cached` when every
+/// Statistics: counts are summed, `truncated` and `total_is_lower_bound` when any part's
+/// is, `cached` when every
 /// part's is, `elapsed` the slowest part's.
 pub fn merge(
     request: &SearchRequest,
@@ -160,7 +169,7 @@ pub fn merge(
     // One index set pins its repositories in name order.
     generations.sort();
     let hash = request_hash(&run, mode.symbol().is_some());
-    let offset = page::start(run.cursor.as_deref(), &hash, &generations)?;
+    let (offset, _) = page::start(run.cursor.as_deref(), &hash, &generations)?;
     let mut stats = SearchStats {
         cached: !parts.is_empty(),
         ..SearchStats::default()
@@ -173,6 +182,7 @@ pub fn merge(
         stats.documents += part.stats.documents;
         stats.total_hits += part.stats.total_hits;
         stats.truncated |= part.stats.truncated;
+        stats.total_is_lower_bound |= part.stats.total_is_lower_bound;
         stats.cached &= part.stats.cached;
         stats.elapsed = stats.elapsed.max(part.stats.elapsed);
         hits.extend(part.hits);
@@ -184,11 +194,19 @@ pub fn merge(
     let from = usize::try_from(offset).unwrap_or(usize::MAX);
     let page: Vec<RankedHit> = hits.into_iter().skip(from).take(limit).collect();
     let end = offset + page.len() as u64;
-    let next_cursor = (end < stats.total_hits).then(|| {
+    // A part with more hits than it answered reports at least one more in its total.
+    let next_cursor = page.last().filter(|_| end < stats.total_hits).map(|last| {
+        let (path, line) = last.path_line();
         Cursor {
             offset: end,
             request: hash,
             generations,
+            after: Some(After {
+                tier: last.tier.number(),
+                repo: last.repo.clone(),
+                path: path.to_owned(),
+                line,
+            }),
         }
         .encode()
     });

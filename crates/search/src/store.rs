@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use crate::disk::{FORMAT_VERSION, map};
 use crate::error::SearchError;
 use crate::lang::DocLang;
+use crate::order::{doc_order, static_rank};
 use crate::symtab::SymbolTable;
 use crate::trigram::Trigram;
 
@@ -71,6 +72,8 @@ pub(crate) struct Doc {
     pub len: u64,
     /// The language the `lang` filter sees (P-21).
     pub lang: DocLang,
+    /// Its static rank (module `order`), from its path.
+    pub rank: u32,
 }
 
 /// `meta.json` of a generation.
@@ -94,6 +97,8 @@ pub(crate) struct Generation {
     pub dir: PathBuf,
     pub meta: Meta,
     pub docs: Vec<Doc>,
+    /// Document ids in path order (`docs` is in rank order).
+    by_path: Vec<u32>,
     content: Option<Mmap>,
     postings: Option<Mmap>,
     /// The definitions of the documents (issue 12), once phase two of the build wrote them.
@@ -129,6 +134,8 @@ pub(crate) struct AddedDoc {
     pub text: Arc<[u8]>,
     /// Its distinct trigrams, sorted (empty unless it is text).
     pub trigrams: Arc<[Trigram]>,
+    /// Its definitions (name, line), parsed the first time a search needs them.
+    pub symbols: OnceLock<Vec<(String, u32)>>,
 }
 
 impl Drop for Generation {
@@ -213,6 +220,7 @@ fn parse_docs(bytes: &[u8]) -> Option<Vec<Doc>> {
             _ => return None,
         };
         docs.push(Doc {
+            rank: static_rank(&path),
             path,
             blob_id,
             size,
@@ -223,6 +231,13 @@ fn parse_docs(bytes: &[u8]) -> Option<Vec<Doc>> {
         });
     }
     Some(docs)
+}
+
+/// The ids of `docs` in path order.
+fn path_order(docs: &[Doc]) -> Vec<u32> {
+    let mut ids: Vec<u32> = (0..docs.len() as u32).collect();
+    ids.sort_unstable_by(|&a, &b| docs[a as usize].path.cmp(&docs[b as usize].path));
+    ids
 }
 
 /// Size of all files directly in `dir` but the symbol table (which may come later, see
@@ -275,6 +290,7 @@ impl Generation {
         Ok(Generation {
             dir,
             meta,
+            by_path: path_order(&docs),
             docs,
             content,
             postings,
@@ -305,6 +321,7 @@ impl Generation {
                 id: docs.len() as u32,
                 text,
                 trigrams,
+                symbols: OnceLock::new(),
             });
             docs.push(doc);
         };
@@ -333,6 +350,7 @@ impl Generation {
         Generation {
             dir: base.dir.clone(),
             meta,
+            by_path: path_order(&docs),
             docs,
             content: None,
             postings: None,
@@ -345,6 +363,66 @@ impl Generation {
                 added: added_docs,
             }),
         }
+    }
+
+    /// The id of the document at `path`.
+    pub(crate) fn doc_by_path(&self, path: &str) -> Option<u32> {
+        let at = self
+            .by_path
+            .binary_search_by(|&id| self.docs[id as usize].path.as_str().cmp(path))
+            .ok()?;
+        Some(self.by_path[at])
+    }
+
+    /// The (document, line) of every definition named exactly `name`, in document and line
+    /// order; `None` while the symbol table is not written. An overlay answers its base's
+    /// (for the documents it keeps) and parses its added documents that contain the name.
+    pub(crate) fn named_lines(&self, name: &str) -> Option<Vec<(u32, u32)>> {
+        let Some(overlay) = &self.overlay else {
+            let table = self.symbols()?;
+            let mut lines: Vec<(u32, u32)> = table
+                .named(name)
+                .into_iter()
+                .map(|s| (s.doc, s.symbol.line))
+                .collect();
+            lines.sort_unstable();
+            return Some(lines);
+        };
+        let table = overlay.base.symbols()?;
+        let mut lines: Vec<(u32, u32)> = table
+            .named(name)
+            .into_iter()
+            .filter_map(|s| {
+                let id = *overlay.from_base.get(s.doc as usize)?;
+                (id != u32::MAX).then_some((id, s.symbol.line))
+            })
+            .collect();
+        let finder = memchr::memmem::Finder::new(name.as_bytes());
+        for added in &overlay.added {
+            let doc = &self.docs[added.id as usize];
+            if doc.kind != DocKind::Text || finder.find(&added.text).is_none() {
+                continue;
+            }
+            let Some(grammar) = symbols::Grammar::for_path(&doc.path) else {
+                continue;
+            };
+            let found = added.symbols.get_or_init(|| {
+                symbols::Extractor::new()
+                    .extract(grammar, &added.text)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|s| (s.name, s.line))
+                    .collect()
+            });
+            lines.extend(
+                found
+                    .iter()
+                    .filter(|(n, _)| n == name)
+                    .map(|(_, line)| (added.id, *line)),
+            );
+        }
+        lines.sort_unstable();
+        Some(lines)
     }
 
     /// How many documents hold `trigram` (for an overlay an upper bound), `None` for none.
@@ -557,11 +635,6 @@ impl Generation {
         }
         out
     }
-}
-
-/// The order of documents in a generation (their ids): by path.
-pub(crate) fn doc_order(a: &str, b: &str) -> std::cmp::Ordering {
-    a.cmp(b)
 }
 
 /// Accumulates one posting list while documents arrive in ascending id order.

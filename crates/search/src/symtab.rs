@@ -281,7 +281,8 @@ impl SymbolTable {
         (start..end).map(|i| self.record(order(i))).collect()
     }
 
-    /// Whether document `doc` defines `name` on line `line`.
+    /// Whether document `doc` defines `name` on line `line` (the tests' check of the table).
+    #[cfg(test)]
     pub(crate) fn defines(&self, doc: u32, line: u32, name: &str) -> bool {
         let doc = doc as usize;
         if doc >= self.documents {

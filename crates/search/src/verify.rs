@@ -1,14 +1,14 @@
 //! Verification: the regex run over each candidate's stored text, line by line as `git grep`
-//! does, on a few threads, keeping the first hits in (path, line) order up to a budget; and
-//! the file-name hits of a generation. Each line hit notes whether the line looks like a
-//! definition (a ranking signal).
+//! does, candidates taken in rank order on a few threads, keeping the first hits in rank
+//! order up to a budget and stopping there (S-10); one given line checked (a definition);
+//! and the file-name hits of a generation.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use regex::bytes::Regex;
 
-use crate::candidates;
 use crate::error::SearchError;
 use crate::plan::Compiled;
 use crate::store::Generation;
@@ -22,6 +22,8 @@ const CHUNK: usize = 16;
 /// One matching line, before its snippet is cut.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LineHit {
+    /// The repository's index among the pinned generations.
+    pub repo: u32,
     pub doc: u32,
     pub line: u32,
     pub start: usize,
@@ -31,75 +33,35 @@ pub(crate) struct LineHit {
     pub definition: bool,
 }
 
-/// Words that may precede a definition keyword.
-const MODIFIERS: &[&str] = &[
-    "pub",
-    "pub(crate)",
-    "pub(super)",
-    "export",
-    "default",
-    "async",
-    "unsafe",
-    "static",
-    "public",
-    "private",
-    "protected",
-    "internal",
-    "abstract",
-    "final",
-    "sealed",
-    "open",
-    "extern",
-    "const",
-    "inline",
-    "virtual",
-    "override",
-    "data",
-];
-/// Keywords that start a definition in common languages.
-const DEFINITIONS: &[&str] = &[
-    "fn",
-    "struct",
-    "class",
-    "def",
-    "func",
-    "type",
-    "interface",
-    "enum",
-    "trait",
-    "impl",
-    "function",
-    "mod",
-    "module",
-    "macro_rules!",
-    "union",
-    "object",
-    "record",
-    "namespace",
-    "typedef",
-];
-
-/// Whether a line looks like it defines something (ranked before other lines).
-pub(crate) fn is_definition(line: &[u8]) -> bool {
-    let Ok(text) = std::str::from_utf8(line) else {
-        return false;
-    };
-    let mut words = text.split_whitespace();
-    for word in words.by_ref() {
-        if MODIFIERS.contains(&word) {
-            continue;
-        }
-        return DEFINITIONS.contains(&word);
-    }
-    false
+/// Every line of `text` with a match, git-grep style: the regex applies per line. Stops once
+/// `out` holds `limit` hits. Hits are of document `doc` of repository 0.
+#[cfg(test)]
+pub(crate) fn verify(regex: &Regex, doc: u32, text: &[u8], out: &mut Vec<LineHit>, limit: usize) {
+    verify_from(regex, (0, doc), text, 1, out, limit);
 }
 
-/// Every line of `text` with a match, git-grep style: the regex applies per line. Stops once
-/// `out` holds `limit` hits.
-pub(crate) fn verify(regex: &Regex, doc: u32, text: &[u8], out: &mut Vec<LineHit>, limit: usize) {
+/// Every line of `text` from line `first` (1-based) on with a match, git-grep style: the
+/// regex applies per line. Stops once `out` holds `limit` hits.
+pub(crate) fn verify_from(
+    regex: &Regex,
+    (repo, doc): (u32, u32),
+    text: &[u8],
+    first: u32,
+    out: &mut Vec<LineHit>,
+    limit: usize,
+) {
     let mut pos = 0usize;
     let mut line = 1u32;
-    let mut counted = 0usize;
+    if first > 1 {
+        match memchr::memchr_iter(b'\n', text).nth(first as usize - 2) {
+            Some(at) => {
+                pos = at + 1;
+                line = first;
+            }
+            None => return,
+        }
+    }
+    let mut counted = pos;
     while pos <= text.len() && out.len() < limit {
         let Some(m) = regex.find_at(text, pos) else {
             break;
@@ -119,16 +81,45 @@ pub(crate) fn verify(regex: &Regex, doc: u32, text: &[u8], out: &mut Vec<LineHit
         };
         if let Some(at) = at {
             out.push(LineHit {
+                repo,
                 doc,
                 line,
                 start,
                 end,
                 at,
-                definition: is_definition(&text[start..end]),
+                definition: false,
             });
         }
         pos = end + 1;
     }
+}
+
+/// Line `line` (1-based) of `text` as a hit when the regex matches it.
+pub(crate) fn one_line(
+    regex: &Regex,
+    (repo, doc): (u32, u32),
+    text: &[u8],
+    line: u32,
+) -> Option<LineHit> {
+    let start = match line {
+        0 => return None,
+        1 => 0,
+        n => memchr::memchr_iter(b'\n', text).nth(n as usize - 2)? + 1,
+    };
+    if start >= text.len() {
+        return None;
+    }
+    let end = memchr::memchr(b'\n', &text[start..]).map_or(text.len(), |i| start + i);
+    let at = regex.find(&text[start..end])?.start();
+    Some(LineHit {
+        repo,
+        doc,
+        line,
+        start,
+        end,
+        at,
+        definition: true,
+    })
 }
 
 /// File-name hits of one generation: documents (text or path-only) whose path passes the
@@ -143,50 +134,58 @@ pub(crate) fn file_names(generation: &Generation, compiled: &Compiled) -> Vec<u3
         .collect()
 }
 
-/// The line hits of one repository, in (path, line) order.
+/// Lines not to answer again, by (repository, document): those of an earlier tier.
+pub(crate) type Skip = HashMap<(u32, u32), Vec<u32>>;
+
+/// What one verification run is over.
+pub(crate) struct LineInput<'a> {
+    /// The pinned generations, by repository index.
+    pub generations: &'a [&'a Generation],
+    /// (repository, document) in rank order, from where the run starts.
+    pub candidates: &'a [(u32, u32)],
+    /// The first line of `candidates[0]` to verify (1-based; later candidates from 1).
+    pub first_line: u32,
+    pub regex: &'a Regex,
+    pub skip: &'a Skip,
+    pub threads: usize,
+    pub deadline: Instant,
+}
+
+/// The line hits of one run, in rank order.
 pub(crate) struct LineRun {
-    /// At most the `budget` given to [`lines`]: the first ones in (path, line) order.
+    /// At most the `budget` given to [`lines`]: the first ones in rank order.
     pub lines: Vec<LineHit>,
-    /// True when more hits than `budget` exist (those past it were dropped).
+    /// True when more hits than `budget` exist (verification stopped there).
     pub more: bool,
-    /// Text documents selected by the trigram plan and the filters.
-    pub candidates: u64,
-    /// Documents actually run through the regex (fewer than `candidates` when `more`).
+    /// Documents actually run through the regex.
     pub verified: u64,
 }
 
-/// Verifies the candidate documents of one generation, collecting at most `budget` line hits:
-/// the first ones in (path, line) order, whatever the threads' interleaving. Verification stops
-/// once more than `budget` hits are known, so the memory stays bounded for queries matching
-/// nearly every line.
-pub(crate) fn lines(
-    generation: &Generation,
-    compiled: &Compiled,
-    threads: usize,
-    deadline: Instant,
-    budget: usize,
-) -> Result<LineRun, SearchError> {
-    let candidates = candidates::select(generation, compiled);
+/// Verifies candidates in rank order, collecting at most `budget` line hits: the first ones
+/// in rank order, whatever the threads' interleaving. Verification stops once more than
+/// `budget` hits are known, so a page costs in proportion to the page (S-10), and memory
+/// stays bounded for queries matching nearly every line.
+pub(crate) fn lines(input: &LineInput<'_>, budget: usize) -> Result<LineRun, SearchError> {
     let chunks = Chunks {
-        generation,
-        regex: &compiled.regex,
-        candidates: &candidates,
+        input,
         // One chunk never needs more than `budget + 1` hits of its own.
         enough: budget.saturating_add(1),
-        count: candidates.len().div_ceil(CHUNK),
-        deadline,
+        count: input.candidates.len().div_ceil(CHUNK),
         next: AtomicUsize::new(0),
         found: AtomicUsize::new(0),
         timed_out: AtomicBool::new(false),
     };
-    let total_bytes: u64 = candidates
-        .iter()
-        .map(|&i| generation.docs[i as usize].len)
-        .sum();
-    // Threads only pay off past a few hundred KiB of text.
-    let results = if threads > 1 && total_bytes > 256 << 10 {
+    // Threads only pay off past a few hundred KiB of text; counting stops there.
+    let mut bytes = 0u64;
+    for &(repo, doc) in input.candidates {
+        bytes += input.generations[repo as usize].docs[doc as usize].len;
+        if bytes > 256 << 10 {
+            break;
+        }
+    }
+    let results = if input.threads > 1 && bytes > 256 << 10 {
         std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..threads)
+            let handles: Vec<_> = (0..input.threads)
                 .map(|_| scope.spawn(|| chunks.work()))
                 .collect();
             let mut all = Vec::new();
@@ -210,7 +209,6 @@ pub(crate) fn lines(
     Ok(LineRun {
         lines,
         more,
-        candidates: candidates.len() as u64,
         verified,
     })
 }
@@ -224,14 +222,11 @@ type ChunkHits = (usize, u64, Vec<LineHit>);
 /// done always form a prefix of the candidates; workers stop taking chunks once the hits
 /// found exceed the budget.
 struct Chunks<'a> {
-    generation: &'a Generation,
-    regex: &'a Regex,
-    candidates: &'a [u32],
+    input: &'a LineInput<'a>,
     /// Hits after which no more chunks are taken: one more than the budget.
     enough: usize,
     /// Chunks in all.
     count: usize,
-    deadline: Instant,
     next: AtomicUsize,
     found: AtomicUsize,
     timed_out: AtomicBool,
@@ -241,6 +236,7 @@ impl Chunks<'_> {
     /// One worker: verifies chunks until none is left, enough hits are known, or the
     /// deadline passes (then `timed_out` is set).
     fn work(&self) -> Vec<ChunkHits> {
+        let input = self.input;
         let mut results: Vec<ChunkHits> = Vec::new();
         loop {
             if self.timed_out.load(Ordering::Relaxed)
@@ -252,25 +248,47 @@ impl Chunks<'_> {
             if chunk >= self.count {
                 return results;
             }
-            if Instant::now() > self.deadline {
+            if Instant::now() > input.deadline {
                 self.timed_out.store(true, Ordering::Relaxed);
                 return results;
             }
             let mut hits = Vec::new();
             let mut verified = 0u64;
-            let candidates = self.candidates;
-            for &id in &candidates[chunk * CHUNK..((chunk + 1) * CHUNK).min(candidates.len())] {
+            let candidates = input.candidates;
+            let from = chunk * CHUNK;
+            for (at, &(repo, doc)) in candidates[from..((chunk + 1) * CHUNK).min(candidates.len())]
+                .iter()
+                .enumerate()
+            {
                 if hits.len() >= self.enough {
                     break;
                 }
-                let doc = &self.generation.docs[id as usize];
-                verify(
-                    self.regex,
-                    id,
-                    self.generation.text(doc),
-                    &mut hits,
-                    self.enough,
-                );
+                let generation = input.generations[repo as usize];
+                let first = if from + at == 0 { input.first_line } else { 1 };
+                let text = generation.text(&generation.docs[doc as usize]);
+                match input.skip.get(&(repo, doc)) {
+                    None => verify_from(
+                        input.regex,
+                        (repo, doc),
+                        text,
+                        first,
+                        &mut hits,
+                        self.enough,
+                    ),
+                    Some(skip) => {
+                        let before = hits.len();
+                        let limit = self.enough.saturating_add(skip.len());
+                        verify_from(input.regex, (repo, doc), text, first, &mut hits, limit);
+                        let mut kept = before;
+                        for i in before..hits.len() {
+                            if !skip.contains(&hits[i].line) {
+                                hits[kept] = hits[i];
+                                kept += 1;
+                            }
+                        }
+                        hits.truncate(kept.min(self.enough));
+                    }
+                }
                 verified += 1;
             }
             self.found.fetch_add(hits.len(), Ordering::Relaxed);
@@ -321,6 +339,23 @@ mod tests {
     }
 
     #[test]
+    fn from_a_line_and_one_line() {
+        let regex = RegexBuilder::new("b").multi_line(true).build().unwrap();
+        let mut out = Vec::new();
+        verify_from(&regex, (0, 0), b"b\na\nb\nb", 3, &mut out, usize::MAX);
+        assert_eq!(out.iter().map(|h| h.line).collect::<Vec<_>>(), vec![3, 4]);
+        out.clear();
+        verify_from(&regex, (0, 0), b"b\n", 2, &mut out, usize::MAX);
+        assert!(out.is_empty());
+        assert_eq!(
+            one_line(&regex, (0, 0), b"a\nab\n", 2).map(|h| h.at),
+            Some(1)
+        );
+        assert!(one_line(&regex, (0, 0), b"a\nab\n", 1).is_none());
+        assert!(one_line(&regex, (0, 0), b"a\nab\n", 3).is_none());
+    }
+
+    #[test]
     fn verification_stops_at_the_limit() {
         let regex = RegexBuilder::new("^").multi_line(true).build().unwrap();
         let mut out = Vec::new();
@@ -331,12 +366,5 @@ mod tests {
         );
         verify(&regex, 1, b"e\n", &mut out, 3);
         assert_eq!(out.len(), 3);
-    }
-
-    #[test]
-    fn definitions() {
-        assert!(is_definition(b"    pub fn main() {"));
-        assert!(is_definition(b"class Foo:"));
-        assert!(!is_definition(b"    let x = fn_call();"));
     }
 }

@@ -89,18 +89,10 @@ fn s1_file_name_hits_and_definitions_rank_first() {
             path_only: None,
         }
     );
-    // Then definition-looking lines, in path order.
+    // Then the definitions of exactly that identifier (the symbol table's; `needle_fn` is
+    // another name).
     assert_eq!(
         hits[1],
-        Hit::Line {
-            path: "src/lib.rs".into(),
-            line: 3,
-            snippet: "pub fn needle_fn() {}".into(),
-            definition: true,
-        }
-    );
-    assert_eq!(
-        hits[2],
         Hit::Line {
             path: "src/main.py".into(),
             line: 1,
@@ -108,7 +100,54 @@ fn s1_file_name_hits_and_definitions_rank_first() {
             definition: true,
         }
     );
-    assert!(matches!(&hits[3], Hit::Line { path, line: 1, .. } if path == "docs/a.md"));
+    // Then the other lines by static rank (shallower first), then path, then line.
+    let rest: Vec<(&str, u64)> = hits[2..]
+        .iter()
+        .map(|hit| match hit {
+            Hit::Line {
+                path,
+                line,
+                definition: false,
+                ..
+            } => (path.as_str(), *line),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        rest[..5],
+        [
+            ("docs/a.md", 1),
+            ("docs/notes.txt", 1),
+            ("src/lib.rs", 1),
+            ("src/lib.rs", 3),
+            ("src/many.txt", 1),
+        ]
+    );
+    assert_eq!(rest.last(), Some(&("docs/sub/b.md", 1)));
+    // An identifier defined in Rust: its definition first, the call after.
+    let results = indexes
+        .search(&request("o/r", "needle_fn", false, true))
+        .unwrap();
+    let lines: Vec<(String, u64, bool)> = results.repos[0]
+        .hits
+        .iter()
+        .filter_map(|hit| match hit {
+            Hit::Line {
+                path,
+                line,
+                definition,
+                ..
+            } => Some((path.clone(), *line, *definition)),
+            Hit::FileName { .. } => None,
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            ("src/lib.rs".into(), 3, true),
+            ("src/lib.rs".into(), 1, false)
+        ]
+    );
     // A path-only query finds the file by name.
     let results = indexes
         .search(&request("o/r", "needle_name", false, true))

@@ -386,6 +386,7 @@ fn s3_concurrent_searches_during_reindexing_never_error_nor_mix_generations() {
                     while !done.load(std::sync::atomic::Ordering::Relaxed) || searches < 5 {
                         let mut req = request("o/r", "needle", false, true);
                         req.limit = 7;
+                        req.count = true;
                         let results = indexes.search(&req).expect("search never errors");
                         let repo_hits = &results.repos[0];
                         let expected = &truth[&repo_hits.commit];

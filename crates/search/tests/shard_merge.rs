@@ -10,8 +10,9 @@ use search::{
     Hit, IndexConfig, Indexes, Mode, SearchError, SearchRequest, SearchResults, merge, page_offset,
 };
 
-/// Three repositories whose hits interleave in every tier: file names, definition-looking
-/// lines and other lines in each, paths that sort across repositories.
+/// Three repositories whose hits interleave in every tier: file names, definitions and other
+/// lines in each, paths that sort across repositories, documents of several static ranks
+/// (depths, a test, a vendored file).
 fn sources() -> Vec<(&'static str, testgit::SourceRepo)> {
     let many: String = (0..30).map(|i| format!("row {i} needle here\n")).collect();
     vec![
@@ -24,6 +25,7 @@ fn sources() -> Vec<(&'static str, testgit::SourceRepo)> {
                     b"use needle;\npub fn needle() {}\nneedle();\n",
                 ),
                 ("src/z.txt", many.as_bytes()),
+                ("tests/needle_test.rs", b"fn t() { needle(); }\n"),
             ]),
         ),
         (
@@ -32,6 +34,7 @@ fn sources() -> Vec<(&'static str, testgit::SourceRepo)> {
                 ("docs/needle_guide.md", b"nothing\n"),
                 ("lib/a.py", b"def needle():\n    return needle\n"),
                 ("lib/b.txt", b"needle\nneedle\nno\nneedle\n"),
+                ("vendor/x/needle.go", b"func needle() {}\n"),
             ]),
         ),
         (
@@ -143,9 +146,16 @@ fn same_pages(fixture: &Fixture, request: &SearchRequest, mode: Mode<'_>) -> usi
         assert_eq!(one.not_indexed, vec!["d/none".to_owned()]);
         // No part was asked for d/none: naming it is the caller's.
         assert!(two.not_indexed.is_empty());
-        assert_eq!(one.stats.total_hits, two.stats.total_hits);
+        if request.count {
+            // Counted (below the cap): exact both ways.
+            assert_eq!(one.stats.total_hits, two.stats.total_hits);
+            assert!(!one.stats.total_is_lower_bound && !two.stats.total_is_lower_bound);
+        } else {
+            // What each side's work found: at least the hits paged so far.
+            let so_far = (hits + one.repos.iter().map(|r| r.hits.len()).sum::<usize>()) as u64;
+            assert!(one.stats.total_hits >= so_far && two.stats.total_hits >= so_far);
+        }
         assert_eq!(one.stats.documents, two.stats.documents);
-        assert_eq!(one.stats.truncated, two.stats.truncated);
         hits += one.repos.iter().map(|r| r.hits.len()).sum::<usize>();
         match one.next_cursor {
             Some(cursor) => {
@@ -160,20 +170,24 @@ fn same_pages(fixture: &Fixture, request: &SearchRequest, mode: Mode<'_>) -> usi
 #[test]
 fn a_merged_search_pages_exactly_as_one_index_set_holding_every_repository() {
     let fixture = fixture();
-    for query in ["needle", "NEEDLE", "fn", r"needle\(\)"] {
+    for query in ["needle", "NEEDLE", "fn", r"needle\(\)", "row"] {
         for limit in [1, 2, 5, 13, 1000] {
-            let request = SearchRequest {
-                query: query.into(),
-                repos: every_repo(),
-                regex: query.contains('\\'),
-                limit,
-                ..SearchRequest::default()
-            };
-            let hits = same_pages(&fixture, &request, Mode::Search);
-            assert!(hits > 0 || query == "NEEDLE", "{query}");
+            for count in [false, true] {
+                let request = SearchRequest {
+                    query: query.into(),
+                    repos: every_repo(),
+                    regex: query.contains('\\'),
+                    limit,
+                    count,
+                    ..SearchRequest::default()
+                };
+                let hits = same_pages(&fixture, &request, Mode::Search);
+                assert!(hits > 0 || query == "NEEDLE", "{query}");
+            }
         }
     }
-    // The first page mixes the tiers and the repositories.
+    // The first page mixes the tiers and the repositories, by static rank first: shallow
+    // source before deeper, tests and vendored files.
     let request = SearchRequest {
         query: "needle".into(),
         repos: every_repo(),
@@ -190,13 +204,16 @@ fn a_merged_search_pages_exactly_as_one_index_set_holding_every_repository() {
 fn merged_references_page_as_one_index_set_does() {
     let fixture = fixture();
     for limit in [1, 3, 1000] {
-        let request = SearchRequest {
-            repos: every_repo(),
-            limit,
-            ..SearchRequest::default()
-        };
-        let hits = same_pages(&fixture, &request, Mode::References("needle"));
-        assert!(hits > 5);
+        for count in [false, true] {
+            let request = SearchRequest {
+                repos: every_repo(),
+                limit,
+                count,
+                ..SearchRequest::default()
+            };
+            let hits = same_pages(&fixture, &request, Mode::References("needle"));
+            assert!(hits > 5);
+        }
     }
 }
 
@@ -263,17 +280,29 @@ fn a_part_answers_only_the_head_asked_with_its_whole_count() {
     let request = SearchRequest {
         query: "needle".into(),
         repos: repos.clone(),
+        count: true,
         ..SearchRequest::default()
     };
     let head = indexes.top_hits(&request, Mode::Search, 4).unwrap();
     assert_eq!(head.hits.len(), 4);
-    assert!(head.stats.total_hits > 4);
+    let every = indexes.top_hits(&request, Mode::Search, 1000).unwrap();
+    assert!(every.hits.len() > 4);
+    assert_eq!(head.stats.total_hits, every.hits.len() as u64);
+    assert!(!head.stats.total_is_lower_bound);
     assert_eq!(head.generations.len(), 2);
     assert_eq!(head.hits[0].tier, search::Tier::FileName);
-    // The list is kept: the next page's head is a slice of it.
-    let again = indexes.top_hits(&request, Mode::Search, 8).unwrap();
+    assert_eq!(every.hits[..4], head.hits[..]);
+    // The same head asked again is kept.
+    let again = indexes.top_hits(&request, Mode::Search, 4).unwrap();
     assert!(again.stats.cached);
-    assert_eq!(again.hits[..4], head.hits[..]);
+    assert_eq!(again.hits, head.hits);
+    // Without a count, a part knows at least one hit more than it answers when more exist.
+    let uncounted = SearchRequest {
+        count: false,
+        ..request.clone()
+    };
+    let head = indexes.top_hits(&uncounted, Mode::Search, 4).unwrap();
+    assert!(head.stats.total_hits > 4);
 }
 
 #[test]
