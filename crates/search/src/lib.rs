@@ -6,26 +6,36 @@
 //! becomes a `regex` and, through its `regex-syntax` HIR, a boolean query over trigrams
 //! (`plan`, `trigram`); the posting lists of the generation give the candidate documents
 //! (`candidates`); each candidate's stored text (a memory-mapped content store, never the Git
-//! pack) is verified line by line (`verify`); hits are ranked (file names, then
-//! definition-looking lines, then the rest, each in repository/path/line order; `rank`), kept
-//! for later pages (`cache`) and cut into pages with an opaque cursor bound to the generations
-//! it was made from (`page`).
+//! pack) is verified line by line (`verify`), in rank order, only until the page is full
+//! (`rank`); the page is cut with an opaque cursor bound to the generations it was made from
+//! and naming its last hit, where the next page starts (`page`), and kept for a repeat
+//! (`cache`).
+//!
+//! Ranking (S-10, module `rank`): file-name hits first; then, for a literal query that is an
+//! identifier, the lines where the symbol table says that exact name is defined (for
+//! `references`, the name's definitions); then every other matching line. Within each tier,
+//! hits follow the document's static rank (module `order`: source before tests, generated
+//! or minified files and lockfiles, then vendored ones; shallower paths first), then the
+//! repository name, then the path, then the line. Documents are numbered in that order when
+//! a generation is built, so posting lists give candidates best first and a page costs in
+//! proportion to the page: page N+1 starts where page N stopped. The order is a function of
+//! (query, commit) alone.
+//!
+//! Totals ([`SearchStats::total_hits`]): what the page's work found, flagged
+//! [`SearchStats::total_is_lower_bound`] ("at least N") unless it saw every hit; with
+//! [`SearchRequest::count`], exact up to [`COUNT_CAP`].
 //!
 //! How a build runs (module `publish`): the repository's lock taken (`repodir`), a generation
 //! staged from the [`Source`] (`build`), published with one rename and made current
 //! (`indexes`), then its symbol table extracted (`extract`, `symtab`) for `outline`,
 //! `definitions` and `references` (`navigate`).
 //!
-//! Bounds and reuse: one search collects at most [`MAX_HITS`] hits (configurable with
-//! [`Indexes::with_max_hits`]): all file-name hits first, then line hits in repository, path
-//! and line order; verification stops at the cap and [`SearchStats::truncated`] says so. The
-//! ranking then orders the hits collected, so with the cap reached it is over the first hits in
-//! path order, not over every hit of the corpus. The complete ranked list of recent searches is
-//! kept in a small LRU (32 lists, 64 MiB), keyed by the request without cursor and page size and
-//! by the exact generations searched: a later page slices it instead of verifying again
-//! ([`SearchStats::cached`], [`IndexesStats::result_cache_hits`]). Cursors carry a stable hash
-//! of the request ([`SearchRequest::stable_hash`]), so they survive a server upgrade (as long
-//! as the generations they name are current).
+//! Reuse: the pages of recent searches are kept in a small LRU (32 pages, 64 MiB), keyed by
+//! the request with its cursor, page size and count, and by the exact generations searched,
+//! so the same page asked again is a lookup ([`SearchStats::cached`],
+//! [`IndexesStats::result_cache_hits`]; [`Indexes::clear_result_cache`] empties it). Cursors
+//! carry a stable hash of the request ([`SearchRequest::stable_hash`]), so they survive a
+//! server upgrade (as long as the generations they name are current).
 //!
 //! A commit that is not indexed (S-8, module `overlay`): [`Indexes::search_overlay`] lays
 //! the files that differ from the current generation ([`Overlay`]) over it, as an in-memory
@@ -34,9 +44,9 @@
 //! call ([`Indexes::clear_result_cache`] drops them with the result cache).
 //!
 //! Cluster mode (module `shard`): replicas holding different repositories each answer the
-//! head of their ranked list with its rank keys ([`Indexes::top_hits`]); the replica asked
-//! merges them into the page and cursor one index set holding everything would give
-//! ([`merge`], [`page_offset`]).
+//! head of their ranking ([`Indexes::top_hits`]); the replica asked merges them on the rank
+//! key (tier, static rank, repository, path, line) into the page and cursor one index set
+//! holding everything would give ([`merge`], [`page_offset`]).
 //!
 //! On-disk layout (module `store`): `<dir>/<owner>/<name>/gen-<n>/` holding `content.bin`
 //! (document texts), `docs.bin` (document table), `postings.bin` (trigram → document ids),
@@ -60,6 +70,7 @@ mod history;
 mod indexes;
 mod lang;
 mod navigate;
+mod order;
 mod overlay;
 mod page;
 mod plan;
@@ -90,7 +101,7 @@ pub use navigate::{
 pub use overlay::{Overlay, OverlayDoc};
 pub use page::{MAX_LIMIT, SNIPPET_CHARS};
 pub use plan::{MAX_QUERY_BYTES, REGEX_SIZE_LIMIT};
-pub use rank::{MAX_HITS, Tier};
+pub use rank::{COUNT_CAP, MAX_HITS, Tier};
 pub use request::{Hit, PathOnly, RepoHits, SearchRequest, SearchResults, SearchStats};
 pub use shard::{
     Mode, RankedHit, TopHits, check_definitions, merge, merge_definitions, page_offset,
