@@ -372,6 +372,10 @@ async fn index_then_prepare(service: &Service, repo: &str) {
     if let Err(error) = service.prepare_plugins(repo.to_string()).await {
         tracing::debug!(repo, %error, "plugin preparation skipped");
     }
+    // S-9: the commit and diff search index takes the new commits (a no-op when current).
+    if let Err(error) = service.index_history(repo.to_string()).await {
+        tracing::warn!(repo, %error, "history indexing failed; commit and diff search answer from the last index");
+    }
 }
 
 #[cfg(test)]

@@ -138,6 +138,9 @@ pub struct ServiceConfig {
     /// Anonymous HTTP callers may read public repositories (A-2; on by default, as the
     /// embedded default of O-2 serves its repository to the loopback).
     pub public_read: bool,
+    /// Commits of a repository's history the commit and diff search index keeps, newest
+    /// first (S-9); `None` (the default): the whole retained history.
+    pub history_depth: Option<usize>,
 }
 
 impl Default for ServiceConfig {
@@ -155,6 +158,7 @@ impl Default for ServiceConfig {
             max_concurrent_searches: index::default_concurrent_searches(),
             search_queue_wait: std::time::Duration::from_secs(1),
             public_read: true,
+            history_depth: None,
         }
     }
 }
