@@ -295,11 +295,13 @@ struct AddRepoArgs {
     path: Option<String>,
     branch: Option<String>,
     private: Option<bool>,
+    /// Index-branch patterns (S-8), replacing the repository's; absent leaves them.
+    index_branches: Option<Vec<String>>,
 }
 
-/// `POST /sourcegraph/api/repos {name, source, path?, branch?, private?}` (A-3, SPEC §9):
-/// registers a remote repository, fetches and indexes it. 201 when new, 200 when the same
-/// registration existed.
+/// `POST /sourcegraph/api/repos {name, source, path?, branch?, private?, index_branches?}`
+/// (A-3, SPEC §9): registers a remote repository, fetches and indexes it. 201 when new, 200
+/// when the same registration existed.
 async fn add_repo(
     State(state): State<AppState>,
     Ctx(ctx): Ctx,
@@ -312,7 +314,10 @@ async fn add_repo(
         branch: a.branch,
         private: a.private,
     };
-    let added = state.service.add_repo(&ctx, request).await?;
+    let added = state
+        .service
+        .add_repo_with(&ctx, request, a.index_branches)
+        .await?;
     let status = if added.created {
         StatusCode::CREATED
     } else {

@@ -369,6 +369,8 @@ async fn index_then_prepare(service: &Service, repo: &str) {
     if let Err(error) = service.index(repo.to_string(), |_| {}).await {
         tracing::warn!(repo, %error, "indexing failed; search answers from the last index");
     }
+    // S-8: the indexed branches' overlays over the (new) head, so their first search is fast.
+    service.warm_index_branches(repo.to_string()).await;
     if let Err(error) = service.prepare_plugins(repo.to_string()).await {
         tracing::debug!(repo, %error, "plugin preparation skipped");
     }

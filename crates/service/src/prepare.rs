@@ -109,6 +109,8 @@ pub struct AddRepoAnswer {
     /// The default branch's head after the first sync, full SHA.
     pub head: Option<String>,
     pub private: bool,
+    /// The index-branch patterns (S-8) besides the default branch; empty: none.
+    pub index_branches: Vec<String>,
     /// The head's index; `None` when the build failed (the log says why; the background
     /// round retries).
     pub index: Option<IndexReport>,
@@ -150,11 +152,40 @@ impl Service {
         ctx: &CallContext,
         req: crate::RegisterRequest,
     ) -> Result<AddRepoAnswer, ServiceError> {
+        self.add_repo_with(ctx, req, None).await
+    }
+
+    /// [`Service::add_repo`] that also sets the repository's index-branch patterns (S-8:
+    /// branch names or globs such as `release/*`, at most [`gitstore::MAX_INDEX_BRANCHES`];
+    /// `None` leaves them as they are, empty means the default branch only). The patterns
+    /// are checked before anything is registered; given for a registration that exists
+    /// already, they replace its patterns.
+    pub async fn add_repo_with(
+        &self,
+        ctx: &CallContext,
+        req: crate::RegisterRequest,
+        index_branches: Option<Vec<String>>,
+    ) -> Result<AddRepoAnswer, ServiceError> {
         self.inner
             .check_prepare(&ctx.caller, "registering a repository")?;
         remote_source(&req.source)?;
         let name = RepoName::parse(&req.name)?;
+        if let Some(patterns) = &index_branches {
+            gitstore::check_index_branches(patterns)?;
+        }
         let created = self.register(req).await?;
+        if let Some(patterns) = index_branches {
+            let repo = name.clone();
+            let stored = self
+                .blocking(move |inner| Ok(inner.store.set_index_branches(&repo, &patterns)?))
+                .await;
+            if let Err(error) = stored {
+                if created && let Err(undo) = self.unregister(name.to_string()).await {
+                    tracing::warn!(repo = %name, error = %undo, "a failed registration stayed");
+                }
+                return Err(error);
+            }
+        }
         let synced = match self.sync(name.to_string()).await {
             Ok(synced) => synced,
             Err(error) if created => {
@@ -176,15 +207,19 @@ impl Service {
             }
         };
         self.prepare_plugins_in_background(&name);
-        let private = self.blocking({
-            let name = name.clone();
-            move |inner| Ok(inner.store.repo(&name)?.private)
-        });
+        self.warm_index_branches_in_background(&name);
+        let info = self
+            .blocking({
+                let name = name.clone();
+                move |inner| Ok(inner.store.repo(&name)?)
+            })
+            .await?;
         Ok(AddRepoAnswer {
             repo: name.to_string(),
             created,
             head: synced.head,
-            private: private.await?,
+            private: info.private,
+            index_branches: info.index_branches,
             index,
         })
     }
@@ -217,6 +252,7 @@ impl Service {
                     let outcome = self.sync(name.to_string()).await?;
                     let stats = self.index(name.to_string(), progress).await?;
                     self.prepare_plugins_in_background(&name);
+                    self.warm_index_branches_in_background(&name);
                     Ok(answer(outcome.head, Some(stats.into())))
                 }
                 PrepareAction::Reindex => {
@@ -257,6 +293,13 @@ impl Service {
 }
 
 impl Service {
+    /// S-8 after a sync and index build: warm the overlays of the indexed branches in the
+    /// background ([`Service::warm_index_branches`]), so the answer does not wait for them.
+    fn warm_index_branches_in_background(&self, name: &RepoName) {
+        let (service, repo) = (self.clone(), name.to_string());
+        tokio::spawn(async move { service.warm_index_branches(repo).await });
+    }
+
     /// W-31 after a sync: prepare the plugins of the new heads in the background, so the
     /// caller's answer does not wait for discovery and compiles; a failure only costs the
     /// first enriched read its discovery.
