@@ -330,6 +330,9 @@ impl Service {
                         case_sensitive: request.case_sensitive,
                         limit: 1,
                         cursor: None,
+                        // A fanned-out search does not count (S-10): its parts' totals are
+                        // what their heads' work found.
+                        count: false,
                     };
                     let mode = request.mode.as_search().unwrap_or(search::Mode::Search);
                     ShardAnswer::from(indexes.top_hits(&part, mode, want)?)
@@ -475,6 +478,7 @@ impl Service {
                     case_sensitive,
                     limit,
                     cursor,
+                    count: false,
                 };
                 let definitions = |repos: Vec<String>, limit: usize| match &mode {
                     ShardMode::Definitions { symbol } => Some(search::DefinitionsRequest {
@@ -870,6 +874,7 @@ impl ShardAnswer {
                 elapsed: Duration::from_micros(stats.elapsed_us),
                 documents: stats.documents,
                 total_hits: stats.total_hits,
+                total_is_lower_bound: stats.truncated,
                 truncated: stats.truncated,
                 cached: stats.cached,
             },

@@ -164,12 +164,13 @@ pub struct SearchStatsAnswer {
     pub files_verified: u64,
     /// Documents in the searched indexes.
     pub documents: u64,
-    /// Hits of the whole query, all pages (at most [`search::MAX_HITS`]).
+    /// Hits of the whole query, all pages, as far as the search knows (S-10): exact unless
+    /// `truncated`; with `count`, exact up to [`search::COUNT_CAP`].
     pub total_hits: u64,
-    /// The query has more hits than [`search::MAX_HITS`]: the pages cover the first ones
-    /// collected (in path order); narrow the query to see the rest.
+    /// `total_hits` is a lower bound, "at least N" (S-10): the search stopped once its page
+    /// was full (or, counting, at the cap). Paging on still reaches every hit.
     pub truncated: bool,
-    /// The ranked hits came from the result cache (a later page of a recent search).
+    /// The page came from the result cache (the same page of a recent search asked again).
     pub cached: bool,
     /// Wall time of the search in microseconds.
     pub elapsed_us: u64,
@@ -182,7 +183,7 @@ impl From<&search::SearchStats> for SearchStatsAnswer {
             files_verified: stats.files_verified,
             documents: stats.documents,
             total_hits: stats.total_hits,
-            truncated: stats.truncated,
+            truncated: stats.total_is_lower_bound,
             cached: stats.cached,
             elapsed_us: u64::try_from(stats.elapsed.as_micros()).unwrap_or(u64::MAX),
         }
@@ -477,6 +478,7 @@ impl Service {
                 case_sensitive: req.case_sensitive,
                 limit: req.limit.unwrap_or(DEFAULT_SEARCH_LIMIT),
                 cursor: req.cursor,
+                count: req.count,
             };
             let mut answer: SearchAnswer = indexes.search(&request)?.into();
             drop(leases);
