@@ -60,6 +60,8 @@ pub use prepare::{AddRepoAnswer, IndexReport, PrepareAction, PrepareAnswer, Prep
 pub use progress::TenthLog;
 pub use pyplugin::HostConfig;
 pub use pyplugin::{HookFailures, State as HostState, summary as failure_summary};
+/// Hits a search counts at most when asked to count (S-10).
+pub use search::COUNT_CAP as SEARCH_COUNT_CAP;
 pub use serverplugins::{
     ArgumentRewrite, HostStatus, PluginHost, ServerPluginsStatus, StatusDetail, ToolPreset,
 };
