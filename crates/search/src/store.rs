@@ -99,6 +99,9 @@ pub(crate) struct Generation {
     pub docs: Vec<Doc>,
     /// Document ids in path order (`docs` is in rank order).
     by_path: Vec<u32>,
+    /// Every path, in id order, each followed by `\n`, and where each starts: one buffer a
+    /// file-name search runs the regex over once (made on first use).
+    path_lines: OnceLock<(Vec<u8>, Vec<usize>)>,
     content: Option<Mmap>,
     postings: Option<Mmap>,
     /// The definitions of the documents (issue 12), once phase two of the build wrote them.
@@ -291,6 +294,7 @@ impl Generation {
             dir,
             meta,
             by_path: path_order(&docs),
+            path_lines: OnceLock::new(),
             docs,
             content,
             postings,
@@ -351,6 +355,7 @@ impl Generation {
             dir: base.dir.clone(),
             meta,
             by_path: path_order(&docs),
+            path_lines: OnceLock::new(),
             docs,
             content: None,
             postings: None,
@@ -363,6 +368,21 @@ impl Generation {
                 added: added_docs,
             }),
         }
+    }
+
+    /// Every path in id order, each followed by `\n`, and the offset each starts at.
+    pub(crate) fn path_lines(&self) -> (&[u8], &[usize]) {
+        let (text, starts) = self.path_lines.get_or_init(|| {
+            let mut text = Vec::with_capacity(self.docs.iter().map(|d| d.path.len() + 1).sum());
+            let mut starts = Vec::with_capacity(self.docs.len());
+            for doc in &self.docs {
+                starts.push(text.len());
+                text.extend_from_slice(doc.path.as_bytes());
+                text.push(b'\n');
+            }
+            (text, starts)
+        });
+        (text, starts)
     }
 
     /// The id of the document at `path`.

@@ -123,15 +123,47 @@ pub(crate) fn one_line(
 }
 
 /// File-name hits of one generation: documents (text or path-only) whose path passes the
-/// filters and matches the query, in path order.
+/// filters and matches the query, in id order.
+///
+/// The regex runs once over all paths (one per line, module `store`) rather than once per
+/// path: a match is taken for the path it starts in, tested alone when it runs past that
+/// path's end (a class such as `\s` can match the line break), and the search goes on at the
+/// next path. Patterns with absolute anchors (`\A`, `\z`), which see one buffer, not one
+/// path, match path by path.
 pub(crate) fn file_names(generation: &Generation, compiled: &Compiled) -> Vec<u32> {
-    generation
-        .docs
-        .iter()
-        .enumerate()
-        .filter(|(_, d)| compiled.filter.allows(d) && compiled.regex.is_match(d.path.as_bytes()))
-        .map(|(i, _)| i as u32)
-        .collect()
+    let regex = &compiled.regex;
+    let pattern = regex.as_str();
+    if pattern.contains("\\A") || pattern.contains("\\z") {
+        return generation
+            .docs
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| compiled.filter.allows(d) && regex.is_match(d.path.as_bytes()))
+            .map(|(i, _)| i as u32)
+            .collect();
+    }
+    let (text, starts) = generation.path_lines();
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < text.len() {
+        let Some(m) = regex.find_at(text, pos) else {
+            break;
+        };
+        let id = starts
+            .partition_point(|&start| start <= m.start())
+            .saturating_sub(1);
+        let Some(doc) = generation.docs.get(id) else {
+            break;
+        };
+        let start = starts[id];
+        let end = start + doc.path.len();
+        let matched = m.end() <= end || regex.is_match(&text[start..end]);
+        if matched && compiled.filter.allows(doc) {
+            out.push(id as u32);
+        }
+        pos = end + 1;
+    }
+    out
 }
 
 /// Lines not to answer again, by (repository, document): those of an earlier tier.

@@ -7,7 +7,9 @@ mod common;
 
 use std::path::Path;
 
-use common::{GitSource, Rng, generated_text, git_grep, git_out, index_dir, line_hits, request};
+use common::{
+    GitSource, Rng, all_hits, generated_text, git_grep, git_out, index_dir, line_hits, request,
+};
 use search::{IndexConfig, Indexes};
 
 /// (query, regex, case_sensitive)
@@ -72,21 +74,29 @@ const QUERIES: &[(&str, bool, bool)] = &[
     (r"eieio|Ωmega", true, false),
 ];
 
-fn compare(repo: &Path, name: &str, commit: &str) {
+/// Every query's hits paged to the end with each page size: the same sequence whatever the
+/// size (S-10: a page resumes exactly where the previous one stopped), and as a set what
+/// `git grep -n` answers.
+fn compare(repo: &Path, name: &str, commit: &str, limits: &[usize]) {
     let source = GitSource::new(repo, commit);
     let comparable = source.comparable_paths();
     let (_tmp, dir) = index_dir();
-    // Every hit, as git grep answers every line: this repository has outgrown the default
-    // cap of one search (MAX_HITS) for queries such as `^`.
-    let indexes = Indexes::open(dir, IndexConfig::default())
-        .expect("open")
-        .with_max_hits(10_000_000);
+    let indexes = Indexes::open(dir, IndexConfig::default()).expect("open");
     indexes
         .build(name, commit, &source, &mut |_| {})
         .expect("build");
     let mut failures = Vec::new();
     for &(query, regex, case_sensitive) in QUERIES {
         let expected = git_grep(repo, commit, query, regex, case_sensitive, &comparable);
+        let mut sequences = Vec::new();
+        for &limit in limits {
+            let mut req = request(name, query, regex, case_sensitive);
+            req.limit = limit;
+            sequences.push(all_hits(&indexes, &req));
+        }
+        if sequences.windows(2).any(|w| w[0] != w[1]) {
+            failures.push(format!("{query:?}: another order with another page size"));
+        }
         let got: std::collections::BTreeSet<_> =
             line_hits(&indexes, &request(name, query, regex, case_sensitive))
                 .into_iter()
@@ -136,7 +146,7 @@ fn s1_differential_against_git_grep_on_a_generated_repository() {
         .collect();
     let repo = testgit::SourceRepo::with_files(&refs);
     let commit = repo.head();
-    compare(repo.path(), "gen/erated", &commit);
+    compare(repo.path(), "gen/erated", &commit, &[1000, 37, 1]);
 }
 
 #[test]
@@ -147,5 +157,5 @@ fn s1_differential_against_git_grep_on_this_repository() {
         .expect("sha")
         .trim()
         .to_owned();
-    compare(&root, "csg/self", &commit);
+    compare(&root, "csg/self", &commit, &[1000]);
 }

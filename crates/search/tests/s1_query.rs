@@ -297,3 +297,58 @@ fn s1_catastrophic_patterns_return_promptly() {
         );
     }
 }
+
+/// File-name hits run the regex over all paths at once: they equal matching each path alone,
+/// for anchors, classes that can match a line break, and absolute anchors.
+#[test]
+fn s1_file_name_hits_equal_matching_each_path_alone() {
+    let (_repo, _tmp, indexes, _) = fixture();
+    let all_paths = [
+        "docs/a.md",
+        "docs/notes.txt",
+        "docs/sub/b.md",
+        "src/lib.rs",
+        "src/main.py",
+        "src/many.txt",
+        "src/needle_name.txt",
+    ];
+    for query in [
+        "^src/",
+        "txt$",
+        r"\s",
+        r"t\sd",
+        r"md\n",
+        "^",
+        "$",
+        r"\Asrc",
+        r"py\z",
+        "s.*n",
+        r"[^a]+",
+        r"\bmain\b",
+        "sub/b",
+    ] {
+        let regex = regex::bytes::RegexBuilder::new(query)
+            .case_insensitive(true)
+            .multi_line(true)
+            .build()
+            .unwrap();
+        let expected: BTreeSet<&str> = all_paths
+            .iter()
+            .copied()
+            .filter(|p| regex.is_match(p.as_bytes()))
+            .collect();
+        let mut req = request("o/r", query, true, false);
+        req.limit = 1;
+        let page = indexes.search(&req).unwrap();
+        let names: BTreeSet<String> = all_hits(&indexes, &request("o/r", query, true, false))
+            .into_iter()
+            .filter_map(|(_, _, hit)| match hit {
+                Hit::FileName { path, .. } => Some(path),
+                Hit::Line { .. } => None,
+            })
+            .collect();
+        let names: BTreeSet<&str> = names.iter().map(String::as_str).collect();
+        assert_eq!(names, expected, "{query}");
+        assert!(page.stats.total_hits >= expected.len().min(2) as u64);
+    }
+}
