@@ -233,6 +233,36 @@ async fn s8_revision_errors_are_reads() {
     .await;
 }
 
+/// S-8, A-4: access is checked before the revision is resolved: a private repository an
+/// anonymous caller may not read answers as an unknown one, whatever the revision.
+#[tokio::test]
+async fn s8_private_repository_answers_as_unknown() {
+    bounded(async {
+        let (source, service, _tag, _feature, _main) = fixture().await;
+        let store = source.store(REPO, "");
+        store
+            .set_private(&gitstore::RepoName::parse(REPO).unwrap(), true)
+            .unwrap();
+        let anonymous = CallContext {
+            caller: service::Caller::Anonymous,
+            ..CallContext::default()
+        };
+        for revision in ["feature", "no-such-branch"] {
+            let error = service
+                .search(&anonymous, at(revision, "needle", false))
+                .await
+                .unwrap_err();
+            assert_eq!(error.kind, ErrorKind::NotFound, "{revision}: {error:?}");
+            assert!(
+                error.message.contains("unknown repository"),
+                "{revision}: {}",
+                error.message
+            );
+        }
+    })
+    .await;
+}
+
 /// S-8: an indexed branch (`--index-branch`) is warmed after its index build, and a search
 /// at it then equals `git grep` at its head.
 #[tokio::test]
