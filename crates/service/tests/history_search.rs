@@ -178,7 +178,8 @@ fn git_list(repo: &SourceRepo, args: &[&str]) -> Vec<String> {
         .collect()
 }
 
-/// (path, line, added, text) of every `+`/`-` line of `git show` of `commit`.
+/// (path, line, added, text trimmed as snippets are) of every `+`/`-` line of `git show`
+/// of `commit`.
 fn git_show_lines(repo: &SourceRepo, commit: &str) -> BTreeSet<(String, u64, bool, String)> {
     let text = repo.git(&["show", "--format=", "-U0", "--no-color", commit]);
     let (mut old_path, mut new_path) = (String::new(), String::new());
@@ -195,10 +196,10 @@ fn git_show_lines(repo: &SourceRepo, commit: &str) -> BTreeSet<(String, u64, boo
             old_no = start(parts.next().unwrap());
             new_no = start(parts.next().unwrap());
         } else if let Some(t) = line.strip_prefix('-') {
-            out.insert((old_path.clone(), old_no, false, t.to_owned()));
+            out.insert((old_path.clone(), old_no, false, t.trim().to_owned()));
             old_no += 1;
         } else if let Some(t) = line.strip_prefix('+') {
-            out.insert((new_path.clone(), new_no, true, t.to_owned()));
+            out.insert((new_path.clone(), new_no, true, t.trim().to_owned()));
             new_no += 1;
         }
     }

@@ -29,8 +29,6 @@ pub const MAX_HISTORY_LIMIT: usize = 500;
 const MAX_COUNT: u64 = 10_000;
 /// Time one call spends scanning before it answers what it found and a cursor to go on.
 const SCAN_BUDGET: Duration = Duration::from_secs(5);
-/// Characters of a snippet.
-const SNIPPET_CHARS: usize = 200;
 
 /// What a history search looks in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -331,13 +329,18 @@ fn subject(message: &[u8]) -> String {
         .join(" ")
 }
 
-fn snippet(text: &[u8]) -> String {
-    let text = String::from_utf8_lossy(text);
-    let text = text.trim_end_matches('\r');
-    match text.char_indices().nth(SNIPPET_CHARS) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_owned(),
+/// A line as code search shows it: trimmed, at most [`crate::SNIPPET_CHARS`] characters,
+/// starting a little before the match (at byte `at`) when the line is longer.
+fn snippet(line: &[u8], at: usize) -> String {
+    let text = String::from_utf8_lossy(line);
+    let text = text.trim_end_matches(['\r', '\n']);
+    let trimmed = text.trim_start();
+    let lead = text.len() - trimmed.len();
+    if trimmed.chars().count() <= crate::SNIPPET_CHARS {
+        return trimmed.trim_end().to_owned();
     }
+    let from = trimmed.floor_char_boundary(at.saturating_sub(lead).saturating_sub(40));
+    trimmed[from..].chars().take(crate::SNIPPET_CHARS).collect()
 }
 
 /// The commits a search walks: the index's segments (plus one in memory for commits read
@@ -549,7 +552,7 @@ impl Scan<'_> {
                 path,
                 line,
                 added,
-                snippet: snippet(text),
+                snippet: snippet(text, plan.regex.find(text).map_or(0, |m| m.start())),
             }
         };
         match self.kind {
