@@ -157,7 +157,7 @@ impl Opened {
 
 /// `GitStore::lease_revision`, waiting for a follow on the blocking pool (see
 /// [`Opened::lease`]).
-fn lease_revision(
+pub(crate) fn lease_revision(
     inner: &Inner,
     name: &RepoName,
     revision: Option<&str>,

@@ -250,6 +250,21 @@ impl From<search::SearchError> for ServiceError {
     }
 }
 
+/// The request for the search crate, over `repos`.
+pub(crate) fn index_request(req: &SearchRequest, repos: Vec<String>) -> search::SearchRequest {
+    search::SearchRequest {
+        query: req.query.clone(),
+        repos,
+        path: req.path.clone(),
+        lang: req.lang.clone(),
+        regex: req.regex,
+        case_sensitive: req.case_sensitive,
+        limit: req.limit.unwrap_or(DEFAULT_SEARCH_LIMIT),
+        cursor: req.cursor.clone(),
+        count: req.count,
+    }
+}
+
 /// What a build of a repository runs its derived-state hooks with (P-7).
 enum Derived {
     /// Build, with this epoch's `on_source_file` (`None`: no transform).
@@ -469,17 +484,7 @@ impl Service {
                 },
             ) = call.targets(inner, None)?;
             let query = req.query.clone();
-            let request = search::SearchRequest {
-                query: req.query,
-                repos,
-                path: req.path,
-                lang: req.lang,
-                regex: req.regex,
-                case_sensitive: req.case_sensitive,
-                limit: req.limit.unwrap_or(DEFAULT_SEARCH_LIMIT),
-                cursor: req.cursor,
-                count: req.count,
-            };
+            let request = index_request(&req, repos);
             let mut answer: SearchAnswer = indexes.search(&request)?.into();
             drop(leases);
             answer.not_indexed.extend(stale);

@@ -200,6 +200,8 @@ struct Inner {
     /// round counted them (`usize::MAX` before the first), so a `/readyz` probe reads a
     /// number instead of walking every repository.
     served_here: std::sync::atomic::AtomicUsize,
+    /// Overlays of commits searched at a revision (S-8), kept for the next call.
+    overlays: std::sync::Mutex<revision_search::OverlayCache>,
 }
 
 /// The access store (users, tokens, grants) on the metadata `store`'s registry uses: the
@@ -245,6 +247,7 @@ impl Service {
                 preparations: Preparations::default(),
                 placement: std::sync::OnceLock::new(),
                 served_here: std::sync::atomic::AtomicUsize::new(usize::MAX),
+                overlays: Default::default(),
             }),
         }
     }

@@ -20,8 +20,8 @@
 //! (a commit nearer the head; `--index-branch` for a branch, whose overlay is then made in
 //! the background, without the budget).
 //!
-//! **Caching.** Overlays are kept in memory by (data directory, repository, registered path,
-//! base commit, commit) under [`OVERLAY_CACHE_BYTES`], least recently used first, so the same
+//! **Caching.** Overlays are kept in memory by (repository, registered path, base commit,
+//! commit) under [`OVERLAY_CACHE_BYTES`], least recently used first, so the same
 //! call again neither diffs trees nor reads blobs (and the search crate keeps the overlay's
 //! generation, so it verifies nothing either). A new indexed head is a new base commit: old
 //! entries are simply never asked for again and age out.
@@ -32,14 +32,14 @@
 //! patterns is made (without the search budget) and its generation built by a one-hit
 //! search, so the first search at that branch finds both ready.
 
-use crate::frame::{FOLLOW_WAIT, IndexedTargets, RepoCall};
+use crate::frame::{self, IndexedTargets, RepoCall};
+use crate::index::index_request;
 use crate::serverplugins::SearchHook;
-use crate::{DEFAULT_SEARCH_LIMIT, Inner, SearchAnswer, SearchRequest, Service, ServiceError};
+use crate::{Inner, SearchAnswer, SearchRequest, Service, ServiceError};
 use gitstore::{CommitId, Lease, RepoName};
 use std::collections::VecDeque;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::sync::{Arc, PoisonError};
 use std::time::Instant;
 
 /// Most bytes of differing blobs one overlay reads (256 MiB): a commit further from the
@@ -54,11 +54,9 @@ pub const OVERLAY_CACHE_BYTES: usize = 512 << 20;
 /// has few cores and other searches run too).
 const READ_THREADS: usize = 2;
 
-/// What an overlay is computed for: the same key, the same overlay.
+/// What an overlay is computed for in one service: the same key, the same overlay.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct OverlayKey {
-    /// The data directory (two services of one process never share entries).
-    root: PathBuf,
     repo: String,
     /// The registered path: what is visible depends on it.
     scope: String,
@@ -68,7 +66,7 @@ struct OverlayKey {
 
 /// Overlays kept, most recently used first, bounded in bytes.
 #[derive(Default)]
-struct OverlayCache {
+pub(crate) struct OverlayCache {
     kept: VecDeque<(OverlayKey, Arc<search::Overlay>, usize)>,
     bytes: usize,
 }
@@ -114,14 +112,6 @@ fn footprint(overlay: &search::Overlay) -> usize {
     added + hidden + 256
 }
 
-/// The process's overlays. A process-wide cache rather than a field of the service: its
-/// entries are keyed by data directory, and a commit's content never changes.
-static OVERLAYS: LazyLock<Mutex<OverlayCache>> = LazyLock::new(Mutex::default);
-
-fn overlays() -> std::sync::MutexGuard<'static, OverlayCache> {
-    OVERLAYS.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// Why an overlay was not made.
 enum Refused {
     /// The differing blobs are more than [`MAX_OVERLAY_BYTES`].
@@ -157,7 +147,8 @@ impl Service {
             // Held until the search is done, even if the caller went away meanwhile.
             let _slot = slot;
             let query = req.query.clone();
-            let answer = inner.search_at_revision(&call, req)?;
+            // A lease on the blocking pool may wait for a follow (cluster mode), as a read's.
+            let answer = frame::on_blocking_pool(|| inner.search_at_revision(&call, req))?;
             Ok(match hook {
                 Some(hook) => hook.apply(&query, answer),
                 None => answer,
@@ -184,33 +175,11 @@ impl Service {
     }
 }
 
-/// The request for the search crate, over `repos`.
-fn index_request(req: &SearchRequest, repos: Vec<String>) -> search::SearchRequest {
-    search::SearchRequest {
-        query: req.query.clone(),
-        repos,
-        path: req.path.clone(),
-        lang: req.lang.clone(),
-        regex: req.regex,
-        case_sensitive: req.case_sensitive,
-        limit: req.limit.unwrap_or(DEFAULT_SEARCH_LIMIT),
-        cursor: req.cursor.clone(),
-        count: req.count,
-    }
-}
-
-/// `GitStore::lease_revision`, waiting once for a follow in cluster mode as every read on
-/// the blocking pool does (`frame::lease_revision`): the same answers and errors as `read`.
-fn lease_at(inner: &Inner, name: &RepoName, revision: &str) -> Result<Lease, gitstore::Error> {
-    match inner.store.lease_revision(name, Some(revision)) {
-        Err(gitstore::Error::NotSynced(_)) if inner.store.wait_followed(name, FOLLOW_WAIT) => {
-            inner.store.lease_revision(name, Some(revision))
-        }
-        leased => leased,
-    }
-}
-
 impl Inner {
+    fn kept_overlays(&self) -> std::sync::MutexGuard<'_, OverlayCache> {
+        self.overlays.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn search_at_revision(
         &self,
         call: &RepoCall<Option<String>>,
@@ -236,7 +205,7 @@ impl Inner {
                 ));
             };
             let name = RepoName::parse(&repo)?;
-            let at = lease_at(self, &name, &revision)?;
+            let at = frame::lease_revision(self, &name, Some(&revision))?;
             let base = leases.first();
             let overlay = match base {
                 Some(base) if base.commit() != at.commit() => {
@@ -277,17 +246,16 @@ impl Inner {
         budget_from: Option<Instant>,
     ) -> Result<Arc<search::Overlay>, Refused> {
         let key = OverlayKey {
-            root: self.store.storage_root().to_path_buf(),
             repo: at.repo().to_string(),
             scope: at.registered_path().to_string(),
             base: base.commit().to_string(),
             commit: at.commit().to_string(),
         };
-        if let Some(kept) = overlays().get(&key) {
+        if let Some(kept) = self.kept_overlays().get(&key) {
             return Ok(kept);
         }
         let overlay = Arc::new(make_overlay(base, at, budget_from)?);
-        overlays().insert(key, overlay.clone());
+        self.kept_overlays().insert(key, overlay.clone());
         Ok(overlay)
     }
 
