@@ -18,6 +18,11 @@ pub const REGEX_SIZE_LIMIT: usize = 8 << 20;
 /// A query ready to run.
 pub(crate) struct Compiled {
     pub regex: Regex,
+    /// For a regular expression, the same pattern without Unicode mode, when it compiles:
+    /// on ASCII-only text it matches exactly what `regex` matches (`\w`, `\d`, `\s`, `\b`,
+    /// `.` and case folding differ only on non-ASCII bytes), and unlike `regex` it runs on
+    /// the lazy DFA even with word boundaries, so verification uses it for ASCII documents.
+    pub ascii: Option<Regex>,
     pub plan: TrigramQuery,
     pub filter: DocFilter,
 }
@@ -107,7 +112,22 @@ pub(crate) fn compile(request: &SearchRequest) -> Result<Compiled, SearchError> 
         Err(_) => TrigramQuery::All,
     };
     let filter = DocFilter::new(request.path.as_deref(), request.lang.as_deref())?;
+    // A non-ASCII character in the pattern can fold to an ASCII one (`ſ` to `s`, the Kelvin
+    // sign to `k`), which only Unicode mode knows: such patterns keep the Unicode regex.
+    let ascii = if request.regex && pattern.is_ascii() {
+        RegexBuilder::new(&pattern)
+            .unicode(false)
+            .case_insensitive(!request.case_sensitive)
+            .multi_line(true)
+            .size_limit(REGEX_SIZE_LIMIT)
+            .dfa_size_limit(REGEX_SIZE_LIMIT)
+            .build()
+            .ok()
+    } else {
+        None
+    };
     Ok(Compiled {
+        ascii,
         regex,
         plan,
         filter,

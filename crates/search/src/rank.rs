@@ -209,6 +209,7 @@ pub(crate) fn rank(search: &Collect<'_>) -> Result<RankedList, SearchError> {
             candidates: &candidates[start..],
             first_line,
             regex: &search.compiled.regex,
+            ascii: search.compiled.ascii.as_ref(),
             skip: &skip,
             threads: search.threads,
             deadline: search.deadline,

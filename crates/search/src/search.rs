@@ -25,7 +25,7 @@ enum HitList {
     /// The result cache.
     Cached(Arc<RankedList>),
     /// A search with this compiled query.
-    Miss(plan::Compiled),
+    Miss(Box<plan::Compiled>),
 }
 
 /// What one page of a search is: its start, size and count, over pinned generations.
@@ -267,7 +267,7 @@ impl Indexes {
             .get(key, arcs);
         Ok(match cached {
             Some(list) => HitList::Cached(list),
-            None => HitList::Miss(plan::compile(request)?),
+            None => HitList::Miss(Box::new(plan::compile(request)?)),
         })
     }
 }

@@ -18,6 +18,8 @@ use crate::store::Generation;
 pub const SEARCH_BUDGET: Duration = Duration::from_secs(20);
 /// Candidates per unit of work handed to a verification thread.
 const CHUNK: usize = 16;
+/// Text the calling thread verifies alone before helper threads join.
+const SOLO_BYTES: u64 = 256 << 10;
 
 /// One matching line, before its snippet is cut.
 #[derive(Debug, Clone, Copy)]
@@ -178,6 +180,8 @@ pub(crate) struct LineInput<'a> {
     /// The first line of `candidates[0]` to verify (1-based; later candidates from 1).
     pub first_line: u32,
     pub regex: &'a Regex,
+    /// The regex without Unicode mode, for ASCII-only documents ([`Compiled::ascii`]).
+    pub ascii: Option<&'a Regex>,
     pub skip: &'a Skip,
     pub threads: usize,
     pub deadline: Instant,
@@ -207,31 +211,26 @@ pub(crate) fn lines(input: &LineInput<'_>, budget: usize) -> Result<LineRun, Sea
         found: AtomicUsize::new(0),
         timed_out: AtomicBool::new(false),
     };
-    // Threads only pay off past a few hundred KiB of text; counting stops there.
-    let mut bytes = 0u64;
-    for &(repo, doc) in input.candidates {
-        bytes += input.generations[repo as usize].docs[doc as usize].len;
-        if bytes > 256 << 10 {
-            break;
-        }
-    }
-    let results = if input.threads > 1 && bytes > 256 << 10 {
+    // This thread starts alone: most pages are full within the first chunks, and a thread
+    // started on a busy machine can wait a scheduler tick. Helpers join for what is left
+    // past a few hundred KiB of text.
+    let mut results = chunks.work(SOLO_BYTES);
+    if input.threads > 1 && !chunks.stopped() {
         std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..input.threads)
-                .map(|_| scope.spawn(|| chunks.work()))
+            let handles: Vec<_> = (1..input.threads)
+                .map(|_| scope.spawn(|| chunks.work(u64::MAX)))
                 .collect();
-            let mut all = Vec::new();
+            results.extend(chunks.work(u64::MAX));
             for handle in handles {
                 match handle.join() {
-                    Ok(part) => all.extend(part),
+                    Ok(part) => results.extend(part),
                     Err(panic) => std::panic::resume_unwind(panic),
                 }
             }
-            all
-        })
-    } else {
-        chunks.work()
-    };
+        });
+    } else if !chunks.stopped() {
+        results.extend(chunks.work(u64::MAX));
+    }
     if chunks.timed_out.load(Ordering::Relaxed) {
         return Err(SearchError::Timeout {
             seconds: SEARCH_BUDGET.as_secs(),
@@ -265,14 +264,23 @@ struct Chunks<'a> {
 }
 
 impl Chunks<'_> {
-    /// One worker: verifies chunks until none is left, enough hits are known, or the
-    /// deadline passes (then `timed_out` is set).
-    fn work(&self) -> Vec<ChunkHits> {
+    /// Whether no chunk is left to take, enough hits are known, or the deadline passed.
+    fn stopped(&self) -> bool {
+        self.timed_out.load(Ordering::Relaxed)
+            || self.found.load(Ordering::Relaxed) >= self.enough
+            || self.next.load(Ordering::Relaxed) >= self.count
+    }
+
+    /// One worker: verifies chunks until none is left, enough hits are known, the deadline
+    /// passes (then `timed_out` is set), or it has verified `bytes` of text.
+    fn work(&self, bytes: u64) -> Vec<ChunkHits> {
         let input = self.input;
         let mut results: Vec<ChunkHits> = Vec::new();
+        let mut done = 0u64;
         loop {
             if self.timed_out.load(Ordering::Relaxed)
                 || self.found.load(Ordering::Relaxed) >= self.enough
+                || done >= bytes
             {
                 return results;
             }
@@ -298,19 +306,16 @@ impl Chunks<'_> {
                 let generation = input.generations[repo as usize];
                 let first = if from + at == 0 { input.first_line } else { 1 };
                 let text = generation.text(&generation.docs[doc as usize]);
+                let regex = match input.ascii {
+                    Some(ascii) if text.is_ascii() => ascii,
+                    _ => input.regex,
+                };
                 match input.skip.get(&(repo, doc)) {
-                    None => verify_from(
-                        input.regex,
-                        (repo, doc),
-                        text,
-                        first,
-                        &mut hits,
-                        self.enough,
-                    ),
+                    None => verify_from(regex, (repo, doc), text, first, &mut hits, self.enough),
                     Some(skip) => {
                         let before = hits.len();
                         let limit = self.enough.saturating_add(skip.len());
-                        verify_from(input.regex, (repo, doc), text, first, &mut hits, limit);
+                        verify_from(regex, (repo, doc), text, first, &mut hits, limit);
                         let mut kept = before;
                         for i in before..hits.len() {
                             if !skip.contains(&hits[i].line) {
@@ -322,6 +327,7 @@ impl Chunks<'_> {
                     }
                 }
                 verified += 1;
+                done += text.len() as u64;
             }
             self.found.fetch_add(hits.len(), Ordering::Relaxed);
             results.push((chunk, verified, hits));

@@ -159,3 +159,57 @@ fn s1_differential_against_git_grep_on_this_repository() {
         .to_owned();
     compare(&root, "csg/self", &commit, &[1000]);
 }
+
+/// Regexes whose Unicode and ASCII meanings differ only on non-ASCII text (classes, word
+/// boundaries, case folding, a non-ASCII literal folding to ASCII), over an ASCII and a
+/// non-ASCII document: verification runs an ASCII-mode regex on ASCII documents, and the hits
+/// must be those of the Unicode regex run on each line (the oracle here: `git grep -P` is
+/// ASCII-minded for `\w` and `\b`).
+#[test]
+fn s1_ascii_documents_answer_as_the_unicode_regex_would() {
+    let repo = testgit::SourceRepo::with_files(&[
+        ("ascii.txt", b"foo_123 bar\nKelvin k and s\nword_999x\n"),
+        (
+            "utf8.txt",
+            "foo_123 \u{e9}t\u{e9}\n\u{e9}foo_123\nK\u{212a} \u{17f}\n".as_bytes(),
+        ),
+    ]);
+    let commit = repo.head();
+    let (_tmp, dir) = index_dir();
+    let indexes = Indexes::open(dir, IndexConfig::default()).expect("open");
+    indexes
+        .build(
+            "o/r",
+            &commit,
+            &GitSource::new(repo.path(), &commit),
+            &mut |_| {},
+        )
+        .expect("build");
+    let source = GitSource::new(repo.path(), &commit);
+    for (query, case_sensitive) in [
+        (r"\b[a-z]+_[0-9]{3}\b", true),
+        (r"\w+_\d+", true),
+        ("\u{17f}", false),
+        ("\u{212a}", false),
+        (r"\bfoo", true),
+        (r"[^a-z ]+", true),
+        ("K.", false),
+    ] {
+        let regex = regex::bytes::RegexBuilder::new(query)
+            .case_insensitive(!case_sensitive)
+            .build()
+            .expect("regex");
+        let mut expected = std::collections::BTreeSet::new();
+        for entry in &source.entries {
+            let text = source.content(&entry.path);
+            for (i, line) in text.split(|&b| b == b'\n').enumerate() {
+                let last = i + 1 == text.split(|&b| b == b'\n').count();
+                if regex.is_match(line) && !(line.is_empty() && last) {
+                    expected.insert((entry.path.clone(), i as u64 + 1));
+                }
+            }
+        }
+        let got = line_hits(&indexes, &request("o/r", query, true, case_sensitive));
+        assert_eq!(got, expected, "{query}");
+    }
+}
