@@ -719,19 +719,26 @@ async fn s9_history_bench() {
         .output()
         .unwrap();
     let tip = String::from_utf8_lossy(&tip.stdout).trim().to_owned();
-    let range = format!("{tip}~{}..{tip}", depth.saturating_sub(1));
-    for (kind, query, regex) in [
-        (SearchKind::Diff, "ContainerCreateConfig", false),
-        (
-            SearchKind::Diff,
-            "func (daemon *Daemon) ContainerStart",
-            false,
-        ),
-        (SearchKind::Diff, "deprecated", false),
-        (SearchKind::Diff, r"\bSIGKILL\b", true),
-        (SearchKind::Commit, "seccomp", false),
-        (SearchKind::Commit, "revert", false),
-    ] {
+    // The history git walks: the same newest `depth` commits when the index is bounded.
+    let range = if (stats.commits as usize) < depth {
+        tip.clone()
+    } else {
+        format!("{tip}~{}..{tip}", depth.saturating_sub(1))
+    };
+    // `kind:query` (`kind` d, D for a regex, c, C for a regex), `;`-separated; the defaults
+    // suit redis/redis.
+    let queries = std::env::var("CSG_HISTORY_BENCH_QUERIES").unwrap_or_else(|_| {
+        r"d:dictAdd;d:zmalloc_used_memory;d:serverLog(LL_WARNING;D:\bSIGKILL\b;d:deprecated;c:cluster;c:revert"
+            .into()
+    });
+    for spec in queries.split(';').filter(|q| !q.is_empty()) {
+        let (tag, query) = spec.split_once(':').unwrap();
+        let (kind, regex) = match tag {
+            "d" => (SearchKind::Diff, false),
+            "D" => (SearchKind::Diff, true),
+            "c" => (SearchKind::Commit, false),
+            _ => (SearchKind::Commit, true),
+        };
         let req = SearchRequest {
             query: query.into(),
             repo: Some("bench/history".into()),
@@ -741,48 +748,75 @@ async fn s9_history_bench() {
             ..SearchRequest::default()
         };
         let t = std::time::Instant::now();
-        let page = service.search(&ctx(), req).await.unwrap();
+        let page = service.search(&ctx(), req.clone()).await.unwrap();
         let ours = t.elapsed();
-        let flag = match (kind, regex) {
-            (SearchKind::Diff, _) => "-G",
-            (_, true) => "-E",
-            _ => "-F",
-        };
+        let t = std::time::Instant::now();
+        let again = service.search(&ctx(), req.clone()).await.unwrap();
+        let warm = t.elapsed();
+        assert_eq!(page.repos, again.repos);
+        let t = std::time::Instant::now();
+        let pages = all_pages(
+            &service,
+            SearchRequest {
+                limit: Some(500),
+                ..req
+            },
+        )
+        .await;
+        let paged = t.elapsed();
         let mut args = vec!["-C".to_owned(), bare.clone(), "log".into(), "-i".into()];
-        if kind == SearchKind::Diff {
-            args.extend(["-G".into(), query.into()]);
-        } else {
-            args.extend([flag.into(), format!("--grep={query}")]);
+        match (kind, regex) {
+            (SearchKind::Diff, true) => args.extend(["-G".into(), query.into()]),
+            // -G takes an extended regular expression: a literal is escaped for it.
+            (SearchKind::Diff, false) => args.extend(["-G".into(), ere_escape(query)]),
+            (_, true) => args.extend(["-E".into(), format!("--grep={query}")]),
+            _ => args.extend(["-F".into(), format!("--grep={query}")]),
         }
-        args.extend([
-            "-n".into(),
-            "50".into(),
-            "--format=%H".into(),
-            range.clone(),
-        ]);
+        args.extend(["--format=%H".into(), range.clone()]);
         let t = std::time::Instant::now();
         let out = std::process::Command::new("git")
             .args(&args)
             .output()
             .unwrap();
         let git = t.elapsed();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let theirs: Vec<String> = String::from_utf8_lossy(&out.stdout)
             .lines()
             .map(str::to_owned)
             .collect();
-        let mut ours_commits: Vec<String> = Vec::new();
-        for hit in &page.repos[0].hits {
-            let c = hit.commit.clone().unwrap();
-            if ours_commits.last() != Some(&c) {
-                ours_commits.push(c);
-            }
-        }
-        let n = ours_commits.len().min(theirs.len());
+        let ours_all = commits(&pages);
         eprintln!(
-            "{kind:?} {query:?}: first page {ours:?} ({} hits, {} commits verified) vs git log {git:?} (first 50 commits); first {n} commits equal: {}",
+            "{kind:?} {query:?}: first page {ours:?} (again {warm:?}; {} hits, {} commits verified), all {} pages {paged:?}; git log {git:?}; {} commits, same list as git's: {}",
             page.repos[0].hits.len(),
             page.stats.files_verified,
-            ours_commits[..n] == theirs[..n]
+            pages.len(),
+            theirs.len(),
+            ours_all == theirs
         );
+        if ours_all != theirs {
+            let ours_set: BTreeSet<&String> = ours_all.iter().collect();
+            let theirs_set: BTreeSet<&String> = theirs.iter().collect();
+            eprintln!(
+                "  only ours: {:?}\n  only git's: {:?}",
+                ours_set.difference(&theirs_set).take(5).collect::<Vec<_>>(),
+                theirs_set.difference(&ours_set).take(5).collect::<Vec<_>>()
+            );
+        }
     }
+}
+
+/// `text` as a POSIX extended regular expression matching it literally.
+fn ere_escape(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.chars() {
+        if "\\.[]()*+?{}|^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
