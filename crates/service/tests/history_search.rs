@@ -820,3 +820,49 @@ fn ere_escape(text: &str) -> String {
     }
     out
 }
+
+/// S-9: `git log`'s order where committer dates tie (a merge of two branches whose commits
+/// all carry one date): among equal dates the commit queued first comes first, as git's
+/// walk does.
+#[tokio::test]
+async fn s9_equal_dates_keep_git_log_order() {
+    tokio::time::timeout(TIMEOUT, async {
+        let repo = SourceRepo::new();
+        let same_date = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .current_dir(repo.path())
+                .args(args)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_AUTHOR_NAME", "T")
+                .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+                .env("GIT_COMMITTER_NAME", "T")
+                .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+                .env("GIT_AUTHOR_DATE", "1700000000 +0000")
+                .env("GIT_COMMITTER_DATE", "1700000000 +0000")
+                .output()
+                .expect("git runs");
+            assert!(out.status.success(), "{args:?}");
+        };
+        let commit = |file: &str, message: &str| {
+            repo.write(&[(file, message.as_bytes())]);
+            same_date(&["add", "-A"]);
+            same_date(&["commit", "-q", "-m", message]);
+        };
+        commit("a", "tick base");
+        same_date(&["checkout", "-q", "-b", "left"]);
+        commit("l1", "tick left 1");
+        commit("l2", "tick left 2");
+        same_date(&["checkout", "-q", "main"]);
+        commit("r1", "tick right 1");
+        commit("r2", "tick right 2");
+        same_date(&["merge", "-q", "--no-ff", "-m", "tick merge", "left"]);
+        commit("r3", "tick after");
+        let service = service_for(&repo).await;
+        let pages = all_pages(&service, request(SearchKind::Commit, "tick")).await;
+        assert_eq!(commits(&pages), git_list(&repo, &["--grep=tick"]));
+        assert_eq!(commits(&pages).len(), 7);
+    })
+    .await
+    .expect("within the timeout");
+}
