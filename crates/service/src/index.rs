@@ -595,10 +595,15 @@ impl Service {
         self.inner.indexes().ok().map(search::Indexes::stats)
     }
 
-    /// Drops every kept search answer (the result cache, the kept revision overlays and their
-    /// blobs' trigram sets), so the next search of any query runs cold: benchmarks time first
-    /// pages this way (issue 33).
+    /// Drops every kept search answer (the result cache, the kept revision overlays, the
+    /// service's and the search crate's, and their blobs' trigram sets), so the next search of
+    /// any query runs cold: benchmarks time first pages this way (issue 33).
     pub fn clear_search_cache(&self) {
+        *self
+            .inner
+            .overlays
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Default::default();
         if let Ok(indexes) = self.inner.indexes() {
             indexes.clear_result_cache();
         }
