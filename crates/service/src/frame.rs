@@ -215,6 +215,21 @@ impl RepoCall<String> {
 }
 
 impl RepoCall<Option<String>> {
+    /// Step 2 for a search that names one repository and does not read its code index
+    /// (commit and diff searches): checked readable, an unreadable private one refused
+    /// exactly like an unknown one.
+    pub(crate) fn open_named(&self, inner: &Inner) -> Result<Opened, ServiceError> {
+        let Some(repo) = &self.repo else {
+            return Err(ServiceError::invalid(format!(
+                "{} needs repo here: name the repository to search",
+                self.op.name
+            )));
+        };
+        let name = RepoName::parse(repo)?;
+        inner.check_read(&self.caller, &name)?;
+        Ok(Opened { name })
+    }
+
     /// Steps 2 and 3 for an operation over the search index: the named repository (checked
     /// readable) or every repository the caller may read, each indexed one leased at its
     /// indexed commit (S-1: every hit must be readable at the SHA it names; a commit that

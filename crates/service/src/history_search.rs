@@ -166,14 +166,8 @@ impl Service {
         self.blocking(move |inner| {
             let _slot = slot;
             // Access to the named repository: refused exactly like an unknown one.
-            // (Its code index's state does not matter here: listed as not indexed or stale,
-            // the repository is still the caller's to search.)
-            let (_, targets) = call.targets(inner, None)?;
-            drop(targets.leases);
-            let Some(repo) = targets.repos.into_iter().chain(targets.stale).next() else {
-                return Err(ServiceError::internal("no repository to search"));
-            };
-            let name = RepoName::parse(&repo)?;
+            // Its code index does not matter here.
+            let opened = call.open_named(inner)?;
             // The tip: the cursor's (its pages stay on one history), else the revision, else
             // the default branch's head; leased for the whole search (G-8).
             let cursor = req.cursor.as_deref().filter(|c| !c.is_empty());
@@ -181,9 +175,9 @@ impl Service {
                 Some(cursor) => Some(search::history_cursor_tip(cursor)?),
                 None => req.revision.clone(),
             };
-            let lease = crate::frame::on_blocking_pool(|| {
-                inner.store.lease_revision(&name, revision.as_deref())
-            })?;
+            let lease =
+                crate::frame::on_blocking_pool(|| opened.lease(inner, revision.as_deref()))?;
+            let name = opened.name().clone();
             let tip = lease.commit().clone();
             let request = search::HistoryRequest {
                 kind,
