@@ -564,6 +564,7 @@ mod tests {
             max_batch_items: service.max_batch_items,
             line_cap_bytes: service.line_cap,
             index_max_file_bytes: service.index.max_file_bytes,
+            history_depth: 0,
             blob_cache_bytes: gitstore::DEFAULT_BLOB_CACHE_BYTES,
             sync_interval: Duration::from_secs(60),
             max_searches: service.max_concurrent_searches,

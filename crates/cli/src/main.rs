@@ -313,6 +313,8 @@ impl Wiring {
                     max_file_bytes: settings.index_max_file_bytes,
                     ..defaults.index.clone()
                 },
+                history_depth: (settings.history_depth > 0)
+                    .then(|| usize::try_from(settings.history_depth).unwrap_or(usize::MAX)),
                 ..defaults
             },
             sync_interval: settings.sync_interval,

@@ -445,6 +445,8 @@ pub struct Settings {
     pub line_cap_bytes: usize,
     /// `--index-max-file-bytes`.
     pub index_max_file_bytes: u64,
+    /// `--history-depth` (0 = the whole retained history).
+    pub history_depth: u64,
     /// `--blob-cache-bytes` (0 = off).
     pub blob_cache_bytes: usize,
     /// `--sync-interval` (G-3).
@@ -486,6 +488,7 @@ impl Settings {
         max_batch_items: 0,
         line_cap_bytes: 0,
         index_max_file_bytes: 0,
+        history_depth: 0,
         blob_cache_bytes: 0,
         sync_interval: Duration::ZERO,
         max_searches: 0,

@@ -230,6 +230,22 @@ pub const SETTINGS: &[Def] = &[
         help: "Files larger than this are searchable by path only.",
     },
     Def {
+        key: "history_depth",
+        flag: "history-depth",
+        env: "CSG_HISTORY_DEPTH",
+        in_file: true,
+        scope: Scope::ServeAndMcp,
+        value_name: "COMMITS",
+        field: Field::Count {
+            min: 0,
+            max: u64::MAX,
+            field: |s| &mut s.history_depth,
+        },
+        default: DefaultValue::Value(|| "0".to_string()),
+        help: "Commits of each repository's default branch, newest first, that the commit and \
+               diff search index holds; `0` (the default) indexes the whole retained history.",
+    },
+    Def {
         key: "blob_cache_bytes",
         flag: "blob-cache-bytes",
         env: "CSG_BLOB_CACHE_BYTES",
