@@ -49,6 +49,9 @@ pub struct ShardRequest {
     pub repos: Vec<String>,
     /// How many hits of the head of the ranked list to answer: the page's offset plus limit.
     pub want: usize,
+    /// Count the part's hits up to the count cap (S-10), as the caller's `count` asks.
+    #[serde(default)]
+    pub count: bool,
 }
 
 /// What a part is of.
@@ -182,6 +185,8 @@ pub(crate) struct FanQuery {
     pub(crate) lang: Option<String>,
     pub(crate) limit: usize,
     pub(crate) cursor: Option<String>,
+    /// The caller's `count` (S-10).
+    pub(crate) count: bool,
 }
 
 impl FanQuery {
@@ -202,6 +207,7 @@ impl FanQuery {
             lang,
             limit,
             cursor,
+            count: false,
         }
     }
 }
@@ -330,9 +336,7 @@ impl Service {
                         case_sensitive: request.case_sensitive,
                         limit: 1,
                         cursor: None,
-                        // A fanned-out search does not count (S-10): its parts' totals are
-                        // what their heads' work found.
-                        count: false,
+                        count: request.count,
                     };
                     let mode = request.mode.as_search().unwrap_or(search::Mode::Search);
                     ShardAnswer::from(indexes.top_hits(&part, mode, want)?)
@@ -468,6 +472,7 @@ impl Service {
                     lang,
                     limit,
                     cursor,
+                    count,
                 } = query;
                 let base = search::SearchRequest {
                     query,
@@ -478,7 +483,7 @@ impl Service {
                     case_sensitive,
                     limit,
                     cursor,
-                    count: false,
+                    count,
                 };
                 let definitions = |repos: Vec<String>, limit: usize| match &mode {
                     ShardMode::Definitions { symbol } => Some(search::DefinitionsRequest {
@@ -518,6 +523,7 @@ impl Service {
                     lang: base.lang.clone(),
                     repos: Vec::new(),
                     want,
+                    count,
                 };
                 let waiting = (!plan.remote.is_empty()).then(|| {
                     let deadline = tokio::time::Instant::now() + FAN_OUT_BUDGET;

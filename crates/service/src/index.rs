@@ -517,6 +517,7 @@ impl Service {
             lang: req.lang,
             limit: req.limit.unwrap_or(DEFAULT_SEARCH_LIMIT),
             cursor: req.cursor,
+            count: req.count,
         };
         let fanned = self.fan_out(call, None, fan, peers).await?;
         let mut answer: SearchAnswer = fanned.results.into();

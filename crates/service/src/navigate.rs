@@ -191,7 +191,7 @@ pub struct RepoReferences {
 pub struct ReferencesAnswer {
     pub symbol: String,
     pub repos: Vec<RepoReferences>,
-    /// Occurrences in all pages (at most [`search::MAX_HITS`]).
+    /// Occurrences in all pages as far as the search knows (a lower bound when `truncated`).
     pub total: u64,
     /// More occurrences than one lookup collects: narrow with path or lang.
     pub truncated: bool,

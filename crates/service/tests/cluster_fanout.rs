@@ -246,9 +246,13 @@ async fn a_search_over_every_repository_pages_as_one_server_holding_everything()
     bounded(async {
         let cluster = cluster(vec![C, B]).await;
         let ctx = CallContext::default();
-        for (query, limit) in [("needle", 1000), ("needle", 4), ("fn", 2), ("row 1", 3)] {
-            let mut left = all_repos(query, limit);
-            let mut right = all_repos(query, limit);
+        let queries = [("needle", 1000), ("needle", 4), ("fn", 2), ("row 1", 3)];
+        for ((query, limit), count) in queries.into_iter().flat_map(|q| [(q, false), (q, true)]) {
+            let mut left = SearchRequest {
+                count,
+                ..all_repos(query, limit)
+            };
+            let mut right = left.clone();
             let mut pages = 0;
             let mut so_far = 0;
             loop {
@@ -262,6 +266,10 @@ async fn a_search_over_every_repository_pages_as_one_server_holding_everything()
                     "{query} page {pages}"
                 );
                 same_totals(&here, &one, so_far);
+                if count {
+                    // S-10: counted totals are exact across replicas too (below the cap).
+                    assert!(!here.stats.truncated && !one.stats.truncated, "{query}");
+                }
                 so_far += one.repos.iter().map(|r| r.hits.len()).sum::<usize>();
                 assert!(here.not_searched.is_empty(), "{:?}", here.not_searched);
                 pages += 1;
