@@ -420,7 +420,10 @@ async fn s1_search_json() {
         );
     }
     let (status, body) = s
-        .post("/sourcegraph/api/search", json!({"query": "x", "type": "log"}))
+        .post(
+            "/sourcegraph/api/search",
+            json!({"query": "x", "type": "log"}),
+        )
         .await;
     assert_eq!(status, 400, "{body}");
     let (status, body) = s.get("/sourcegraph/api/search?query=csg_session").await;

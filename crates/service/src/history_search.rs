@@ -89,7 +89,7 @@ impl From<search::HistoryError> for ServiceError {
 }
 
 impl Inner {
-    fn history_indexes(&self) -> search::HistoryIndexes {
+    pub(crate) fn history_indexes(&self) -> search::HistoryIndexes {
         search::HistoryIndexes::new(self.store.storage_root().join("index"))
     }
 }

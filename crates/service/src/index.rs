@@ -560,7 +560,7 @@ impl Service {
             let mut dropped = Vec::new();
             for repo in indexes.repos() {
                 if !registered.contains(&repo) {
-                    indexes.remove(&repo)?;
+                    inner.drop_index(&repo)?;
                     dropped.push(repo);
                 }
             }
@@ -628,6 +628,9 @@ impl Inner {
             return Ok(false);
         };
         let had = indexes.current(repo).is_some();
+        // Its commit and diff search index (S-9) goes with it, first: the code index's
+        // removal then leaves no directory behind.
+        self.history_indexes().remove(repo)?;
         indexes.remove(repo)?;
         self.indexed_here
             .lock()

@@ -260,6 +260,8 @@ async fn s3_unregistered_repositories_lose_their_index() {
     let source = SourceRepo::with_files(&[("a.md", b"needle\n")]);
     let service = Service::new(source.store("test/repo", ""), ServiceConfig::default());
     service.index("test/repo".into(), |_| {}).await.unwrap();
+    service.index_history("test/repo".into()).await.unwrap();
+    assert!(source.data_dir().join("index/test/repo/history").exists());
     assert!(service.prune_indexes().await.unwrap().is_empty());
     service.unregister("test/repo".into()).await.unwrap();
     assert_eq!(service.prune_indexes().await.unwrap(), ["test/repo"]);

@@ -193,11 +193,15 @@ impl HistoryIndexes {
         }
         let _lock = crate::repodir::lock_repo_dir(&dir)?;
         remove_all(&dir);
+        // Last the lock file and the directory, as the code index's removal does, so an
+        // unregistered repository leaves nothing behind.
+        let _ = std::fs::remove_file(dir.join(crate::repodir::LOCK_FILE));
+        let _ = std::fs::remove_dir(&dir);
         Ok(())
     }
 }
 
-/// Deletes a history directory's contents but its lock file, then the directory if it can.
+/// Deletes a history directory's contents but its lock file (held while this runs).
 fn remove_all(dir: &Path) {
     if let Ok(entries) = std::fs::read_dir(dir) {
         for entry in entries.filter_map(Result::ok) {
