@@ -71,7 +71,7 @@ pub use wasmplugin::{ConnectionPlugins, InvalidConnectionPlugins, PluginConfig};
 use frame::{Op, RepoCall};
 use gitstore::{GitStore, RepoName, RepoPath};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime};
 
 /// Branch heads of one repository whose plugins background preparation keeps warm (W-31).
 pub const PREPARED_BRANCHES: usize = 16;
@@ -1075,7 +1075,7 @@ impl ReadManyAnswer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+    use std::time::{Duration, UNIX_EPOCH};
 
     #[test]
     fn rfc3339_formats_utc() {
