@@ -3,6 +3,7 @@
 use httpserver::Readiness;
 use serde_json::{Value, json};
 use service::{Service, ServiceConfig};
+use std::time::Duration;
 use testgit::SourceRepo;
 
 struct Server {
@@ -827,4 +828,58 @@ async fn p12_plugin_routes_take_no_arguments() {
             .starts_with("server plugins are disabled"),
         "{body}"
     );
+}
+
+/// S-8 over the JSON API: `POST /sourcegraph/api/repos` takes `index_branches` (checked
+/// before anything is registered, at most 64) and answers them; `search` with `revision`
+/// answers at that commit and names it.
+#[tokio::test]
+async fn s8_register_with_index_branches_and_search_at_a_branch() {
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let s = server().await;
+        let remote = SourceRepo::with_files(&[("r.md", b"marker on main\n")]);
+        remote.git(&["checkout", "-q", "-b", "release/1"]);
+        let release = remote.commit(&[("r.md", b"marker on release\nmarker again\n")], "release");
+        remote.git(&["checkout", "-q", "main"]);
+        let http = remote.serve_http();
+
+        let too_many: Vec<String> = (0..65).map(|i| format!("b{i}")).collect();
+        let ops = Some(s.ops.as_str());
+        let (status, body) = s
+            .post_as(
+                ops,
+                "/sourcegraph/api/repos",
+                json!({"name": "acme/remote", "source": http.url(), "index_branches": too_many}),
+            )
+            .await;
+        assert_eq!(status, 400, "{body}");
+        assert!(body.to_string().contains("at most 64"), "{body}");
+        let (status, body) = s
+            .post("/sourcegraph/api/search", json!({"query": "marker", "repo": "acme/remote"}))
+            .await;
+        assert_ne!(status, 200, "nothing was registered: {body}");
+
+        let (status, body) = s
+            .post_as(
+                ops,
+                "/sourcegraph/api/repos",
+                json!({"name": "acme/remote", "source": http.url(), "index_branches": ["release/*"]}),
+            )
+            .await;
+        assert_eq!(status, 201, "{body}");
+        assert_eq!(body["index_branches"], json!(["release/*"]), "{body}");
+
+        let (status, body) = s
+            .post(
+                "/sourcegraph/api/search",
+                json!({"query": "marker", "repo": "acme/remote", "revision": "release/1"}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        let text = body.to_string();
+        assert!(text.contains(&release), "names the branch head: {body}");
+        assert!(text.contains("marker again"), "{body}");
+    })
+    .await
+    .expect("finished within 120 s");
 }
