@@ -17,6 +17,7 @@ use crate::order::static_rank;
 use crate::source::{BuildProgress, MAX_FAILURE_MESSAGES, Source, SourceEntry, Transform};
 use crate::store::{Doc, DocKind, Generation, PostingBuf, write_postings};
 use crate::trigram::{Trigram, TrigramScratch, doc_trigrams};
+use crate::words::{WORDS_FILE, WordsBuilder, doc_words};
 
 /// Bytes inspected for a NUL to call a file binary (what Git and grep tools do).
 const BINARY_SNIFF: usize = 8000;
@@ -63,6 +64,8 @@ struct Prepared<'a> {
     kind: DocKind,
     text: Cow<'a, [u8]>,
     trigrams: Vec<Trigram>,
+    /// Its distinct words, each followed by `\n` (module `words`).
+    words: Vec<u8>,
     reused: bool,
     /// What the source's transform did (P-21).
     transform: Transformed,
@@ -114,6 +117,7 @@ impl<'a> Prepared<'a> {
             kind,
             text,
             trigrams: Vec::new(),
+            words: Vec::new(),
             reused,
             transform: Transformed::Untouched,
             lang: DocLang::FromPath,
@@ -157,6 +161,7 @@ fn prepare<'a>(
     };
     if prepared.kind == DocKind::Text && prepared.transform != Transformed::Skipped {
         doc_trigrams(&prepared.text, scratch, &mut prepared.trigrams);
+        prepared.words = doc_words(&prepared.text);
     }
     Ok(prepared)
 }
@@ -303,6 +308,7 @@ struct Writer {
     offset: u64,
     docs: Vec<Doc>,
     postings: PostingMap,
+    words: WordsBuilder,
     counts: Counts,
     /// Entries done (skipped ones included).
     processed: u64,
@@ -320,6 +326,7 @@ impl Writer {
             offset: 0,
             docs: Vec::with_capacity(total),
             postings: PostingMap::default(),
+            words: WordsBuilder::default(),
             counts: Counts::default(),
             processed: 0,
         })
@@ -380,6 +387,7 @@ impl Writer {
             kind,
             text,
             trigrams,
+            words,
             reused,
             transform,
             lang,
@@ -421,6 +429,7 @@ impl Writer {
             for &t in &trigrams {
                 self.postings.entry(t).or_default().push(id as u32);
             }
+            self.words.add(id as u32, &words);
             counts.content_bytes += len;
         } else {
             counts.path_only += 1;
@@ -461,6 +470,7 @@ impl Writer {
             &input.staging.join("postings.bin"),
             self.postings.into_iter().collect(),
         )?;
+        self.words.write(&input.staging.join(WORDS_FILE))?;
         if total == 0 {
             progress(BuildProgress { done: 0, total: 0 });
         }

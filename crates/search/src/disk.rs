@@ -11,7 +11,8 @@ use crate::error::SearchError;
 
 /// Version of the on-disk format; part of the index fingerprint, so a change rebuilds.
 /// 4: documents numbered in static-rank order (module `order`), not path order.
-pub(crate) const FORMAT_VERSION: u32 = 4;
+/// 5: `words.bin`, the word vocabulary (module `words`).
+pub(crate) const FORMAT_VERSION: u32 = 5;
 
 /// Maps a published index file read-only; `None` for an empty file (nothing to map).
 pub(crate) fn map(path: &Path) -> Result<Option<Mmap>, SearchError> {

@@ -85,6 +85,7 @@ mod store;
 mod symtab;
 mod trigram;
 mod verify;
+mod words;
 
 pub use config::{DEFAULT_MAX_FILE_BYTES, IndexConfig, plugin_part};
 pub use error::SearchError;

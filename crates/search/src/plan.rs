@@ -24,6 +24,9 @@ pub(crate) struct Compiled {
     /// the lazy DFA even with word boundaries, so verification uses it for ASCII documents.
     pub ascii: Option<Regex>,
     pub plan: TrigramQuery,
+    /// Every match is a non-empty run of word characters (module `words`): the word
+    /// vocabulary may select the candidates.
+    pub word_only: bool,
     pub filter: DocFilter,
 }
 
@@ -102,14 +105,14 @@ pub(crate) fn compile(request: &SearchRequest) -> Result<Compiled, SearchError> 
             },
         })?;
     // The same flags as the regex, so the plan describes exactly what the regex matches.
-    let plan = match regex_syntax::ParserBuilder::new()
+    let (plan, word_only) = match regex_syntax::ParserBuilder::new()
         .case_insensitive(!request.case_sensitive)
         .multi_line(true)
         .build()
         .parse(&pattern)
     {
-        Ok(hir) => plan(&hir),
-        Err(_) => TrigramQuery::All,
+        Ok(hir) => (plan(&hir), crate::words::word_only(&hir)),
+        Err(_) => (TrigramQuery::All, false),
     };
     let filter = DocFilter::new(request.path.as_deref(), request.lang.as_deref())?;
     // A non-ASCII character in the pattern can fold to an ASCII one (`ſ` to `s`, the Kelvin
@@ -130,6 +133,7 @@ pub(crate) fn compile(request: &SearchRequest) -> Result<Compiled, SearchError> 
         ascii,
         regex,
         plan,
+        word_only,
         filter,
     })
 }

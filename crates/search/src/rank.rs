@@ -215,7 +215,10 @@ pub(crate) fn rank(search: &Collect<'_>) -> Result<RankedList, SearchError> {
             deadline: search.deadline,
         };
         let budget = usize::try_from(enough - found).unwrap_or(usize::MAX);
-        let run = verify::lines(&input, budget)?;
+        let (run, considered) = verify_with_words(search, &input, budget)?;
+        if let Some(considered) = considered {
+            list.candidate_files = (start + considered) as u64;
+        }
         list.files_verified = run.verified;
         list.exact = !run.more;
         found += run.lines.len() as u64;
@@ -230,6 +233,92 @@ pub(crate) fn rank(search: &Collect<'_>) -> Result<RankedList, SearchError> {
     list.hits = hits;
     list.found = found;
     Ok(list)
+}
+
+/// Verifies `input`'s candidates; for a word-only pattern (module `words`) whose candidates
+/// hold more text than the word vocabularies, only a first part of them as they are: when
+/// the page is not full there, the rest is narrowed to the documents holding a word the
+/// pattern matches (an exact superset of those with a hit) and verified. Dense hits fill the
+/// page before the vocabulary costs anything; sparse ones stop costing the whole corpus.
+/// Answers the run and, when the vocabulary narrowed it, the candidates considered.
+fn verify_with_words(
+    search: &Collect<'_>,
+    input: &LineInput<'_>,
+    budget: usize,
+) -> Result<(verify::LineRun, Option<usize>), SearchError> {
+    let generations = input.generations;
+    let vocabulary: Option<usize> = if search.compiled.word_only {
+        generations
+            .iter()
+            .map(|g| g.vocabulary_bytes())
+            .sum::<Option<usize>>()
+    } else {
+        None
+    };
+    let Some(vocabulary) = vocabulary else {
+        return Ok((verify::lines(input, budget)?, None));
+    };
+    // The first part: candidates up to half the vocabulary's bytes, which cost about what
+    // the vocabulary scan would.
+    let mut bytes = 0usize;
+    let head = input
+        .candidates
+        .iter()
+        .position(|&(repo, doc)| {
+            bytes += generations[repo as usize].docs[doc as usize].len as usize;
+            bytes > vocabulary / 2
+        })
+        .unwrap_or(input.candidates.len());
+    if head == input.candidates.len() {
+        return Ok((verify::lines(input, budget)?, None));
+    }
+    let first = verify::lines(
+        &LineInput {
+            candidates: &input.candidates[..head],
+            ..*input
+        },
+        budget,
+    )?;
+    if first.more {
+        return Ok((first, None));
+    }
+    let mut words: Vec<Option<Vec<u32>>> = vec![None; generations.len()];
+    let rest: Vec<(u32, u32)> = input.candidates[head..]
+        .iter()
+        .copied()
+        .filter(|&(repo, doc)| {
+            let docs = words[repo as usize].get_or_insert_with(|| {
+                generations[repo as usize]
+                    .word_docs(&search.compiled.regex, search.compiled.ascii.as_ref())
+                    .unwrap_or_default()
+            });
+            docs.binary_search(&doc).is_ok()
+        })
+        .collect();
+    // `first_line` belongs to the first candidate only.
+    let first_line = if head == 0 && rest.first() == input.candidates.first() {
+        input.first_line
+    } else {
+        1
+    };
+    let second = verify::lines(
+        &LineInput {
+            candidates: &rest,
+            first_line,
+            ..*input
+        },
+        budget - first.lines.len(),
+    )?;
+    let mut lines = first.lines;
+    lines.extend(second.lines);
+    Ok((
+        verify::LineRun {
+            lines,
+            more: second.more,
+            verified: first.verified + second.verified,
+        },
+        Some(head + rest.len()),
+    ))
 }
 
 /// The file-name hits of every pinned generation with their places (none for `references`).

@@ -28,6 +28,7 @@ use crate::lang::DocLang;
 use crate::order::{doc_order, static_rank};
 use crate::symtab::SymbolTable;
 use crate::trigram::Trigram;
+use crate::words::{Vocabulary, WORDS_FILE};
 
 const DOCS_MAGIC: &[u8; 4] = b"CSGD";
 /// The symbol table's file in a generation directory.
@@ -104,6 +105,9 @@ pub(crate) struct Generation {
     path_lines: OnceLock<(Vec<u8>, Vec<usize>)>,
     content: Option<Mmap>,
     postings: Option<Mmap>,
+    /// The word vocabulary (module `words`); `None` when absent or damaged (then no search
+    /// uses one).
+    words: Option<Vocabulary>,
     /// The definitions of the documents (issue 12), once phase two of the build wrote them.
     symbols: OnceLock<SymbolTable>,
     bytes_on_disk: u64,
@@ -276,6 +280,13 @@ impl Generation {
         let docs = parse_docs(&docs_bytes).ok_or_else(|| corrupt(&meta, "bad document table"))?;
         let content = map(&dir.join("content.bin"))?;
         let postings = map(&dir.join("postings.bin"))?;
+        let words = match map(&dir.join(WORDS_FILE)) {
+            Ok(Some(mapped)) => Vocabulary::load(mapped),
+            Ok(None) | Err(_) => None,
+        };
+        if words.is_none() {
+            tracing::warn!(repo = %meta.repo, "no usable word vocabulary: regex searches verify more");
+        }
         let content_len = content.as_ref().map_or(0, |m| m.len() as u64);
         if docs.iter().any(|d| {
             d.offset
@@ -298,6 +309,7 @@ impl Generation {
             docs,
             content,
             postings,
+            words,
             symbols: OnceLock::new(),
             bytes_on_disk,
             obsolete: AtomicBool::new(false),
@@ -359,6 +371,7 @@ impl Generation {
             docs,
             content: None,
             postings: None,
+            words: None,
             symbols: OnceLock::new(),
             bytes_on_disk: 0,
             obsolete: AtomicBool::new(false),
@@ -443,6 +456,38 @@ impl Generation {
         }
         lines.sort_unstable();
         Some(lines)
+    }
+
+    /// Bytes of the word vocabulary's text a [`Generation::word_docs`] scan reads (the
+    /// base's for an overlay), `None` without a vocabulary.
+    pub(crate) fn vocabulary_bytes(&self) -> Option<usize> {
+        match &self.overlay {
+            None => self.words.as_ref().map(Vocabulary::text_len),
+            Some(overlay) => overlay.base.vocabulary_bytes(),
+        }
+    }
+
+    /// The documents holding a word `regex` matches (`ascii` is its ASCII-mode twin, for
+    /// ASCII-only words), ascending; `None` without a vocabulary. An overlay answers its
+    /// base's documents it keeps and every added document (a superset, as candidates may be).
+    pub(crate) fn word_docs(
+        &self,
+        regex: &regex::bytes::Regex,
+        ascii: Option<&regex::bytes::Regex>,
+    ) -> Option<Vec<u32>> {
+        let Some(overlay) = &self.overlay else {
+            return Some(self.words.as_ref()?.matching_docs(regex, ascii));
+        };
+        let mut docs: Vec<u32> = overlay
+            .base
+            .word_docs(regex, ascii)?
+            .into_iter()
+            .filter_map(|id| overlay.from_base.get(id as usize).copied())
+            .filter(|&id| id != u32::MAX)
+            .collect();
+        docs.extend(overlay.added.iter().map(|a| a.id));
+        docs.sort_unstable();
+        Some(docs)
     }
 
     /// How many documents hold `trigram` (for an overlay an upper bound), `None` for none.
@@ -661,8 +706,8 @@ impl Generation {
 #[derive(Default)]
 pub(crate) struct PostingBuf {
     last: u32,
-    count: u32,
-    bytes: Vec<u8>,
+    pub(crate) count: u32,
+    pub(crate) bytes: Vec<u8>,
 }
 
 impl PostingBuf {

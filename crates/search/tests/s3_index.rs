@@ -75,11 +75,21 @@ fn s3_rare_literal_verifies_under_one_percent_of_files() {
         .unwrap();
     assert_eq!(results.stats.total_hits, 1);
     assert!(results.stats.files_verified * 100 < 3001);
-    // A query without trigrams scans every text document.
+    // A query without trigrams that can match a non-word character scans every text
+    // document; a word-only one (S-10) verifies the documents holding a word it matches.
     let results = indexes
-        .search(&request("gen/big", "zy", false, true))
+        .search(&request("gen/big", ";z", false, true))
         .unwrap();
     assert_eq!(results.stats.files_verified, 3001);
+    let results = indexes
+        .search(&request("gen/big", r"\bzy\w{8}_\w+", true, true))
+        .unwrap();
+    assert_eq!(results.stats.total_hits, 1);
+    assert!(
+        results.stats.files_verified * 100 < 3001,
+        "verified {} files",
+        results.stats.files_verified
+    );
 }
 
 #[test]
