@@ -281,24 +281,8 @@ pub struct HistoryClone {
 /// become a linear history of the same trees (the files at each commit are real; only the
 /// commit ids change), and the rest is left out.
 pub fn clone_history(repo: &Path, dest: &Path, keep: usize) -> Result<HistoryClone> {
-    let parent = dest.parent().context("the clone's path has a parent")?;
-    git(
-        parent,
-        &[
-            "clone",
-            "-q",
-            "--bare",
-            "--shared",
-            "--single-branch",
-            "--no-tags",
-            repo.to_str().context("the repository path is not UTF-8")?,
-            dest.to_str().context("the clone path is not UTF-8")?,
-        ],
-    )?;
-    let source_head = git(dest, &["rev-parse", "HEAD"])?;
-    let missing = git(dest, &["rev-list", "--objects", "--missing=print", "HEAD"])?
-        .lines()
-        .any(|l| l.starts_with('?'));
+    let (source_head, missing) = crate::shared_bare_clone(repo, dest)?;
+    let missing = missing > 0;
     if !missing {
         return Ok(HistoryClone {
             dir: dest.to_path_buf(),

@@ -121,6 +121,30 @@ pub fn clone_big_repo(repo: &Path, dest: &Path, who: &str) -> Result<BigClone> {
         repo.display(),
         dest.display()
     );
+    let (source_head, missing) = shared_bare_clone(repo, dest)?;
+    if missing > 0 {
+        let root = git(
+            dest,
+            &[
+                "commit-tree",
+                "HEAD^{tree}",
+                "-m",
+                &format!("{who}: the tree of {source_head}"),
+            ],
+        )?;
+        git(dest, &["update-ref", "HEAD", &root])?;
+    }
+    Ok(BigClone {
+        dir: dest.to_path_buf(),
+        source_head,
+        missing,
+    })
+}
+
+/// Clones `repo` into `dest` (bare, `--shared`, its default branch only, no tags: `repo` is
+/// never written); answers the head and how many objects its history lacks (a partial clone,
+/// as the moby mirror is, lacks some: then git cannot fetch from it).
+pub fn shared_bare_clone(repo: &Path, dest: &Path) -> Result<(String, usize)> {
     let parent = dest.parent().context("the clone's path has a parent")?;
     git(
         parent,
@@ -140,23 +164,7 @@ pub fn clone_big_repo(repo: &Path, dest: &Path, who: &str) -> Result<BigClone> {
         .lines()
         .filter(|l| l.starts_with('?'))
         .count();
-    if missing > 0 {
-        let root = git(
-            dest,
-            &[
-                "commit-tree",
-                "HEAD^{tree}",
-                "-m",
-                &format!("{who}: the tree of {source_head}"),
-            ],
-        )?;
-        git(dest, &["update-ref", "HEAD", &root])?;
-    }
-    Ok(BigClone {
-        dir: dest.to_path_buf(),
-        source_head,
-        missing,
-    })
+    Ok((source_head, missing))
 }
 
 /// An answer read off a [`KeepAlive`] connection.

@@ -4,7 +4,7 @@ use crate::render::{header, header_value, not_indexed_lines, not_searched_lines}
 use crate::tool::{Answer, Face, Tool, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use service::{CallContext, LineChange, SEARCH_COUNT_CAP, SearchAnswer, SearchKind, Service};
+use service::{CallContext, LineChange, SearchAnswer, SearchKind, Service};
 use std::fmt::Write as _;
 
 /// The `search` tool.
@@ -251,6 +251,7 @@ fn commit_line(hit: &service::SearchHit) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use service::SEARCH_COUNT_CAP;
 
     const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
 
