@@ -22,6 +22,7 @@ mod db;
 mod diff;
 mod error;
 mod gitcli;
+mod gitdiff;
 mod handles;
 mod history;
 mod linediff;

@@ -2,6 +2,9 @@
 //! default order, and for one commit its message, its author and what it changed: the paths
 //! changed against each parent and the added and removed lines against its first parent,
 //! as `git log -G` sees them (renames detected, binary files skipped).
+//! The lines come from a port of git's own diff (`gitdiff`: xdiff's Myers with its
+//! preprocessing and group sliding), so they are the lines `-G` tests, at the line numbers
+//! `git show` prints (indent heuristic on, which moves a group only among equal lines).
 //!
 //! Order: git's walk takes the commit with the newest committer date from its queue, and
 //! among equal dates the one queued first (`commit_list_insert_by_date` keeps insertion
@@ -17,7 +20,7 @@
 //! added under the new one.
 
 use crate::changes::{self, Leaf, Pending};
-use crate::linediff::{self, ExactBudget};
+use crate::gitdiff::{self, Slide};
 use crate::objects::{odb, to_commit_id, to_oid};
 use crate::{CommitId, Error, GitStore, RepoName, RepoPath};
 use gix::ObjectId;
@@ -252,7 +255,6 @@ fn lines_of(repo: &gix::Repository, pending: Vec<Pending>) -> Result<Vec<DiffLin
         };
         key(a).cmp(&key(b))
     });
-    let mut budget = ExactBudget::per_call();
     let mut out = Vec::new();
     for (old, new) in pairs {
         let before = changes::content(repo, old.as_ref().map(|(_, leaf)| *leaf))?;
@@ -260,21 +262,17 @@ fn lines_of(repo: &gix::Repository, pending: Vec<Pending>) -> Result<Vec<DiffLin
         if before == after || changes::binary(&before) || changes::binary(&after) {
             continue;
         }
-        let (before, after) = (
-            String::from_utf8_lossy(&before),
-            String::from_utf8_lossy(&after),
-        );
-        let input = imara_diff::InternedInput::new(before.as_ref(), after.as_ref());
-        let mut diff = linediff::line_diff(&input, &mut budget);
-        diff.postprocess_lines(&input);
+        // Lines are compared as bytes, as git does (decoding first could make two different
+        // lines equal), and only the kept text is decoded.
+        let input = imara_diff::InternedInput::new(before.as_slice(), after.as_slice());
         let text = |token: imara_diff::Token| {
-            let line: &str = input.interner[token];
-            line.strip_suffix('\n').unwrap_or(line).to_owned()
+            let line: &[u8] = input.interner[token];
+            String::from_utf8_lossy(line.strip_suffix(b"\n").unwrap_or(line)).into_owned()
         };
         let old_path = old.map(|(path, _)| path).unwrap_or_default();
         let new_path = new.map(|(path, _)| path).unwrap_or_default();
-        for hunk in diff.hunks() {
-            for i in hunk.before.clone() {
+        for change in gitdiff::diff(&input, Slide::IndentHeuristic) {
+            for i in change.before {
                 out.push(DiffLine {
                     path: old_path.clone(),
                     side: LineSide::Removed,
@@ -282,7 +280,7 @@ fn lines_of(repo: &gix::Repository, pending: Vec<Pending>) -> Result<Vec<DiffLin
                     text: text(input.before[i as usize]),
                 });
             }
-            for i in hunk.after.clone() {
+            for i in change.after {
                 out.push(DiffLine {
                     path: new_path.clone(),
                     side: LineSide::Added,
