@@ -13,7 +13,7 @@ use super::{HistoryError, HistoryIndexes, HistoryRecord, HistorySource};
 /// Segments kept before an update merges them all into one.
 pub const MAX_SEGMENTS: usize = 8;
 /// Format of the manifest and segments; another one is rebuilt from scratch.
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 const MANIFEST: &str = "manifest.json";
 /// Commits read from the source per batch (spread over threads).
 const BATCH: usize = 256;
