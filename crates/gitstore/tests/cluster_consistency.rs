@@ -14,7 +14,8 @@ use gitstore::{
 };
 use metadb::testing::{eventually, within};
 use replicas::{
-    DAY, SEEN_WITHIN, cid, clock, connect, name, open, path, sqlite_int, sqlite_schema_version,
+    DAY, SEEN_WITHIN, SQLITE_SCHEMA, cid, clock, connect, name, open, path, sqlite_int,
+    sqlite_schema_version,
 };
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -905,7 +906,7 @@ fn sqlite_resolves_from_the_mirror_as_before() {
         assert_eq!((fetches.syncs(), fetches.follows()), (2, 0));
 
         let conn = rusqlite::Connection::open(data.join(gitstore::METADATA_FILE)).unwrap();
-        assert_eq!(sqlite_schema_version(&conn), 1);
+        assert_eq!(sqlite_schema_version(&conn), SQLITE_SCHEMA);
         let tables = sqlite_int(
             &conn,
             "SELECT count(*) FROM sqlite_master WHERE name IN ('branch_heads', 'sync_leases')",

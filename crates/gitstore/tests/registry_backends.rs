@@ -12,7 +12,8 @@ use gitstore::{
 };
 use metadb::testing::{eventually, within};
 use replicas::{
-    DAY, SEEN_WITHIN, cid, clock, connect, name, open, path, sqlite_int, sqlite_schema_version,
+    DAY, SEEN_WITHIN, SQLITE_SCHEMA, cid, clock, connect, name, open, path, sqlite_int,
+    sqlite_schema_version,
 };
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -409,7 +410,7 @@ fn sqlite_schema_is_versioned() {
         drop(store);
         let conn = rusqlite::Connection::open(&file).unwrap();
         // Version 1 for the tables as they were, then 2 (index-branch patterns, S-8).
-        assert_eq!(sqlite_schema_version(&conn), 2);
+        assert_eq!(sqlite_schema_version(&conn), SQLITE_SCHEMA);
         assert_eq!(
             sqlite_int(&conn, "SELECT incarnation FROM repos"),
             7,

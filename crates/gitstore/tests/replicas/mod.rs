@@ -56,6 +56,9 @@ pub fn sqlite_int(conn: &rusqlite::Connection, sql: &str) -> i64 {
     conn.query_row(sql, [], |row| row.get(0)).unwrap()
 }
 
+/// The SQLite registry schema this build migrates to (2: index-branch patterns, S-8).
+pub const SQLITE_SCHEMA: i64 = 2;
+
 /// The registry schema version a SQLite metadata file records.
 pub fn sqlite_schema_version(conn: &rusqlite::Connection) -> i64 {
     sqlite_int(
