@@ -719,12 +719,26 @@ async fn s9_history_bench() {
         .output()
         .unwrap();
     let tip = String::from_utf8_lossy(&tip.stdout).trim().to_owned();
-    // The history git walks: the same newest `depth` commits when the index is bounded.
-    let range = if (stats.commits as usize) < depth {
-        tip.clone()
-    } else {
-        format!("{tip}~{}..{tip}", depth.saturating_sub(1))
-    };
+    // The history git walks: the same newest `depth` commits (git log's order) when the
+    // index is bounded, so git's answers are kept to those.
+    let range = tip.clone();
+    let bounded_to: Option<std::collections::HashSet<String>> = ((stats.commits as usize) >= depth)
+        .then(|| {
+            let listed = std::process::Command::new("git")
+                .args([
+                    "-C",
+                    &bare,
+                    "rev-list",
+                    &format!("--max-count={depth}"),
+                    &tip,
+                ])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&listed.stdout)
+                .lines()
+                .map(str::to_owned)
+                .collect()
+        });
     // `kind:query` (`kind` d, D for a regex, c, C for a regex), `;`-separated; the defaults
     // suit redis/redis.
     let queries = std::env::var("CSG_HISTORY_BENCH_QUERIES").unwrap_or_else(|_| {
@@ -786,6 +800,7 @@ async fn s9_history_bench() {
         );
         let theirs: Vec<String> = String::from_utf8_lossy(&out.stdout)
             .lines()
+            .filter(|c| bounded_to.as_ref().is_none_or(|set| set.contains(*c)))
             .map(str::to_owned)
             .collect();
         let ours_all = commits(&pages);
