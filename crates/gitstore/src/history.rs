@@ -25,10 +25,10 @@ pub struct CommitSummary {
     pub subject: String,
 }
 
-/// A commit waiting in the walk, ordered by committer time (newest first), then by id so the
-/// order is total.
+/// A commit waiting in the walk: newest committer date first, then the one queued first
+/// (git's `commit_list_insert_by_date` keeps insertion order among equal dates).
 #[derive(PartialEq, Eq, PartialOrd, Ord)]
-struct Queued(i64, ObjectId);
+struct Queued(i64, std::cmp::Reverse<u64>, ObjectId);
 
 /// The entry id and mode at `path` in `tree`, `None` when there is none (the root is the
 /// tree itself).
@@ -45,6 +45,103 @@ fn entry_at(
     Ok(entry.map(|e| (e.object_id(), u32::from(e.mode().value()))))
 }
 
+/// The tree of commit `id`.
+pub(crate) fn tree_of(repo: &gix::Repository, id: ObjectId) -> Result<ObjectId, Error> {
+    Ok(repo
+        .find_commit(id)
+        .map_err(odb)?
+        .tree_id()
+        .map_err(odb)?
+        .detach())
+}
+
+/// The commits `git log [-- path]` lists from `start`, in its default order, each with its
+/// parents: one walk for the `log` tool and the history index (`walk.rs`).
+pub(crate) struct LogWalk<'r> {
+    repo: &'r gix::Repository,
+    path: &'r RepoPath,
+    queue: BinaryHeap<Queued>,
+    seen: HashSet<ObjectId>,
+    queued: u64,
+}
+
+impl<'r> LogWalk<'r> {
+    /// A walk from `start`, limited to commits that changed `path` (the root: every commit).
+    pub(crate) fn new(
+        repo: &'r gix::Repository,
+        start: ObjectId,
+        path: &'r RepoPath,
+    ) -> Result<Self, Error> {
+        let mut walk = Self {
+            repo,
+            path,
+            queue: BinaryHeap::new(),
+            seen: HashSet::new(),
+            queued: 0,
+        };
+        walk.push(start)?;
+        Ok(walk)
+    }
+
+    fn push(&mut self, id: ObjectId) -> Result<(), Error> {
+        if self.seen.insert(id) {
+            let time = self
+                .repo
+                .find_commit(id)
+                .map_err(odb)?
+                .time()
+                .map_err(odb)?
+                .seconds;
+            self.queued += 1;
+            self.queue
+                .push(Queued(time, std::cmp::Reverse(self.queued), id));
+        }
+        Ok(())
+    }
+
+    /// The next listed commit and its parents, or `None` at the end.
+    fn next_listed(&mut self) -> Result<Option<(gix::Commit<'r>, Vec<ObjectId>)>, Error> {
+        while let Some(Queued(_, _, id)) = self.queue.pop() {
+            let commit = self.repo.find_commit(id).map_err(odb)?;
+            let parents: Vec<ObjectId> = commit.parent_ids().map(|p| p.detach()).collect();
+            let (listed, follow) = if self.path.is_root() {
+                (true, parents.clone())
+            } else {
+                let tree = commit.tree_id().map_err(odb)?.detach();
+                let mine = entry_at(self.repo, tree, self.path)?;
+                let mut same = None;
+                for parent in &parents {
+                    if entry_at(self.repo, tree_of(self.repo, *parent)?, self.path)? == mine {
+                        same = Some(*parent);
+                        break;
+                    }
+                }
+                match same {
+                    // TREESAME to this parent: not listed, and its history is that parent's.
+                    Some(parent) => (false, vec![parent]),
+                    // A root commit changed the path if it has it.
+                    None => (!parents.is_empty() || mine.is_some(), parents.clone()),
+                }
+            };
+            for parent in follow {
+                self.push(parent)?;
+            }
+            if listed {
+                return Ok(Some((commit, parents)));
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl<'r> Iterator for LogWalk<'r> {
+    type Item = Result<(gix::Commit<'r>, Vec<ObjectId>), Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_listed().transpose()
+    }
+}
+
 /// Walks from `start`: answers up to `limit` commits after skipping `skip` listed ones, and
 /// whether more follow. `path` (repository-relative; the root for every commit) limits the
 /// log to commits that changed it.
@@ -55,56 +152,13 @@ pub(crate) fn log(
     skip: usize,
     limit: usize,
 ) -> Result<(Vec<CommitSummary>, bool), Error> {
-    let mut queue = BinaryHeap::new();
-    let mut seen = HashSet::new();
-    let time_of = |id: ObjectId| -> Result<i64, Error> {
-        let commit = repo.find_commit(id).map_err(odb)?;
-        Ok(commit.time().map_err(odb)?.seconds)
-    };
-    queue.push(Queued(time_of(start)?, start));
-    seen.insert(start);
-    let mut listed = 0usize;
     let mut out = Vec::new();
-    while let Some(Queued(_, id)) = queue.pop() {
-        let commit = repo.find_commit(id).map_err(odb)?;
-        let parents: Vec<ObjectId> = commit.parent_ids().map(|p| p.detach()).collect();
-        let (changed, follow) = if path.is_root() {
-            (true, parents.clone())
-        } else {
-            let mine = entry_at(repo, commit.tree_id().map_err(odb)?.detach(), path)?;
-            let mut same = None;
-            for parent in &parents {
-                let tree = repo
-                    .find_commit(*parent)
-                    .map_err(odb)?
-                    .tree_id()
-                    .map_err(odb)?;
-                if entry_at(repo, tree.detach(), path)? == mine {
-                    same = Some(*parent);
-                    break;
-                }
-            }
-            match same {
-                // TREESAME to this parent: not listed, and its history is that parent's.
-                Some(parent) => (false, vec![parent]),
-                // A root commit changed the path if it has it.
-                None => (!parents.is_empty() || mine.is_some(), parents.clone()),
-            }
-        };
-        if changed {
-            if listed >= skip {
-                if out.len() == limit {
-                    return Ok((out, true));
-                }
-                out.push(summary(&commit, &parents)?);
-            }
-            listed += 1;
+    for listed in LogWalk::new(repo, start, path)?.skip(skip) {
+        let (commit, parents) = listed?;
+        if out.len() == limit {
+            return Ok((out, true));
         }
-        for parent in follow {
-            if seen.insert(parent) {
-                queue.push(Queued(time_of(parent)?, parent));
-            }
-        }
+        out.push(summary(&commit, &parents)?);
     }
     Ok((out, false))
 }

@@ -21,10 +21,11 @@
 
 use crate::changes::{self, Leaf, Pending};
 use crate::gitdiff::{self, Slide};
+use crate::history::tree_of;
 use crate::objects::{odb, to_commit_id, to_oid};
 use crate::{CommitId, Error, GitStore, RepoName, RepoPath};
 use gix::ObjectId;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::HashMap;
 
 /// Git's `diff.renameLimit` default: inexact renames are looked for only while
 /// added × deleted ≤ this squared.
@@ -86,10 +87,6 @@ pub struct CommitChanges {
     pub lines: Vec<DiffLine>,
 }
 
-/// A commit waiting in the walk: newest committer date first, then first queued.
-#[derive(PartialEq, Eq, PartialOrd, Ord)]
-struct Queued(i64, std::cmp::Reverse<u64>, ObjectId);
-
 impl GitStore {
     /// The commits reachable from `tip` (which must be readable now) in `git log`'s default
     /// order, at most `max`; with a registered scope only those `git log -- <scope>` lists.
@@ -120,82 +117,16 @@ impl GitStore {
     }
 }
 
-fn tree_of(repo: &gix::Repository, id: ObjectId) -> Result<ObjectId, Error> {
-    Ok(repo
-        .find_commit(id)
-        .map_err(odb)?
-        .tree_id()
-        .map_err(odb)?
-        .detach())
-}
-
-/// The entry id and mode at `path` in `tree` (the tree itself for the root).
-fn entry_at(
-    repo: &gix::Repository,
-    tree: ObjectId,
-    path: &RepoPath,
-) -> Result<Option<(ObjectId, u32)>, Error> {
-    if path.is_root() {
-        return Ok(Some((tree, 0o040000)));
-    }
-    let tree = repo.find_tree(tree).map_err(odb)?;
-    let entry = tree.lookup_entry(path.segments()).map_err(odb)?;
-    Ok(entry.map(|e| (e.object_id(), u32::from(e.mode().value()))))
-}
-
 fn walk(
     repo: &gix::Repository,
     start: ObjectId,
     scope: &RepoPath,
     max: usize,
 ) -> Result<Vec<CommitId>, Error> {
-    let mut queue = BinaryHeap::new();
-    let mut seen = HashSet::new();
-    let mut order = 0u64;
-    let time_of = |id: ObjectId| -> Result<i64, Error> {
-        Ok(repo
-            .find_commit(id)
-            .map_err(odb)?
-            .time()
-            .map_err(odb)?
-            .seconds)
-    };
-    queue.push(Queued(time_of(start)?, std::cmp::Reverse(order), start));
-    seen.insert(start);
-    let mut out = Vec::new();
-    while let Some(Queued(_, _, id)) = queue.pop() {
-        if out.len() >= max {
-            break;
-        }
-        let commit = repo.find_commit(id).map_err(odb)?;
-        let parents: Vec<ObjectId> = commit.parent_ids().map(|p| p.detach()).collect();
-        let (listed, follow) = if scope.is_root() {
-            (true, parents)
-        } else {
-            let mine = entry_at(repo, commit.tree_id().map_err(odb)?.detach(), scope)?;
-            let mut same = None;
-            for parent in &parents {
-                if entry_at(repo, tree_of(repo, *parent)?, scope)? == mine {
-                    same = Some(*parent);
-                    break;
-                }
-            }
-            match same {
-                Some(parent) => (false, vec![parent]),
-                None => (!parents.is_empty() || mine.is_some(), parents),
-            }
-        };
-        if listed {
-            out.push(to_commit_id(&id)?);
-        }
-        for parent in follow {
-            if seen.insert(parent) {
-                order += 1;
-                queue.push(Queued(time_of(parent)?, std::cmp::Reverse(order), parent));
-            }
-        }
-    }
-    Ok(out)
+    crate::history::LogWalk::new(repo, start, scope)?
+        .take(max)
+        .map(|listed| to_commit_id(&listed?.0.id))
+        .collect()
 }
 
 fn commit_changes(
