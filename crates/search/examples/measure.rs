@@ -57,6 +57,20 @@ impl Source for DirSource {
     }
 }
 
+/// Every file under `dir`.
+fn walk_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk_files(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let root = PathBuf::from(args.first().cloned().unwrap_or_else(|| ".".into()));
@@ -82,6 +96,20 @@ fn main() {
         stats.bytes as f64 / stats.corpus_bytes as f64,
         stats.content_bytes as f64 / 1e6,
     );
+    // The size of each file of the generation (where the index's bytes go).
+    let mut files: Vec<String> = Vec::new();
+    for entry in walk_files(&tmp) {
+        if let Ok(meta) = std::fs::metadata(&entry) {
+            let name = entry.file_name().map(|n| n.to_string_lossy().into_owned());
+            files.push(format!(
+                "{} {:.1} MB",
+                name.unwrap_or_default(),
+                meta.len() as f64 / 1e6
+            ));
+        }
+    }
+    files.sort();
+    println!("files: {}", files.join(", "));
     let default_queries = [
         "l:ZYXWV_never_there",
         "l:fn main",
