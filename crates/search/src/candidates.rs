@@ -78,7 +78,8 @@ fn evaluate(generation: &Generation, query: &TrigramQuery) -> Option<Vec<u32>> {
     }
 }
 
-fn intersect(a: &[u32], b: &[u32]) -> Vec<u32> {
+/// The ids in both ascending lists, ascending.
+pub(crate) fn intersect(a: &[u32], b: &[u32]) -> Vec<u32> {
     let (mut i, mut j, mut out) = (0, 0, Vec::with_capacity(a.len().min(b.len())));
     while i < a.len() && j < b.len() {
         match a[i].cmp(&b[j]) {

@@ -500,7 +500,7 @@ impl Segment {
                     let Some(ids) = self.eval(part) else { continue };
                     acc = Some(match acc {
                         None => ids,
-                        Some(prev) => intersect(&prev, &ids),
+                        Some(prev) => crate::candidates::intersect(&prev, &ids),
                     });
                     if acc.as_ref().is_some_and(Vec::is_empty) {
                         break;
@@ -519,20 +519,4 @@ impl Segment {
             }
         }
     }
-}
-
-fn intersect(a: &[u32], b: &[u32]) -> Vec<u32> {
-    let (mut i, mut j, mut out) = (0, 0, Vec::new());
-    while i < a.len() && j < b.len() {
-        match a[i].cmp(&b[j]) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                out.push(a[i]);
-                i += 1;
-                j += 1;
-            }
-        }
-    }
-    out
 }
