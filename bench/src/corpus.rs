@@ -202,7 +202,7 @@ pub fn mirror_dir(store: &gitstore::GitStore, repo: &str) -> PathBuf {
 /// commit. Symbolic links become files holding their target, as `git grep` reads them;
 /// submodules are left out. Answers the files written (paths in tree order) and their bytes.
 pub fn extract_tree(repo: &Path, commit: &str, dest: &Path) -> Result<Corpus> {
-    use std::io::{BufRead, BufReader, Read, Write};
+    use std::io::{BufReader, Write};
     let listing = git_command(repo)
         .args(["ls-tree", "-r", "-z", commit])
         .output()?;
@@ -241,16 +241,7 @@ pub fn extract_tree(repo: &Path, commit: &str, dest: &Path) -> Result<Corpus> {
         crates: 0,
     };
     for (_, path) in &blobs {
-        header.clear();
-        stdout.read_line(&mut header)?;
-        let size: usize = header
-            .split_whitespace()
-            .nth(2)
-            .with_context(|| format!("cat-file answered `{}`", header.trim()))?
-            .parse()?;
-        bytes.resize(size + 1, 0);
-        stdout.read_exact(&mut bytes)?;
-        bytes.truncate(size);
+        let size = crate::read_batch_object(&mut stdout, &mut header, &mut bytes)?;
         let target = dest.join(path);
         std::fs::create_dir_all(target.parent().context("file has a parent")?)?;
         std::fs::write(&target, &bytes)?;

@@ -167,6 +167,27 @@ pub fn shared_bare_clone(repo: &Path, dest: &Path) -> Result<(String, usize)> {
     Ok((source_head, missing))
 }
 
+/// Reads one object of `git cat-file --batch`'s output into `body` (its header line read
+/// through `header`); answers its size.
+pub fn read_batch_object(
+    stdout: &mut impl std::io::BufRead,
+    header: &mut String,
+    body: &mut Vec<u8>,
+) -> Result<usize> {
+    header.clear();
+    stdout.read_line(header)?;
+    let size: usize = header
+        .split_whitespace()
+        .nth(2)
+        .with_context(|| format!("cat-file answered `{}`", header.trim()))?
+        .parse()?;
+    // The object, then the line break git adds after it.
+    body.resize(size + 1, 0);
+    stdout.read_exact(body)?;
+    body.truncate(size);
+    Ok(size)
+}
+
 /// An answer read off a [`KeepAlive`] connection.
 pub struct HttpAnswer {
     /// The status code.
@@ -291,7 +312,7 @@ pub fn text_files(
     sizes: std::ops::RangeInclusive<u64>,
     keep: impl Fn(&str) -> bool,
 ) -> Result<Vec<TextFile>> {
-    use std::io::{BufRead, BufReader, Read, Write};
+    use std::io::{BufReader, Write};
     let sized: Vec<HeadBlob> = head_blobs(dir)?
         .into_iter()
         .filter(|b| {
@@ -311,16 +332,7 @@ pub fn text_files(
     let mut stdout = BufReader::new(child.stdout.take().context("cat-file stdout")?);
     let (mut header, mut text, mut files) = (String::new(), Vec::new(), Vec::new());
     for blob in &sized {
-        header.clear();
-        stdout.read_line(&mut header)?;
-        let size: usize = header
-            .split_whitespace()
-            .nth(2)
-            .with_context(|| format!("cat-file answered `{}`", header.trim()))?
-            .parse()?;
-        text.resize(size + 1, 0);
-        stdout.read_exact(&mut text)?;
-        text.truncate(size);
+        let size = read_batch_object(&mut stdout, &mut header, &mut text)?;
         if text.contains(&0) || std::str::from_utf8(&text).is_err() {
             continue;
         }

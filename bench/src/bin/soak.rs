@@ -34,7 +34,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceExt};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -217,16 +217,7 @@ fn scan_head(dir: &Path) -> Result<Corpus> {
     let sample_every = (candidates.len() / 600).max(1);
     let (mut header, mut body) = (String::new(), Vec::new());
     for (index, (_, path)) in candidates.iter().enumerate() {
-        header.clear();
-        stdout.read_line(&mut header)?;
-        let size: usize = header
-            .split_whitespace()
-            .nth(2)
-            .with_context(|| format!("cat-file answered `{}`", header.trim()))?
-            .parse()?;
-        body.resize(size + 1, 0);
-        stdout.read_exact(&mut body)?;
-        body.truncate(size);
+        bench::read_batch_object(&mut stdout, &mut header, &mut body)?;
         if body.contains(&0) {
             continue;
         }
