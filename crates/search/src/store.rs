@@ -431,22 +431,47 @@ impl Generation {
             })
             .collect();
         let finder = memchr::memmem::Finder::new(name.as_bytes());
-        for added in &overlay.added {
-            let doc = &self.docs[added.id as usize];
-            if doc.kind != DocKind::Text || finder.find(&added.text).is_none() {
-                continue;
+        // The added documents that may define the name, with their grammar.
+        let parse: Vec<(&AddedDoc, symbols::Grammar)> = overlay
+            .added
+            .iter()
+            .filter_map(|added| {
+                let doc = &self.docs[added.id as usize];
+                if doc.kind != DocKind::Text || finder.find(&added.text).is_none() {
+                    return None;
+                }
+                symbols::Grammar::for_path(&doc.path).map(|grammar| (added, grammar))
+            })
+            .collect();
+        // Parsing is most of a cold overlay search for an identifier: the ones not parsed
+        // yet are parsed on every core (each document once, kept in its `OnceLock`).
+        let pending: Vec<&(&AddedDoc, symbols::Grammar)> = parse
+            .iter()
+            .filter(|(added, _)| added.symbols.get().is_none())
+            .collect();
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(pending.len().div_ceil(8).max(1));
+        let per = pending.len().div_ceil(threads).max(1);
+        std::thread::scope(|scope| {
+            for chunk in pending.chunks(per) {
+                scope.spawn(move || {
+                    let mut extractor = symbols::Extractor::new();
+                    for (added, grammar) in chunk {
+                        added.symbols.get_or_init(|| {
+                            extractor
+                                .extract(*grammar, &added.text)
+                                .unwrap_or_default()
+                                .into_iter()
+                                .map(|s| (s.name, s.line))
+                                .collect()
+                        });
+                    }
+                });
             }
-            let Some(grammar) = symbols::Grammar::for_path(&doc.path) else {
-                continue;
-            };
-            let found = added.symbols.get_or_init(|| {
-                symbols::Extractor::new()
-                    .extract(grammar, &added.text)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|s| (s.name, s.line))
-                    .collect()
-            });
+        });
+        for (added, _) in &parse {
+            let found = added.symbols.get().map(Vec::as_slice).unwrap_or_default();
             lines.extend(
                 found
                     .iter()
