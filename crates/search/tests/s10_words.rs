@@ -6,11 +6,10 @@
 
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::collections::BTreeSet;
 
 use common::{GitSource, Rng, git_grep, index_dir, line_hits, request};
-use search::{IndexConfig, Indexes, Overlay, OverlayDoc, SearchRequest};
+use search::{IndexConfig, Indexes, SearchRequest};
 
 /// Common words the corpus repeats (a small vocabulary beside a large text).
 const WORDS: &[&str] = &[
@@ -233,36 +232,7 @@ fn s10_word_vocabulary_at_an_overlay_commit_counts_added_files() {
         "overlay",
     );
     let new = GitSource::new(repo.path(), &commit);
-    let old = GitSource::new(repo.path(), &base);
-    let old_blobs: BTreeMap<&str, &str> = old
-        .entries
-        .iter()
-        .map(|e| (e.path.as_str(), e.blob_id.as_str()))
-        .collect();
-    let new_blobs: BTreeMap<&str, &str> = new
-        .entries
-        .iter()
-        .map(|e| (e.path.as_str(), e.blob_id.as_str()))
-        .collect();
-    let overlay = Overlay {
-        commit: commit.clone(),
-        base_commit: base.clone(),
-        hidden: old_blobs
-            .iter()
-            .filter(|(path, blob)| new_blobs.get(*path) != Some(*blob))
-            .map(|(path, _)| path.to_string())
-            .collect(),
-        added: new
-            .entries
-            .iter()
-            .filter(|e| old_blobs.get(e.path.as_str()) != Some(&e.blob_id.as_str()))
-            .map(|e| OverlayDoc {
-                path: e.path.clone(),
-                blob: e.blob_id.clone(),
-                text: Arc::from(new.blobs[&e.blob_id].as_slice()),
-            })
-            .collect(),
-    };
+    let overlay = common::overlay_of(repo.path(), &base, &commit);
     for (pattern, case_sensitive) in [
         (r"\b[a-z]+_[0-9]{3}\b", true),
         (r"größe_\d+", true),

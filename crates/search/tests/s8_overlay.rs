@@ -5,14 +5,11 @@
 
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use common::{GitSource, build_at, git_grep, index_dir, request};
-use search::{
-    Hit, IndexConfig, Indexes, Overlay, OverlayDoc, SearchError, SearchRequest, SearchResults,
-};
+use common::{GitSource, build_at, git_grep, index_dir, overlay_of, request};
+use search::{Hit, IndexConfig, Indexes, SearchError, SearchRequest, SearchResults};
 
 /// Every page of a search (overlay or not), in order.
 fn pages(mut next: impl FnMut(Option<String>) -> SearchResults) -> Vec<SearchResults> {
@@ -25,41 +22,6 @@ fn pages(mut next: impl FnMut(Option<String>) -> SearchResults) -> Vec<SearchRes
         if cursor.is_none() || out.len() > 10_000 {
             return out;
         }
-    }
-}
-
-/// The overlay of `commit` over `base`: what `git ls-tree` says differs.
-fn overlay_of(repo: &std::path::Path, base: &str, commit: &str) -> Overlay {
-    let old = GitSource::new(repo, base);
-    let new = GitSource::new(repo, commit);
-    let old_blobs: BTreeMap<&str, &str> = old
-        .entries
-        .iter()
-        .map(|e| (e.path.as_str(), e.blob_id.as_str()))
-        .collect();
-    let new_blobs: BTreeMap<&str, &str> = new
-        .entries
-        .iter()
-        .map(|e| (e.path.as_str(), e.blob_id.as_str()))
-        .collect();
-    Overlay {
-        commit: commit.to_owned(),
-        base_commit: base.to_owned(),
-        hidden: old_blobs
-            .iter()
-            .filter(|(path, blob)| new_blobs.get(*path) != Some(*blob))
-            .map(|(path, _)| path.to_string())
-            .collect(),
-        added: new
-            .entries
-            .iter()
-            .filter(|e| old_blobs.get(e.path.as_str()) != Some(&e.blob_id.as_str()))
-            .map(|e| OverlayDoc {
-                path: e.path.clone(),
-                blob: e.blob_id.clone(),
-                text: Arc::from(new.blobs[&e.blob_id].as_slice()),
-            })
-            .collect(),
     }
 }
 

@@ -340,3 +340,38 @@ pub fn index_commit(repo: &testgit::SourceRepo, commit: &str) -> (tempfile::Temp
     build_at(&indexes, "o/r", repo.path(), commit);
     (tmp, indexes)
 }
+
+/// The overlay of `commit` over `base`: what `git ls-tree` says differs.
+pub fn overlay_of(repo: &Path, base: &str, commit: &str) -> search::Overlay {
+    let old = GitSource::new(repo, base);
+    let new = GitSource::new(repo, commit);
+    let old_blobs: std::collections::BTreeMap<&str, &str> = old
+        .entries
+        .iter()
+        .map(|e| (e.path.as_str(), e.blob_id.as_str()))
+        .collect();
+    let new_blobs: std::collections::BTreeMap<&str, &str> = new
+        .entries
+        .iter()
+        .map(|e| (e.path.as_str(), e.blob_id.as_str()))
+        .collect();
+    search::Overlay {
+        commit: commit.to_owned(),
+        base_commit: base.to_owned(),
+        hidden: old_blobs
+            .iter()
+            .filter(|(path, blob)| new_blobs.get(*path) != Some(*blob))
+            .map(|(path, _)| path.to_string())
+            .collect(),
+        added: new
+            .entries
+            .iter()
+            .filter(|e| old_blobs.get(e.path.as_str()) != Some(&e.blob_id.as_str()))
+            .map(|e| search::OverlayDoc {
+                path: e.path.clone(),
+                blob: e.blob_id.clone(),
+                text: std::sync::Arc::from(new.blobs[&e.blob_id].as_slice()),
+            })
+            .collect(),
+    }
+}
