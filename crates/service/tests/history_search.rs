@@ -674,24 +674,14 @@ async fn s9_history_bench() {
         .and_then(|d| d.parse().ok())
         .unwrap_or(12_000);
     let tmp = tempfile::tempdir().unwrap();
-    let store = gitstore::GitStore::open(
-        gitstore::StoreConfig {
-            data_dir: tmp.path().join("data"),
-            retention: gitstore::DEFAULT_RETENTION,
-        },
+    let store = testgit::registered_store(
+        tmp.path().join("data"),
+        "bench/history",
+        &bare,
+        "",
         std::sync::Arc::new(gitstore::SystemClock),
-    )
-    .unwrap();
+    );
     let name = gitstore::RepoName::parse("bench/history").unwrap();
-    store
-        .register(gitstore::Registration {
-            name: name.clone(),
-            source: bare.clone(),
-            registered_path: gitstore::RepoPath::root(),
-            branch: None,
-            private: None,
-        })
-        .unwrap();
     let t = std::time::Instant::now();
     store.sync(&name).unwrap();
     eprintln!("mirror: {:?}", t.elapsed());

@@ -303,24 +303,14 @@ async fn s8_timing_on_a_real_repository() {
         .unwrap_or(1000);
     let query = std::env::var("CSG_S8_QUERY").unwrap_or_else(|_| "func New".into());
     let data = tempfile::tempdir().unwrap();
-    let store = gitstore::GitStore::open(
-        gitstore::StoreConfig {
-            data_dir: data.path().to_path_buf(),
-            retention: gitstore::DEFAULT_RETENTION,
-        },
+    let store = testgit::registered_store(
+        data.path().to_path_buf(),
+        REPO,
+        &repo,
+        "",
         std::sync::Arc::new(gitstore::SystemClock),
-    )
-    .unwrap();
+    );
     let name = gitstore::RepoName::parse(REPO).unwrap();
-    store
-        .register(gitstore::Registration {
-            name: name.clone(),
-            source: repo.clone(),
-            registered_path: gitstore::RepoPath::root(),
-            branch: None,
-            private: None,
-        })
-        .unwrap();
     let started = Instant::now();
     let head = store.sync(&name).unwrap().head.unwrap().to_string();
     eprintln!("clone: {:?}", started.elapsed());

@@ -196,21 +196,36 @@ impl SourceRepo {
         scope: &str,
         clock: std::sync::Arc<dyn gitstore::Clock>,
     ) -> gitstore::GitStore {
-        let config = gitstore::StoreConfig {
-            data_dir: self.data_dir(),
-            retention: gitstore::DEFAULT_RETENTION,
-        };
-        let store = gitstore::GitStore::open(config, clock).expect("open store");
+        let store = registered_store(self.data_dir(), name, &self.source(), scope, clock);
         let name = gitstore::RepoName::parse(name).expect("repository name");
-        let registration = gitstore::Registration {
-            name: name.clone(),
-            source: self.source(),
-            registered_path: gitstore::RepoPath::parse(scope).expect("registered path"),
-            branch: None,
-            private: None,
-        };
-        store.register(registration).expect("register");
         store.sync(&name).expect("sync");
         store
     }
+}
+
+/// A store in `data_dir` (default retention) with `source` (a path or URL) registered as
+/// `name` (registered path `scope`, `""` for all), not synced yet: for probes that time the
+/// first sync of a real repository.
+#[cfg(feature = "store")]
+pub fn registered_store(
+    data_dir: PathBuf,
+    name: &str,
+    source: &str,
+    scope: &str,
+    clock: std::sync::Arc<dyn gitstore::Clock>,
+) -> gitstore::GitStore {
+    let config = gitstore::StoreConfig {
+        data_dir,
+        retention: gitstore::DEFAULT_RETENTION,
+    };
+    let store = gitstore::GitStore::open(config, clock).expect("open store");
+    let registration = gitstore::Registration {
+        name: gitstore::RepoName::parse(name).expect("repository name"),
+        source: source.to_owned(),
+        registered_path: gitstore::RepoPath::parse(scope).expect("registered path"),
+        branch: None,
+        private: None,
+    };
+    store.register(registration).expect("register");
+    store
 }
