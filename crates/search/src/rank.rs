@@ -169,7 +169,7 @@ pub(crate) fn rank(search: &Collect<'_>) -> Result<RankedList, SearchError> {
     let enough = (keep as u64).max(search.count_to);
     let after = |pos: &Pos| search.after.is_none_or(|a| *pos > a);
     let mut tiers: Vec<(Pos, Ranked)> = file_name_hits(search);
-    let (definitions, skip) = definition_hits(search);
+    let (definitions, skip) = definition_hits(search)?;
     tiers.extend(definitions);
     tiers.retain(|(pos, _)| after(pos));
     tiers.sort_unstable_by_key(|(pos, _)| *pos);
@@ -338,14 +338,14 @@ fn file_name_hits(search: &Collect<'_>) -> Vec<(Pos, Ranked)> {
 
 /// The definition tier's hits with their places, and every definition line by document (the
 /// line tier skips them, wherever the page starts).
-fn definition_hits(search: &Collect<'_>) -> (Vec<(Pos, Ranked)>, Skip) {
+fn definition_hits(search: &Collect<'_>) -> Result<(Vec<(Pos, Ranked)>, Skip), SearchError> {
     let mut out = Vec::new();
     let mut skip = Skip::new();
     let Some(name) = search.definitions else {
-        return (out, skip);
+        return Ok((out, skip));
     };
     for (repo, (_, generation)) in search.pinned.iter().enumerate() {
-        let Some(lines) = generation.named_lines(name) else {
+        let Some(lines) = generation.named_lines(name, search.deadline)? else {
             continue;
         };
         for (doc, line) in lines {
@@ -369,7 +369,7 @@ fn definition_hits(search: &Collect<'_>) -> (Vec<(Pos, Ranked)>, Skip) {
             out.push((ranked.pos(search.pinned), ranked));
         }
     }
-    (out, skip)
+    Ok((out, skip))
 }
 
 /// The line tier's candidates of every pinned generation, (repository, document) in rank

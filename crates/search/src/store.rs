@@ -409,19 +409,28 @@ impl Generation {
 
     /// The (document, line) of every definition named exactly `name`, in document and line
     /// order; `None` while the symbol table is not written. An overlay answers its base's
-    /// (for the documents it keeps) and parses its added documents that contain the name.
-    pub(crate) fn named_lines(&self, name: &str) -> Option<Vec<(u32, u32)>> {
+    /// (for the documents it keeps) and parses its added documents that contain the name,
+    /// by `deadline` (the search's: past it, the search times out rather than parse on).
+    pub(crate) fn named_lines(
+        &self,
+        name: &str,
+        deadline: std::time::Instant,
+    ) -> Result<Option<Vec<(u32, u32)>>, SearchError> {
         let Some(overlay) = &self.overlay else {
-            let table = self.symbols()?;
+            let Some(table) = self.symbols() else {
+                return Ok(None);
+            };
             let mut lines: Vec<(u32, u32)> = table
                 .named(name)
                 .into_iter()
                 .map(|s| (s.doc, s.symbol.line))
                 .collect();
             lines.sort_unstable();
-            return Some(lines);
+            return Ok(Some(lines));
         };
-        let table = overlay.base.symbols()?;
+        let Some(table) = overlay.base.symbols() else {
+            return Ok(None);
+        };
         let mut lines: Vec<(u32, u32)> = table
             .named(name)
             .into_iter()
@@ -458,6 +467,9 @@ impl Generation {
                 scope.spawn(move || {
                     let mut extractor = symbols::Extractor::new();
                     for (added, grammar) in chunk {
+                        if std::time::Instant::now() >= deadline {
+                            return;
+                        }
                         added.symbols.get_or_init(|| {
                             extractor
                                 .extract(*grammar, &added.text)
@@ -471,7 +483,12 @@ impl Generation {
             }
         });
         for (added, _) in &parse {
-            let found = added.symbols.get().map(Vec::as_slice).unwrap_or_default();
+            let Some(found) = added.symbols.get() else {
+                // Not parsed: the deadline passed first.
+                return Err(SearchError::Timeout {
+                    seconds: crate::verify::SEARCH_BUDGET.as_secs(),
+                });
+            };
             lines.extend(
                 found
                     .iter()
@@ -480,7 +497,7 @@ impl Generation {
             );
         }
         lines.sort_unstable();
-        Some(lines)
+        Ok(Some(lines))
     }
 
     /// Bytes of the word vocabulary's text a [`Generation::word_docs`] scan reads (the
