@@ -475,11 +475,24 @@ impl HistoryIndexes {
         let live_index = segments.len() as u32;
         let mut writer = SegmentWriter::new();
         let mut live: HashMap<String, u32> = HashMap::new();
-        read_records(source, &missing, |record| {
-            let number = writer.push(&record)?;
-            live.insert(record.commit, number);
-            Ok(())
-        })?;
+        // Read on the caller's time: past the scan budget it is refused like a history
+        // too far from the index, not read on however long it takes.
+        let read_all = read_records(
+            source,
+            &missing,
+            Some(Instant::now() + SCAN_BUDGET),
+            |record| {
+                let number = writer.push(&record)?;
+                live.insert(record.commit, number);
+                Ok(())
+            },
+        )?;
+        if !read_all {
+            return Err(HistoryError::NotIndexed {
+                repo: repo.to_owned(),
+                missing: missing.len(),
+            });
+        }
         let live_count = writer.len() as u64;
         segments.push(writer.into_segment());
         let order = shas

@@ -181,14 +181,25 @@ fn encode_order(order: &[(u32, u32)]) -> Vec<u8> {
     out
 }
 
-/// Reads `shas`' records from `source`, in order, a batch at a time over a few threads.
+/// Reads `shas`' records from `source`, in order, a batch at a time over a few threads;
+/// with `deadline`, no batch starts after it (answers false when it stopped there).
 pub(crate) fn read_records(
     source: &dyn HistorySource,
     shas: &[String],
+    deadline: Option<std::time::Instant>,
     mut each: impl FnMut(HistoryRecord) -> Result<(), HistoryError>,
-) -> Result<(), HistoryError> {
+) -> Result<bool, HistoryError> {
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(1, 4));
-    for batch in shas.chunks(BATCH) {
+    // A search reads smaller batches, so a deadline is kept closely.
+    let batch_size = if deadline.is_some() {
+        2 * threads
+    } else {
+        BATCH
+    };
+    for batch in shas.chunks(batch_size) {
+        if deadline.is_some_and(|at| std::time::Instant::now() >= at) {
+            return Ok(false);
+        }
         let per = batch.len().div_ceil(threads).max(1);
         let parts: Vec<Result<Vec<HistoryRecord>, String>> = std::thread::scope(|scope| {
             let handles: Vec<_> = batch
@@ -216,7 +227,7 @@ pub(crate) fn read_records(
             }
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 impl HistoryIndexes {
@@ -311,7 +322,7 @@ impl HistoryIndexes {
             let total = missing.len() as u64;
             let mut done = 0u64;
             let mut lines = 0u64;
-            read_records(source, &missing, |record| {
+            read_records(source, &missing, None, |record| {
                 lines += record.lines.len() as u64;
                 writer.push(&record)?;
                 done += 1;
