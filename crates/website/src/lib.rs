@@ -11,21 +11,31 @@
 //! holds. Pages work without JavaScript; the script adds copy buttons and highlights a line
 //! range (`#L2-L4`).
 
+mod blob;
 mod connect;
+mod frame;
 mod pages;
 mod paths;
 
+pub use blob::{FileView, blob};
 pub use connect::ClientConfig;
 pub use pages::{
-    FileView, blob, connect_page, error_page, plugins, repositories, repository, search, sign_in,
-    tokens, tree,
+    connect_page, error_page, plugins, repositories, repository, search, sign_in, tokens, tree,
 };
 pub use paths::{blob_url, plugins_url, repo_url, tree_url};
 
-/// The site's style sheet, served at [`CSS_PATH`].
-pub const SITE_CSS: &str = include_str!("../assets/site.css");
-/// The site's only script (copy buttons, line-range highlight), served at [`JS_PATH`].
-pub const SITE_JS: &str = include_str!("../assets/site.js");
+/// The site's style sheet, served at [`CSS_PATH`]: one file per concern under `assets/`, served
+/// as one.
+pub const SITE_CSS: &str = concat!(
+    include_str!("../assets/site.css"),
+    include_str!("../assets/code.css"),
+);
+/// The site's only script (copy buttons, line-range highlight), served at [`JS_PATH`]: one
+/// file per concern under `assets/` (their top-level names share one scope), served as one.
+pub const SITE_JS: &str = concat!(
+    include_str!("../assets/site.js"),
+    include_str!("../assets/code.js"),
+);
 /// Where [`SITE_CSS`] is served.
 pub const CSS_PATH: &str = "/sourcegraph/static/site.css";
 /// Where [`SITE_JS`] is served.

@@ -1,74 +1,14 @@
 //! One function per page; each answers the whole HTML document.
 
+use crate::frame::{Tab, breadcrumbs, display_path, layout, repo_header, short_sha};
 use crate::paths::{blob_url, plugins_url, repo_url, tree_url};
-use crate::{CSS_PATH, Chrome, ClientConfig, JS_PATH};
-use maud::{DOCTYPE, Markup, html};
+use crate::{Chrome, ClientConfig};
+use maud::{Markup, html};
 use service::{
-    AvailabilityAnswer, EntryKind, LineChange, ListAnswer, ListEntry, OutlineEntry,
-    PluginDiscovery, PluginInfo, RepoSummary, SearchAnswer, SearchHit, SearchKind, SearchRepoHits,
-    SearchRequest, TokenInfo, rfc3339,
+    AvailabilityAnswer, EntryKind, LineChange, ListAnswer, ListEntry, PluginDiscovery, PluginInfo,
+    RepoSummary, SearchAnswer, SearchHit, SearchKind, SearchRepoHits, SearchRequest, TokenInfo,
+    rfc3339,
 };
-
-/// The document around every page's content.
-fn layout(chrome: &Chrome, title: &str, content: Markup) -> String {
-    html! {
-        (DOCTYPE)
-        html lang="en" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                meta name="referrer" content="same-origin";
-                title { (title) " · Context Source Graph" }
-                link rel="stylesheet" href=(CSS_PATH);
-                script src=(JS_PATH) defer {}
-            }
-            body {
-                header.top {
-                    a.brand href="/sourcegraph/" { "Context Source Graph" }
-                    nav {
-                        a href="/sourcegraph/" { "Repositories" }
-                        a href="/sourcegraph/search" { "Search" }
-                        a href="/sourcegraph/connect" { "Connect" }
-                        @if let Some(user) = &chrome.user {
-                            a href="/sourcegraph/settings/tokens" { "Tokens" }
-                            form.inline method="post" action="/sourcegraph/sign-out" {
-                                input type="hidden" name="csrf" value=(chrome.csrf);
-                                button type="submit" { "Sign out " (user) }
-                            }
-                        } @else {
-                            a href="/sourcegraph/sign-in" { "Sign in" }
-                        }
-                    }
-                }
-                main { (content) }
-            }
-        }
-    }
-    .into_string()
-}
-
-/// Which tab of a repository page is open.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Tab {
-    Files,
-    Plugins,
-}
-
-/// A repository's name and its tabs.
-fn repo_header(repo: &str, tab: Tab, rev: Option<&str>) -> Markup {
-    html! {
-        h1 { a href=(repo_url(repo)) { (repo) } }
-        nav.tabs {
-            a.active[tab == Tab::Files] href=(repo_url(repo)) { "Files" }
-            a.active[tab == Tab::Plugins] href=(plugins_url(repo, rev)) { "Plugins" }
-        }
-    }
-}
-
-/// The first 12 hex digits of a SHA, the whole SHA as a tooltip.
-fn short_sha(sha: &str) -> Markup {
-    html! { code title=(sha) { (sha.get(..12).unwrap_or(sha)) } }
-}
 
 /// `/sourcegraph/`: the repositories the caller may read.
 pub fn repositories(chrome: &Chrome, repos: &[RepoSummary]) -> String {
@@ -150,28 +90,6 @@ pub fn tree(chrome: &Chrome, repo: &str, rev: &str, listing: &ListAnswer) -> Str
     )
 }
 
-fn display_path(path: &str) -> &str {
-    if path.is_empty() { "/" } else { path }
-}
-
-/// `repo / dir / sub / file`, each directory a link to its tree.
-fn breadcrumbs(repo: &str, rev: &str, path: &str) -> Markup {
-    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    html! {
-        nav.crumbs {
-            a href=(tree_url(repo, rev, "")) { (repo) }
-            @for (i, segment) in segments.iter().enumerate() {
-                " / "
-                @if i + 1 == segments.len() {
-                    span { (segment) }
-                } @else {
-                    a href=(tree_url(repo, rev, &segments[..=i].join("/"))) { (segment) }
-                }
-            }
-        }
-    }
-}
-
 /// The entries of one listing, directories first.
 fn entries(repo: &str, rev: &str, listing: &ListAnswer) -> Markup {
     let mut sorted: Vec<&ListEntry> = listing.entries.iter().collect();
@@ -214,93 +132,6 @@ fn kind_label(kind: EntryKind) -> &'static str {
         EntryKind::Symlink => "link",
         EntryKind::Submodule => "submodule",
     }
-}
-
-/// One page of a file, as the file view shows it.
-#[derive(Debug, Clone, Default)]
-pub struct FileView {
-    pub repo: String,
-    /// The revision as the URL named it (links keep it).
-    pub rev: String,
-    /// The full SHA it resolved to.
-    pub commit: String,
-    pub path: String,
-    /// The number of the first line of `content`.
-    pub first_line: u64,
-    /// The lines shown, each ending with `\n` but perhaps the last.
-    pub content: String,
-    pub total_lines: u64,
-    /// Where the next page starts, when the file goes on.
-    pub next_start_line: Option<u64>,
-    /// The file's definitions (its outline), empty for a language without symbols.
-    pub outline: Vec<OutlineEntry>,
-}
-
-/// Deepest nesting the outline indents.
-const MAX_OUTLINE_DEPTH: usize = 6;
-
-/// The outline beside a file: one link per definition to its line range, on this page or on
-/// the page it starts on. Names are repository data, shown as text.
-fn outline(view: &FileView, last: u64) -> Markup {
-    html! {
-        details.outline open {
-            summary { "Outline (" (view.outline.len()) ")" }
-            ul {
-                @for entry in &view.outline {
-                    @let symbol = &entry.symbol;
-                    @let depth = (entry.depth as usize).min(MAX_OUTLINE_DEPTH);
-                    @let anchor = format!("#L{}-L{}", symbol.start_line, symbol.end_line);
-                    @let on_page = u64::from(symbol.start_line) >= view.first_line
-                        && u64::from(symbol.start_line) < last;
-                    li class={ "depth-" (depth) } {
-                        @if on_page {
-                            a href=(anchor) { (symbol.name) }
-                        } @else {
-                            a href={ (blob_url(&view.repo, &view.commit, &view.path)) "?from=" (symbol.start_line) (anchor) } { (symbol.name) }
-                        }
-                        " " span.kind { (symbol.kind) }
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// `/-/blob/<rev>/<path>`: the file with line numbers; `#L2` and `#L2-L4` anchors.
-pub fn blob(chrome: &Chrome, view: &FileView) -> String {
-    let last = view.first_line + view.content.lines().count() as u64;
-    layout(
-        chrome,
-        &format!("{} · {}", view.path, view.repo),
-        html! {
-            (repo_header(&view.repo, Tab::Files, Some(&view.commit)))
-            (breadcrumbs(&view.repo, &view.rev, &view.path))
-            p.meta {
-                "Commit " (short_sha(&view.commit)) " · "
-                @if view.total_lines == 0 { "empty file" }
-                @else if view.first_line == 1 && view.next_start_line.is_none() { (view.total_lines) " lines" }
-                @else { "lines " (view.first_line) "–" (last.saturating_sub(1)) " of " (view.total_lines) }
-                " · "
-                a href=(blob_url(&view.repo, &view.commit, &view.path)) { "permalink" }
-            }
-            @if !view.outline.is_empty() { (outline(view, last)) }
-            table.code {
-                tbody {
-                    @for (n, line) in (view.first_line..).zip(view.content.lines()) {
-                        tr id={ "L" (n) } {
-                            td.num { a href={ "#L" (n) } { (n) } }
-                            td.line { code { (line) } }
-                        }
-                    }
-                }
-            }
-            @if let Some(next) = view.next_start_line {
-                p.more {
-                    a href={ (blob_url(&view.repo, &view.rev, &view.path)) "?from=" (next) } { "Show lines from " (next) }
-                }
-            }
-        },
-    )
 }
 
 /// `/-/plugins[?rev=<sha>]`: what discovery found at the commit (W-6). Every field but the
