@@ -1,24 +1,12 @@
 // The website in a real browser (issue: website; SPEC §9 routes, M-6, W-6's Plugins tab):
 // Debian's headless Chromium, driven by playwright-core, against `csg serve` on 127.0.0.1
-// with a fresh data directory and a repository made here with git. Screenshots go to
-// target/browser-artifacts/.
-//
-// CSG_BIN names the binary (default target/debug/csg); CHROMIUM the browser
-// (default /usr/bin/chromium).
+// with a fresh data directory and a repository made here with git (set-up: fixture.mjs).
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve, dirname, basename } from "node:path";
-import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
-
-const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
-const csg = process.env.CSG_BIN || join(root, "target/debug/csg");
-const artifacts = join(root, "target/browser-artifacts");
-const hostile = "<script>window.__pwned = true</script><img src=x onerror=\"window.__pwned = true\">";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join, basename } from "node:path";
+import { artifacts, hostile, git as gitIn, tempDir, startSite } from "./fixture.mjs";
 
 // A repository plugin module: memory, the three ABI exports and the metadata section, with
 // `description` set to `hostile`. Enough for discovery (W-6), which never runs it.
@@ -69,18 +57,14 @@ function pluginModule(name, description) {
 }
 
 // `browser` is the persistent context of the fresh profile.
-let tmp, server, base, browser, repo;
+let tmp, site, base, browser, repo;
 
 function git(cwd, ...args) {
-  return execFileSync("git", args, {
-    cwd,
-    env: { ...process.env, GIT_CONFIG_GLOBAL: "/dev/null", GIT_CONFIG_SYSTEM: "/dev/null" },
-  }).toString().trim();
+  return gitIn(cwd, args);
 }
 
 before(async () => {
-  mkdirSync(artifacts, { recursive: true });
-  tmp = mkdtempSync(join(tmpdir(), "csg-browser-"));
+  tmp = tempDir();
   const source = join(tmp, "handbook");
   mkdirSync(join(source, "docs"), { recursive: true });
   mkdirSync(join(source, "plugins"));
@@ -94,39 +78,12 @@ before(async () => {
   git(source, "add", ".");
   git(source, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "handbook");
   repo = `local/${basename(source)}`;
-
-  server = spawn(csg, ["--data-dir", join(tmp, "data"), "serve", "--repo", source, "--listen", "127.0.0.1:0"], {
-    stdio: ["ignore", "pipe", "inherit"],
-    env: { ...process.env, CSG_LOG: "warn" },
-  });
-  base = await new Promise((resolveBase, reject) => {
-    let seen = "";
-    const timer = setTimeout(() => reject(new Error(`csg serve printed no endpoint: ${seen}`)), 60000);
-    server.stdout.on("data", (chunk) => {
-      seen += chunk;
-      const match = /MCP endpoint: (http:\/\/[^/]+)\//.exec(seen);
-      if (match) {
-        clearTimeout(timer);
-        resolveBase(match[1]);
-      }
-    });
-    server.on("exit", (code) => reject(new Error(`csg serve exited with ${code}: ${seen}`)));
-  });
-  // A fresh profile (--user-data-dir) of its own for every run.
-  browser = await chromium.launchPersistentContext(join(tmp, "chromium"), {
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    headless: true,
-    args: [
-      "--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
-      "--disable-component-update", "--disable-sync", "--no-first-run",
-    ],
-  });
+  site = await startSite(tmp, [source]);
+  ({ base, browser } = site);
 });
 
 after(async () => {
-  await browser?.close();
-  server?.kill("SIGTERM");
-  if (tmp) rmSync(tmp, { recursive: true, force: true });
+  await site?.stop();
 });
 
 test("repository → file → line anchor", async () => {

@@ -15,16 +15,14 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 use service::{
-    AvailabilityRequest, CallContext, ErrorKind, ListRequest, OutlineRequest, ReadRequest,
-    SearchKind, SearchRequest, Service, ServiceError,
+    AvailabilityRequest, CallContext, ErrorKind, ListRequest, SearchKind, SearchRequest, Service,
+    ServiceError,
 };
 use std::net::IpAddr;
-use website::{Chrome, FileView};
+use website::Chrome;
 
-/// Lines of one file page at most; the page links to the next.
-const PAGE_LINES: u64 = 20_000;
-/// Reads (each up to the read budget) that make up one file page at most.
-const PAGE_READS: usize = 8;
+mod blob;
+mod history;
 
 #[derive(Clone)]
 struct SiteState {
@@ -281,6 +279,32 @@ enum RepoPage {
         path: String,
     },
     Plugins(String),
+    Raw {
+        repo: String,
+        rev: String,
+        path: String,
+    },
+    Blame {
+        repo: String,
+        rev: String,
+        path: String,
+    },
+    /// `path` is `""` for the whole repository's history.
+    Commits {
+        repo: String,
+        rev: String,
+        path: String,
+    },
+    Commit {
+        repo: String,
+        sha: String,
+    },
+    /// `/-/compare/<base>...<head>`.
+    Compare {
+        repo: String,
+        base: String,
+        head: String,
+    },
 }
 
 /// Splits `<owner>/<name>[/-/tree|blob/<rev>/<path>|/-/plugins]` as the URL has it
@@ -310,6 +334,18 @@ fn parse_repo_page(raw: &str) -> Option<RepoPage> {
             match *kind {
                 "tree" => Some(RepoPage::Tree { repo, rev, path }),
                 "blob" if !path.is_empty() => Some(RepoPage::Blob { repo, rev, path }),
+                "raw" if !path.is_empty() => Some(RepoPage::Raw { repo, rev, path }),
+                "blame" if !path.is_empty() => Some(RepoPage::Blame { repo, rev, path }),
+                "commits" => Some(RepoPage::Commits { repo, rev, path }),
+                "commit" if path.is_empty() => Some(RepoPage::Commit { repo, sha: rev }),
+                "compare" if path.is_empty() => {
+                    let (base, head) = rev.split_once("...")?;
+                    (!base.is_empty() && !head.is_empty()).then(|| RepoPage::Compare {
+                        repo,
+                        base: base.to_owned(),
+                        head: head.to_owned(),
+                    })
+                }
                 _ => None,
             }
         }
@@ -350,17 +386,22 @@ async fn repo_pages(
             listing.map(|l| website::tree(&page.chrome, repo, rev, &l))
         }
         RepoPage::Blob { repo, rev, path } => {
-            match file_view(service, &page.ctx, repo, rev, path, query.from).await {
-                Ok(view) => Ok(website::blob(&page.chrome, &view)),
-                // A directory's blob URL shows the directory.
-                Err(e)
-                    if e.message
-                        .ends_with("is a directory; use `list` to see its entries") =>
-                {
-                    return Redirect::to(&website::tree_url(repo, rev, path)).into_response();
-                }
-                Err(e) => Err(e),
-            }
+            return blob::blob(&state, &page, repo, rev, path, &query).await;
+        }
+        RepoPage::Raw { repo, rev, path } => {
+            return blob::raw(&state, &page, repo, rev, path).await;
+        }
+        RepoPage::Blame { repo, rev, path } => {
+            return history::blame(&state, &page, repo, rev, path, &query).await;
+        }
+        RepoPage::Commits { repo, rev, path } => {
+            return history::commits(&state, &page, repo, rev, path, &query).await;
+        }
+        RepoPage::Commit { repo, sha } => {
+            return history::commit(&state, &page, repo, sha, &query).await;
+        }
+        RepoPage::Compare { repo, base, head } => {
+            return history::compare(&state, &page, repo, base, head, &query).await;
         }
         RepoPage::Plugins(repo) => {
             let request = AvailabilityRequest {
@@ -421,85 +462,6 @@ async fn home(service: &Service, page: &Page, repo: &str) -> Result<String, Serv
         summary,
         tree.as_ref().map_err(String::as_str),
     ))
-}
-
-/// Files longer than this show no outline: parsing one costs more than the page itself.
-const OUTLINE_MAX_LINES: u64 = 5_000;
-
-/// One page of a file: consecutive reads from `from` until the page is full.
-async fn file_view(
-    service: &Service,
-    ctx: &CallContext,
-    repo: &str,
-    rev: &str,
-    path: &str,
-    from: Option<u64>,
-) -> Result<FileView, ServiceError> {
-    let first_line = from.unwrap_or(1).max(1);
-    let mut view = FileView {
-        repo: repo.to_owned(),
-        rev: rev.to_owned(),
-        path: path.to_owned(),
-        first_line,
-        ..FileView::default()
-    };
-    let mut start = first_line;
-    for _ in 0..PAGE_READS {
-        let item = service
-            .read(
-                ctx,
-                ReadRequest {
-                    repo: repo.to_owned(),
-                    // The first read pins the commit; the rest read the same one.
-                    revision: Some(if view.commit.is_empty() {
-                        rev.to_owned()
-                    } else {
-                        view.commit.clone()
-                    }),
-                    path: path.to_owned(),
-                    start_line: Some(start),
-                    // The page's last line: a read stops earlier at its byte budget.
-                    end_line: Some(first_line + PAGE_LINES - 1),
-                    plugins: None,
-                },
-            )
-            .await?;
-        let range = item.outcome.map_err(|message| ServiceError {
-            kind: ErrorKind::InvalidArgument,
-            message,
-        })?;
-        view.commit = item.commit;
-        view.total_lines = range.total_lines;
-        view.content.push_str(&range.content);
-        if !view.content.ends_with('\n') && range.has_more {
-            view.content.push('\n');
-        }
-        view.next_start_line = range.next_start_line;
-        match range.next_start_line {
-            Some(next) if next - first_line < PAGE_LINES => start = next,
-            _ => break,
-        }
-    }
-    // The outline is an aid: a long file (which may need parsing, at a commit other than the
-    // indexed head) or one it cannot outline shows without one.
-    if view.total_lines > OUTLINE_MAX_LINES {
-        return Ok(view);
-    }
-    let outline = service
-        .outline(
-            ctx,
-            OutlineRequest {
-                repo: repo.to_owned(),
-                revision: Some(view.commit.clone()),
-                path: path.to_owned(),
-                cursor: None,
-            },
-        )
-        .await;
-    if let Ok(outline) = outline {
-        view.outline = outline.symbols;
-    }
-    Ok(view)
 }
 
 #[derive(Deserialize, Default)]
@@ -752,11 +714,32 @@ mod tests {
             parse_repo_page("acme/docs/-/plugins"),
             Some(RepoPage::Plugins("acme/docs".into()))
         );
+        assert_eq!(
+            parse_repo_page("acme/docs/-/compare/v1...feature%2Fx"),
+            Some(RepoPage::Compare {
+                repo: "acme/docs".into(),
+                base: "v1".into(),
+                head: "feature/x".into()
+            })
+        );
+        assert_eq!(
+            parse_repo_page("acme/docs/-/commits/main"),
+            Some(RepoPage::Commits {
+                repo: "acme/docs".into(),
+                rev: "main".into(),
+                path: String::new()
+            })
+        );
         for bad in [
             "acme",
             "acme/docs/extra",
             "acme/docs/-/blob/main",
-            "acme/docs/-/raw/x/y",
+            "acme/docs/-/raw/main",
+            "acme/docs/-/blame/main",
+            "acme/docs/-/commit/abc/extra",
+            "acme/docs/-/compare/main",
+            "acme/docs/-/compare/...main",
+            "acme/docs/-/unknown/x/y",
             "acme/docs/-/blob/main/%FF",
         ] {
             assert_eq!(parse_repo_page(bad), None, "{bad}");
