@@ -22,7 +22,10 @@ pub use connect::ClientConfig;
 pub use pages::{
     connect_page, error_page, plugins, repositories, repository, search, sign_in, tokens, tree,
 };
-pub use paths::{blob_url, plugins_url, repo_url, tree_url};
+pub use paths::{
+    blame_url, blob_url, commit_url, commits_url, compare_url, plugins_url, raw_url, repo_url,
+    tree_url,
+};
 
 /// The site's style sheet, served at [`CSS_PATH`]: one file per concern under `assets/`, served
 /// as one.

@@ -43,7 +43,19 @@ fn encode_segment(segment: &str) -> String {
 
 /// `/sourcegraph/repos/<owner>/<name>/-/tree/<rev>/<path>`.
 pub fn tree_url(repo: &str, rev: &str, path: &str) -> String {
-    let mut url = format!("{}/-/tree/{}", repo_url(repo), encode_segment(rev));
+    rev_path_url("tree", repo, rev, path)
+}
+
+/// `/sourcegraph/repos/<owner>/<name>/-/blob/<rev>/<path>` (the form evidence-chain plugins
+/// link to; add `#L2-L4`).
+pub fn blob_url(repo: &str, rev: &str, path: &str) -> String {
+    rev_path_url("blob", repo, rev, path)
+}
+
+/// `/sourcegraph/repos/<owner>/<name>/-/<kind>/<rev>/<path>`: the shape of every page that
+/// names a revision and a file.
+fn rev_path_url(kind: &str, repo: &str, rev: &str, path: &str) -> String {
+    let mut url = format!("{}/-/{kind}/{}", repo_url(repo), encode_segment(rev));
     if !path.is_empty() {
         url.push('/');
         url.push_str(&encode_path(path));
@@ -51,14 +63,34 @@ pub fn tree_url(repo: &str, rev: &str, path: &str) -> String {
     url
 }
 
-/// `/sourcegraph/repos/<owner>/<name>/-/blob/<rev>/<path>` (the form evidence-chain plugins
-/// link to; add `#L2-L4`).
-pub fn blob_url(repo: &str, rev: &str, path: &str) -> String {
+/// `/sourcegraph/repos/<owner>/<name>/-/raw/<rev>/<path>`: the file's exact bytes.
+pub fn raw_url(repo: &str, rev: &str, path: &str) -> String {
+    rev_path_url("raw", repo, rev, path)
+}
+
+/// `/sourcegraph/repos/<owner>/<name>/-/blame/<rev>/<path>`.
+pub fn blame_url(repo: &str, rev: &str, path: &str) -> String {
+    rev_path_url("blame", repo, rev, path)
+}
+
+/// `/sourcegraph/repos/<owner>/<name>/-/commits/<rev>[/<path>]`: the history of the
+/// repository, or of one path when `path` is not empty.
+pub fn commits_url(repo: &str, rev: &str, path: &str) -> String {
+    rev_path_url("commits", repo, rev, path)
+}
+
+/// `/sourcegraph/repos/<owner>/<name>/-/commit/<sha>`.
+pub fn commit_url(repo: &str, sha: &str) -> String {
+    rev_path_url("commit", repo, sha, "")
+}
+
+/// `/sourcegraph/repos/<owner>/<name>/-/compare/<base>...<head>`.
+pub fn compare_url(repo: &str, base: &str, head: &str) -> String {
     format!(
-        "{}/-/blob/{}/{}",
+        "{}/-/compare/{}...{}",
         repo_url(repo),
-        encode_segment(rev),
-        encode_path(path)
+        encode_segment(base),
+        encode_segment(head)
     )
 }
 
@@ -89,6 +121,14 @@ mod tests {
         assert_eq!(
             tree_url("acme/docs", "feature/x", "src"),
             "/sourcegraph/repos/acme/docs/-/tree/feature%2Fx/src"
+        );
+        assert_eq!(
+            compare_url("acme/docs", "v1", "feature/x"),
+            "/sourcegraph/repos/acme/docs/-/compare/v1...feature%2Fx"
+        );
+        assert_eq!(
+            commits_url("acme/docs", "main", "src/a b.rs"),
+            "/sourcegraph/repos/acme/docs/-/commits/main/src/a%20b.rs"
         );
         assert_eq!(
             plugins_url("acme/docs", Some("abc")),
