@@ -2,7 +2,7 @@
 //! outline.
 
 use crate::Chrome;
-use crate::frame::{Tab, breadcrumbs, layout, repo_header, short_sha};
+use crate::frame::{Tab, breadcrumbs, layout, permalink, repo_header, short_sha};
 use crate::paths::blob_url;
 use maud::{Markup, html};
 use service::OutlineEntry;
@@ -72,7 +72,7 @@ pub fn blob(chrome: &Chrome, view: &FileView) -> String {
                 @else if view.first_line == 1 && view.next_start_line.is_none() { (view.total_lines) " lines" }
                 @else { "lines " (view.first_line) "–" (last.saturating_sub(1)) " of " (view.total_lines) }
                 " · "
-                a href=(blob_url(&view.repo, &view.commit, &view.path)) { "permalink" }
+                (permalink(&blob_url(&view.repo, &view.commit, &view.path)))
             }
             @if !view.outline.is_empty() { (outline(view, last)) }
             table.code {

@@ -87,3 +87,9 @@ pub(crate) fn breadcrumbs(repo: &str, rev: &str, path: &str) -> Markup {
         }
     }
 }
+
+/// The link to the same page at the full SHA (`url`), shown on pages opened at a branch or tag;
+/// the script's `y` key follows the page's `a[data-permalink]`, as on GitHub.
+pub(crate) fn permalink(url: &str) -> Markup {
+    html! { a.permalink data-permalink href=(url) { "Permalink" } }
+}
