@@ -162,7 +162,9 @@ impl Grammar {
         GRAMMARS.iter().position(|g| *g == self).unwrap_or(0)
     }
 
-    fn language(self) -> Language {
+    /// The grammar's tree-sitter language (what `crates/highlight` parses with, so both
+    /// crates map a path to the same grammar).
+    pub fn language(self) -> Language {
         match self {
             Grammar::Rust => tree_sitter_rust::LANGUAGE.into(),
             Grammar::Go => tree_sitter_go::LANGUAGE.into(),

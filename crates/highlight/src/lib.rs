@@ -1,0 +1,318 @@
+//! Syntax highlighting of one file (issue 34): text + grammar → per-line spans, each with
+//! the CSS class of its `highlights.scm` capture. The parser and queries are the grammars the
+//! project already ships (see `symbols::Grammar`, which also maps a path to its grammar);
+//! `tree-sitter-highlight` runs each grammar's own `HIGHLIGHTS_QUERY`, so what is a keyword
+//! or a string is what the grammar's authors say it is.
+//!
+//! Bounds, because the text is repository data and may be hostile:
+//! - input over [`Limits::max_bytes`] is not parsed (the result is plain text);
+//! - a watchdog cancels a run past [`Limits::deadline`] (tree-sitter checks the flag while
+//!   parsing and while matching), and the result is plain text;
+//! - [`Cache`] keeps results per blob up to a byte budget, least recently used out first,
+//!   so a page shown again costs a lookup, and a file that timed out is not retried.
+//!
+//! Nothing here escapes HTML: spans are byte ranges into the text and the caller renders
+//! each piece through its own escaping (the website: `maud` splices).
+
+mod cache;
+mod configs;
+mod run;
+
+pub use cache::{Cache, CacheStats};
+pub use run::highlight;
+pub use symbols::Grammar;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The capture names this crate recognises (`tree-sitter-highlight` matches a capture to the
+/// longest prefix here: `function.method.builtin` is `function.method`). The CSS class of a
+/// span is [`Class::css`].
+pub const CAPTURE_NAMES: [&str; 29] = [
+    "attribute",
+    "comment",
+    "comment.documentation",
+    "constant",
+    "constant.builtin",
+    "constructor",
+    "embedded",
+    "escape",
+    "function",
+    "function.builtin",
+    "function.macro",
+    "function.method",
+    "keyword",
+    "label",
+    "module",
+    "number",
+    "operator",
+    "property",
+    "punctuation",
+    "punctuation.bracket",
+    "punctuation.delimiter",
+    "punctuation.special",
+    "string",
+    "string.special",
+    "tag",
+    "type",
+    "type.builtin",
+    "variable",
+    "variable.builtin",
+];
+
+/// CSS classes of [`CAPTURE_NAMES`], in the same order: `hl-` and the name with `.` as `-`.
+const CSS_CLASSES: [&str; 29] = [
+    "hl-attribute",
+    "hl-comment",
+    "hl-comment-documentation",
+    "hl-constant",
+    "hl-constant-builtin",
+    "hl-constructor",
+    "hl-embedded",
+    "hl-escape",
+    "hl-function",
+    "hl-function-builtin",
+    "hl-function-macro",
+    "hl-function-method",
+    "hl-keyword",
+    "hl-label",
+    "hl-module",
+    "hl-number",
+    "hl-operator",
+    "hl-property",
+    "hl-punctuation",
+    "hl-punctuation-bracket",
+    "hl-punctuation-delimiter",
+    "hl-punctuation-special",
+    "hl-string",
+    "hl-string-special",
+    "hl-tag",
+    "hl-type",
+    "hl-type-builtin",
+    "hl-variable",
+    "hl-variable-builtin",
+];
+
+/// One recognised capture (an index into [`CAPTURE_NAMES`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Class(u8);
+
+impl Class {
+    /// The capture's name, such as `keyword` or `function.method`.
+    pub fn name(self) -> &'static str {
+        CAPTURE_NAMES
+            .get(usize::from(self.0))
+            .copied()
+            .unwrap_or("")
+    }
+
+    /// The CSS class of the capture, such as `hl-keyword` or `hl-function-method`.
+    pub fn css(self) -> &'static str {
+        CSS_CLASSES.get(usize::from(self.0)).copied().unwrap_or("")
+    }
+
+    /// Whether a name under this capture may be a definition's name used elsewhere
+    /// (functions, types, variables, properties…), as opposed to comments, strings, keywords,
+    /// literals, punctuation and builtins.
+    pub fn may_name_definition(self) -> bool {
+        matches!(
+            self.name(),
+            "constant"
+                | "constructor"
+                | "function"
+                | "function.macro"
+                | "function.method"
+                | "module"
+                | "property"
+                | "type"
+                | "variable"
+                | "attribute"
+        )
+    }
+
+    fn from_index(index: usize) -> Option<Class> {
+        (index < CAPTURE_NAMES.len())
+            .then(|| u8::try_from(index).ok().map(Class))
+            .flatten()
+    }
+}
+
+/// How much one highlighting run may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Larger texts are shown plain without being parsed.
+    pub max_bytes: usize,
+    /// A run still going after this is cancelled and the text shown plain.
+    pub deadline: Duration,
+}
+
+impl Default for Limits {
+    /// 1 MiB and one second: a hand-written source file of 25,000 lines highlights in well
+    /// under that; what does not is generated or hostile, and plain text serves it.
+    fn default() -> Self {
+        Limits {
+            max_bytes: 1024 * 1024,
+            deadline: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Whether (and why not) a text was highlighted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Spans from the grammar's highlights query.
+    Highlighted,
+    /// No grammar for this file: plain text.
+    NoGrammar,
+    /// Over [`Limits::max_bytes`]: plain text.
+    TooLarge {
+        /// The limit it was over.
+        limit: usize,
+    },
+    /// Cancelled at [`Limits::deadline`]: plain text.
+    TimedOut,
+    /// The grammar's query did not load or the parser gave up: plain text. A bug of this
+    /// crate (its tests load every grammar) or a parser refusing the input.
+    Failed,
+}
+
+/// A run of one line with one class (or none: plain text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Token<'a> {
+    /// The text, as in the file (not escaped).
+    pub text: &'a str,
+    /// The capture it is under, innermost first; `None` for text no capture covers.
+    pub class: Option<Class>,
+}
+
+/// A classified byte range of the text; never crosses a line end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Span {
+    start: u32,
+    end: u32,
+    class: Class,
+}
+
+/// A highlighted text: the text, where its lines begin, and its classified spans in order.
+/// Lines follow the read contract: each ends after its `\n`, a last line without one still
+/// counts, and an empty text has no lines.
+#[derive(Debug)]
+pub struct Highlighted {
+    text: Arc<str>,
+    grammar: Option<Grammar>,
+    /// Byte offset where line `i + 1` begins.
+    line_starts: Vec<u32>,
+    /// Index into `spans` of the first span of line `i + 1` (spans never cross lines).
+    line_spans: Vec<u32>,
+    spans: Vec<Span>,
+    outcome: Outcome,
+}
+
+impl Highlighted {
+    /// A text without spans (no grammar, too large, timed out, failed).
+    fn plain(text: Arc<str>, grammar: Option<Grammar>, outcome: Outcome) -> Highlighted {
+        let line_starts = line_starts(&text);
+        let line_spans = vec![0; line_starts.len()];
+        Highlighted {
+            text,
+            grammar,
+            line_starts,
+            line_spans,
+            spans: Vec::new(),
+            outcome,
+        }
+    }
+
+    /// The whole text.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The grammar it was highlighted with (or would have been).
+    pub fn grammar(&self) -> Option<Grammar> {
+        self.grammar
+    }
+
+    /// Whether it was highlighted, and why not.
+    pub fn outcome(&self) -> Outcome {
+        self.outcome
+    }
+
+    /// Number of lines.
+    pub fn line_count(&self) -> usize {
+        self.line_starts.len()
+    }
+
+    /// The tokens of line `n` (1-based), without its line end (`\n` or `\r\n`); `None` past
+    /// the last line. Classified spans and the plain text between them, in order; together
+    /// they are exactly the line.
+    pub fn line(&self, n: usize) -> Option<Vec<Token<'_>>> {
+        let i = n.checked_sub(1)?;
+        let start = *self.line_starts.get(i)? as usize;
+        let end = self
+            .line_starts
+            .get(i + 1)
+            .map_or(self.text.len(), |&next| next as usize);
+        let line = &self.text[start..end];
+        let line = line.strip_suffix('\n').unwrap_or(line);
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        let end = start + line.len();
+        let first = *self.line_spans.get(i)? as usize;
+        let last = self
+            .line_spans
+            .get(i + 1)
+            .map_or(self.spans.len(), |&next| next as usize);
+        let mut tokens = Vec::new();
+        let mut at = start;
+        for span in self.spans.get(first..last).unwrap_or(&[]) {
+            let (s, e) = (span.start as usize, (span.end as usize).min(end));
+            if s >= e {
+                continue;
+            }
+            if s > at {
+                tokens.push(Token {
+                    text: &self.text[at..s],
+                    class: None,
+                });
+            }
+            tokens.push(Token {
+                text: &self.text[s..e],
+                class: Some(span.class),
+            });
+            at = e;
+        }
+        if at < end {
+            tokens.push(Token {
+                text: &self.text[at..end],
+                class: None,
+            });
+        }
+        Some(tokens)
+    }
+
+    /// Heap bytes this result holds (what the cache counts).
+    pub fn heap_bytes(&self) -> usize {
+        self.text.len()
+            + self.line_starts.capacity() * 4
+            + self.line_spans.capacity() * 4
+            + self.spans.capacity() * std::mem::size_of::<Span>()
+            + std::mem::size_of::<Self>()
+    }
+}
+
+/// Byte offsets where each line begins (no entry for an empty text).
+fn line_starts(text: &str) -> Vec<u32> {
+    let mut starts = Vec::new();
+    if text.is_empty() {
+        return starts;
+    }
+    starts.push(0);
+    for (i, b) in text.bytes().enumerate() {
+        if b == b'\n' && i + 1 < text.len() {
+            // Texts are at most `Limits::max_bytes` when parsed and u32-sized in any case
+            // (the store serves no text over 4 GiB).
+            starts.push(u32::try_from(i + 1).unwrap_or(u32::MAX));
+        }
+    }
+    starts
+}

@@ -1,0 +1,187 @@
+//! Issue 34, point 1 (the file page's highlighting) and the benchmark line's per-blob cache:
+//! real grammars, real `highlights.scm` queries.
+
+use std::time::{Duration, Instant};
+
+use highlight::{Cache, Grammar, Highlighted, Limits, Outcome, highlight};
+
+/// (text, class name) of every token of line `n`.
+fn tokens(h: &Highlighted, n: usize) -> Vec<(String, Option<&'static str>)> {
+    h.line(n)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| (t.text.to_owned(), t.class.map(|c| c.name())))
+        .collect()
+}
+
+fn class_of(h: &Highlighted, n: usize, text: &str) -> Option<&'static str> {
+    tokens(h, n)
+        .into_iter()
+        .find(|(t, _)| t == text)
+        .unwrap_or_else(|| panic!("no token {text:?} on line {n}: {:?}", tokens(h, n)))
+        .1
+}
+
+#[test]
+fn rust_keywords_strings_and_comments_have_their_classes() {
+    let text = "// a comment\nfn main() {\n    let s = \"text\";\n}\n";
+    let h = highlight(Some(Grammar::Rust), text, Limits::default());
+    assert_eq!(h.outcome(), Outcome::Highlighted);
+    assert_eq!(h.line_count(), 4);
+    assert_eq!(class_of(&h, 1, "// a comment"), Some("comment"));
+    assert_eq!(class_of(&h, 2, "fn"), Some("keyword"));
+    assert_eq!(class_of(&h, 2, "main"), Some("function"));
+    assert_eq!(class_of(&h, 3, "let"), Some("keyword"));
+    assert_eq!(class_of(&h, 3, "\"text\""), Some("string"));
+}
+
+#[test]
+fn python_keywords_strings_and_comments_have_their_classes() {
+    let text = "# note\ndef add(a, b):\n    return \"sum\"\n";
+    let h = highlight(Some(Grammar::Python), text, Limits::default());
+    assert_eq!(h.outcome(), Outcome::Highlighted);
+    assert_eq!(class_of(&h, 1, "# note"), Some("comment"));
+    assert_eq!(class_of(&h, 2, "def"), Some("keyword"));
+    assert_eq!(class_of(&h, 2, "add"), Some("function"));
+    assert_eq!(class_of(&h, 3, "return"), Some("keyword"));
+    assert_eq!(class_of(&h, 3, "\"sum\""), Some("string"));
+}
+
+#[test]
+fn every_shipped_grammar_highlights_a_keyword() {
+    let samples = [
+        (Grammar::Rust, "fn f() {}\n", "fn"),
+        (Grammar::Go, "package main\nfunc f() {}\n", "func"),
+        (Grammar::Python, "def f():\n    pass\n", "def"),
+        (Grammar::JavaScript, "function f() { return 1 }\n", "function"),
+        (Grammar::TypeScript, "function f(): number { return 1 }\n", "function"),
+        (Grammar::Tsx, "function f() { return <div/> }\n", "function"),
+        (Grammar::Java, "class A { }\n", "class"),
+        (Grammar::C, "int main() { return 0; }\n", "return"),
+        (Grammar::Cpp, "class A { public: int x; };\n", "class"),
+    ];
+    for (grammar, text, keyword) in samples {
+        let h = highlight(Some(grammar), text, Limits::default());
+        assert_eq!(h.outcome(), Outcome::Highlighted, "{grammar:?}");
+        let found = (1..=h.line_count())
+            .flat_map(|n| tokens(&h, n))
+            .any(|(t, c)| t == keyword && c == Some("keyword"));
+        assert!(found, "{grammar:?}: no keyword {keyword:?}");
+    }
+}
+
+#[test]
+fn tokens_are_exactly_the_line_so_hostile_text_stays_text() {
+    // The crate escapes nothing: the renderer must. What it guarantees is that tokens are
+    // the line's bytes, in order, nothing added or lost (so escaping them escapes the line).
+    let hostile = "let x = \"<script>window.__pwned = true</script>\"; // <img src=x onerror=alert(1)>\r\n";
+    let text = format!("{hostile}fn f() {{}}\n<b>\n");
+    for grammar in [Some(Grammar::Rust), None] {
+        let h = highlight(grammar, &text, Limits::default());
+        let lines: Vec<String> = (1..=h.line_count())
+            .map(|n| tokens(&h, n).into_iter().map(|(t, _)| t).collect())
+            .collect();
+        assert_eq!(
+            lines,
+            [hostile.trim_end_matches("\r\n"), "fn f() {}", "<b>"],
+            "{grammar:?}"
+        );
+    }
+}
+
+#[test]
+fn plain_text_without_grammar_keeps_lines() {
+    let h = highlight(None, "a\n\nb", Limits::default());
+    assert_eq!(h.outcome(), Outcome::NoGrammar);
+    assert_eq!(h.line_count(), 3);
+    assert_eq!(tokens(&h, 2), Vec::<(String, Option<&str>)>::new());
+    assert_eq!(tokens(&h, 3), [("b".to_owned(), None)]);
+    assert!(h.line(4).is_none());
+    assert_eq!(highlight(None, "", Limits::default()).line_count(), 0);
+}
+
+#[test]
+fn multi_line_strings_and_comments_are_split_per_line() {
+    let text = "/* one\n   two */\nfn f() {}\n";
+    let h = highlight(Some(Grammar::Rust), text, Limits::default());
+    assert_eq!(tokens(&h, 1), [("/* one".to_owned(), Some("comment"))]);
+    assert_eq!(tokens(&h, 2), [("   two */".to_owned(), Some("comment"))]);
+}
+
+#[test]
+fn the_cache_highlights_one_blob_once() {
+    let cache = Cache::new(16 * 1024 * 1024, Limits::default());
+    let text = "fn main() {}\n".repeat(100);
+    let first = cache.highlight(Some(Grammar::Rust), &text);
+    // The same content (one blob id, whatever path or commit shows it) is a hit.
+    let again = cache.highlight(Some(Grammar::Rust), &text.clone());
+    assert!(std::sync::Arc::ptr_eq(&first, &again));
+    let stats = cache.stats();
+    assert_eq!((stats.hits, stats.misses, stats.entries), (1, 1, 1));
+    // Another grammar or another content is another entry.
+    cache.highlight(Some(Grammar::Cpp), &text);
+    cache.highlight(Some(Grammar::Rust), &format!("{text}// more\n"));
+    let stats = cache.stats();
+    assert_eq!((stats.hits, stats.misses, stats.entries), (1, 3, 3));
+}
+
+#[test]
+fn the_cache_stays_within_its_byte_budget() {
+    let budget = 64 * 1024;
+    let cache = Cache::new(budget, Limits::default());
+    for i in 0..40 {
+        cache.highlight(Some(Grammar::Rust), &format!("fn f{i}() {{}}\n").repeat(100));
+        assert!(cache.stats().bytes <= budget);
+    }
+    let stats = cache.stats();
+    assert!(stats.entries < 40, "{stats:?}");
+    assert!(stats.entries > 0, "{stats:?}");
+}
+
+#[test]
+fn over_the_size_limit_is_plain_without_parsing() {
+    let limits = Limits {
+        max_bytes: 1000,
+        ..Limits::default()
+    };
+    let text = "fn main() {}\n".repeat(100);
+    let h = highlight(Some(Grammar::Rust), &text, limits);
+    assert_eq!(h.outcome(), Outcome::TooLarge { limit: 1000 });
+    assert_eq!(tokens(&h, 1), [("fn main() {}".to_owned(), None)]);
+    assert_eq!(h.line_count(), 100);
+}
+
+#[test]
+fn a_run_past_its_deadline_is_cancelled_and_plain() {
+    // About 2 MB of deeply nested, unbalanced code: far more than a millisecond of work.
+    let text = "fn f() { let x = [(((\"a\", {".repeat(80_000);
+    let limits = Limits {
+        max_bytes: usize::MAX,
+        deadline: Duration::from_millis(1),
+    };
+    let started = Instant::now();
+    let h = highlight(Some(Grammar::Rust), &text, limits);
+    let took = started.elapsed();
+    assert_eq!(h.outcome(), Outcome::TimedOut);
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+    assert_eq!(h.line(1).map(|t| t.len()), Some(1));
+    // The cache keeps the timed-out result: a hostile file costs its deadline once.
+    let cache = Cache::new(64 * 1024 * 1024, limits);
+    cache.highlight(Some(Grammar::Rust), &text);
+    cache.highlight(Some(Grammar::Rust), &text);
+    assert_eq!(cache.stats().hits, 1);
+}
+
+#[test]
+fn css_classes_are_prefixed_and_dashed() {
+    let h = highlight(Some(Grammar::Rust), "fn f() { x.len(); }\n", Limits::default());
+    let classes: Vec<&str> = h
+        .line(1)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|t| t.class.map(|c| c.css()))
+        .collect();
+    assert!(classes.contains(&"hl-keyword"), "{classes:?}");
+    assert!(classes.contains(&"hl-function-method"), "{classes:?}");
+    assert!(classes.iter().all(|c| c.starts_with("hl-") && !c.contains('.')));
+}
