@@ -31,8 +31,8 @@ use std::collections::HashMap;
 /// added × deleted ≤ this squared.
 const RENAME_LIMIT: usize = 1000;
 /// Git's `MAX_SCORE` and default minimum rename score (50%).
-const MAX_SCORE: u64 = 60_000;
-const MIN_RENAME_SCORE: u64 = 30_000;
+pub(crate) const MAX_SCORE: u64 = 60_000;
+pub(crate) const MIN_RENAME_SCORE: u64 = 30_000;
 
 /// One commit as a history index keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -170,7 +170,7 @@ fn commit_changes(
 }
 
 /// One file pair whose lines are diffed: (old path, old leaf), (new path, new leaf).
-type Pair = (Option<(String, Leaf)>, Option<(String, Leaf)>);
+pub(crate) type Pair = (Option<(String, Leaf)>, Option<(String, Leaf)>);
 
 /// The added and removed lines of `pending` (one commit against its first parent), renames
 /// paired first.
@@ -225,7 +225,10 @@ fn lines_of(repo: &gix::Repository, pending: Vec<Pending>) -> Result<Vec<DiffLin
 }
 
 /// Git's rename detection over one commit's added and deleted paths (see the module doc).
-fn pair_renames(repo: &gix::Repository, pending: Vec<Pending>) -> Result<Vec<Pair>, Error> {
+pub(crate) fn pair_renames(
+    repo: &gix::Repository,
+    pending: Vec<Pending>,
+) -> Result<Vec<Pair>, Error> {
     let mut pairs: Vec<Pair> = Vec::new();
     let mut added: Vec<(String, Leaf)> = Vec::new();
     let mut deleted: Vec<(String, Leaf)> = Vec::new();
@@ -330,7 +333,7 @@ fn pair_renames(repo: &gix::Repository, pending: Vec<Pending>) -> Result<Vec<Pai
 }
 
 /// A blob as git's rename detection sees it: bytes per chunk hash, and its size.
-struct Chunks {
+pub(crate) struct Chunks {
     /// (hash, bytes) sorted by hash.
     counts: Vec<(u64, u64)>,
     size: u64,
@@ -339,7 +342,7 @@ struct Chunks {
 impl Chunks {
     /// Chunks end at a newline or after 64 bytes; in a text a CR before LF is left out (as
     /// git's `hash_chars`).
-    fn of(data: &[u8]) -> Chunks {
+    pub(crate) fn of(data: &[u8]) -> Chunks {
         let text = !changes::binary(data);
         let mut map: HashMap<u64, u64> = HashMap::new();
         let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
@@ -374,7 +377,7 @@ impl Chunks {
 
 /// Git's `estimate_similarity`: bytes of `src` found in `dst`, over the larger size, in
 /// units of [`MAX_SCORE`]; 0 when the sizes differ too much to reach the minimum.
-fn similarity(src: &Chunks, dst: &Chunks) -> u64 {
+pub(crate) fn similarity(src: &Chunks, dst: &Chunks) -> u64 {
     let max = src.size.max(dst.size);
     let min = src.size.min(dst.size);
     if max == 0 || max * (MAX_SCORE - MIN_RENAME_SCORE) < (max - min) * MAX_SCORE {

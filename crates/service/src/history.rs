@@ -26,6 +26,9 @@ pub struct LogRequest {
     pub limit: Option<usize>,
     /// The `next_cursor` of the previous page.
     pub cursor: Option<String>,
+    /// Follow the file `path` across renames and copies, as `git log --follow` does; each
+    /// entry then says the path the file had in that commit.
+    pub follow: bool,
 }
 
 /// One page of a log.
@@ -39,6 +42,9 @@ pub struct LogAnswer {
     pub commits: Vec<LogEntry>,
     /// Pass it back as `cursor` for the next page; absent on the last.
     pub next_cursor: Option<String>,
+    /// The log follows one file across renames (`git log --follow`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub follow: bool,
 }
 
 /// One commit of a log. Everything but the SHAs and the date is repository data.
@@ -51,6 +57,15 @@ pub struct LogEntry {
     /// When it was authored, RFC 3339 UTC.
     pub date: String,
     pub subject: String,
+    /// In a followed log: the path the file had in this commit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// In a followed log: `added`, `modified`, `deleted`, `renamed` or `copied`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub change: Option<&'static str>,
+    /// In a followed log, for a rename or copy: the path in the parent it came from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_path: Option<String>,
 }
 
 /// Changed files `commit` counts lines for at most (a vendoring commit can touch tens of
@@ -71,8 +86,12 @@ pub struct CommitAnswer {
     /// The whole message, cut at [`MAX_MESSAGE_BYTES`] (repository data).
     pub message: String,
     pub message_truncated: bool,
-    /// Against the first parent (a root commit adds every file), in path order; at most
-    /// [`MAX_COMMIT_FILES`].
+    /// Committer name and email (repository data) and date (RFC 3339 UTC).
+    pub committer: String,
+    pub committer_email: String,
+    pub committer_date: String,
+    /// Against the first parent (a root commit adds every file), renames detected as
+    /// `git show` does, in git's order (by new path); at most [`MAX_COMMIT_FILES`].
     pub files: Vec<ChangedFile>,
     /// How many files changed in all.
     pub total_files: usize,
@@ -81,8 +100,12 @@ pub struct CommitAnswer {
 /// One changed file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ChangedFile {
+    /// The path in the commit (for a deletion: the path deleted).
     pub path: String,
-    /// `added`, `deleted` or `modified`.
+    /// For a rename: the path in the parent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub old_path: Option<String>,
+    /// `added`, `deleted`, `modified` or `renamed`.
     pub status: &'static str,
     /// Lines added and removed; absent for a binary file.
     pub added: Option<u64>,
@@ -95,8 +118,40 @@ fn entry(c: gitstore::CommitSummary) -> LogEntry {
         parents: c.parents.iter().map(ToString::to_string).collect(),
         author: c.author,
         author_email: c.author_email,
-        date: rfc3339(UNIX_EPOCH + Duration::from_secs(c.author_time.max(0).unsigned_abs())),
+        date: date(c.author_time),
         subject: c.subject,
+        path: None,
+        change: None,
+        previous_path: None,
+    }
+}
+
+/// Seconds since the Unix epoch as RFC 3339 UTC (dates before 1970 as the epoch).
+fn date(seconds: i64) -> String {
+    rfc3339(UNIX_EPOCH + Duration::from_secs(seconds.max(0).unsigned_abs()))
+}
+
+fn followed(c: gitstore::FollowedCommit) -> LogEntry {
+    LogEntry {
+        path: Some(c.path),
+        change: Some(match c.status {
+            gitstore::FollowStatus::Added => "added",
+            gitstore::FollowStatus::Modified => "modified",
+            gitstore::FollowStatus::Deleted => "deleted",
+            gitstore::FollowStatus::Renamed => "renamed",
+            gitstore::FollowStatus::Copied => "copied",
+        }),
+        previous_path: c.previous_path,
+        ..entry(c.commit)
+    }
+}
+
+fn file_status(status: gitstore::FileStatus) -> &'static str {
+    match status {
+        gitstore::FileStatus::Added => "added",
+        gitstore::FileStatus::Deleted => "deleted",
+        gitstore::FileStatus::Modified => "modified",
+        gitstore::FileStatus::Renamed => "renamed",
     }
 }
 
@@ -185,12 +240,14 @@ fn status(kind: gitstore::ChangeKind) -> &'static str {
     }
 }
 
-/// A cursor: the start commit and the commits already listed.
-fn encode_cursor(commit: &CommitId, listed: usize) -> String {
-    format!("{commit}.{listed}")
+/// A cursor: the start commit and the commits already listed (`f` before the count for a
+/// followed log, whose count means other commits).
+fn encode_cursor(commit: &CommitId, listed: usize, follow: bool) -> String {
+    let mark = if follow { "f" } else { "" };
+    format!("{commit}.{mark}{listed}")
 }
 
-fn decode_cursor(cursor: &str) -> Result<(CommitId, usize), ServiceError> {
+fn decode_cursor(cursor: &str, follow: bool) -> Result<(CommitId, usize), ServiceError> {
     let bad = || {
         ServiceError::invalid(
             "invalid cursor: pass the `next_cursor` of the previous log page as it was given",
@@ -198,6 +255,16 @@ fn decode_cursor(cursor: &str) -> Result<(CommitId, usize), ServiceError> {
     };
     let (commit, listed) = cursor.split_once('.').ok_or_else(bad)?;
     let commit = CommitId::parse(commit).ok_or_else(bad)?;
+    let listed = match (listed.strip_prefix('f'), follow) {
+        (Some(count), true) => count,
+        (None, false) => listed,
+        _ => {
+            return Err(ServiceError::invalid(
+                "the cursor belongs to a log with the other `follow` setting: pass `follow` as \
+                 on the first page, or drop the cursor",
+            ));
+        }
+    };
     Ok((commit, listed.parse().map_err(|_| bad())?))
 }
 
@@ -213,6 +280,7 @@ impl Service {
             path,
             limit,
             cursor,
+            follow,
         } = req;
         self.framed_blocking(ctx, Op::LOG, repo, move |call, inner| {
             let limit = limit.unwrap_or(DEFAULT_LOG_LIMIT);
@@ -221,7 +289,19 @@ impl Service {
                     "limit must be between 1 and {MAX_LOG_LIMIT}"
                 )));
             }
-            let cursor = cursor.as_deref().map(decode_cursor).transpose()?;
+            if follow
+                && path
+                    .as_deref()
+                    .is_none_or(|p| p.trim_matches('/').is_empty())
+            {
+                return Err(ServiceError::invalid(
+                    "follow needs `path`: the one file whose history to follow across renames",
+                ));
+            }
+            let cursor = cursor
+                .as_deref()
+                .map(|c| decode_cursor(c, follow))
+                .transpose()?;
             let opened = call.open(inner)?;
             let start = match &cursor {
                 Some((commit, _)) => Some(commit.to_string()),
@@ -240,14 +320,30 @@ impl Service {
             }
             let path = RepoPath::parse(path.as_deref().unwrap_or(""))?;
             let skip = cursor.map_or(0, |(_, listed)| listed);
-            let (commits, more) = inner.store.log(name, commit, &path, skip, limit)?;
+            let (commits, more) = if follow {
+                let (commits, more) = inner
+                    .store
+                    .log_follow(name, commit, &path, skip, limit)
+                    .map_err(|e| match e {
+                        gitstore::Error::IsDirectory { path } => ServiceError::invalid(format!(
+                            "`{path}` is a directory: follow takes one file; drop `follow` for \
+                             the history of a directory"
+                        )),
+                        other => other.into(),
+                    })?;
+                (commits.into_iter().map(followed).collect::<Vec<_>>(), more)
+            } else {
+                let (commits, more) = inner.store.log(name, commit, &path, skip, limit)?;
+                (commits.into_iter().map(entry).collect(), more)
+            };
             let listed = skip + commits.len();
             Ok(LogAnswer {
                 repo: name.to_string(),
                 commit: commit.to_string(),
                 path: path.to_string(),
-                commits: commits.into_iter().map(entry).collect(),
-                next_cursor: more.then(|| encode_cursor(commit, listed)),
+                commits,
+                next_cursor: more.then(|| encode_cursor(commit, listed, follow)),
+                follow,
             })
         })
         .await
@@ -264,7 +360,7 @@ impl Service {
         self.framed_blocking(ctx, Op::COMMIT, repo, move |call, inner| {
             let lease = call.lease(inner, Some(&revision))?;
             let (name, commit) = (lease.repo(), lease.commit());
-            let details = inner.store.commit_details(name, commit, MAX_COMMIT_FILES)?;
+            let details = inner.store.commit_files(name, commit, MAX_COMMIT_FILES)?;
             let mut message = details.message;
             let message_truncated = message.len() > MAX_MESSAGE_BYTES;
             if message_truncated {
@@ -275,17 +371,21 @@ impl Service {
                 entry: entry(details.summary),
                 message,
                 message_truncated,
+                committer: details.committer,
+                committer_email: details.committer_email,
+                committer_date: date(details.committer_time),
                 files: details
-                    .changes
+                    .files
                     .into_iter()
                     .map(|c| ChangedFile {
                         path: c.path,
-                        status: status(c.kind),
+                        old_path: c.old_path,
+                        status: file_status(c.status),
                         added: c.lines.map(|(added, _)| added),
                         removed: c.lines.map(|(_, removed)| removed),
                     })
                     .collect(),
-                total_files: details.total_changes,
+                total_files: details.total_files,
             })
         })
         .await
