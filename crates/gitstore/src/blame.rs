@@ -66,10 +66,11 @@ fn text(repo: &gix::Repository, blob: ObjectId) -> Result<Rc<str>, Error> {
     })
 }
 
-/// A commit whose lines are still to be blamed: its blob of the file, that blob's text once
-/// read (a parent's text is read for the diff anyway, and is kept for when the parent's own
-/// turn comes), and its suspect lines.
+/// A commit whose lines are still to be blamed: the file's path there (it changes across
+/// renames), its blob of the file, that blob's text once read (a parent's text is read for
+/// the diff anyway, and is kept for when the parent's own turn comes), and its suspect lines.
 struct Suspect {
+    path: RepoPath,
     blob: ObjectId,
     text: Option<Rc<str>>,
     /// (line in this commit's file → line of the blamed file), both 0-based.
@@ -93,11 +94,12 @@ pub(crate) fn blame(
     let first = u32::try_from(start.saturating_sub(1)).unwrap_or(u32::MAX);
     let last = u32::try_from(end.saturating_sub(1)).unwrap_or(u32::MAX);
     let start = Suspect {
+        path: path.clone(),
         blob,
         text: None,
         lines: (first..=last).map(|l| (l, l)).collect(),
     };
-    let owner = owners(repo, commit, start, path)?;
+    let owner = owners(repo, commit, start)?;
     ranges(repo, owner)
 }
 
@@ -116,7 +118,6 @@ fn owners(
     repo: &gix::Repository,
     commit: ObjectId,
     start: Suspect,
-    path: &RepoPath,
 ) -> Result<BTreeMap<u32, ObjectId>, Error> {
     let mut suspects: BTreeMap<ObjectId, Suspect> = BTreeMap::from([(commit, start)]);
     let mut queue = BinaryHeap::from([(commit_time(repo, commit)?, commit)]);
@@ -136,10 +137,17 @@ fn owners(
             if suspect.lines.is_empty() {
                 break;
             }
-            let Some(parent_blob) = blob_at(repo, parent, path)? else {
-                continue;
+            let (parent_path, parent_blob) = match blob_at(repo, parent, &suspect.path)? {
+                Some(blob) => (suspect.path.clone(), blob),
+                // Not in the parent: renamed from a file the commit deleted, as `git blame`
+                // finds it (git's rename detection for this one file).
+                None => match renamed_from(repo, parent, id, &suspect)? {
+                    Some(found) => found,
+                    None => continue,
+                },
             };
-            let passed = pass_lines(repo, &mut suspect, parent_blob, &mut exact)?;
+            let mut passed = pass_lines(repo, &mut suspect, parent_blob, &mut exact)?;
+            passed.path = parent_path;
             if passed.lines.is_empty() {
                 continue;
             }
@@ -168,6 +176,7 @@ fn pass_lines(
 ) -> Result<Suspect, Error> {
     if parent_blob == suspect.blob {
         return Ok(Suspect {
+            path: suspect.path.clone(),
             blob: parent_blob,
             text: suspect.text.clone(),
             lines: std::mem::take(&mut suspect.lines),
@@ -190,10 +199,40 @@ fn pass_lines(
         },
     );
     Ok(Suspect {
+        path: suspect.path.clone(),
         blob: parent_blob,
         text: Some(theirs),
         lines: passed,
     })
+}
+
+/// The path and blob in `parent` that the suspect's file of commit `id` was renamed from.
+fn renamed_from(
+    repo: &gix::Repository,
+    parent: ObjectId,
+    id: ObjectId,
+    suspect: &Suspect,
+) -> Result<Option<(RepoPath, ObjectId)>, Error> {
+    let parent_tree = crate::history::tree_of(repo, parent)?;
+    let tree = crate::history::tree_of(repo, id)?;
+    let Some(leaf) = crate::follow::leaf_at(repo, tree, suspect.path.as_str())? else {
+        return Ok(None);
+    };
+    let root = RepoPath::parse("")?;
+    let found = crate::follow::source_of(
+        repo,
+        parent_tree,
+        tree,
+        suspect.path.as_str(),
+        leaf,
+        &root,
+        false,
+    )?;
+    let Some((source, _, _)) = found else {
+        return Ok(None);
+    };
+    let source = RepoPath::parse(&source)?;
+    Ok(blob_at(repo, parent, &source)?.map(|blob| (source, blob)))
 }
 
 /// The owners of consecutive lines merged into ranges, each with its commit's summary.

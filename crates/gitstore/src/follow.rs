@@ -76,7 +76,11 @@ impl GitStore {
 }
 
 /// The leaf at `path` in `tree` (a file, symlink or submodule), `None` when there is none.
-fn leaf_at(repo: &gix::Repository, tree: ObjectId, path: &str) -> Result<Option<Leaf>, Error> {
+pub(crate) fn leaf_at(
+    repo: &gix::Repository,
+    tree: ObjectId,
+    path: &str,
+) -> Result<Option<Leaf>, Error> {
     let tree = repo.find_tree(tree).map_err(odb)?;
     let Some(entry) = tree.lookup_entry(path.split('/')).map_err(odb)? else {
         return Ok(None);
@@ -137,7 +141,7 @@ fn follow(
         }
         let (status, previous, score) = match (theirs, mine, parent_tree) {
             (None, Some(leaf), Some(parent_tree)) => {
-                match source_of(repo, parent_tree, tree, &current, leaf, scope)? {
+                match source_of(repo, parent_tree, tree, &current, leaf, scope, true)? {
                     Some((from, kept, score)) => {
                         let status = if kept {
                             FollowStatus::Copied
@@ -208,14 +212,17 @@ fn base_name(path: &str) -> &str {
 }
 
 /// Where the file `dest` (added at `path` in `tree`) came from in `parent_tree`: the source
-/// path, whether the commit kept it (a copy), and the score in units of `MAX_SCORE`.
-fn source_of(
+/// path, whether the commit kept it (a copy), and the score in units of `MAX_SCORE`. With
+/// `copies` every file of the parent is a candidate (`--follow`'s copies found harder);
+/// without, only the files the commit deleted (`git blame`'s rename detection).
+pub(crate) fn source_of(
     repo: &gix::Repository,
     parent_tree: ObjectId,
     tree: ObjectId,
     path: &str,
     dest: Leaf,
     scope: &RepoPath,
+    copies: bool,
 ) -> Result<Option<(String, bool, u64)>, Error> {
     let Leaf::Blob(dest_id, _) = dest else {
         return Ok(None);
@@ -223,6 +230,15 @@ fn source_of(
     let mut candidates = Vec::new();
     files(repo, parent_tree, "", scope, &mut candidates)?;
     let kept = |source: &str| -> Result<bool, Error> { Ok(leaf_at(repo, tree, source)?.is_some()) };
+    if !copies {
+        let mut deleted = Vec::new();
+        for (source, id) in candidates {
+            if !kept(&source)? {
+                deleted.push((source, id));
+            }
+        }
+        candidates = deleted;
+    }
     // The same blob: a deleted source before a kept one, then the same base name, then path
     // order (git's `find_identical_files` scoring).
     let mut best: Option<(u8, String, bool)> = None;

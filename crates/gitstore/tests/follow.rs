@@ -216,3 +216,55 @@ fn issue34_commit_files_match_git_show_numstat() {
         }
     }
 }
+
+/// The commit of each line as `git blame --porcelain` finds it.
+fn git_blame(f: &Fixture, file: &str) -> Vec<String> {
+    let porcelain = f.git(&["blame", "--porcelain", "HEAD", "--", file]);
+    let mut owners = Vec::new();
+    for line in porcelain.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        if fields.len() >= 3
+            && fields[0].len() == 40
+            && fields[0].bytes().all(|b| b.is_ascii_hexdigit())
+            && fields[1].parse::<u64>().is_ok()
+        {
+            let final_line: usize = fields[2].parse().unwrap();
+            if owners.len() < final_line {
+                owners.resize(final_line, String::new());
+            }
+            owners[final_line - 1] = fields[0].to_owned();
+        }
+    }
+    owners
+}
+
+/// Issue 34 point 2: blame follows a file across renames (with and without edits, twice) as
+/// `git blame` does; a copy is not followed (git blame without `-C`).
+#[test]
+fn issue34_blame_follows_renames_as_git_blame() {
+    let f = Fixture::new();
+    build(&f.source);
+    f.register("");
+    f.sync();
+    let head = cid(&f.source.head());
+    for file in ["dir/c.txt", "copy.txt"] {
+        let (ranges, total) = f.store.blame(&f.name, &head, &path(file), 1, 1000).unwrap();
+        let mut ours = Vec::new();
+        for r in &ranges {
+            for _ in r.start_line..=r.end_line {
+                ours.push(r.commit.commit.to_string());
+            }
+        }
+        assert_eq!(ours.len() as u64, total);
+        assert_eq!(ours, git_blame(&f, file), "{file}");
+    }
+    // The first commit still owns most of the twice-renamed file.
+    let first = f.source.git(&["rev-list", "--max-parents=0", "HEAD"]);
+    assert!(
+        git_blame(&f, "dir/c.txt")
+            .iter()
+            .filter(|c| **c == first.trim())
+            .count()
+            >= 40
+    );
+}
