@@ -359,6 +359,8 @@ struct RepoQuery {
     rev: Option<String>,
     /// The first line of a file page.
     from: Option<u64>,
+    /// The `next_cursor` of a history or diff page (the page after it).
+    cursor: Option<String>,
 }
 
 /// `GET /sourcegraph/repos/…`: the repository page, a tree, a file, the Plugins tab.

@@ -14,11 +14,16 @@
 mod blob;
 mod connect;
 mod frame;
+mod history;
 mod pages;
 mod paths;
 
 pub use blob::{FileView, blob};
 pub use connect::ClientConfig;
+pub use history::{
+    BlameView, CommitView, CommitsView, CompareView, blame_page, commit_page, commits_page,
+    compare_page, relative_date,
+};
 pub use pages::{
     connect_page, error_page, plugins, repositories, repository, search, sign_in, tokens, tree,
 };
@@ -32,6 +37,7 @@ pub use paths::{
 pub const SITE_CSS: &str = concat!(
     include_str!("../assets/site.css"),
     include_str!("../assets/code.css"),
+    include_str!("../assets/history.css"),
 );
 /// The site's only script (copy buttons, line-range highlight), served at [`JS_PATH`]: one
 /// file per concern under `assets/` (their top-level names share one scope), served as one.

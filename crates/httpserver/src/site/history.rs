@@ -1,52 +1,226 @@
-//! The history pages: blame (`/-/blame/<rev>/<path>`), commits (`/-/commits/<rev>[/<path>]`),
-//! one commit (`/-/commit/<sha>`) and a comparison (`/-/compare/<base>...<head>`).
+//! The history pages (issue 34): blame (`/-/blame/<rev>/<path>`), commits
+//! (`/-/commits/<rev>[/<path>]`), one commit (`/-/commit/<sha>`) and a comparison
+//! (`/-/compare/<base>...<head>`), from the service's `blame`, `log`, `commit` and `diff`.
 
-use super::{Page, RepoQuery, SiteState};
+use super::{Page, RepoQuery, SiteState, error, html};
+use axum::http::StatusCode;
 use axum::response::Response;
+use service::{
+    BlameRequest, DiffRequest, ErrorKind, LogRequest, MAX_BLAME_LINES, ReadRequest, ServiceError,
+};
+use std::time::{SystemTime, UNIX_EPOCH};
 
-/// `GET …/-/blame/<rev>/<path>`.
+/// Commits one history page lists.
+const PAGE_COMMITS: usize = 50;
+
+/// Now, seconds since the Unix epoch (the reference of relative dates).
+fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// `GET …/-/blame/<rev>/<path>`: one page of at most [`MAX_BLAME_LINES`] lines from `?from=`.
 pub(super) async fn blame(
-    _state: &SiteState,
+    state: &SiteState,
     page: &Page,
-    _repo: &str,
-    _rev: &str,
-    _path: &str,
-    _query: &RepoQuery,
+    repo: &str,
+    rev: &str,
+    path: &str,
+    query: &RepoQuery,
 ) -> Response {
-    super::not_found(&page.chrome, "blame pages are not served yet")
+    let service = &state.service;
+    let start = query.from.unwrap_or(1).max(1);
+    // The text first (it pins the commit, and may stop early at the read budget), then the
+    // blame of exactly the lines read.
+    let read = service
+        .read(
+            &page.ctx,
+            ReadRequest {
+                repo: repo.to_owned(),
+                revision: Some(rev.to_owned()),
+                path: path.to_owned(),
+                start_line: Some(start),
+                end_line: Some(start + MAX_BLAME_LINES - 1),
+                plugins: None,
+            },
+        )
+        .await;
+    let item = match read {
+        Ok(item) => item,
+        Err(e) => return error(&page.chrome, &e),
+    };
+    let range = match item.outcome {
+        Ok(range) => range,
+        Err(message) => {
+            return error(
+                &page.chrome,
+                &ServiceError {
+                    kind: ErrorKind::InvalidArgument,
+                    message,
+                },
+            );
+        }
+    };
+    let answer = service
+        .blame(
+            &page.ctx,
+            BlameRequest {
+                repo: repo.to_owned(),
+                revision: Some(item.commit.clone()),
+                path: path.to_owned(),
+                start_line: Some(start),
+                end_line: Some(range.end_line.max(start)),
+            },
+        )
+        .await;
+    match answer {
+        Ok(blame) => html(
+            StatusCode::OK,
+            website::blame_page(
+                &page.chrome,
+                &website::BlameView {
+                    repo: repo.to_owned(),
+                    rev: rev.to_owned(),
+                    blame,
+                    content: range.content,
+                    now: now(),
+                },
+            ),
+        ),
+        Err(e) => error(&page.chrome, &e),
+    }
 }
 
-/// `GET …/-/commits/<rev>[/<path>]`.
+/// `GET …/-/commits/<rev>[/<path>]`: a file's history follows renames (`git log --follow`);
+/// a directory's is `git log -- <dir>`.
 pub(super) async fn commits(
-    _state: &SiteState,
+    state: &SiteState,
     page: &Page,
-    _repo: &str,
-    _rev: &str,
-    _path: &str,
-    _query: &RepoQuery,
+    repo: &str,
+    rev: &str,
+    path: &str,
+    query: &RepoQuery,
 ) -> Response {
-    super::not_found(&page.chrome, "history pages are not served yet")
+    let request = |follow: bool| LogRequest {
+        repo: repo.to_owned(),
+        revision: Some(rev.to_owned()),
+        path: (!path.is_empty()).then(|| path.to_owned()),
+        limit: Some(PAGE_COMMITS),
+        cursor: query.cursor.clone(),
+        follow,
+    };
+    let service = &state.service;
+    let mut answer = service.log(&page.ctx, request(!path.is_empty())).await;
+    if let Err(e) = &answer
+        && !path.is_empty()
+        && e.kind == ErrorKind::InvalidArgument
+        && e.message.contains("is a directory")
+    {
+        answer = service.log(&page.ctx, request(false)).await;
+    }
+    match answer {
+        Ok(log) => html(
+            StatusCode::OK,
+            website::commits_page(
+                &page.chrome,
+                &website::CommitsView {
+                    repo: repo.to_owned(),
+                    rev: rev.to_owned(),
+                    commit: log.commit,
+                    path: log.path,
+                    follow: log.follow,
+                    commits: log.commits,
+                    later_page: query.cursor.is_some(),
+                    next_cursor: log.next_cursor,
+                    now: now(),
+                },
+            ),
+        ),
+        Err(e) => error(&page.chrome, &e),
+    }
 }
 
-/// `GET …/-/commit/<sha>`.
+/// `GET …/-/commit/<sha>`: the commit and its diff against its first parent, paged by
+/// `?cursor=`.
 pub(super) async fn commit(
-    _state: &SiteState,
+    state: &SiteState,
     page: &Page,
-    _repo: &str,
-    _sha: &str,
-    _query: &RepoQuery,
+    repo: &str,
+    sha: &str,
+    query: &RepoQuery,
 ) -> Response {
-    super::not_found(&page.chrome, "commit pages are not served yet")
+    let service = &state.service;
+    let answer = match service
+        .commit(&page.ctx, repo.to_owned(), sha.to_owned())
+        .await
+    {
+        Ok(answer) => answer,
+        Err(e) => return error(&page.chrome, &e),
+    };
+    let (diff, diff_error) = match answer.entry.parents.first() {
+        Some(parent) => {
+            let request = DiffRequest {
+                repo: repo.to_owned(),
+                base: parent.clone(),
+                head: answer.entry.commit.clone(),
+                path: None,
+                cursor: query.cursor.clone(),
+            };
+            match service.diff(&page.ctx, request).await {
+                Ok(diff) => (Some(diff), None),
+                Err(e) => (None, Some(e.message)),
+            }
+        }
+        None => (None, None),
+    };
+    html(
+        StatusCode::OK,
+        website::commit_page(
+            &page.chrome,
+            &website::CommitView {
+                repo: repo.to_owned(),
+                rev: sha.to_owned(),
+                commit: answer,
+                diff,
+                diff_error,
+                cursor: query.cursor.clone(),
+                now: now(),
+            },
+        ),
+    )
 }
 
 /// `GET …/-/compare/<base>...<head>`.
 pub(super) async fn compare(
-    _state: &SiteState,
+    state: &SiteState,
     page: &Page,
-    _repo: &str,
-    _base: &str,
-    _head: &str,
-    _query: &RepoQuery,
+    repo: &str,
+    base: &str,
+    head: &str,
+    query: &RepoQuery,
 ) -> Response {
-    super::not_found(&page.chrome, "compare pages are not served yet")
+    let request = DiffRequest {
+        repo: repo.to_owned(),
+        base: base.to_owned(),
+        head: head.to_owned(),
+        path: None,
+        cursor: query.cursor.clone(),
+    };
+    match state.service.diff(&page.ctx, request).await {
+        Ok(diff) => html(
+            StatusCode::OK,
+            website::compare_page(
+                &page.chrome,
+                &website::CompareView {
+                    repo: repo.to_owned(),
+                    base_rev: base.to_owned(),
+                    head_rev: head.to_owned(),
+                    diff,
+                    cursor: query.cursor.clone(),
+                },
+            ),
+        ),
+        Err(e) => error(&page.chrome, &e),
+    }
 }
