@@ -3,7 +3,7 @@
 //! file at two commits or two paths is highlighted once, and no two contents ever share an
 //! entry. Bounded in bytes, least recently used out first.
 
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -112,9 +112,7 @@ impl Cache {
     }
 
     fn key(&self, grammar: Option<Grammar>, text: &str) -> Key {
-        let mut hasher = self.hasher.build_hasher();
-        text.hash(&mut hasher);
-        (grammar, hasher.finish(), text.len())
+        (grammar, self.hasher.hash_one(text), text.len())
     }
 
     fn lookup(&self, key: &Key, text: &str) -> Option<Arc<Highlighted>> {

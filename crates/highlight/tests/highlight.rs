@@ -53,8 +53,16 @@ fn every_shipped_grammar_highlights_a_keyword() {
         (Grammar::Rust, "fn f() {}\n", "fn"),
         (Grammar::Go, "package main\nfunc f() {}\n", "func"),
         (Grammar::Python, "def f():\n    pass\n", "def"),
-        (Grammar::JavaScript, "function f() { return 1 }\n", "function"),
-        (Grammar::TypeScript, "function f(): number { return 1 }\n", "function"),
+        (
+            Grammar::JavaScript,
+            "function f() { return 1 }\n",
+            "function",
+        ),
+        (
+            Grammar::TypeScript,
+            "function f(): number { return 1 }\n",
+            "function",
+        ),
         (Grammar::Tsx, "function f() { return <div/> }\n", "function"),
         (Grammar::Java, "class A { }\n", "class"),
         (Grammar::C, "int main() { return 0; }\n", "return"),
@@ -74,7 +82,8 @@ fn every_shipped_grammar_highlights_a_keyword() {
 fn tokens_are_exactly_the_line_so_hostile_text_stays_text() {
     // The crate escapes nothing: the renderer must. What it guarantees is that tokens are
     // the line's bytes, in order, nothing added or lost (so escaping them escapes the line).
-    let hostile = "let x = \"<script>window.__pwned = true</script>\"; // <img src=x onerror=alert(1)>\r\n";
+    let hostile =
+        "let x = \"<script>window.__pwned = true</script>\"; // <img src=x onerror=alert(1)>\r\n";
     let text = format!("{hostile}fn f() {{}}\n<b>\n");
     for grammar in [Some(Grammar::Rust), None] {
         let h = highlight(grammar, &text, Limits::default());
@@ -130,7 +139,10 @@ fn the_cache_stays_within_its_byte_budget() {
     let budget = 64 * 1024;
     let cache = Cache::new(budget, Limits::default());
     for i in 0..40 {
-        cache.highlight(Some(Grammar::Rust), &format!("fn f{i}() {{}}\n").repeat(100));
+        cache.highlight(
+            Some(Grammar::Rust),
+            &format!("fn f{i}() {{}}\n").repeat(100),
+        );
         assert!(cache.stats().bytes <= budget);
     }
     let stats = cache.stats();
@@ -174,7 +186,11 @@ fn a_run_past_its_deadline_is_cancelled_and_plain() {
 
 #[test]
 fn css_classes_are_prefixed_and_dashed() {
-    let h = highlight(Some(Grammar::Rust), "fn f() { x.len(); }\n", Limits::default());
+    let h = highlight(
+        Some(Grammar::Rust),
+        "fn f() { x.len(); }\n",
+        Limits::default(),
+    );
     let classes: Vec<&str> = h
         .line(1)
         .unwrap_or_default()
@@ -183,5 +199,9 @@ fn css_classes_are_prefixed_and_dashed() {
         .collect();
     assert!(classes.contains(&"hl-keyword"), "{classes:?}");
     assert!(classes.contains(&"hl-function-method"), "{classes:?}");
-    assert!(classes.iter().all(|c| c.starts_with("hl-") && !c.contains('.')));
+    assert!(
+        classes
+            .iter()
+            .all(|c| c.starts_with("hl-") && !c.contains('.'))
+    );
 }

@@ -15,6 +15,7 @@ mod enrich;
 mod error;
 mod fanout;
 mod frame;
+mod highlight;
 mod history;
 mod history_search;
 mod index;
@@ -37,6 +38,12 @@ pub use error::{ErrorKind, ServiceError};
 pub use fanout::{
     PeerError, PeerFuture, Peers, ShardAnswer, ShardHit, ShardMode, ShardPathOnly, ShardRequest,
     ShardStats, ShardTier,
+};
+pub use highlight::{
+    DEFAULT_HIGHLIGHT_LINES, DEFINITIONS_BUDGET, DefinitionLink, DefinitionTarget,
+    HIGHLIGHT_CACHE_BYTES, HighlightAnswer, HighlightCacheStats, HighlightRequest, HighlightStatus,
+    HighlightedFile, HighlightedLine, HighlightedText, MAX_DEFINITION_TARGETS, MAX_LINKED_NAMES,
+    RAW_MAX_BYTES, RawAnswer, RawRequest, Token,
 };
 pub use history::{
     BlameAnswer, BlameLines, BlameRequest, ChangedFile, CommitAnswer, DEFAULT_LOG_LIMIT,

@@ -1,6 +1,6 @@
 // Code views: the highlight of a line range (#L2-L4) and shift-click to extend it.
 
-function highlightLines() {
+function codeMarkLines() {
   for (const row of document.querySelectorAll("tr.hl")) row.classList.remove("hl");
   const match = /^#L(\d+)(?:-L(\d+))?$/.exec(window.location.hash);
   if (!match) return;
@@ -17,7 +17,7 @@ function highlightLines() {
 }
 
 // Shift-click on a line number extends the highlighted range from the line already chosen.
-function rangeClicks() {
+function codeRangeClicks() {
   for (const link of document.querySelectorAll("table.code td.num a")) {
     link.addEventListener("click", (event) => {
       const current = /^#L(\d+)/.exec(window.location.hash);
@@ -31,7 +31,7 @@ function rangeClicks() {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
-  rangeClicks();
-  highlightLines();
-  window.addEventListener("hashchange", highlightLines);
+  codeRangeClicks();
+  codeMarkLines();
+  window.addEventListener("hashchange", codeMarkLines);
 });

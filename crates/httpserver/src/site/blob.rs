@@ -1,16 +1,25 @@
-//! The file pages: `/-/blob/<rev>/<path>` (numbered lines and the outline) and
-//! `/-/raw/<rev>/<path>`.
+//! The file pages: `/-/blob/<rev>/<path>` (highlighted lines, the outline, definition
+//! links, pages for large files) and `/-/raw/<rev>/<path>` (the exact bytes).
 
 use super::{Page, RepoQuery, SiteState, error, html};
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
-use service::{CallContext, ErrorKind, OutlineRequest, ReadRequest, Service, ServiceError};
+use service::{
+    CallContext, HighlightRequest, HighlightedFile, OutlineRequest, RawRequest, Service,
+    ServiceError,
+};
 use website::FileView;
 
-/// Lines of one file page at most; the page links to the next.
+/// Lines of one file page at most; the page links to the next. A page also stops at the
+/// read budget's bytes, so a file over the budget is shown in pages.
 const PAGE_LINES: u64 = 20_000;
-/// Reads (each up to the read budget) that make up one file page at most.
-const PAGE_READS: usize = 8;
+
+/// Files longer than this show no outline: parsing one costs more than the page itself.
+const OUTLINE_MAX_LINES: u64 = 5_000;
+
+/// The policy of a raw file: no script runs, no plugin loads, nothing is framed as the
+/// site's own (`sandbox` gives the document a unique origin).
+const RAW_CSP: &str = "sandbox";
 
 /// `GET …/-/blob/<rev>/<path>`; a directory's blob URL shows the directory.
 pub(super) async fn blob(
@@ -23,31 +32,63 @@ pub(super) async fn blob(
 ) -> Response {
     match file_view(&state.service, &page.ctx, repo, rev, path, query.from).await {
         Ok(view) => html(StatusCode::OK, website::blob(&page.chrome, &view)),
-        Err(e)
-            if e.message
-                .ends_with("is a directory; use `list` to see its entries") =>
-        {
+        Err(e) if is_directory(&e) => {
             Redirect::to(&website::tree_url(repo, rev, path)).into_response()
         }
         Err(e) => error(&page.chrome, &e),
     }
 }
 
-/// `GET …/-/raw/<rev>/<path>`: the file's exact bytes.
-pub(super) async fn raw(
-    _state: &SiteState,
-    page: &Page,
-    _repo: &str,
-    _rev: &str,
-    _path: &str,
-) -> Response {
-    super::not_found(&page.chrome, "raw files are not served yet")
+fn is_directory(e: &ServiceError) -> bool {
+    e.message
+        .ends_with("is a directory; use `list` to see its entries")
 }
 
-/// Files longer than this show no outline: parsing one costs more than the page itself.
-const OUTLINE_MAX_LINES: u64 = 5_000;
+/// `GET …/-/raw/<rev>/<path>`: the file's exact bytes, `text/plain; charset=utf-8` for text
+/// and `application/octet-stream` otherwise, never sniffed and sandboxed, so no file of a
+/// repository runs as a page of the site.
+pub(super) async fn raw(
+    state: &SiteState,
+    page: &Page,
+    repo: &str,
+    rev: &str,
+    path: &str,
+) -> Response {
+    let request = RawRequest {
+        repo: repo.to_owned(),
+        revision: Some(rev.to_owned()),
+        path: path.to_owned(),
+    };
+    let answer = match state.service.raw(&page.ctx, request).await {
+        Ok(answer) => answer,
+        Err(e) if is_directory(&e) => {
+            return Redirect::to(&website::tree_url(repo, rev, path)).into_response();
+        }
+        Err(e) => return error(&page.chrome, &e),
+    };
+    let content_type = if answer.binary {
+        "application/octet-stream"
+    } else {
+        "text/plain; charset=utf-8"
+    };
+    let mut response = (StatusCode::OK, answer.bytes).into_response();
+    let headers = response.headers_mut();
+    for (name, value) in [
+        (header::CONTENT_TYPE, content_type),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::CONTENT_SECURITY_POLICY, RAW_CSP),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::REFERRER_POLICY, "same-origin"),
+        // Private repositories' files too: no shared cache keeps them.
+        (header::CACHE_CONTROL, "private, no-store"),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    response
+}
 
-/// One page of a file: consecutive reads from `from` until the page is full.
+/// One page of a file: its highlighted lines from `from` (within the read budget), with
+/// definition links and, for a file short enough, its outline.
 async fn file_view(
     service: &Service,
     ctx: &CallContext,
@@ -56,54 +97,35 @@ async fn file_view(
     path: &str,
     from: Option<u64>,
 ) -> Result<FileView, ServiceError> {
-    let first_line = from.unwrap_or(1).max(1);
+    let answer = service
+        .highlight(
+            ctx,
+            HighlightRequest {
+                repo: repo.to_owned(),
+                revision: Some(rev.to_owned()),
+                path: path.to_owned(),
+                start_line: Some(from.unwrap_or(1).max(1)),
+                max_lines: Some(PAGE_LINES),
+                max_bytes: Some(service.config().read_budget),
+                definitions: true,
+            },
+        )
+        .await?;
     let mut view = FileView {
         repo: repo.to_owned(),
         rev: rev.to_owned(),
+        commit: answer.commit,
         path: path.to_owned(),
-        first_line,
-        ..FileView::default()
+        lang: answer.lang,
+        file: answer.file,
+        outline: Vec::new(),
     };
-    let mut start = first_line;
-    for _ in 0..PAGE_READS {
-        let item = service
-            .read(
-                ctx,
-                ReadRequest {
-                    repo: repo.to_owned(),
-                    // The first read pins the commit; the rest read the same one.
-                    revision: Some(if view.commit.is_empty() {
-                        rev.to_owned()
-                    } else {
-                        view.commit.clone()
-                    }),
-                    path: path.to_owned(),
-                    start_line: Some(start),
-                    // The page's last line: a read stops earlier at its byte budget.
-                    end_line: Some(first_line + PAGE_LINES - 1),
-                    plugins: None,
-                },
-            )
-            .await?;
-        let range = item.outcome.map_err(|message| ServiceError {
-            kind: ErrorKind::InvalidArgument,
-            message,
-        })?;
-        view.commit = item.commit;
-        view.total_lines = range.total_lines;
-        view.content.push_str(&range.content);
-        if !view.content.ends_with('\n') && range.has_more {
-            view.content.push('\n');
-        }
-        view.next_start_line = range.next_start_line;
-        match range.next_start_line {
-            Some(next) if next - first_line < PAGE_LINES => start = next,
-            _ => break,
-        }
-    }
     // The outline is an aid: a long file (which may need parsing, at a commit other than the
-    // indexed head) or one it cannot outline shows without one.
-    if view.total_lines > OUTLINE_MAX_LINES {
+    // indexed head), a binary one or one it cannot outline shows without one.
+    let HighlightedFile::Text(text) = &view.file else {
+        return Ok(view);
+    };
+    if view.lang.is_none() || text.total_lines > OUTLINE_MAX_LINES {
         return Ok(view);
     }
     let outline = service
