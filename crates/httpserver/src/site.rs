@@ -15,8 +15,8 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 use service::{
-    AvailabilityRequest, CallContext, ErrorKind, ListRequest, SearchKind, SearchRequest, Service,
-    ServiceError,
+    AvailabilityRequest, CallContext, ErrorKind, ListRequest, ReadRequest, SearchKind,
+    SearchRequest, Service, ServiceError,
 };
 use std::net::IpAddr;
 use website::Chrome;
@@ -152,6 +152,10 @@ pub(crate) fn router(service: Service, site: &SiteConfig, origin: ConnectOrigin)
         .route(
             website::JS_PATH,
             get(|| async { asset("text/javascript", website::SITE_JS) }),
+        )
+        .route(
+            website::FAVICON_PATH,
+            get(|| async { asset("image/svg+xml", website::FAVICON_SVG) }),
         )
         .with_state(state)
 }
@@ -382,10 +386,22 @@ async fn repo_pages(
     let result = match &target {
         RepoPage::Home(repo) => home(service, &page, repo).await,
         RepoPage::Tree { repo, rev, path } => {
-            let listing = service
+            match service
                 .list(&page.ctx, list_request(repo, Some(rev), path))
-                .await;
-            listing.map(|l| website::tree(&page.chrome, repo, rev, &l))
+                .await
+            {
+                Ok(listing) => {
+                    let readme = readme(service, &page.ctx, &listing).await;
+                    Ok(website::tree(
+                        &page.chrome,
+                        repo,
+                        rev,
+                        &listing,
+                        readme.as_ref(),
+                    ))
+                }
+                Err(e) => Err(e),
+            }
         }
         RepoPage::Blob { repo, rev, path } => {
             return blob::blob(&state, &page, repo, rev, path, &query).await;
@@ -446,7 +462,7 @@ fn list_request(repo: &str, rev: Option<&str>, path: &str) -> ListRequest {
 }
 
 /// The repository page: its facts (from `discovery`, which only lists what the caller may
-/// read) and its top directory at the head.
+/// read), its top directory at the head and that directory's README.
 async fn home(service: &Service, page: &Page, repo: &str) -> Result<String, ServiceError> {
     let repos = service.discovery(&page.ctx).await?;
     let Some(summary) = repos.iter().find(|r| r.name == repo) else {
@@ -459,11 +475,83 @@ async fn home(service: &Service, page: &Page, repo: &str) -> Result<String, Serv
             .map_err(|e| e.message),
         None => Err("Not synced yet: the tree shows once the first fetch is done.".to_owned()),
     };
+    let readme = match &tree {
+        Ok(listing) => readme(service, &page.ctx, listing).await,
+        Err(_) => None,
+    };
     Ok(website::repository(
         &page.chrome,
         summary,
         tree.as_ref().map_err(String::as_str),
+        readme.as_ref(),
     ))
+}
+
+/// Directories listed at most to learn which of a README's relative images exist: the rest
+/// show without a source (no request fails on the page).
+const README_IMAGE_DIRECTORIES: usize = 8;
+
+/// The README of a listed directory, read at the listing's full SHA (one read, so at most
+/// the read budget; `cut` says the rest is not shown), with what is known of the paths its
+/// relative links and images name: the listing's entries and the directories of its images.
+async fn readme(
+    service: &Service,
+    ctx: &CallContext,
+    listing: &service::ListAnswer,
+) -> Option<website::Readme> {
+    let path = website::readme_path(listing)?.to_owned();
+    let (mut files, mut dirs) = website::known_paths(listing);
+    let item = service
+        .read(
+            ctx,
+            ReadRequest {
+                repo: listing.repo.clone(),
+                revision: Some(listing.commit.clone()),
+                path: path.clone(),
+                start_line: None,
+                end_line: None,
+                plugins: None,
+            },
+        )
+        .await;
+    let (text, cut) = match item.map(|item| item.outcome) {
+        Ok(Ok(range)) => (Ok(range.content), range.has_more || range.truncated),
+        Ok(Err(message)) => (Err(message), false),
+        Err(e) => (Err(e.message), false),
+    };
+    let mut readme = website::Readme {
+        path,
+        commit: listing.commit.clone(),
+        text,
+        cut,
+        files: Default::default(),
+        dirs: Default::default(),
+    };
+    let listed = listing.path.trim_matches('/');
+    let mut image_dirs: Vec<String> = Vec::new();
+    for image in website::readme_images(&readme) {
+        let dir = image.rsplit_once('/').map_or("", |(dir, _)| dir).to_owned();
+        if dir != listed && !image_dirs.contains(&dir) {
+            image_dirs.push(dir);
+        }
+    }
+    for dir in image_dirs.into_iter().take(README_IMAGE_DIRECTORIES) {
+        let request = ListRequest {
+            repo: listing.repo.clone(),
+            revision: Some(listing.commit.clone()),
+            path: (!dir.is_empty()).then_some(dir),
+            depth: Some(1),
+        };
+        // A directory that is not there (or not readable) just leaves its images unshown.
+        if let Ok(listed) = service.list(ctx, request).await {
+            let (more_files, more_dirs) = website::known_paths(&listed);
+            files.extend(more_files);
+            dirs.extend(more_dirs);
+        }
+    }
+    readme.files = files;
+    readme.dirs = dirs;
+    Some(readme)
 }
 
 #[derive(Deserialize, Default)]

@@ -1,5 +1,6 @@
-// Context Source Graph: the site's script (served as one file with code.js). Pages work
-// without it; it adds copy buttons. No inline code anywhere (Content-Security-Policy).
+// Context Source Graph: the site's script (served as one file with code.js and the other
+// assets). Pages work without it; it adds copy buttons and keys. No inline code anywhere
+// (Content-Security-Policy).
 "use strict";
 
 function copyButtons() {
@@ -23,6 +24,35 @@ function copyButtons() {
   }
 }
 
+// Whether a key press is typing (an input, a text area, a select, editable content): then
+// the site's keys leave it alone.
+function typing(target) {
+  if (!target || !(target instanceof Element)) return false;
+  return target.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(target.tagName);
+}
+
+// Keys, as on the code hosts: `/` focuses the search box; `y` goes to the same page at the
+// full commit (the page's permalink), keeping the line range (`#L2-L4`).
+function keys() {
+  document.addEventListener("keydown", (event) => {
+    if (event.defaultPrevented || event.ctrlKey || event.metaKey || event.altKey) return;
+    if (typing(event.target)) return;
+    if (event.key === "/") {
+      const box = document.getElementById("site-search");
+      if (!box) return;
+      event.preventDefault();
+      box.focus();
+      box.select();
+    } else if (event.key === "y") {
+      const link = document.querySelector("a[data-permalink]");
+      if (!link) return;
+      event.preventDefault();
+      window.location.assign(link.href.split("#")[0] + window.location.hash);
+    }
+  });
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   copyButtons();
+  keys();
 });

@@ -1,9 +1,22 @@
 //! What every page shares: the document around its content, a repository's header with its
 //! tabs, breadcrumbs and short SHAs.
 
-use crate::paths::{plugins_url, repo_url, tree_url};
+use crate::paths::{commits_url, plugins_url, repo_url, tree_url};
 use crate::{CSS_PATH, Chrome, JS_PATH};
 use maud::{DOCTYPE, Markup, html};
+
+/// Where [`FAVICON_SVG`] is served: every page names it, so browsers ask for no
+/// `/favicon.ico` (a 404 in every page's console otherwise).
+pub const FAVICON_PATH: &str = "/sourcegraph/static/favicon.svg";
+/// The site's icon: a graph of three nodes (SVG, same origin, as the CSP's `img-src 'self'`
+/// allows).
+pub const FAVICON_SVG: &str = concat!(
+    r##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32">"##,
+    r##"<rect width="32" height="32" rx="7" fill="#0550ae"/>"##,
+    r##"<path d="M9 22 16 9l7 13z" fill="none" stroke="#fff" stroke-width="2"/>"##,
+    r##"<circle cx="16" cy="9" r="3.5" fill="#fff"/><circle cx="9" cy="22" r="3.5" fill="#fff"/>"##,
+    r##"<circle cx="23" cy="22" r="3.5" fill="#fff"/></svg>"##,
+);
 
 /// The document around every page's content.
 pub(crate) fn layout(chrome: &Chrome, title: &str, content: Markup) -> String {
@@ -15,12 +28,18 @@ pub(crate) fn layout(chrome: &Chrome, title: &str, content: Markup) -> String {
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 meta name="referrer" content="same-origin";
                 title { (title) " · Context Source Graph" }
+                link rel="icon" type="image/svg+xml" href=(FAVICON_PATH);
                 link rel="stylesheet" href=(CSS_PATH);
                 script src=(JS_PATH) defer {}
             }
             body {
                 header.top {
                     a.brand href="/sourcegraph/" { "Context Source Graph" }
+                    // `/` focuses this box (site.js), as on the code hosts.
+                    form.site-search role="search" method="get" action="/sourcegraph/search" {
+                        input #site-search type="search" name="q" placeholder="Search code (press /)"
+                            aria-label="Search code" aria-keyshortcuts="/" autocomplete="off";
+                    }
                     nav {
                         a href="/sourcegraph/" { "Repositories" }
                         a href="/sourcegraph/search" { "Search" }
@@ -47,15 +66,31 @@ pub(crate) fn layout(chrome: &Chrome, title: &str, content: Markup) -> String {
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Tab {
     Files,
+    /// The history pages (`/-/commits/…`, `/-/commit/…`, `/-/compare/…`).
+    Commits,
     Plugins,
 }
 
-/// A repository's name and its tabs.
+/// A repository's name and its tabs; `rev` is the page's revision (a commit on pages that
+/// show one): the Plugins tab looks there and the Commits tab lists its history (the default
+/// branch's when `None`, the server's `HEAD`).
 pub(crate) fn repo_header(repo: &str, tab: Tab, rev: Option<&str>) -> Markup {
+    repo_header_at(repo, tab, rev, rev)
+}
+
+/// [`repo_header`] with the Commits tab's revision given on its own (`commits_rev`: a
+/// branch the page was opened at, or the default branch; `None`: `HEAD`).
+pub(crate) fn repo_header_at(
+    repo: &str,
+    tab: Tab,
+    rev: Option<&str>,
+    commits_rev: Option<&str>,
+) -> Markup {
     html! {
         h1 { a href=(repo_url(repo)) { (repo) } }
         nav.tabs {
             a.active[tab == Tab::Files] href=(repo_url(repo)) { "Files" }
+            a.active[tab == Tab::Commits] href=(commits_url(repo, commits_rev.unwrap_or("HEAD"), "")) { "Commits" }
             a.active[tab == Tab::Plugins] href=(plugins_url(repo, rev)) { "Plugins" }
         }
     }

@@ -17,20 +17,24 @@ mod frame;
 mod history;
 mod pages;
 mod paths;
+mod readme;
 
 pub use blob::{FileView, blob};
 pub use connect::ClientConfig;
+pub use frame::{FAVICON_PATH, FAVICON_SVG};
 pub use history::{
     BlameView, CommitView, CommitsView, CompareView, blame_page, commit_page, commits_page,
     compare_page, relative_date,
 };
 pub use pages::{
-    connect_page, error_page, plugins, repositories, repository, search, sign_in, tokens, tree,
+    connect_page, error_page, human_size, plugins, repositories, repository, search, sign_in,
+    tokens, tree,
 };
 pub use paths::{
     blame_url, blob_url, commit_url, commits_url, compare_url, plugins_url, raw_url, repo_url,
     tree_url,
 };
+pub use readme::{Readme, known_paths, readme_images, readme_path};
 
 /// The site's style sheet, served at [`CSS_PATH`]: one file per concern under `assets/`, served
 /// as one.

@@ -1,7 +1,10 @@
 //! One function per page; each answers the whole HTML document.
 
-use crate::frame::{Tab, breadcrumbs, display_path, layout, repo_header, short_sha};
+use crate::frame::{
+    Tab, breadcrumbs, display_path, layout, permalink, repo_header, repo_header_at, short_sha,
+};
 use crate::paths::{blob_url, plugins_url, repo_url, tree_url};
+use crate::readme::{Readme, readme_section};
 use crate::{Chrome, ClientConfig};
 use maud::{Markup, html};
 use service::{
@@ -49,16 +52,24 @@ pub fn repositories(chrome: &Chrome, repos: &[RepoSummary]) -> String {
     )
 }
 
-/// `/sourcegraph/repos/<owner>/<name>`: facts about the repository and its tree at the head.
-pub fn repository(chrome: &Chrome, repo: &RepoSummary, tree: Result<&ListAnswer, &str>) -> String {
+/// `/sourcegraph/repos/<owner>/<name>`: facts about the repository, its tree at the head and
+/// the top directory's README (`readme`, read at the head) below it; a permalink to the same
+/// tree at the head's full SHA.
+pub fn repository(
+    chrome: &Chrome,
+    repo: &RepoSummary,
+    tree: Result<&ListAnswer, &str>,
+    readme: Option<&Readme>,
+) -> String {
+    let commits_rev = repo.default_branch.as_deref().or(repo.head.as_deref());
     layout(
         chrome,
         &repo.name,
         html! {
-            (repo_header(&repo.name, Tab::Files, None))
+            (repo_header_at(&repo.name, Tab::Files, None, commits_rev))
             dl.facts {
                 dt { "Default branch" } dd { (repo.default_branch.as_deref().unwrap_or("–")) }
-                dt { "Head" } dd { @if let Some(head) = &repo.head { code { (head) } } @else { "not synced yet" } }
+                dt { "Head" } dd.sha { @if let Some(head) = &repo.head { code { (head) } } @else { "not synced yet" } }
                 @if !repo.registered_path.is_empty() {
                     dt { "Registered path" } dd { code { (repo.registered_path) } }
                 }
@@ -69,23 +80,43 @@ pub fn repository(chrome: &Chrome, repo: &RepoSummary, tree: Result<&ListAnswer,
                 dt { "Search index" } dd { @if repo.indexed { "built from the head" } @else { "not built yet" } }
             }
             @match tree {
-                Ok(listing) => (entries(&repo.name, &listing.commit, listing)),
+                Ok(listing) => {
+                    p.meta {
+                        "Commit " (short_sha(&listing.commit)) " "
+                        (permalink(&tree_url(&repo.name, &listing.commit, "")))
+                    }
+                    (entries(&repo.name, &listing.commit, listing))
+                }
                 Err(message) => p.error { (message) },
             }
+            @if let Some(readme) = readme { (readme_section(&repo.name, readme)) }
         },
     )
 }
 
-/// `/-/tree/<rev>/<path>`.
-pub fn tree(chrome: &Chrome, repo: &str, rev: &str, listing: &ListAnswer) -> String {
+/// `/-/tree/<rev>/<path>`, with the directory's README (`readme`) below the entries; at a
+/// branch or tag, a permalink to the same tree at the full SHA.
+pub fn tree(
+    chrome: &Chrome,
+    repo: &str,
+    rev: &str,
+    listing: &ListAnswer,
+    readme: Option<&Readme>,
+) -> String {
     layout(
         chrome,
         &format!("{} · {repo}", display_path(&listing.path)),
         html! {
-            (repo_header(repo, Tab::Files, Some(&listing.commit)))
+            (repo_header_at(repo, Tab::Files, Some(&listing.commit), Some(rev)))
             (breadcrumbs(repo, rev, &listing.path))
-            p.meta { "Commit " (short_sha(&listing.commit)) }
+            p.meta {
+                "Commit " (short_sha(&listing.commit))
+                @if rev != listing.commit {
+                    " " (permalink(&tree_url(repo, &listing.commit, &listing.path)))
+                }
+            }
             (entries(repo, rev, listing))
+            @if let Some(readme) = readme { (readme_section(repo, readme)) }
         },
     )
 }
@@ -99,7 +130,7 @@ fn entries(repo: &str, rev: &str, listing: &ListAnswer) -> Markup {
         @if sorted.is_empty() {
             p.empty { "This directory is empty." }
         } @else {
-            table.files {
+            div.scroll { table.files {
                 tbody {
                     @for entry in sorted {
                         @let name = entry.path.strip_prefix(base).unwrap_or(&entry.path).trim_start_matches('/');
@@ -112,15 +143,40 @@ fn entries(repo: &str, rev: &str, listing: &ListAnswer) -> Markup {
                                     EntryKind::Symlink | EntryKind::Submodule => span { (name) },
                                 }
                             }
-                            td.size { @if let Some(size) = entry.size { (size) " B" } }
+                            td.size {
+                                @if let Some(size) = entry.size {
+                                    span title={ (size) " bytes" } { (human_size(size)) }
+                                }
+                            }
                         }
                     }
                 }
-            }
+            } }
             @if listing.truncated {
                 p.meta { "Not every entry is shown: the listing was cut at its limit." }
             }
         }
+    }
+}
+
+/// A size as people read it, in SI units (1 KB = 1,000 bytes, as `ls --si` and GitHub):
+/// `532 B`, `1.2 KB`, `48.3 KB`, `780 KB`, `1.4 MB`; one decimal below 100 of a unit.
+pub fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["KB", "MB", "GB", "TB", "PB", "EB"];
+    if bytes < 1000 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1000.0;
+    let mut unit = 0;
+    // Move up while the value would print as 1000 or more (999.96 KB prints "1000 KB").
+    while value.round() >= 1000.0 && unit + 1 < UNITS.len() {
+        value /= 1000.0;
+        unit += 1;
+    }
+    if (value * 10.0).round() < 1000.0 {
+        format!("{value:.1} {}", UNITS[unit])
+    } else {
+        format!("{value:.0} {}", UNITS[unit])
     }
 }
 
@@ -226,6 +282,7 @@ pub fn search(
 
 fn search_hits(request: &SearchRequest, answer: &SearchAnswer) -> Markup {
     let count: usize = answer.repos.iter().map(|r| r.hits.len()).sum();
+    let matcher = literal_matcher(request);
     html! {
         @if let Some(rewrite) = &answer.query_rewrite {
             p.meta { "The query was rewritten by " code { (rewrite.files.join(", ")) } "." }
@@ -250,7 +307,7 @@ fn search_hits(request: &SearchRequest, answer: &SearchAnswer) -> Markup {
                         li {
                             @if let Some(line) = hit.line {
                                 a href={ (blob_url(&repo.repo, &repo.commit, &hit.path)) "#L" (line) } { (hit.path) ":" (line) }
-                                @if let Some(snippet) = &hit.snippet { " " code { (snippet) } }
+                                @if let Some(snippet) = &hit.snippet { " " code.snippet { (marked(snippet, matcher.as_ref())) } }
                             } @else {
                                 a href=(blob_url(&repo.repo, &repo.commit, &hit.path)) { (hit.path) }
                                 @if let Some(why) = &hit.path_only { " (name only: " (why) ")" }
@@ -269,6 +326,41 @@ fn search_hits(request: &SearchRequest, answer: &SearchAnswer) -> Markup {
                 input type="hidden" name="cursor" value=(cursor);
                 button type="submit" { "Next page" }
             }
+        }
+    }
+}
+
+/// What finds a code search's matches in a hit's snippet, to mark them: the query itself
+/// when it is literal, with the search's case rule (the index matches a literal query as this
+/// regex, `search::plan`). Regular expressions are not marked: a snippet is a trimmed, maybe
+/// cut, copy of the line, on which anchors and look-around would match elsewhere than the
+/// index did (the hits carry no match ranges).
+fn literal_matcher(request: &SearchRequest) -> Option<regex::Regex> {
+    if request.regex || request.query.is_empty() || request.kind != SearchKind::Code {
+        return None;
+    }
+    regex::RegexBuilder::new(&regex::escape(&request.query))
+        .case_insensitive(!request.case_sensitive)
+        .size_limit(1 << 20)
+        .build()
+        .ok()
+}
+
+/// `snippet` with each match of `matcher` in `<mark>`; all of it escaped.
+fn marked(snippet: &str, matcher: Option<&regex::Regex>) -> Markup {
+    let mut parts: Vec<(&str, bool)> = Vec::new();
+    let mut at = 0;
+    if let Some(matcher) = matcher {
+        for found in matcher.find_iter(snippet).filter(|m| !m.is_empty()) {
+            parts.push((&snippet[at..found.start()], false));
+            parts.push((found.as_str(), true));
+            at = found.end();
+        }
+    }
+    parts.push((&snippet[at..], false));
+    html! {
+        @for (text, hit) in parts {
+            @if hit { mark { (text) } } @else { (text) }
         }
     }
 }
@@ -474,6 +566,56 @@ pub fn error_page(chrome: &Chrome, title: &str, message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 34 point 7: sizes in SI units, one decimal below 100 of a unit.
+    #[test]
+    fn sizes_are_human_readable() {
+        for (bytes, shown) in [
+            (0, "0 B"),
+            (999, "999 B"),
+            (1000, "1.0 KB"),
+            (1234, "1.2 KB"),
+            (48_349, "48.3 KB"),
+            (99_949, "99.9 KB"),
+            (99_950, "100 KB"),
+            (780_123, "780 KB"),
+            (999_499, "999 KB"),
+            (999_600, "1.0 MB"),
+            (1_400_000, "1.4 MB"),
+            (5_000_000_000, "5.0 GB"),
+            (u64::MAX, "18.4 EB"),
+        ] {
+            assert_eq!(human_size(bytes), shown, "{bytes}");
+        }
+    }
+
+    /// Issue 34 point 8: a literal query's matches are marked in the snippet (case as the
+    /// search had it), the rest escaped; regular expressions are not marked.
+    #[test]
+    fn literal_matches_are_marked() {
+        let request = SearchRequest {
+            query: "<b>".into(),
+            ..SearchRequest::default()
+        };
+        let matcher = literal_matcher(&request);
+        assert_eq!(
+            marked("a <B> b <b>", matcher.as_ref()).into_string(),
+            "a <mark>&lt;B&gt;</mark> b <mark>&lt;b&gt;</mark>"
+        );
+        let exact = SearchRequest {
+            case_sensitive: true,
+            ..request.clone()
+        };
+        assert_eq!(
+            marked("a <B> b <b>", literal_matcher(&exact).as_ref()).into_string(),
+            "a &lt;B&gt; b <mark>&lt;b&gt;</mark>"
+        );
+        let regex = SearchRequest {
+            regex: true,
+            ..request
+        };
+        assert!(literal_matcher(&regex).is_none());
+    }
 
     /// Cluster mode: repositories no replica answered for are named on the search page,
     /// escaped like every repository text.
