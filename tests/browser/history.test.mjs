@@ -139,6 +139,12 @@ test("issue 34 point 4: the commit page's numstat equals git show --numstat, ren
     ]));
     assert.deepEqual(rows, gitNumstat(sha), sha);
     assert.equal(await page.locator("code.full-sha").textContent(), sha);
+    // The diffs are git show's files, in its order (a page holds what fits the budget; the
+    // root commit is diffed against nothing).
+    const diffed = await page.$$eval("details.diff-file", (els) => els.map((e) => e.dataset.path));
+    const shown = git(shop.dir, ["show", "--name-only", "--format=", "-z", sha]).split("\0").filter(Boolean);
+    assert.ok(diffed.length >= 1, sha);
+    assert.deepEqual(diffed, shown.slice(0, diffed.length), sha);
   }
   // Bob's commit: the rename, his name and the hostile body and file name stay text.
   const bob = shop.commits[1];
@@ -146,6 +152,9 @@ test("issue 34 point 4: the commit page's numstat equals git show --numstat, ren
   const renamed = page.locator('table.numstat tr[data-status="renamed"]');
   assert.equal(await renamed.count(), 1);
   assert.equal(await renamed.getAttribute("data-path"), "app/shop.py");
+  const renamedDiff = page.locator('details.diff-file[data-path="app/shop.py"]');
+  assert.equal(await renamedDiff.locator("code.old-path").textContent(), "app/main.py");
+  assert.match(await renamedDiff.textContent(), /Renamed without changes/);
   assert.equal(await page.locator("dl.facts .author").textContent(), git(shop.dir, ["show", "-s", "--format=%an", bob]));
   assert.equal(await page.locator("dl.facts .committer").textContent(), git(shop.dir, ["show", "-s", "--format=%cn", bob]));
   assert.equal(await page.locator("pre.body").textContent(), `Body with ${hostile}`);

@@ -4,10 +4,17 @@
 //! are), then slid by the indent heuristic; where several minimal alignments exist (repeated
 //! lines such as blank lines or closing braces), hunks may be drawn differently from git's.
 //! A file that is not valid UTF-8 is diffed after lossy decoding.
+//!
+//! A commit's own diff ([`GitStore::commit_diff`], issue 34's commit page) is `git show`'s:
+//! against the first parent (a root commit against nothing), renames detected as git does by
+//! default (`walk::pair_renames`), a renamed file as git prints it (`similarity index`,
+//! `rename from`, `rename to`, then the diff of its two blobs).
 
-use crate::changes::{self, ChangeKind};
+use crate::changes::{self, ChangeKind, Leaf};
 use crate::linediff::{self, ExactBudget};
-use crate::{Error, RepoPath};
+use crate::objects::{odb, to_oid};
+use crate::walk::{Chunks, MAX_SCORE, similarity};
+use crate::{CommitId, Error, GitStore, RepoName, RepoPath};
 use gix::ObjectId;
 use imara_diff::{InternedInput, Interner, Token, UnifiedDiffConfig, UnifiedDiffPrinter};
 use std::fmt::{self, Write as _};
@@ -15,8 +22,10 @@ use std::fmt::{self, Write as _};
 /// One file of a diff.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileDiff {
-    /// Repository-relative path.
+    /// Repository-relative path (a renamed file's new path).
     pub path: String,
+    /// A renamed file's old path (only in a commit's diff, which detects renames).
+    pub old_path: Option<String>,
     pub kind: ChangeKind,
     /// Git's text for this file, from its `diff --git` line on.
     pub text: String,
@@ -32,6 +41,9 @@ pub struct DiffPage {
     pub next_file: Option<usize>,
     /// How many files differ in all.
     pub total_files: usize,
+    /// In a commit's diff: the first parent it is taken against (`None` for a root commit,
+    /// and in a diff of two commits).
+    pub parent: Option<CommitId>,
 }
 
 /// Hunk headers and lines as git writes them.
@@ -102,9 +114,39 @@ fn file_text(
     change: &changes::Pending,
     budget: &mut ExactBudget,
 ) -> Result<String, Error> {
+    file_text_renamed(repo, change, None, budget)
+}
+
+/// [`file_text`], for a file renamed from `from` when given (git's rename header).
+fn file_text_renamed(
+    repo: &gix::Repository,
+    change: &changes::Pending,
+    from: Option<&str>,
+    budget: &mut ExactBudget,
+) -> Result<String, Error> {
     let path = &change.path;
-    let mut out = format!("diff --git a/{path} b/{path}\n");
+    let old_path = from.unwrap_or(path);
+    let mut out = format!("diff --git a/{old_path} b/{path}\n");
     let zero = ObjectId::null(gix::hash::Kind::Sha1);
+    if let (Some(from), Some(old), Some(new)) = (from, change.old, change.new) {
+        let score = if old.id() == new.id() {
+            MAX_SCORE
+        } else {
+            let (a, b) = (
+                changes::content(repo, Some(old))?,
+                changes::content(repo, Some(new))?,
+            );
+            similarity(&Chunks::of(&a), &Chunks::of(&b))
+        };
+        let _ = writeln!(
+            out,
+            "similarity index {}%\nrename from {from}\nrename to {path}",
+            score * 100 / MAX_SCORE
+        );
+        if old.id() == new.id() && old.mode() == new.mode() {
+            return Ok(out);
+        }
+    }
     match (change.old, change.new) {
         (None, Some(new)) => {
             let _ = writeln!(out, "new file mode {}", new.mode());
@@ -134,7 +176,7 @@ fn file_text(
     let (a, b) = match (change.old, change.new) {
         (None, _) => ("/dev/null".to_owned(), format!("b/{path}")),
         (_, None) => (format!("a/{path}"), "/dev/null".to_owned()),
-        _ => (format!("a/{path}"), format!("b/{path}")),
+        _ => (format!("a/{old_path}"), format!("b/{path}")),
     };
     if changes::binary(&before) || changes::binary(&after) {
         let _ = writeln!(out, "Binary files {a} and {b} differ");
@@ -195,6 +237,7 @@ pub(crate) fn diff(
         used += text.len();
         files.push(FileDiff {
             path: change.path.clone(),
+            old_path: None,
             kind: change.kind,
             text,
             truncated,
@@ -207,5 +250,109 @@ pub(crate) fn diff(
         files,
         next_file,
         total_files,
+        parent: None,
+    })
+}
+
+impl GitStore {
+    /// The diff of `commit` (readable now) as `git show` prints it: against its first parent
+    /// (a root commit against nothing), renames detected, inside the registered scope; file
+    /// by file from file `skip` while the texts fit `budget` bytes (the first always comes,
+    /// cut at a line if it must).
+    pub fn commit_diff(
+        &self,
+        name: &RepoName,
+        commit: &CommitId,
+        skip: usize,
+        budget: usize,
+    ) -> Result<DiffPage, Error> {
+        let scope = self.inner.registered_path(name)?;
+        let reader = self.inner.blob_reader(name, commit)?;
+        let id = to_oid(commit)?;
+        crate::handles::with_repo(&reader.repo, |repo| {
+            commit_diff(repo, id, &scope, skip, budget)
+        })
+    }
+}
+
+fn commit_diff(
+    repo: &gix::Repository,
+    id: ObjectId,
+    scope: &RepoPath,
+    skip: usize,
+    budget: usize,
+) -> Result<DiffPage, Error> {
+    let commit = repo.find_commit(id).map_err(odb)?;
+    let parent = commit.parent_ids().next().map(|p| p.detach());
+    let old = match parent {
+        Some(parent) => Some(crate::history::tree_of(repo, parent)?),
+        None => None,
+    };
+    let new = commit.tree_id().map_err(odb)?.detach();
+    let pending = changes::pending(repo, old, Some(new), scope)?;
+    let mut pairs = crate::walk::pair_renames(repo, pending)?;
+    let key = |p: &crate::walk::Pair| {
+        p.1.as_ref()
+            .or(p.0.as_ref())
+            .map(|(path, _)| path.clone())
+            .unwrap_or_default()
+    };
+    pairs.sort_by_key(key);
+    let total_files = pairs.len();
+    let mut files = Vec::new();
+    let mut used = 0usize;
+    let mut next_file = None;
+    let mut exact = ExactBudget::per_call();
+    for (index, (old, new)) in pairs.into_iter().enumerate().skip(skip) {
+        let leaf = |side: &Option<(String, Leaf)>| side.as_ref().map(|(_, l)| *l);
+        let (path, from, kind) = match (&old, &new) {
+            (Some((from, _)), Some((to, _))) if from != to => {
+                (to.clone(), Some(from.clone()), ChangeKind::Modified)
+            }
+            (_, Some((to, _))) if old.is_some() => (to.clone(), None, ChangeKind::Modified),
+            (None, Some((to, _))) => (to.clone(), None, ChangeKind::Added),
+            (Some((from, _)), None) => (from.clone(), None, ChangeKind::Deleted),
+            _ => continue,
+        };
+        let change = changes::Pending {
+            path: path.clone(),
+            kind,
+            old: leaf(&old),
+            new: leaf(&new),
+        };
+        let mut text = file_text_renamed(repo, &change, from.as_deref(), &mut exact)?;
+        let mut truncated = false;
+        if used + text.len() > budget {
+            if !files.is_empty() {
+                next_file = Some(index);
+                break;
+            }
+            let cut = text[..text.floor_char_boundary(budget)]
+                .rfind('\n')
+                .map_or(0, |i| i + 1);
+            text.truncate(cut);
+            truncated = true;
+            next_file = (index + 1 < total_files).then_some(index + 1);
+        }
+        used += text.len();
+        files.push(FileDiff {
+            path,
+            old_path: from,
+            kind,
+            text,
+            truncated,
+        });
+        if truncated {
+            break;
+        }
+    }
+    Ok(DiffPage {
+        files,
+        next_file,
+        total_files,
+        parent: parent
+            .as_ref()
+            .map(crate::objects::to_commit_id)
+            .transpose()?,
     })
 }

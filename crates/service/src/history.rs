@@ -187,8 +187,12 @@ pub struct DiffAnswer {
 /// One file of a diff page.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DiffFile {
+    /// The path (a renamed file's new path).
     pub path: String,
-    /// `added`, `deleted` or `modified`.
+    /// A renamed file's old path (a commit's diff detects renames; `diff` does not).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub old_path: Option<String>,
+    /// `added`, `deleted`, `modified`, or `renamed` in a commit's diff.
     pub status: &'static str,
     /// Git's text of the file, from its `diff --git` line on (repository data).
     pub text: String,
@@ -446,6 +450,7 @@ impl Service {
                     .into_iter()
                     .map(|f| DiffFile {
                         path: f.path,
+                        old_path: None,
                         status: status(f.kind),
                         text: f.text,
                         truncated: f.truncated,
@@ -453,6 +458,66 @@ impl Service {
                     .collect(),
                 total_files: page.total_files,
                 next_cursor: page.next_file.map(|n| format!("{base}.{head}.{n}")),
+            })
+        })
+        .await
+    }
+
+    /// A commit's own diff, as `git show` prints it: against its first parent (a root
+    /// commit against nothing), renames detected, inside the registered scope, paged by file
+    /// under the read budget (`cursor`: the previous page's `next_cursor`); the same access
+    /// checks as `read`. The answer's `base` is the first parent (`""` for a root commit).
+    pub async fn commit_diff(
+        &self,
+        ctx: &CallContext,
+        repo: String,
+        revision: String,
+        cursor: Option<String>,
+    ) -> Result<DiffAnswer, ServiceError> {
+        self.framed_blocking(ctx, Op::DIFF, repo, move |call, inner| {
+            let lease = call.lease(inner, Some(&revision))?;
+            let (name, commit) = (lease.repo(), lease.commit());
+            let skip = match &cursor {
+                None => 0,
+                Some(cursor) => {
+                    let bad = || {
+                        ServiceError::invalid(
+                            "invalid cursor: pass the `next_cursor` of the previous page of this \
+                             commit's diff",
+                        )
+                    };
+                    let (sha, n) = cursor.split_once('.').ok_or_else(bad)?;
+                    if sha != commit.as_str() {
+                        return Err(bad());
+                    }
+                    n.parse().map_err(|_| bad())?
+                }
+            };
+            let page = inner
+                .store
+                .commit_diff(name, commit, skip, inner.config.read_budget)?;
+            Ok(DiffAnswer {
+                repo: name.to_string(),
+                base: page.parent.map(|p| p.to_string()).unwrap_or_default(),
+                head: commit.to_string(),
+                path: String::new(),
+                files: page
+                    .files
+                    .into_iter()
+                    .map(|f| DiffFile {
+                        status: if f.old_path.is_some() {
+                            "renamed"
+                        } else {
+                            status(f.kind)
+                        },
+                        path: f.path,
+                        old_path: f.old_path,
+                        text: f.text,
+                        truncated: f.truncated,
+                    })
+                    .collect(),
+                total_files: page.total_files,
+                next_cursor: page.next_file.map(|n| format!("{commit}.{n}")),
             })
         })
         .await

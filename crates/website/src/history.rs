@@ -51,8 +51,8 @@ pub struct CommitView {
     /// The revision as the URL named it (a full SHA, a short one, a branch or tag).
     pub rev: String,
     pub commit: CommitAnswer,
-    /// `None` for a root commit (every file added: no parent to diff against) or when the
-    /// diff could not be read (`diff_error`).
+    /// One page of the commit's diff (`git show`'s: renames detected, a root commit against
+    /// nothing); `None` when it could not be read (`diff_error`).
     pub diff: Option<DiffAnswer>,
     pub diff_error: Option<String>,
     /// The cursor this diff page was opened with (`None`: the first).
@@ -332,8 +332,6 @@ pub fn commit_page(chrome: &Chrome, view: &CommitView) -> String {
             }
             @if let Some(diff) = &view.diff {
                 (diff_files(diff, &commit_url(&view.repo, &e.commit), view.cursor.is_some()))
-            } @else if e.parents.is_empty() {
-                p.note { "A root commit: every file is added; read them at this commit." }
             }
         },
     )
@@ -432,11 +430,14 @@ fn diff_files(diff: &DiffAnswer, page_url: &str, later_page: bool) -> Markup {
                 details.diff-file open data-path=(file.path) {
                     summary {
                         span class={ "badge " (file.status) } { (file.status) }
-                        " " code { (file.path) }
+                        " "
+                        @if let Some(old) = &file.old_path { code.old-path { (old) } " → " }
+                        code { (file.path) }
                     }
                     @if lines.is_empty() {
                         p.note {
                             @if header.iter().any(|h| h.starts_with("Binary files")) { "Binary file: not shown." }
+                            @else if file.old_path.is_some() { "Renamed without changes." }
                             @else { "No line changes (mode or empty file)." }
                         }
                     } @else {

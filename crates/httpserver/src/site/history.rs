@@ -141,8 +141,8 @@ pub(super) async fn commits(
     }
 }
 
-/// `GET …/-/commit/<sha>`: the commit and its diff against its first parent, paged by
-/// `?cursor=`.
+/// `GET …/-/commit/<sha>`: the commit and its diff as `git show` prints it (against the first
+/// parent, renames detected), paged by `?cursor=`.
 pub(super) async fn commit(
     state: &SiteState,
     page: &Page,
@@ -158,21 +158,17 @@ pub(super) async fn commit(
         Ok(answer) => answer,
         Err(e) => return error(&page.chrome, &e),
     };
-    let (diff, diff_error) = match answer.entry.parents.first() {
-        Some(parent) => {
-            let request = DiffRequest {
-                repo: repo.to_owned(),
-                base: parent.clone(),
-                head: answer.entry.commit.clone(),
-                path: None,
-                cursor: query.cursor.clone(),
-            };
-            match service.diff(&page.ctx, request).await {
-                Ok(diff) => (Some(diff), None),
-                Err(e) => (None, Some(e.message)),
-            }
-        }
-        None => (None, None),
+    let (diff, diff_error) = match service
+        .commit_diff(
+            &page.ctx,
+            repo.to_owned(),
+            answer.entry.commit.clone(),
+            query.cursor.clone(),
+        )
+        .await
+    {
+        Ok(diff) => (Some(diff), None),
+        Err(e) => (None, Some(e.message)),
     };
     html(
         StatusCode::OK,
