@@ -174,6 +174,10 @@ test("issue 34 point 4: the commit page's numstat equals git show --numstat, ren
   const removed = await file.locator("tr.del td.line").allTextContents();
   assert.ok(added.includes("    def clear(self):"), added.join("|"));
   assert.ok(removed.includes("    return len(cart.items)"), removed.join("|"));
+  // Both sides highlighted (Python keywords), the text unchanged by it.
+  assert.ok(await file.locator("tr.add span.hl-keyword").count() > 0, "added lines highlighted");
+  assert.ok(await file.locator("tr.del span.hl-keyword").count() > 0, "removed lines highlighted");
+  assert.ok(await file.locator("tr.ctx span.hl-keyword").count() > 0, "context lines highlighted");
   const colours = await page.evaluate(() => ["tr.add", "tr.del", "tr.ctx"].map((s) =>
     getComputedStyle(document.querySelector(`details.diff-file ${s}`)).backgroundColor));
   assert.equal(new Set(colours).size, 3, `added, removed and context differ: ${colours}`);

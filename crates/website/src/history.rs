@@ -10,7 +10,32 @@ use crate::Chrome;
 use crate::frame::{Tab, breadcrumbs, layout, permalink, repo_header, short_sha};
 use crate::paths::{blame_url, blob_url, commit_url, commits_url, compare_url};
 use maud::{Markup, html};
-use service::{BlameAnswer, CommitAnswer, DiffAnswer, LogEntry};
+use service::{BlameAnswer, CommitAnswer, DiffAnswer, LogEntry, Token};
+use std::collections::BTreeMap;
+
+/// One side of a diffed file, highlighted (`Service::highlight` of the file at that side's
+/// commit): tokens by line number. Lines not in it show plain.
+#[derive(Debug, Clone, Default)]
+pub struct SideTokens(pub BTreeMap<u64, Vec<Token>>);
+
+/// The highlighted sides of one diffed file; `None` shows that side plain.
+#[derive(Debug, Clone, Default)]
+pub struct FileTokens {
+    pub old: Option<SideTokens>,
+    pub new: Option<SideTokens>,
+}
+
+/// The highest old-side and new-side line numbers a file's diff text shows: how many lines
+/// of each side its highlighting needs.
+pub fn diff_extent(text: &str) -> (u64, u64) {
+    let (_, lines) = parse_file(text);
+    lines.iter().fold((0, 0), |(o, n), line| match line {
+        DiffLine::Context(_, a, b) => (o.max(*a), n.max(*b)),
+        DiffLine::Added(_, b) => (o, n.max(*b)),
+        DiffLine::Removed(_, a) => (o.max(*a), n),
+        _ => (o, n),
+    })
+}
 
 /// One page of a file's blame: the service's blame of a line range and those lines' text.
 #[derive(Debug, Clone)]
@@ -57,6 +82,8 @@ pub struct CommitView {
     pub diff_error: Option<String>,
     /// The cursor this diff page was opened with (`None`: the first).
     pub cursor: Option<String>,
+    /// Highlighting of the diff's files, in their order (missing or `None` sides: plain).
+    pub tokens: Vec<FileTokens>,
     pub now: i64,
 }
 
@@ -69,6 +96,8 @@ pub struct CompareView {
     pub head_rev: String,
     pub diff: DiffAnswer,
     pub cursor: Option<String>,
+    /// Highlighting of the diff's files, in their order.
+    pub tokens: Vec<FileTokens>,
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
@@ -331,7 +360,7 @@ pub fn commit_page(chrome: &Chrome, view: &CommitView) -> String {
                 p.error { "The diff could not be shown: " (error) }
             }
             @if let Some(diff) = &view.diff {
-                (diff_files(diff, &commit_url(&view.repo, &e.commit), view.cursor.is_some()))
+                (diff_files(diff, &view.tokens, &commit_url(&view.repo, &e.commit), view.cursor.is_some()))
             }
         },
     )
@@ -356,7 +385,7 @@ pub fn compare_page(chrome: &Chrome, view: &CompareView) -> String {
                     " · " (permalink(&compare_url(&view.repo, &d.base, &d.head)))
                 }
             }
-            (diff_files(d, &compare_url(&view.repo, &view.base_rev, &view.head_rev), view.cursor.is_some()))
+            (diff_files(d, &view.tokens, &compare_url(&view.repo, &view.base_rev, &view.head_rev), view.cursor.is_some()))
         },
     )
 }
@@ -419,14 +448,49 @@ fn parse_file(text: &str) -> (Vec<&str>, Vec<DiffLine<'_>>) {
 
 /// A diff page's files, each a table of numbered lines (added and removed marked by colour
 /// and a sign), with notes for cut files and the link to the next page.
-fn diff_files(diff: &DiffAnswer, page_url: &str, later_page: bool) -> Markup {
+/// A diff line's text: its highlighted tokens from `side` when they match the text (the
+/// same line of the same file), else plain.
+fn code(text: &str, side: Option<&SideTokens>, number: u64) -> Markup {
+    let tokens = side
+        .and_then(|s| s.0.get(&number))
+        .filter(|tokens| joined(tokens) == text);
+    html! {
+        code {
+            @match tokens {
+                Some(tokens) => {
+                    @for t in tokens {
+                        @match t.class {
+                            Some(class) => span class=(class) { (t.text) },
+                            None => (t.text),
+                        }
+                    }
+                }
+                None => (text),
+            }
+        }
+    }
+}
+
+fn joined(tokens: &[Token]) -> String {
+    tokens.iter().map(|t| t.text.as_str()).collect()
+}
+
+fn diff_files(
+    diff: &DiffAnswer,
+    tokens: &[FileTokens],
+    page_url: &str,
+    later_page: bool,
+) -> Markup {
     html! {
         section.diffs {
             @if later_page {
                 p.note { a href=(page_url) { "First files" } }
             }
-            @for file in &diff.files {
+            @for (i, file) in diff.files.iter().enumerate() {
                 @let (header, lines) = parse_file(&file.text);
+                @let sides = tokens.get(i);
+                @let old = sides.and_then(|s| s.old.as_ref());
+                @let new = sides.and_then(|s| s.new.as_ref());
                 details.diff-file open data-path=(file.path) {
                     summary {
                         span class={ "badge " (file.status) } { (file.status) }
@@ -447,9 +511,9 @@ fn diff_files(diff: &DiffAnswer, page_url: &str, later_page: bool) -> Markup {
                                     @for line in &lines {
                                         @match line {
                                             DiffLine::Hunk(text) => tr.hunk { td.num {} td.num {} td.sign {} td.line { code { (text) } } },
-                                            DiffLine::Context(text, o, n) => tr.ctx { td.num { (o) } td.num { (n) } td.sign { " " } td.line { code { (text) } } },
-                                            DiffLine::Added(text, n) => tr.add { td.num {} td.num { (n) } td.sign { "+" } td.line { code { (text) } } },
-                                            DiffLine::Removed(text, o) => tr.del { td.num { (o) } td.num {} td.sign { "-" } td.line { code { (text) } } },
+                                            DiffLine::Context(text, o, n) => tr.ctx { td.num { (o) } td.num { (n) } td.sign { " " } td.line { (code(text, new, *n)) } },
+                                            DiffLine::Added(text, n) => tr.add { td.num {} td.num { (n) } td.sign { "+" } td.line { (code(text, new, *n)) } },
+                                            DiffLine::Removed(text, o) => tr.del { td.num { (o) } td.num {} td.sign { "-" } td.line { (code(text, old, *o)) } },
                                             DiffLine::Note(text) => tr.note { td.num {} td.num {} td.sign {} td.line { code { (text) } } },
                                         }
                                     }

@@ -6,12 +6,74 @@ use super::{Page, RepoQuery, SiteState, error, html};
 use axum::http::StatusCode;
 use axum::response::Response;
 use service::{
-    BlameRequest, DiffRequest, ErrorKind, LogRequest, MAX_BLAME_LINES, ReadRequest, ServiceError,
+    BlameRequest, CallContext, DiffAnswer, DiffRequest, ErrorKind, HighlightRequest,
+    HighlightedFile, LogRequest, MAX_BLAME_LINES, ReadRequest, Service, ServiceError,
 };
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Commits one history page lists.
 const PAGE_COMMITS: usize = 50;
+
+/// Files of one diff page highlighted at most (two highlight calls each, cached per blob).
+const HIGHLIGHTED_FILES: usize = 50;
+
+/// One side of a diffed file, highlighted up to line `last` (`None`: plain, as for a file
+/// without a grammar, a binary one, or one the highlighter refuses).
+async fn side(
+    service: &Service,
+    ctx: &CallContext,
+    repo: &str,
+    commit: &str,
+    path: &str,
+    last: u64,
+) -> Option<website::SideTokens> {
+    if commit.is_empty() || last == 0 {
+        return None;
+    }
+    let request = HighlightRequest {
+        repo: repo.to_owned(),
+        revision: Some(commit.to_owned()),
+        path: path.to_owned(),
+        start_line: Some(1),
+        max_lines: Some(last),
+        max_bytes: None,
+        definitions: false,
+    };
+    let answer = service.highlight(ctx, request).await.ok()?;
+    let HighlightedFile::Text(text) = answer.file else {
+        return None;
+    };
+    answer.lang?;
+    Some(website::SideTokens(
+        text.lines
+            .into_iter()
+            .map(|line| (line.number, line.tokens))
+            .collect(),
+    ))
+}
+
+/// The highlighting of a diff page's files, both sides, in their order.
+async fn diff_tokens(
+    service: &Service,
+    ctx: &CallContext,
+    diff: &DiffAnswer,
+) -> Vec<website::FileTokens> {
+    let mut out = Vec::new();
+    for file in diff.files.iter().take(HIGHLIGHTED_FILES) {
+        let (old_last, new_last) = website::diff_extent(&file.text);
+        let old_path = file.old_path.as_deref().unwrap_or(&file.path);
+        let old = match file.status {
+            "added" => None,
+            _ => side(service, ctx, &diff.repo, &diff.base, old_path, old_last).await,
+        };
+        let new = match file.status {
+            "deleted" => None,
+            _ => side(service, ctx, &diff.repo, &diff.head, &file.path, new_last).await,
+        };
+        out.push(website::FileTokens { old, new });
+    }
+    out
+}
 
 /// Now, seconds since the Unix epoch (the reference of relative dates).
 fn now() -> i64 {
@@ -170,6 +232,10 @@ pub(super) async fn commit(
         Ok(diff) => (Some(diff), None),
         Err(e) => (None, Some(e.message)),
     };
+    let tokens = match &diff {
+        Some(diff) => diff_tokens(service, &page.ctx, diff).await,
+        None => Vec::new(),
+    };
     html(
         StatusCode::OK,
         website::commit_page(
@@ -181,6 +247,7 @@ pub(super) async fn commit(
                 diff,
                 diff_error,
                 cursor: query.cursor.clone(),
+                tokens,
                 now: now(),
             },
         ),
@@ -204,19 +271,23 @@ pub(super) async fn compare(
         cursor: query.cursor.clone(),
     };
     match state.service.diff(&page.ctx, request).await {
-        Ok(diff) => html(
-            StatusCode::OK,
-            website::compare_page(
-                &page.chrome,
-                &website::CompareView {
-                    repo: repo.to_owned(),
-                    base_rev: base.to_owned(),
-                    head_rev: head.to_owned(),
-                    diff,
-                    cursor: query.cursor.clone(),
-                },
-            ),
-        ),
+        Ok(diff) => {
+            let tokens = diff_tokens(&state.service, &page.ctx, &diff).await;
+            html(
+                StatusCode::OK,
+                website::compare_page(
+                    &page.chrome,
+                    &website::CompareView {
+                        repo: repo.to_owned(),
+                        base_rev: base.to_owned(),
+                        head_rev: head.to_owned(),
+                        diff,
+                        cursor: query.cursor.clone(),
+                        tokens,
+                    },
+                ),
+            )
+        }
         Err(e) => error(&page.chrome, &e),
     }
 }
