@@ -35,8 +35,10 @@ fn build(repo: &SourceRepo) {
     repo.git(&["mv", "b.txt", "c.txt"]);
     std::fs::create_dir_all(repo.path().join("dir")).unwrap();
     repo.git(&["mv", "c.txt", "dir/c.txt"]);
-    repo.write(&[("dir/c.txt", &edited("a", "one more\nand another\n"))]);
-    repo.commit_index("rename b to dir/c with an edit");
+    repo.commit(
+        &[("dir/c.txt", &edited("a", "one more\nand another\n"))],
+        "rename b to dir/c with an edit",
+    );
     repo.commit(
         &[("copy.txt", &edited("a", "one more\nand another\ncopied\n"))],
         "copy c",
@@ -132,6 +134,25 @@ fn issue34_follow_matches_git_log_follow() {
     let copy = git_follow(&f.source, "copy.txt");
     assert!(copy.iter().any(|r| r.1 == 'C'), "{copy:?}");
     assert!(copy.iter().filter(|r| r.1 == 'R').count() >= 2, "{copy:?}");
+    // One rename is exact (R100), one has edits (below 100%).
+    let statuses = f.source.git(&[
+        "log",
+        "--follow",
+        "--name-status",
+        "--format=",
+        "--",
+        "dir/c.txt",
+    ]);
+    assert!(
+        statuses.lines().any(|l| l.starts_with("R100")),
+        "{statuses}"
+    );
+    assert!(
+        statuses
+            .lines()
+            .any(|l| l.starts_with('R') && !l.starts_with("R100")),
+        "{statuses}"
+    );
 
     // Paging: pages of 2 make up the whole list.
     let all = f
