@@ -90,3 +90,62 @@ fn render_commit(answer: &CommitAnswer) -> String {
     out.push_str(&answer.message);
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use service::{ChangedFile, LogEntry};
+
+    /// Issue 34 point 4: a renamed file shows `renamed +A -R old => new`; the committer is a
+    /// header; the rest as before.
+    #[test]
+    fn issue34_commit_shows_renames() {
+        let answer = CommitAnswer {
+            repo: "o/r".into(),
+            entry: LogEntry {
+                commit: "a".repeat(40),
+                parents: vec!["b".repeat(40)],
+                author: "Bob".into(),
+                author_email: "bob@example.com".into(),
+                date: "2026-02-10T12:30:00Z".into(),
+                subject: "move".into(),
+                path: None,
+                change: None,
+                previous_path: None,
+            },
+            message: "move\n".into(),
+            message_truncated: false,
+            committer: "Carol".into(),
+            committer_email: "carol@example.com".into(),
+            committer_date: "2026-02-11T00:00:00Z".into(),
+            files: vec![
+                ChangedFile {
+                    path: "app/shop.py".into(),
+                    old_path: Some("app/main.py".into()),
+                    status: "renamed",
+                    added: Some(2),
+                    removed: Some(1),
+                },
+                ChangedFile {
+                    path: "img/x.bin".into(),
+                    old_path: None,
+                    status: "added",
+                    added: None,
+                    removed: None,
+                },
+            ],
+            total_files: 2,
+        };
+        let text = render_commit(&answer);
+        assert!(
+            text.contains("Committer: Carol <carol@example.com>\nCommitterDate: 2026-02-11T00:00:00Z\nFiles: 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "\nrenamed +2 -1 app/main.py => app/shop.py\nadded binary img/x.bin\n\nmove\n"
+            ),
+            "{text}"
+        );
+    }
+}

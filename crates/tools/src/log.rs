@@ -102,3 +102,57 @@ fn render_log(answer: &LogAnswer) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use service::LogEntry;
+
+    fn entry(sha: &str, path: &str, change: &'static str, previous: Option<&str>) -> LogEntry {
+        LogEntry {
+            commit: sha.repeat(40),
+            parents: vec![],
+            author: "Ada".into(),
+            author_email: "ada@example.com".into(),
+            date: "2026-01-05T10:00:00Z".into(),
+            subject: "s".into(),
+            path: Some(path.into()),
+            change: Some(change),
+            previous_path: previous.map(str::to_owned),
+        }
+    }
+
+    /// Issue 34 point 3: a followed log says it follows, and each commit's path, change and
+    /// (for a rename) previous path, one header line each, escaped.
+    #[test]
+    fn issue34_followed_log_shows_each_commits_path() {
+        let answer = LogAnswer {
+            repo: "o/r".into(),
+            commit: "a".repeat(40),
+            path: "app/shop.py".into(),
+            commits: vec![
+                entry("b", "app/shop.py", "renamed", Some("app/main\n.py")),
+                entry("c", "app/main\n.py", "added", None),
+            ],
+            next_cursor: None,
+            follow: true,
+        };
+        let text = render_log(&answer);
+        assert!(
+            text.contains("Path: app/shop.py\nFollow: true\nCommits: 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "Subject: s\nPath: app/shop.py\nChange: renamed\nPreviousPath: app/main\\n.py\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("Path: app/main\\n.py\nChange: added\n"),
+            "{text}"
+        );
+        // Deterministic: the same answer renders the same text.
+        assert_eq!(text, render_log(&answer));
+    }
+}
