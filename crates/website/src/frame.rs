@@ -18,8 +18,18 @@ pub const FAVICON_SVG: &str = concat!(
     r##"<circle cx="23" cy="22" r="3.5" fill="#fff"/></svg>"##,
 );
 
-/// The document around every page's content.
+/// The document around every page's content, with the search box in the top bar.
 pub(crate) fn layout(chrome: &Chrome, title: &str, content: Markup) -> String {
+    document(chrome, title, content, true)
+}
+
+/// The document around the search page's content: its own form has the query box (with the
+/// id `site-search`, which `/` focuses), so the top bar shows none.
+pub(crate) fn layout_for_search(chrome: &Chrome, title: &str, content: Markup) -> String {
+    document(chrome, title, content, false)
+}
+
+fn document(chrome: &Chrome, title: &str, content: Markup, top_search: bool) -> String {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -36,10 +46,10 @@ pub(crate) fn layout(chrome: &Chrome, title: &str, content: Markup) -> String {
                 header.top {
                     a.brand href="/sourcegraph/" { "Context Source Graph" }
                     // `/` focuses this box (site.js), as on the code hosts.
-                    form.site-search role="search" method="get" action="/sourcegraph/search" {
+                    @if top_search { form.site-search role="search" method="get" action="/sourcegraph/search" {
                         input #site-search type="search" name="q" placeholder="Search code (press /)"
                             aria-label="Search code" aria-keyshortcuts="/" autocomplete="off";
-                    }
+                    } }
                     nav {
                         a href="/sourcegraph/" { "Repositories" }
                         a href="/sourcegraph/search" { "Search" }

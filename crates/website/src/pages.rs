@@ -1,7 +1,8 @@
 //! One function per page; each answers the whole HTML document.
 
 use crate::frame::{
-    Tab, breadcrumbs, display_path, layout, permalink, repo_header, repo_header_at, short_sha,
+    Tab, breadcrumbs, display_path, layout, layout_for_search, permalink, repo_header,
+    repo_header_at, short_sha,
 };
 use crate::paths::{blob_url, plugins_url, repo_url, tree_url};
 use crate::readme::{Readme, readme_section};
@@ -246,13 +247,13 @@ pub fn search(
     request: &SearchRequest,
     answer: Option<Result<&SearchAnswer, &str>>,
 ) -> String {
-    layout(
+    layout_for_search(
         chrome,
         "Search",
         html! {
             h1 { "Search" }
             form.search method="get" action="/sourcegraph/search" {
-                input type="search" name="q" value=(request.query) placeholder="text or regular expression" autofocus;
+                input #site-search type="search" name="q" value=(request.query) placeholder="text or regular expression" aria-keyshortcuts="/" autofocus;
                 input type="text" name="repo" value=(request.repo.as_deref().unwrap_or("")) placeholder="owner/name (all)";
                 input type="text" name="path" value=(request.path.as_deref().unwrap_or("")) placeholder="path glob";
                 input type="text" name="lang" value=(request.lang.as_deref().unwrap_or("")) placeholder="language";
