@@ -84,6 +84,8 @@ test("issue 34 point 2: blame rows agree with git blame, grouped by commit, link
   const first = await page.locator("table.blame tr.group").first();
   assert.equal(await first.getAttribute("data-commit"), shop.commits[0]);
   assert.equal(await first.locator(".author").textContent(), ADA.name);
+  assert.ok(await page.locator("table.blame td.line span.hl-keyword").count() > 0, "blame lines highlighted");
+  assert.equal(await page.locator("#L4 td.line").textContent(), "class Cart:");
   const time = first.locator("time");
   assert.match(await time.textContent(), /ago$/);
   assert.equal(await time.getAttribute("title"), "2026-01-05 10:00:00 UTC");

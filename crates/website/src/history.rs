@@ -47,6 +47,8 @@ pub struct BlameView {
     /// The text of lines `blame.start_line..=blame.end_line`, each ending with `\n` but
     /// perhaps the last.
     pub content: String,
+    /// Those lines highlighted (`None`: plain).
+    pub tokens: Option<SideTokens>,
     /// The reference time for relative dates: seconds since the Unix epoch.
     pub now: i64,
 }
@@ -208,7 +210,7 @@ pub fn blame_page(chrome: &Chrome, view: &BlameView) -> String {
                                         }
                                     }
                                     td.num { a href={ "#L" (n) } { (n) } }
-                                    td.line { code { (lines.get((n - b.start_line) as usize).copied().unwrap_or("")) } }
+                                    td.line { (code(lines.get((n - b.start_line) as usize).copied().unwrap_or(""), view.tokens.as_ref(), n)) }
                                 }
                             }
                         }

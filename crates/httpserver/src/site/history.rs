@@ -17,7 +17,7 @@ const PAGE_COMMITS: usize = 50;
 /// Files of one diff page highlighted at most (two highlight calls each, cached per blob).
 const HIGHLIGHTED_FILES: usize = 50;
 
-/// One side of a diffed file, highlighted up to line `last` (`None`: plain, as for a file
+/// Lines `first..=last` of a file at a commit, highlighted (`None`: plain, as for a file
 /// without a grammar, a binary one, or one the highlighter refuses).
 async fn side(
     service: &Service,
@@ -25,17 +25,17 @@ async fn side(
     repo: &str,
     commit: &str,
     path: &str,
-    last: u64,
+    (first, last): (u64, u64),
 ) -> Option<website::SideTokens> {
-    if commit.is_empty() || last == 0 {
+    if commit.is_empty() || last < first.max(1) {
         return None;
     }
     let request = HighlightRequest {
         repo: repo.to_owned(),
         revision: Some(commit.to_owned()),
         path: path.to_owned(),
-        start_line: Some(1),
-        max_lines: Some(last),
+        start_line: Some(first.max(1)),
+        max_lines: Some(last - first.max(1) + 1),
         max_bytes: None,
         definitions: false,
     };
@@ -64,11 +64,31 @@ async fn diff_tokens(
         let old_path = file.old_path.as_deref().unwrap_or(&file.path);
         let old = match file.status {
             "added" => None,
-            _ => side(service, ctx, &diff.repo, &diff.base, old_path, old_last).await,
+            _ => {
+                side(
+                    service,
+                    ctx,
+                    &diff.repo,
+                    &diff.base,
+                    old_path,
+                    (1, old_last),
+                )
+                .await
+            }
         };
         let new = match file.status {
             "deleted" => None,
-            _ => side(service, ctx, &diff.repo, &diff.head, &file.path, new_last).await,
+            _ => {
+                side(
+                    service,
+                    ctx,
+                    &diff.repo,
+                    &diff.head,
+                    &file.path,
+                    (1, new_last),
+                )
+                .await
+            }
         };
         out.push(website::FileTokens { old, new });
     }
@@ -137,19 +157,31 @@ pub(super) async fn blame(
         )
         .await;
     match answer {
-        Ok(blame) => html(
-            StatusCode::OK,
-            website::blame_page(
-                &page.chrome,
-                &website::BlameView {
-                    repo: repo.to_owned(),
-                    rev: rev.to_owned(),
-                    blame,
-                    content: range.content,
-                    now: now(),
-                },
-            ),
-        ),
+        Ok(blame) => {
+            let tokens = side(
+                service,
+                &page.ctx,
+                repo,
+                &blame.commit,
+                path,
+                (blame.start_line, blame.end_line),
+            )
+            .await;
+            html(
+                StatusCode::OK,
+                website::blame_page(
+                    &page.chrome,
+                    &website::BlameView {
+                        repo: repo.to_owned(),
+                        rev: rev.to_owned(),
+                        blame,
+                        content: range.content,
+                        tokens,
+                        now: now(),
+                    },
+                ),
+            )
+        }
         Err(e) => error(&page.chrome, &e),
     }
 }
