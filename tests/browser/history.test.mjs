@@ -100,6 +100,9 @@ test("issue 34 point 2: blame rows agree with git blame, grouped by commit, link
   );
   await clean(page);
   await shoot(page, "blame");
+  await page.setViewportSize({ width: 360, height: 800 });
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  assert.ok(overflow <= 0, `blame page overflows by ${overflow}px at 360 px`);
   await page.close();
 });
 
@@ -126,6 +129,11 @@ test("issue 34 point 3: the commits page lists what git log lists; a file's hist
   const dir = await page.$$eval("ol.commits li", (lis) => lis.map((li) => li.dataset.commit));
   assert.deepEqual(dir, git(shop.dir, ["log", "--format=%H", "main", "--", "src"]).split("\n"));
   await clean(page);
+  await page.setViewportSize({ width: 360, height: 800 });
+  await page.goto(url("commits/main/app/shop.py"));
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  assert.ok(overflow <= 0, `history page overflows by ${overflow}px at 360 px`);
+  await page.screenshot({ path: join(artifacts, "commits-360.png"), fullPage: true });
   await page.close();
 });
 

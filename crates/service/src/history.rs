@@ -1,8 +1,10 @@
 //! History (issue 12). `log {repo, revision?, path?, limit?, cursor?}`: the commits
 //! reachable from a readable commit, newest first, optionally only those that changed a
 //! path; paged by an opaque cursor bound to the commit the first page started from, so every
-//! page walks the same history. `commit {repo, revision}`: one commit's message and the files
-//! it changed with line counts. Never runs plugins.
+//! page walks the same history; with `follow` one file's history across renames (`git log
+//! --follow`, issue 34). `commit {repo, revision}`: one commit's message and the files it
+//! changed with line counts, renames detected. `commit_diff`: a commit's own diff as `git
+//! show` prints it (the website's commit page). Never runs plugins.
 
 use crate::frame::Op;
 use crate::{CallContext, Service, ServiceError, rfc3339};
@@ -353,8 +355,9 @@ impl Service {
         .await
     }
 
-    /// `commit`: one readable commit with its message and the files it changed against its
-    /// first parent, inside the registered scope; the same access checks as `read`.
+    /// `commit`: one readable commit with its message, committer and the files it changed
+    /// against its first parent (renames detected as `git show` does), inside the registered
+    /// scope; the same access checks as `read`.
     pub async fn commit(
         &self,
         ctx: &CallContext,

@@ -252,7 +252,7 @@ pub fn commits_page(chrome: &Chrome, view: &CommitsView) -> String {
                         div.byline {
                             (commit_link(&view.repo, &c.commit))
                             " " span.author { (c.author) }
-                            " committed " (when(&c.date, view.now))
+                            " authored " (when(&c.date, view.now))
                             @if let (true, Some(path)) = (view.follow, &c.path) {
                                 @if path != &view.path || c.previous_path.is_some() {
                                     " · " span.path {
