@@ -63,6 +63,7 @@ mod build;
 mod cache;
 mod candidates;
 mod config;
+mod definable;
 mod disk;
 mod error;
 mod extract;

@@ -446,10 +446,14 @@ impl Generation {
             .iter()
             .filter_map(|added| {
                 let doc = &self.docs[added.id as usize];
-                if doc.kind != DocKind::Text || finder.find(&added.text).is_none() {
+                if doc.kind != DocKind::Text {
                     return None;
                 }
-                symbols::Grammar::for_path(&doc.path).map(|grammar| (added, grammar))
+                let grammar = symbols::Grammar::for_path(&doc.path)?;
+                // Most files holding the name hold it in comments, strings or selectors
+                // only: told by a scan, not a parse.
+                crate::definable::may_define(grammar, &added.text, name.as_bytes(), &finder)
+                    .then_some((added, grammar))
             })
             .collect();
         // Parsing is most of a cold overlay search for an identifier: the ones not parsed

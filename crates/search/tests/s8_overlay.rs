@@ -219,3 +219,103 @@ fn s8_overlay_repeats_from_the_cache_and_refuses_a_moved_base() {
         .expect("not indexed");
     assert_eq!(answer.not_indexed, vec!["o/none".to_owned()]);
 }
+
+/// Issue 33 point 5 (a cold identifier search at a revision): the overlay tells from a scan
+/// that most added files holding an identifier only hold it in comments, strings or
+/// selectors, and parses only the others; its definition tier stays the one an index built
+/// at the commit has, in every language with a hand lexer (Go, C, C++, Java, Python) and
+/// without one (Rust, JavaScript).
+#[test]
+fn s8_overlay_definitions_of_an_identifier_equal_an_index_built_at_the_commit() {
+    let repo = testgit::SourceRepo::with_files(&[("README", b"nothing yet\n")]);
+    let base = repo.head();
+    let commit = repo.commit(
+        &[
+            (
+                "a/comments.go",
+                b"package a\n// TODO: one\n/* TODO\n */\nvar s = \"TODO\" + `\nTODO`\nfunc f() { context.TODO(); x. TODO() }\n",
+            ),
+            (
+                "a/defines.go",
+                b"package a\n\nconst (\n\t// TODO is the end.\n\tTODO = 1\n)\n\nfunc TODO2() { _ = TODO }\n",
+            ),
+            ("b/defines.c", b"/* TODO */\nint TODO(void) { return 0; } // TODO\n"),
+            ("b/comments.c", b"/*\n * TODO\n */\nint f(void) { return \"TODO\"[0]; } // TODO\n"),
+            ("b/comments.h", b"int x = 1'000; // TODO\nconst char *s = \"TODO\";\n"),
+            ("c/TODO.java", b"class TODO { // TODO\n String s = \"TODO\"; void f() { a.TODO(); } }\n"),
+            ("d/defines.py", b"'''TODO'''\n# TODO\ndef TODO():\n    return self.TODO\n"),
+            ("d/comments.py", b"# TODO\ns = 'TODO'\nt = \"\"\"\nTODO\n\"\"\"\nx.TODO()\n"),
+            ("e/lib.rs", b"// TODO\nfn TODO() {}\n"),
+            ("e/app.js", b"// TODO\nfunction TODO() {}\n"),
+            ("e/open.go", b"package e\nvar s = \"open\n// TODO\nfunc TODO() {}\n"),
+        ],
+        "definitions and mentions",
+    );
+    let path = repo.path();
+    let (_tmp, dir) = index_dir();
+    let indexes = Indexes::open(dir, IndexConfig::default()).expect("open");
+    build_at(&indexes, "o/r", path, &base);
+    let (_tmp2, dir2) = index_dir();
+    let at_commit = Indexes::open(dir2, IndexConfig::default()).expect("open");
+    build_at(&at_commit, "o/r", path, &commit);
+    let overlay = overlay_of(path, &base, &commit);
+    for (query, case_sensitive) in [("TODO", true), ("TODO", false), ("todo", false)] {
+        for limit in [1, 3, 1000] {
+            let mut req = request("o/r", query, false, case_sensitive);
+            req.limit = limit;
+            let overlaid = pages(|cursor| {
+                indexes
+                    .search_overlay(
+                        &SearchRequest {
+                            cursor,
+                            ..req.clone()
+                        },
+                        &overlay,
+                    )
+                    .expect("overlay search")
+            });
+            let built = pages(|cursor| {
+                at_commit
+                    .search(&SearchRequest {
+                        cursor,
+                        ..req.clone()
+                    })
+                    .expect("search")
+            });
+            assert_eq!(overlaid.len(), built.len(), "{query}");
+            for (a, b) in overlaid.iter().zip(&built) {
+                assert_eq!(a.repos, b.repos, "{query} limit {limit}");
+                assert_eq!(a.next_cursor, b.next_cursor, "{query}");
+            }
+        }
+    }
+    // The index built at the commit has the definitions this compares: one per defining file.
+    let mut req = request("o/r", "TODO", false, true);
+    req.limit = 1000;
+    let answer = at_commit.search(&req).expect("search");
+    let defined: BTreeSet<&str> = answer
+        .repos
+        .iter()
+        .flat_map(|r| &r.hits)
+        .filter_map(|hit| match hit {
+            Hit::Line {
+                path,
+                definition: true,
+                ..
+            } => Some(path.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        defined,
+        BTreeSet::from([
+            "a/defines.go",
+            "b/defines.c",
+            "c/TODO.java",
+            "d/defines.py",
+            "e/app.js",
+            "e/lib.rs",
+        ]),
+        "{answer:?}"
+    );
+}
