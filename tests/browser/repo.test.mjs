@@ -163,6 +163,21 @@ test("point 9: / focuses the search box; a hit links to the blob at the full SHA
   await page.close();
 });
 
+test("point 8: a commit hit links to the commit page at its full SHA, the match marked", async () => {
+  const page = await watchedPage(browser);
+  const url = `${base}/sourcegraph/search?q=${encodeURIComponent("PAY with")}&repo=${repo}&type=commit`;
+  await page.goto(url);
+  const link = page.locator(`section.hits a[href$="/-/commit/${shop.commits[1]}"]`);
+  for (let i = 0; i < 150 && (await link.count()) === 0; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    await page.goto(url);
+  }
+  assert.equal(await link.getAttribute("href"), `/sourcegraph/repos/${repo}/-/commit/${shop.commits[1]}`);
+  assert.deepEqual(await page.locator("section.hits li mark").allTextContents(), ["pay with"]);
+  assert.deepEqual(page.problems, []);
+  await page.close();
+});
+
 test("point 9: the Commits tab, dark mode and 360 px without horizontal overflow", async () => {
   const page = await watchedPage(browser);
   await page.goto(repoUrl());

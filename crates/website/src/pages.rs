@@ -4,7 +4,7 @@ use crate::frame::{
     Tab, breadcrumbs, display_path, layout, layout_for_search, permalink, repo_header,
     repo_header_at, short_sha,
 };
-use crate::paths::{blob_url, plugins_url, repo_url, tree_url};
+use crate::paths::{blob_url, commit_url, plugins_url, repo_url, tree_url};
 use crate::readme::{Readme, readme_section};
 use crate::{Chrome, ClientConfig};
 use maud::{Markup, html};
@@ -297,7 +297,7 @@ fn search_hits(request: &SearchRequest, answer: &SearchAnswer) -> Markup {
         @if count == 0 { p.empty { "No hits." } }
         @if request.kind != SearchKind::Code {
             @for repo in &answer.repos {
-                (history_hits(repo))
+                (history_hits(repo, matcher.as_ref()))
             }
         }
         @for repo in answer.repos.iter().filter(|_| request.kind == SearchKind::Code) {
@@ -331,13 +331,14 @@ fn search_hits(request: &SearchRequest, answer: &SearchAnswer) -> Markup {
     }
 }
 
-/// What finds a code search's matches in a hit's snippet, to mark them: the query itself
-/// when it is literal, with the search's case rule (the index matches a literal query as this
-/// regex, `search::plan`). Regular expressions are not marked: a snippet is a trimmed, maybe
+/// What finds a search's matches in a hit's snippet (or a commit hit's subject), to mark
+/// them: the query itself when it is literal, with the search's case rule (the code and
+/// history indexes match a literal query as this regex: `search::plan`,
+/// `search::history::query`). Regular expressions are not marked: a snippet is a trimmed, maybe
 /// cut, copy of the line, on which anchors and look-around would match elsewhere than the
 /// index did (the hits carry no match ranges).
 fn literal_matcher(request: &SearchRequest) -> Option<regex::Regex> {
-    if request.regex || request.query.is_empty() || request.kind != SearchKind::Code {
+    if request.regex || request.query.is_empty() {
         return None;
     }
     regex::RegexBuilder::new(&regex::escape(&request.query))
@@ -395,9 +396,10 @@ fn search_parameters(request: &SearchRequest) -> Vec<(&'static str, &str)> {
     out
 }
 
-/// One repository's commit or diff hits: a line per commit (short SHA linking to the tree at
-/// that commit, date, author, subject), its diff hits under it (`path:line`, `+`/`-`, text).
-fn history_hits(repo: &SearchRepoHits) -> Markup {
+/// One repository's commit or diff hits: a line per commit (short SHA linking to the commit
+/// page, date, author, subject), its diff hits under it (`path:line`, `+`/`-`, text); a
+/// literal query's matches marked.
+fn history_hits(repo: &SearchRepoHits, matcher: Option<&regex::Regex>) -> Markup {
     let mut groups: Vec<(&SearchHit, Vec<&SearchHit>)> = Vec::new();
     for hit in &repo.hits {
         match groups.last_mut() {
@@ -417,10 +419,10 @@ fn history_hits(repo: &SearchRepoHits) -> Markup {
                 @for (first, lines) in &groups {
                     @let commit = first.commit.as_deref().unwrap_or_default();
                     li {
-                        a href=(tree_url(&repo.repo, commit, "")) { (short_sha(commit)) }
+                        a href=(commit_url(&repo.repo, commit)) { (short_sha(commit)) }
                         @if let Some(date) = &first.date { " " span.meta { (date) } }
                         @if let Some(author) = &first.author { " " (author) }
-                        @if let Some(subject) = &first.subject { " — " (subject) }
+                        @if let Some(subject) = &first.subject { " — " (marked(subject, matcher)) }
                         @if !lines.is_empty() {
                             ul {
                                 @for hit in lines {
@@ -431,7 +433,7 @@ fn history_hits(repo: &SearchRepoHits) -> Markup {
                                         } @else {
                                             (hit.path) ":" (hit.line.unwrap_or_default())
                                         }
-                                        " " code { (sign) (hit.snippet.as_deref().unwrap_or_default()) }
+                                        " " code.snippet { (sign) (marked(hit.snippet.as_deref().unwrap_or_default(), matcher)) }
                                     }
                                 }
                             }
