@@ -197,6 +197,15 @@ test("issue 34 point 4: the commit page's numstat equals git show --numstat, ren
   await clean(page);
   await shoot(page, "commit");
 
+  // A diff larger than a page: the next page, the large file cut with a note saying so.
+  await page.click('p.more a:text-is("More files")');
+  const big = page.locator('details.diff-file[data-path="docs/big.txt"]');
+  assert.equal(await big.count(), 1);
+  assert.match(await big.locator("p.note").textContent(), /cut here/);
+  assert.equal(await big.locator("tr.add").first().locator("td.line").textContent(), `line 1: ${"lorem ipsum dolor sit amet ".repeat(2)}`);
+  await clean(page);
+  await page.goto(url(`commit/${shop.head}`));
+
   // At 360 px the page does not overflow; the diff scrolls inside its box.
   await page.setViewportSize({ width: 360, height: 800 });
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
