@@ -123,6 +123,10 @@ test("point 8: y goes to the permalink at the full SHA, keeping the fragment", a
     await page.keyboard.press("y");
     await page.waitForURL(`**/-/blob/${shop.head}/src/lib.rs#L3-L4`);
   }
+  // The Plugins tab at a tag offers the tab at the tag's commit.
+  await page.goto(`${base}/sourcegraph/repos/${repo}/-/plugins?rev=v1`);
+  await page.keyboard.press("y");
+  await page.waitForURL(`**/-/plugins?rev=${shop.commits[1]}`);
   // Typing a `y` in the search box is typing.
   await page.goto(`${base}/sourcegraph/repos/${repo}/-/tree/main`);
   await page.focus("#site-search");

@@ -55,7 +55,9 @@ pub const CSS_PATH: &str = "/sourcegraph/static/site.css";
 pub const JS_PATH: &str = "/sourcegraph/static/site.js";
 
 /// The Content-Security-Policy of every page: nothing but this site's own style sheet and
-/// script, no inline code, no framing, forms only to this site.
+/// script, no inline code (no `unsafe-inline`), no framing, forms only to this site. Images
+/// only from this site: a README's relative images come from its raw URLs (same origin);
+/// images from other sites stay blocked (the README renderer never requests them).
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'self'; \
      script-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; \
      frame-ancestors 'none'; base-uri 'none'";

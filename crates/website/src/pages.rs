@@ -203,7 +203,15 @@ pub fn plugins(chrome: &Chrome, rev: Option<&str>, answer: &AvailabilityAnswer) 
                 label { "Revision " input type="text" name="rev" value=(rev.unwrap_or("")) placeholder="head of the default branch"; }
                 button type="submit" { "Show" }
             }
-            @if let Some(commit) = &answer.commit { p.meta { "At commit " (short_sha(commit)) } }
+            @if let Some(commit) = &answer.commit {
+                p.meta {
+                    "At commit " (short_sha(commit))
+                    // Opened at the head, a branch or a tag: the same tab at the full SHA.
+                    @if rev != Some(commit.as_str()) {
+                        " " (permalink(&plugins_url(&answer.repo, Some(commit))))
+                    }
+                }
+            }
             @if !answer.readable {
                 p.error { (answer.reason.as_deref().unwrap_or("This revision cannot be read.")) }
             }
