@@ -59,27 +59,22 @@ enum ReadmeText {
 
 /// The README of a listed directory, if it has one: the path of the entry with the most
 /// preferred name (`README.md`, `README.markdown`, `README`, `README.txt`, `README.rst`;
-/// case ignored; files only).
+/// case ignored; files only). In a listing deeper than one level the shallowest wins: the
+/// directory's own README, however paths are rooted (a registered scope's listing too).
 pub fn readme_path(listing: &ListAnswer) -> Option<&str> {
-    let base = listing.path.trim_matches('/');
     listing
         .entries
         .iter()
         .filter(|e| matches!(e.kind, EntryKind::File | EntryKind::Executable))
         .filter_map(|e| {
             let name = e.path.rsplit('/').next().unwrap_or(&e.path);
-            let parent = e
-                .path
-                .strip_suffix(name)
-                .unwrap_or("")
-                .trim_end_matches('/');
             let rank = README_NAMES
                 .iter()
                 .position(|n| n.eq_ignore_ascii_case(name))?;
-            (parent == base).then_some((rank, e.path.as_str()))
+            Some((e.path.matches('/').count(), rank, e.path.as_str()))
         })
         .min()
-        .map(|(_, path)| path)
+        .map(|(_, _, path)| path)
 }
 
 /// The files and directories a listing shows, for [`Readme::files`] and [`Readme::dirs`].
@@ -618,6 +613,7 @@ mod tests {
                 entry("docs/README.txt", EntryKind::File),
                 entry("docs/readme", EntryKind::Directory),
                 entry("docs/Readme.md", EntryKind::File),
+                entry("docs/sub/README.md", EntryKind::File),
             ],
             truncated: false,
         };
