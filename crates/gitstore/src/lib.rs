@@ -28,6 +28,7 @@ mod gitdiff;
 mod handles;
 mod history;
 mod linediff;
+mod mergebase;
 mod names;
 mod objects;
 mod retention;

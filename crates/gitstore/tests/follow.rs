@@ -338,3 +338,32 @@ fn issue34_commit_diff_matches_git_show() {
         }
     }
 }
+
+/// Issue 34 point 4 (compare `BASE...HEAD`): the merge base is `git merge-base`'s, for
+/// diverged branches, an ancestor and the same commit.
+#[test]
+fn issue34_merge_base_matches_git() {
+    let f = Fixture::new();
+    build(&f.source);
+    f.register("");
+    f.sync();
+    let side = f.source.git(&["rev-parse", "side"]).trim().to_owned();
+    let before_merge = f.source.git(&["rev-parse", "HEAD~1^1"]).trim().to_owned();
+    let head = f.source.head();
+    let root = f
+        .source
+        .git(&["rev-list", "--max-parents=0", "HEAD"])
+        .trim()
+        .to_owned();
+    for (a, b) in [
+        (&before_merge, &side),
+        (&side, &before_merge),
+        (&root, &head),
+        (&head, &side),
+        (&side, &side),
+    ] {
+        let git = f.source.git(&["merge-base", a, b]).trim().to_owned();
+        let ours = f.store.merge_base(&f.name, &cid(a), &cid(b)).unwrap();
+        assert_eq!(ours.map(|c| c.to_string()), Some(git), "{a} {b}");
+    }
+}

@@ -202,6 +202,17 @@ pub struct DiffFile {
     pub truncated: bool,
 }
 
+/// Two revisions and their merge base.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MergeBaseAnswer {
+    pub repo: String,
+    /// Full SHAs of both sides.
+    pub base: String,
+    pub head: String,
+    /// Their merge base, absent when their histories share no commit.
+    pub merge_base: Option<String>,
+}
+
 /// `blame` arguments: a line range as `read` takes it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BlameRequest {
@@ -461,6 +472,34 @@ impl Service {
                     .collect(),
                 total_files: page.total_files,
                 next_cursor: page.next_file.map(|n| format!("{base}.{head}.{n}")),
+            })
+        })
+        .await
+    }
+
+    /// The merge base of two readable revisions (`git merge-base BASE HEAD`), what a
+    /// comparison `BASE...HEAD` diffs from: the full SHAs of both sides and of the merge base
+    /// (`None` when their histories share no commit). The same access checks as `diff`.
+    pub async fn merge_base(
+        &self,
+        ctx: &CallContext,
+        repo: String,
+        base: String,
+        head: String,
+    ) -> Result<MergeBaseAnswer, ServiceError> {
+        self.framed_blocking(ctx, Op::DIFF, repo, move |call, inner| {
+            let opened = call.open(inner)?;
+            let base_lease = opened.lease(inner, Some(&base))?;
+            let head_lease = opened.lease(inner, Some(&head))?;
+            let name = opened.name();
+            let found = inner
+                .store
+                .merge_base(name, base_lease.commit(), head_lease.commit())?;
+            Ok(MergeBaseAnswer {
+                repo: name.to_string(),
+                base: base_lease.commit().to_string(),
+                head: head_lease.commit().to_string(),
+                merge_base: found.map(|c| c.to_string()),
             })
         })
         .await

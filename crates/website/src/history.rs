@@ -96,7 +96,10 @@ pub struct CompareView {
     /// Both sides as the URL named them.
     pub base_rev: String,
     pub head_rev: String,
+    /// From the merge base of both sides (`diff.base`) to the head; `None` when their
+    /// histories share no commit and the diff is from the base itself.
     pub diff: DiffAnswer,
+    pub merge_base: Option<String>,
     pub cursor: Option<String>,
     /// Highlighting of the diff's files, in their order.
     pub tokens: Vec<FileTokens>,
@@ -381,7 +384,8 @@ pub fn compare_page(chrome: &Chrome, view: &CompareView) -> String {
             (repo_header(&view.repo, Tab::Commits, Some(&d.head)))
             h2 { "Comparing " code { (view.base_rev) } " … " code { (view.head_rev) } }
             p.meta {
-                "From " (commit_link(&view.repo, &d.base)) " to " (commit_link(&view.repo, &d.head))
+                @if view.merge_base.is_some() { "From the merge base " } @else { "From " }
+                (commit_link(&view.repo, &d.base)) " to " (commit_link(&view.repo, &d.head))
                 " · " (d.total_files) " changed " (if d.total_files == 1 { "file" } else { "files" })
                 @if view.base_rev != d.base || view.head_rev != d.head {
                     " · " (permalink(&compare_url(&view.repo, &d.base, &d.head)))

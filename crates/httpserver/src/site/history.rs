@@ -286,7 +286,7 @@ pub(super) async fn commit(
     )
 }
 
-/// `GET …/-/compare/<base>...<head>`.
+/// `GET …/-/compare/<base>...<head>`: HEAD's changes since its merge base with BASE.
 pub(super) async fn compare(
     state: &SiteState,
     page: &Page,
@@ -295,9 +295,22 @@ pub(super) async fn compare(
     head: &str,
     query: &RepoQuery,
 ) -> Response {
+    // `BASE...HEAD` is what HEAD changed since it left BASE: the diff from their merge base,
+    // as `git diff BASE...HEAD` (histories without a common commit: from BASE itself).
+    let sides = state
+        .service
+        .merge_base(&page.ctx, repo.to_owned(), base.to_owned(), head.to_owned())
+        .await;
+    let (from, merge_base) = match sides {
+        Ok(sides) => match sides.merge_base {
+            Some(found) => (found.clone(), Some(found)),
+            None => (sides.base, None),
+        },
+        Err(e) => return error(&page.chrome, &e),
+    };
     let request = DiffRequest {
         repo: repo.to_owned(),
-        base: base.to_owned(),
+        base: from,
         head: head.to_owned(),
         path: None,
         cursor: query.cursor.clone(),
@@ -314,6 +327,7 @@ pub(super) async fn compare(
                         base_rev: base.to_owned(),
                         head_rev: head.to_owned(),
                         diff,
+                        merge_base,
                         cursor: query.cursor.clone(),
                         tokens,
                     },
