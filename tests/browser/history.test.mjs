@@ -124,6 +124,10 @@ test("issue 34 point 3: the commits page lists what git log lists; a file's hist
   assert.deepEqual(followed, git(shop.dir, ["log", "--follow", "--format=%H", "--", "app/shop.py"]).split("\n"));
   assert.equal(followed.length, 3, "the history reaches the commit that made app/main.py");
   assert.match(await page.locator("ol.commits").textContent(), /renamed from app\/main\.py to app\/shop\.py/);
+  // A path the revision no longer has (renamed away): git log -- path.
+  await page.goto(url("commits/main/app/main.py"));
+  const gone = await page.$$eval("ol.commits li", (lis) => lis.map((li) => li.dataset.commit));
+  assert.deepEqual(gone, git(shop.dir, ["log", "--format=%H", "main", "--", "app/main.py"]).split("\n"));
   // A directory's history is git log -- dir.
   await page.goto(url("commits/main/src"));
   const dir = await page.$$eval("ol.commits li", (lis) => lis.map((li) => li.dataset.commit));

@@ -206,10 +206,11 @@ pub(super) async fn commits(
     };
     let service = &state.service;
     let mut answer = service.log(&page.ctx, request(!path.is_empty())).await;
+    // A directory, or a path the revision no longer has (deleted): `git log -- <path>`.
     if let Err(e) = &answer
         && !path.is_empty()
-        && e.kind == ErrorKind::InvalidArgument
-        && e.message.contains("is a directory")
+        && ((e.kind == ErrorKind::InvalidArgument && e.message.contains("is a directory"))
+            || (e.kind == ErrorKind::NotFound && e.message.starts_with("no file")))
     {
         answer = service.log(&page.ctx, request(false)).await;
     }
