@@ -348,7 +348,7 @@ def on_source_file(file):
 #     search: query, author?, case_sensitive?, count?, cursor?, lang?, limit?, path?, regex?, repo?, revision?, since?, type?, until?
 #     list: repo, depth?, path?, revision?
 #     resolve: repo, revision
-#     log: repo, cursor?, limit?, path?, revision?
+#     log: repo, cursor?, follow?, limit?, path?, revision?
 #     commit: repo, revision
 #     diff: repo, base, head, cursor?, path?
 #     blame: repo, path, end_line?, revision?, start_line?

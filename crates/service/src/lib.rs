@@ -48,7 +48,7 @@ pub use highlight::{
 pub use history::{
     BlameAnswer, BlameLines, BlameRequest, ChangedFile, CommitAnswer, DEFAULT_LOG_LIMIT,
     DiffAnswer, DiffFile, DiffRequest, LogAnswer, LogEntry, LogRequest, MAX_BLAME_LINES,
-    MAX_COMMIT_FILES, MAX_LOG_LIMIT, MAX_MESSAGE_BYTES,
+    MAX_COMMIT_FILES, MAX_LOG_LIMIT, MAX_MESSAGE_BYTES, MergeBaseAnswer,
 };
 pub use index::{
     BuildProgress, BuildStats, DEFAULT_SEARCH_LIMIT, IndexConfig, IndexInfo, IndexesStats,
