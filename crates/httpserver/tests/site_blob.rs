@@ -233,3 +233,100 @@ async fn blob_page_of_a_binary_file_offers_raw() {
     })
     .await;
 }
+
+/// Issue 34, point 1: `Service::highlight` is "lines of the file at commit X" (what the
+/// commit page calls for both sides of a diff): an older commit by full SHA, a line window,
+/// tokens that are exactly the lines `git show` has, and the same checks as `read`.
+#[tokio::test]
+async fn highlight_answers_lines_of_a_file_at_a_commit() {
+    bounded(async {
+        let source = SourceRepo::with_files(&[("src/lib.rs", LIB_RS), ("img/data.bin", BINARY)]);
+        let old = source.head();
+        source.commit(&[("src/lib.rs", b"pub fn other() {}\n")], "rewrite");
+        let store = source.store(REPO, "");
+        let service = Service::new(store, ServiceConfig::default());
+        let ctx = service::CallContext::default();
+        let request = |revision: &str, path: &str| service::HighlightRequest {
+            repo: REPO.into(),
+            revision: Some(revision.into()),
+            path: path.into(),
+            start_line: Some(4),
+            max_lines: Some(3),
+            ..service::HighlightRequest::default()
+        };
+        let answer = service
+            .highlight(&ctx, request(&old, "src/lib.rs"))
+            .await
+            .unwrap();
+        assert_eq!(answer.commit, old);
+        assert_eq!(answer.lang, Some("rust"));
+        let service::HighlightedFile::Text(text) = answer.file else {
+            panic!("src/lib.rs is text");
+        };
+        assert_eq!(text.status, service::HighlightStatus::Highlighted);
+        let shown = testgit::git(source.path(), &["show", &format!("{old}:src/lib.rs")]);
+        let expected: Vec<&str> = shown.lines().skip(3).take(3).collect();
+        let lines: Vec<String> = text
+            .lines
+            .iter()
+            .map(|l| l.tokens.iter().map(|t| t.text.as_str()).collect())
+            .collect();
+        assert_eq!(lines, expected);
+        assert_eq!(
+            text.lines.iter().map(|l| l.number).collect::<Vec<_>>(),
+            [4, 5, 6]
+        );
+        assert_eq!(text.next_start_line, Some(7));
+        assert_eq!(text.total_lines, shown.lines().count() as u64);
+        assert!(
+            text.lines[0]
+                .tokens
+                .iter()
+                .any(|t| t.text == "pub" && t.class == Some("hl-keyword")),
+            "{:?}",
+            text.lines[0]
+        );
+        // A binary file says so instead of failing.
+        let binary = service
+            .highlight(&ctx, request("HEAD", "img/data.bin"))
+            .await
+            .unwrap();
+        assert_eq!(
+            binary.file,
+            service::HighlightedFile::Binary {
+                size: BINARY.len() as u64
+            }
+        );
+        // A private repository is unknown to an anonymous caller, as for `read`.
+        let private = SourceRepo::with_files(&[("src/lib.rs", LIB_RS)]);
+        let store = private.store(REPO, "");
+        store
+            .set_private(&gitstore::RepoName::parse(REPO).unwrap(), true)
+            .unwrap();
+        let service = Service::new(store, ServiceConfig::default());
+        let anonymous = service::CallContext {
+            caller: service::Caller::Anonymous,
+            ..service::CallContext::default()
+        };
+        let refused = service
+            .highlight(&anonymous, request("HEAD", "src/lib.rs"))
+            .await
+            .unwrap_err();
+        let read = service
+            .read(
+                &anonymous,
+                service::ReadRequest {
+                    repo: REPO.into(),
+                    revision: Some("HEAD".into()),
+                    path: "src/lib.rs".into(),
+                    start_line: None,
+                    end_line: None,
+                    plugins: None,
+                },
+            )
+            .await
+            .unwrap_err();
+        assert_eq!((refused.kind, refused.message), (read.kind, read.message));
+    })
+    .await;
+}

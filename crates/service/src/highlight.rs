@@ -32,7 +32,7 @@ pub const HIGHLIGHT_CACHE_BYTES: usize = 64 * 1024 * 1024;
 pub const MAX_LINKED_NAMES: usize = 4000;
 /// Time the definition lookups of one answer may take; names not looked up by then are not
 /// linked.
-pub const DEFINITIONS_BUDGET: Duration = Duration::from_millis(20);
+pub const DEFINITIONS_BUDGET: Duration = Duration::from_millis(10);
 /// Definitions listed per linked name at most.
 pub const MAX_DEFINITION_TARGETS: usize = 20;
 /// Largest file `raw` serves.
@@ -424,53 +424,70 @@ fn link_definitions(
     else {
         return Vec::new();
     };
-    let started = Instant::now();
-    let mut looked_up: HashMap<String, Option<u32>> = HashMap::new();
-    let mut links = Vec::new();
-    for line in lines.iter() {
-        for token in &line.tokens {
-            if !linkable(token.class) {
-                continue;
-            }
+    // The page's distinct names, in order of first use.
+    let mut names: Vec<&str> = Vec::new();
+    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    'lines: for line in lines.iter() {
+        for token in line.tokens.iter().filter(|t| linkable(t.class)) {
             for range in identifiers(&token.text) {
-                let name = &token.text[range];
-                if looked_up.contains_key(name)
-                    || looked_up.len() >= MAX_LINKED_NAMES
-                    || started.elapsed() > DEFINITIONS_BUDGET
-                {
-                    continue;
+                if names.len() >= MAX_LINKED_NAMES {
+                    break 'lines;
                 }
-                let found = indexes.definitions(&search::DefinitionsRequest {
-                    symbol: name.to_owned(),
-                    repos: vec![repo.to_string()],
-                    path: None,
-                    lang: None,
-                    limit: MAX_DEFINITION_TARGETS,
-                });
-                let link = found.ok().and_then(|found| {
-                    let targets: Vec<DefinitionTarget> = found
-                        .definitions
-                        .into_iter()
-                        .map(|d| DefinitionTarget {
-                            commit: d.commit,
-                            path: d.path,
-                            line: d.symbol.line,
-                            kind: d.symbol.kind.as_str(),
-                        })
-                        .collect();
-                    (!targets.is_empty()).then(|| DefinitionLink {
-                        name: name.to_owned(),
-                        targets,
-                        total: found.total,
-                    })
-                });
-                let index = link.map(|link| {
-                    links.push(link);
-                    (links.len() - 1) as u32
-                });
-                looked_up.insert(name.to_owned(), index);
+                let name = &token.text[range];
+                if seen.insert(name) {
+                    names.push(name);
+                }
             }
         }
+    }
+    let key = (repo.to_string(), indexed);
+    let mut known = link_cache().known(&key, &names);
+    let started = Instant::now();
+    let mut found = Vec::new();
+    for name in names.iter().filter(|n| !known.contains_key(**n)) {
+        if started.elapsed() > DEFINITIONS_BUDGET {
+            break;
+        }
+        let link = indexes
+            .definitions(&search::DefinitionsRequest {
+                symbol: (*name).to_owned(),
+                repos: vec![key.0.clone()],
+                path: None,
+                lang: None,
+                limit: MAX_DEFINITION_TARGETS,
+            })
+            .ok()
+            .and_then(|answer| {
+                let targets: Vec<DefinitionTarget> = answer
+                    .definitions
+                    .into_iter()
+                    .map(|d| DefinitionTarget {
+                        commit: d.commit,
+                        path: d.path,
+                        line: d.symbol.line,
+                        kind: d.symbol.kind.as_str(),
+                    })
+                    .collect();
+                (!targets.is_empty()).then(|| {
+                    std::sync::Arc::new(DefinitionLink {
+                        name: (*name).to_owned(),
+                        targets,
+                        total: answer.total,
+                    })
+                })
+            });
+        found.push(((*name).to_owned(), link));
+    }
+    link_cache().remember(&key, &found);
+    known.extend(found);
+    let mut links = Vec::new();
+    let mut looked_up: HashMap<String, Option<u32>> = HashMap::new();
+    for name in names {
+        let index = known.get(name).cloned().flatten().map(|link| {
+            links.push(DefinitionLink::clone(&link));
+            (links.len() - 1) as u32
+        });
+        looked_up.insert(name.to_owned(), index);
     }
     if links.is_empty() {
         return links;
@@ -521,4 +538,80 @@ fn link_definitions(
         }
     }
     links
+}
+
+/// Definition lookups of names, per (repository, indexed commit): a name links to the same
+/// definitions until the repository is indexed at another commit, so a page viewed again (or
+/// another file of the repository) looks up only names not seen yet.
+struct LinkCache {
+    entries: std::sync::Mutex<LinkEntries>,
+}
+
+type LinkKey = (String, String);
+type Known = HashMap<String, Option<std::sync::Arc<DefinitionLink>>>;
+
+#[derive(Default)]
+struct LinkEntries {
+    by_index: HashMap<LinkKey, Known>,
+    names: usize,
+}
+
+/// Names whose lookups [`LinkCache`] keeps at most (then it starts over).
+const MAX_CACHED_NAMES: usize = 200_000;
+
+fn link_cache() -> &'static LinkCache {
+    static CACHE: OnceLock<LinkCache> = OnceLock::new();
+    CACHE.get_or_init(|| LinkCache {
+        entries: std::sync::Mutex::new(LinkEntries::default()),
+    })
+}
+
+impl LinkCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, LinkEntries> {
+        self.entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The kept lookups of `names` at `key`.
+    fn known(&self, key: &LinkKey, names: &[&str]) -> Known {
+        let entries = self.lock();
+        let Some(kept) = entries.by_index.get(key) else {
+            return Known::new();
+        };
+        names
+            .iter()
+            .filter_map(|name| {
+                kept.get(*name)
+                    .map(|link| ((*name).to_owned(), link.clone()))
+            })
+            .collect()
+    }
+
+    /// Keeps new lookups at `key`; lookups at an older indexed commit of the repository go.
+    fn remember(&self, key: &LinkKey, found: &[(String, Option<std::sync::Arc<DefinitionLink>>)]) {
+        if found.is_empty() {
+            return;
+        }
+        let mut entries = self.lock();
+        if entries.names + found.len() > MAX_CACHED_NAMES {
+            *entries = LinkEntries::default();
+        }
+        let stale: Vec<LinkKey> = entries
+            .by_index
+            .keys()
+            .filter(|(repo, commit)| *repo == key.0 && *commit != key.1)
+            .cloned()
+            .collect();
+        for old in stale {
+            if let Some(gone) = entries.by_index.remove(&old) {
+                entries.names -= gone.len();
+            }
+        }
+        let kept = entries.by_index.entry(key.clone()).or_default();
+        let before = kept.len();
+        kept.extend(found.iter().cloned());
+        let added = kept.len() - before;
+        entries.names += added;
+    }
 }

@@ -11,7 +11,7 @@ use crate::paths::{blame_url, blob_url, commits_url, raw_url};
 use maud::{Markup, html};
 use service::{
     DefinitionLink, HighlightStatus, HighlightedFile, HighlightedLine, HighlightedText,
-    OutlineEntry, Token,
+    OutlineEntry,
 };
 
 /// One page of a file, as the file view shows it.
@@ -84,11 +84,13 @@ fn definitions_id(link: &DefinitionLink) -> String {
 /// Where a linked name goes: its one definition's line (at the commit the line is valid
 /// at), or the list of its definitions on this page.
 fn definition_href(view: &FileView, text: &HighlightedText, link: &DefinitionLink) -> String {
+    // The page's lines are consecutive from `first_line`.
+    let last = text.first_line + text.lines.len() as u64;
     match link.targets.as_slice() {
         [one]
             if one.commit == view.commit
                 && one.path == view.path
-                && text.lines.iter().any(|l| l.number == u64::from(one.line)) =>
+                && (text.first_line..last).contains(&u64::from(one.line)) =>
         {
             format!("#L{}", one.line)
         }
@@ -101,28 +103,25 @@ fn definition_href(view: &FileView, text: &HighlightedText, link: &DefinitionLin
     }
 }
 
-/// One token: plain text, a classed span, a definition link, or a link in a span.
-fn token(view: &FileView, text: &HighlightedText, token: &Token) -> Markup {
-    let link = token
-        .definition
-        .and_then(|i| text.definitions.get(i as usize));
-    html! {
-        @match (token.class, link) {
-            (None, None) => (token.text),
-            (Some(class), None) => span class=(class) { (token.text) },
-            (None, Some(link)) => a.def href=(definition_href(view, text, link)) { (token.text) },
-            (Some(class), Some(link)) => span class=(class) {
-                a.def href=(definition_href(view, text, link)) { (token.text) }
-            },
-        }
-    }
-}
-
-fn code_line(view: &FileView, text: &HighlightedText, line: &HighlightedLine) -> Markup {
+/// One line: each token plain text, a classed span, a definition link, or a link in a
+/// span (rendered in one template: a line has many tokens).
+fn code_line(hrefs: &[String], line: &HighlightedLine) -> Markup {
     html! {
         tr id={ "L" (line.number) } {
             td.num { a href={ "#L" (line.number) } { (line.number) } }
-            td.line { code { @for t in &line.tokens { (token(view, text, t)) } } }
+            td.line { code {
+                @for t in &line.tokens {
+                    @let href = t.definition.and_then(|i| hrefs.get(i as usize));
+                    @match (t.class, href) {
+                        (None, None) => (t.text),
+                        (Some(class), None) => span class=(class) { (t.text) },
+                        (None, Some(href)) => a.def href=(href) { (t.text) },
+                        (Some(class), Some(href)) => span class=(class) {
+                            a.def href=(href) { (t.text) }
+                        },
+                    }
+                }
+            } }
         }
     }
 }
@@ -130,29 +129,30 @@ fn code_line(view: &FileView, text: &HighlightedText, line: &HighlightedLine) ->
 /// The lists of names with several definitions, each shown when its fragment is the target
 /// (`:target`, no script).
 fn definition_lists(view: &FileView, text: &HighlightedText) -> Markup {
+    let mut used = vec![false; text.definitions.len()];
+    for t in text.lines.iter().flat_map(|l| &l.tokens) {
+        if let Some(slot) = t.definition.and_then(|i| used.get_mut(i as usize)) {
+            *slot = true;
+        }
+    }
     html! {
-        @for link in text.definitions.iter().filter(|l| l.targets.len() > 1) {
-            @let linked = text.lines.iter().any(|l| l.tokens.iter().any(|t| {
-                t.definition.and_then(|i| text.definitions.get(i as usize)) == Some(link)
-            }));
-            @if linked {
-                section.def-list id=(definitions_id(link)) aria-label={ "Definitions of " (link.name) } {
-                    h2 { "Definitions of " code { (link.name) } }
-                    ul {
-                        @for target in &link.targets {
-                            li {
-                                a href={ (blob_url(&view.repo, &target.commit, &target.path)) "#L" (target.line) } {
-                                    (target.path) ":" (target.line)
-                                }
-                                " " span.kind { (target.kind) }
+        @for (link, _) in text.definitions.iter().zip(&used).filter(|(l, used)| **used && l.targets.len() > 1) {
+            section.def-list id=(definitions_id(link)) aria-label={ "Definitions of " (link.name) } {
+                h2 { "Definitions of " code { (link.name) } }
+                ul {
+                    @for target in &link.targets {
+                        li {
+                            a href={ (blob_url(&view.repo, &target.commit, &target.path)) "#L" (target.line) } {
+                                (target.path) ":" (target.line)
                             }
+                            " " span.kind { (target.kind) }
                         }
                     }
-                    @if link.total > link.targets.len() as u64 {
-                        p.meta { "and " (link.total - link.targets.len() as u64) " more" }
-                    }
-                    a.close href="#_" { "Close" }
                 }
+                @if link.total > link.targets.len() as u64 {
+                    p.meta { "and " (link.total - link.targets.len() as u64) " more" }
+                }
+                a.close href="#_" { "Close" }
             }
         }
     }
@@ -202,6 +202,12 @@ pub fn blob(chrome: &Chrome, view: &FileView) -> String {
             let first = text.first_line;
             let last = first + text.lines.len() as u64;
             let paged = first > 1 || text.next_start_line.is_some();
+            // Each linked name's target, made once (a name may occur on every line).
+            let hrefs: Vec<String> = text
+                .definitions
+                .iter()
+                .map(|link| definition_href(view, text, link))
+                .collect();
             html! {
                 p.meta {
                     "Commit " (short_sha(&view.commit)) " · "
@@ -234,7 +240,7 @@ pub fn blob(chrome: &Chrome, view: &FileView) -> String {
                     div.blob-code {
                         table.code {
                             tbody {
-                                @for line in &text.lines { (code_line(view, text, line)) }
+                                @for line in &text.lines { (code_line(&hrefs, line)) }
                             }
                         }
                     }
@@ -263,7 +269,7 @@ pub fn blob(chrome: &Chrome, view: &FileView) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use service::DefinitionTarget;
+    use service::{DefinitionTarget, Token};
 
     fn view(tokens: Vec<Token>, definitions: Vec<DefinitionLink>) -> FileView {
         FileView {
