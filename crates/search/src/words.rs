@@ -155,6 +155,46 @@ impl WordsBuilder {
     }
 }
 
+/// Below this many bytes of vocabulary text the scan stays on the calling thread (starting
+/// threads costs more than it saves).
+const PARALLEL_SCAN_BYTES: usize = 1 << 20;
+
+/// `text[from..to]` (whole words, each ending in `\n`) cut in about as many parts as there
+/// are cores (at most four), each ending at a word's end, with the regex to run over it.
+fn pieces<'r>(
+    text: &[u8],
+    from: usize,
+    to: usize,
+    regex: &'r Regex,
+) -> Vec<(usize, usize, &'r Regex)> {
+    let cores = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 4);
+    let count = if to - from < PARALLEL_SCAN_BYTES {
+        1
+    } else {
+        cores
+    };
+    let mut out = Vec::with_capacity(count);
+    let mut start = from;
+    for part in 1..=count {
+        if start >= to {
+            break;
+        }
+        let target = from + (to - from) * part / count;
+        let end = if part == count {
+            to
+        } else if target < start {
+            continue; // the last part ran past this one's target
+        } else {
+            memchr::memchr(b'\n', &text[target..to]).map_or(to, |at| target + at + 1)
+        };
+        out.push((start, end, regex));
+        start = end;
+    }
+    out
+}
+
 /// A mapped `words.bin`, checked at load.
 pub(crate) struct Vocabulary {
     map: Mmap,
@@ -234,9 +274,35 @@ impl Vocabulary {
     pub(crate) fn matching_docs(&self, regex: &Regex, ascii: Option<&Regex>) -> Vec<u32> {
         let text = self.text();
         let split = self.start(self.ascii);
+        // The scan is most of a word-only search that finds few words (tens of MB of
+        // vocabulary for a 100 MB corpus): its parts, cut at word ends, run on every core.
+        let mut parts = pieces(text, 0, split, ascii.unwrap_or(regex));
+        parts.extend(pieces(text, split, text.len(), regex));
         let mut words = Vec::new();
-        self.scan(ascii.unwrap_or(regex), &text[..split], 0, &mut words);
-        self.scan(regex, &text[split..], split, &mut words);
+        if parts.len() == 1 || text.len() < PARALLEL_SCAN_BYTES {
+            for (from, to, regex) in parts {
+                self.scan(regex, &text[from..to], from, &mut words);
+            }
+        } else {
+            std::thread::scope(|scope| {
+                let workers: Vec<_> = parts
+                    .into_iter()
+                    .map(|(from, to, regex)| {
+                        scope.spawn(move || {
+                            let mut found = Vec::new();
+                            self.scan(regex, &text[from..to], from, &mut found);
+                            found
+                        })
+                    })
+                    .collect();
+                for worker in workers {
+                    match worker.join() {
+                        Ok(found) => words.extend(found),
+                        Err(panic) => std::panic::resume_unwind(panic),
+                    }
+                }
+            });
+        }
         let mut docs = Vec::new();
         for word in words {
             self.postings(word, &mut docs);
@@ -406,6 +472,70 @@ mod tests {
             r"\w*", r"\b", "a b", "a.c", r"[^ ]+", r"\Afoo", r"foo\z", "a-b", r"x?",
         ] {
             assert!(!applies(p, false), "{p}");
+        }
+    }
+
+    #[test]
+    fn s10_scan_parts_cover_the_text_at_word_ends() {
+        let regex = Regex::new("x").expect("regex");
+        let text: Vec<u8> = (0..300_000u32)
+            .flat_map(|i| format!("w{}\n", i % 977).into_bytes())
+            .collect();
+        for (from, to) in [(0, text.len()), (0, 0), (4, text.len()), (0, 4)] {
+            let parts = pieces(&text, from, to, &regex);
+            let mut at = from;
+            for &(start, end, _) in &parts {
+                assert_eq!(start, at);
+                assert!(end > start && end <= to);
+                assert!(end == to || text[end - 1] == b'\n');
+                at = end;
+            }
+            assert_eq!(at.max(from), to.max(from));
+        }
+    }
+
+    #[test]
+    fn s10_a_scan_in_parts_finds_what_one_scan_finds() {
+        // Over a MiB of vocabulary, so the scan runs in parts on several threads.
+        let mut builder = WordsBuilder::default();
+        let mut all: Vec<(String, u32)> = Vec::new();
+        for doc in 0..64u32 {
+            let mut words = Vec::new();
+            for i in 0..3000u32 {
+                let word = format!("w{doc}_{i}_{}", (i * 7919 + doc) % 1000);
+                words.extend_from_slice(word.as_bytes());
+                words.push(b'\n');
+                all.push((word, doc));
+            }
+            builder.add(doc, &words);
+        }
+        builder.add(64, "größe_7\n".as_bytes());
+        all.push(("größe_7".into(), 64));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(WORDS_FILE);
+        builder.write(&path).expect("write");
+        let map = crate::disk::map(&path).expect("map").expect("not empty");
+        let vocabulary = Vocabulary::load(map).expect("load");
+        assert!(vocabulary.text_len() > PARALLEL_SCAN_BYTES);
+        for pattern in [r"\bw\d+_\d*77\d*_\d{3}\b", r"_7$", r"\w+ö\w+", r"^w1_"] {
+            // Multi-line, as searches compile them (module `plan`).
+            let regex = regex::bytes::RegexBuilder::new(pattern)
+                .multi_line(true)
+                .build()
+                .expect("regex");
+            let mut expected: Vec<u32> = all
+                .iter()
+                .filter(|(word, _)| regex.is_match(word.as_bytes()))
+                .map(|(_, doc)| *doc)
+                .collect();
+            expected.sort_unstable();
+            expected.dedup();
+            assert!(!expected.is_empty(), "{pattern}");
+            assert_eq!(
+                vocabulary.matching_docs(&regex, None),
+                expected,
+                "{pattern}"
+            );
         }
     }
 
