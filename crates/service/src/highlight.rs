@@ -18,7 +18,6 @@
 //! holds a page up.
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use gitstore::{CommitId, RepoName, RepoPath};
@@ -184,12 +183,11 @@ pub struct HighlightCacheStats {
     pub bytes: usize,
 }
 
-/// The process's highlighting results. Keyed by content, compared in full on a hit, so
-/// sharing it between services (and repositories) shows nobody another's file; access is
-/// checked before it is consulted.
-fn cache() -> &'static highlight::Cache {
-    static CACHE: OnceLock<highlight::Cache> = OnceLock::new();
-    CACHE.get_or_init(|| highlight::Cache::new(HIGHLIGHT_CACHE_BYTES, highlight::Limits::default()))
+/// The service's highlighting results ([`crate::Inner`] keeps them). Keyed by content and
+/// compared in full on a hit, so sharing it between repositories shows nobody another's file;
+/// access is checked before it is consulted.
+pub(crate) fn new_cache() -> highlight::Cache {
+    highlight::Cache::new(HIGHLIGHT_CACHE_BYTES, highlight::Limits::default())
 }
 
 /// Bytes probed for a NUL (as the store does for `read`).
@@ -232,7 +230,7 @@ impl Service {
                 ) => return Ok(answer(HighlightedFile::Binary { size })),
                 Err(e) => return Err(e.into()),
             };
-            let highlighted = cache().highlight(grammar, text.as_str());
+            let highlighted = inner.highlights.highlight(grammar, text.as_str());
             drop(text);
             let first = start_line.unwrap_or(1).max(1);
             let total = highlighted.line_count() as u64;
@@ -296,7 +294,7 @@ impl Service {
 
     /// What the process's highlighting cache did so far.
     pub fn highlight_cache_stats(&self) -> HighlightCacheStats {
-        let stats = cache().stats();
+        let stats = self.inner.highlights.stats();
         HighlightCacheStats {
             hits: stats.hits,
             misses: stats.misses,
@@ -441,7 +439,7 @@ fn link_definitions(
         }
     }
     let key = (repo.to_string(), indexed);
-    let mut known = link_cache().known(&key, &names);
+    let mut known = inner.definition_links.known(&key, &names);
     let started = Instant::now();
     let mut found = Vec::new();
     for name in names.iter().filter(|n| !known.contains_key(**n)) {
@@ -478,7 +476,7 @@ fn link_definitions(
             });
         found.push(((*name).to_owned(), link));
     }
-    link_cache().remember(&key, &found);
+    inner.definition_links.remember(&key, &found);
     known.extend(found);
     let mut links = Vec::new();
     let mut looked_up: HashMap<String, Option<u32>> = HashMap::new();
@@ -543,7 +541,8 @@ fn link_definitions(
 /// Definition lookups of names, per (repository, indexed commit): a name links to the same
 /// definitions until the repository is indexed at another commit, so a page viewed again (or
 /// another file of the repository) looks up only names not seen yet.
-struct LinkCache {
+#[derive(Default)]
+pub(crate) struct LinkCache {
     entries: std::sync::Mutex<LinkEntries>,
 }
 
@@ -558,13 +557,6 @@ struct LinkEntries {
 
 /// Names whose lookups [`LinkCache`] keeps at most (then it starts over).
 const MAX_CACHED_NAMES: usize = 200_000;
-
-fn link_cache() -> &'static LinkCache {
-    static CACHE: OnceLock<LinkCache> = OnceLock::new();
-    CACHE.get_or_init(|| LinkCache {
-        entries: std::sync::Mutex::new(LinkEntries::default()),
-    })
-}
 
 impl LinkCache {
     fn lock(&self) -> std::sync::MutexGuard<'_, LinkEntries> {

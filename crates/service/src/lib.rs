@@ -209,6 +209,10 @@ struct Inner {
     served_here: std::sync::atomic::AtomicUsize,
     /// Overlays of commits searched at a revision (S-8), kept for the next call.
     overlays: std::sync::Mutex<revision_search::OverlayCache>,
+    /// Highlighted files, by content (the website's code views).
+    highlights: ::highlight::Cache,
+    /// Definition links of names, per (repository, indexed commit).
+    definition_links: highlight::LinkCache,
 }
 
 /// The access store (users, tokens, grants) on the metadata `store`'s registry uses: the
@@ -255,6 +259,8 @@ impl Service {
                 placement: std::sync::OnceLock::new(),
                 served_here: std::sync::atomic::AtomicUsize::new(usize::MAX),
                 overlays: Default::default(),
+                highlights: highlight::new_cache(),
+                definition_links: Default::default(),
             }),
         }
     }
