@@ -6,6 +6,7 @@
 //! splices; a span's class is one of the highlighter's fixed class names.
 
 use crate::Chrome;
+use crate::pages::human_size;
 use crate::frame::{Tab, breadcrumbs, layout, permalink, repo_header, short_sha};
 use crate::paths::{blame_url, blob_url, commits_url, raw_url};
 use maud::{Markup, html};
@@ -59,21 +60,6 @@ fn outline(view: &FileView, first: u64, last: u64) -> Markup {
             }
         }
     }
-}
-
-/// A size as people read it (SI units, as `ls --si`).
-fn size_text(bytes: u64) -> String {
-    if bytes < 1000 {
-        return format!("{bytes} B");
-    }
-    let mut value = bytes as f64 / 1000.0;
-    for unit in ["KB", "MB", "GB"] {
-        if value < 1000.0 {
-            return format!("{value:.1} {unit}");
-        }
-        value /= 1000.0;
-    }
-    format!("{value:.1} TB")
 }
 
 /// The fragment id of a name's list of definitions (names are ASCII identifiers).
@@ -164,7 +150,7 @@ fn plain_note(status: HighlightStatus) -> Option<String> {
         HighlightStatus::Highlighted | HighlightStatus::NoGrammar => None,
         HighlightStatus::TooLarge { limit } => Some(format!(
             "Shown without highlighting: the file is over the {} highlighting parses.",
-            size_text(limit as u64)
+            human_size(limit as u64)
         )),
         HighlightStatus::TimedOut => {
             Some("Shown without highlighting: highlighting this file took too long.".into())
@@ -188,12 +174,12 @@ pub fn blob(chrome: &Chrome, view: &FileView) -> String {
     let body = match &view.file {
         HighlightedFile::Binary { size } => html! {
             p.meta {
-                "Commit " (short_sha(&view.commit)) " · " (size_text(*size)) " · "
+                "Commit " (short_sha(&view.commit)) " · " (human_size(*size)) " · "
                 (permalink(&blob_url(&view.repo, &view.commit, &view.path)))
             }
             (actions)
             p.note.binary {
-                "Binary file (" (size_text(*size)) "): it is not shown as text. "
+                "Binary file (" (human_size(*size)) "): it is not shown as text. "
                 a href=(raw_url(&view.repo, &view.commit, &view.path)) { "View the raw file" }
                 "."
             }
@@ -213,7 +199,7 @@ pub fn blob(chrome: &Chrome, view: &FileView) -> String {
                     "Commit " (short_sha(&view.commit)) " · "
                     @if text.total_lines == 0 { "empty file" }
                     @else { (text.total_lines) " lines" }
-                    " · " (size_text(text.total_bytes))
+                    " · " (human_size(text.total_bytes))
                     @if let Some(lang) = view.lang { " · " (lang) }
                     " · "
                     (permalink(&blob_url(&view.repo, &view.commit, &view.path)))
@@ -221,7 +207,7 @@ pub fn blob(chrome: &Chrome, view: &FileView) -> String {
                 (actions)
                 @if paged {
                     p.note.paging role="note" {
-                        "This file is large (" (text.total_lines) " lines, " (size_text(text.total_bytes))
+                        "This file is large (" (text.total_lines) " lines, " (human_size(text.total_bytes))
                         "), more than one page shows: these are lines " (first) "–" (last.saturating_sub(1))
                         " of " (text.total_lines) ". "
                         @if first > 1 {
