@@ -3,6 +3,8 @@
 //! by pasting a token gives a strict cookie session that every form guards with a CSRF token
 //! and that ends the moment its token is revoked.
 
+mod sitecommon;
+
 use service::{Service, ServiceConfig};
 use testgit::SourceRepo;
 
@@ -58,18 +60,7 @@ async fn site(public_read: bool, private: bool) -> Site {
         ..ServiceConfig::default()
     };
     let service = Service::new(store, config);
-    let site = httpserver::SiteConfig {
-        origin: "http://127.0.0.1".into(),
-    };
-    let app = httpserver::with_access_and_sessions(
-        httpserver::site_router(service.clone(), &site),
-        service,
-        &site,
-        users.clone(),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(httpserver::serve(listener, app, std::future::pending()));
+    let base = sitecommon::serve_site(service, users.clone()).await;
     Site {
         _source: source,
         base,

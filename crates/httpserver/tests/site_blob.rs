@@ -2,6 +2,8 @@
 //! exact bytes and headers, compared with `git cat-file` of the source; the blob page's
 //! highlighting, definition links from the search index, binary and large files.
 
+mod sitecommon;
+
 use service::{Service, ServiceConfig};
 use std::time::Duration;
 use testgit::SourceRepo;
@@ -34,18 +36,7 @@ async fn site(private: bool) -> Site {
     let users = std::sync::Arc::new(access::AccessStore::open(&store.metadata_path()).unwrap());
     let service = Service::new(store, ServiceConfig::default());
     service.index(REPO.into(), |_| {}).await.unwrap();
-    let site = httpserver::SiteConfig {
-        origin: "http://127.0.0.1".into(),
-    };
-    let app = httpserver::with_access_and_sessions(
-        httpserver::site_router(service.clone(), &site),
-        service,
-        &site,
-        users,
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(httpserver::serve(listener, app, std::future::pending()));
+    let base = sitecommon::serve_site(service, users).await;
     Site {
         source,
         base,

@@ -3,6 +3,8 @@
 //! sizes, permalinks at a branch, the Commits tab and the top bar's search box, under a CSP
 //! without `unsafe-inline`. The repository is made with `git` in a temp dir.
 
+mod sitecommon;
+
 use service::{Service, ServiceConfig};
 use std::time::Duration;
 use testgit::SourceRepo;
@@ -34,18 +36,7 @@ async fn site() -> Site {
     let store = source.store(REPO, "");
     let users = std::sync::Arc::new(access::AccessStore::open(&store.metadata_path()).unwrap());
     let service = Service::new(store, ServiceConfig::default());
-    let site = httpserver::SiteConfig {
-        origin: "http://127.0.0.1".into(),
-    };
-    let app = httpserver::with_access_and_sessions(
-        httpserver::site_router(service.clone(), &site),
-        service,
-        &site,
-        users,
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(httpserver::serve(listener, app, std::future::pending()));
+    let base = sitecommon::serve_site(service, users).await;
     Site {
         source,
         base,

@@ -1,0 +1,25 @@
+//! Set-up shared by the website's tests: the site of a service served on 127.0.0.1 as
+//! `csg serve` serves it (behind the access layer, sessions in the operator's store).
+
+use service::Service;
+use std::sync::Arc;
+
+/// Serves the site of `service` on a free loopback port for as long as the test runs;
+/// answers its base URL (`http://127.0.0.1:PORT`).
+pub async fn serve_site(service: Service, users: Arc<access::AccessStore>) -> String {
+    let site = httpserver::SiteConfig {
+        origin: "http://127.0.0.1".into(),
+    };
+    let app = httpserver::with_access_and_sessions(
+        httpserver::site_router(service.clone(), &site),
+        service,
+        &site,
+        users,
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a free loopback port");
+    let base = format!("http://{}", listener.local_addr().expect("its address"));
+    tokio::spawn(httpserver::serve(listener, app, std::future::pending()));
+    base
+}
