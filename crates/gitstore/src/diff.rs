@@ -199,6 +199,57 @@ fn file_text_renamed(
     Ok(out)
 }
 
+/// One page of a diff being filled: whole files while their texts fit `budget` bytes; the
+/// first file always comes, cut at a line if it alone is over the budget.
+struct Paging {
+    budget: usize,
+    total_files: usize,
+    used: usize,
+    files: Vec<FileDiff>,
+    next_file: Option<usize>,
+}
+
+impl Paging {
+    fn new(total_files: usize, budget: usize) -> Self {
+        Paging {
+            budget,
+            total_files,
+            used: 0,
+            files: Vec::new(),
+            next_file: None,
+        }
+    }
+
+    /// Adds file number `index` if it fits; false when the page is full (stop adding).
+    fn push(&mut self, index: usize, mut file: FileDiff) -> bool {
+        if self.used + file.text.len() > self.budget {
+            if !self.files.is_empty() {
+                self.next_file = Some(index);
+                return false;
+            }
+            let cut = file.text[..file.text.floor_char_boundary(self.budget)]
+                .rfind('\n')
+                .map_or(0, |i| i + 1);
+            file.text.truncate(cut);
+            file.truncated = true;
+            self.next_file = (index + 1 < self.total_files).then_some(index + 1);
+        }
+        self.used += file.text.len();
+        let more = !file.truncated;
+        self.files.push(file);
+        more
+    }
+
+    fn finish(self, parent: Option<CommitId>) -> DiffPage {
+        DiffPage {
+            files: self.files,
+            next_file: self.next_file,
+            total_files: self.total_files,
+            parent,
+        }
+    }
+}
+
 /// The files that differ between `base` and `head` within `limit`, from file `skip` on,
 /// while their texts fit `budget` bytes (the first always comes, cut at a line if it must).
 pub(crate) fn diff(
@@ -214,44 +265,22 @@ pub(crate) fn diff(
         Ok(commit.tree_id().map_err(crate::objects::odb)?.detach())
     };
     let pending = changes::pending(repo, Some(tree(base)?), Some(tree(head)?), limit)?;
-    let total_files = pending.len();
-    let mut files = Vec::new();
-    let mut used = 0usize;
-    let mut next_file = None;
+    let mut page = Paging::new(pending.len(), budget);
     let mut exact = ExactBudget::per_call();
     for (index, change) in pending.iter().enumerate().skip(skip) {
-        let mut text = file_text(repo, change, &mut exact)?;
-        let mut truncated = false;
-        if used + text.len() > budget {
-            if !files.is_empty() {
-                next_file = Some(index);
-                break;
-            }
-            let cut = text[..text.floor_char_boundary(budget)]
-                .rfind('\n')
-                .map_or(0, |i| i + 1);
-            text.truncate(cut);
-            truncated = true;
-            next_file = (index + 1 < total_files).then_some(index + 1);
-        }
-        used += text.len();
-        files.push(FileDiff {
+        let text = file_text(repo, change, &mut exact)?;
+        let file = FileDiff {
             path: change.path.clone(),
             old_path: None,
             kind: change.kind,
             text,
-            truncated,
-        });
-        if truncated {
+            truncated: false,
+        };
+        if !page.push(index, file) {
             break;
         }
     }
-    Ok(DiffPage {
-        files,
-        next_file,
-        total_files,
-        parent: None,
-    })
+    Ok(page.finish(None))
 }
 
 impl GitStore {
@@ -298,10 +327,7 @@ fn commit_diff(
             .unwrap_or_default()
     };
     pairs.sort_by_key(key);
-    let total_files = pairs.len();
-    let mut files = Vec::new();
-    let mut used = 0usize;
-    let mut next_file = None;
+    let mut page = Paging::new(pairs.len(), budget);
     let mut exact = ExactBudget::per_call();
     for (index, (old, new)) in pairs.into_iter().enumerate().skip(skip) {
         let leaf = |side: &Option<(String, Leaf)>| side.as_ref().map(|(_, l)| *l);
@@ -320,39 +346,21 @@ fn commit_diff(
             old: leaf(&old),
             new: leaf(&new),
         };
-        let mut text = file_text_renamed(repo, &change, from.as_deref(), &mut exact)?;
-        let mut truncated = false;
-        if used + text.len() > budget {
-            if !files.is_empty() {
-                next_file = Some(index);
-                break;
-            }
-            let cut = text[..text.floor_char_boundary(budget)]
-                .rfind('\n')
-                .map_or(0, |i| i + 1);
-            text.truncate(cut);
-            truncated = true;
-            next_file = (index + 1 < total_files).then_some(index + 1);
-        }
-        used += text.len();
-        files.push(FileDiff {
+        let text = file_text_renamed(repo, &change, from.as_deref(), &mut exact)?;
+        let file = FileDiff {
             path,
             old_path: from,
             kind,
             text,
-            truncated,
-        });
-        if truncated {
+            truncated: false,
+        };
+        if !page.push(index, file) {
             break;
         }
     }
-    Ok(DiffPage {
-        files,
-        next_file,
-        total_files,
-        parent: parent
-            .as_ref()
-            .map(crate::objects::to_commit_id)
-            .transpose()?,
-    })
+    let parent = parent
+        .as_ref()
+        .map(crate::objects::to_commit_id)
+        .transpose()?;
+    Ok(page.finish(parent))
 }
