@@ -9,7 +9,7 @@ use crate::history::summary;
 use crate::linediff::{self, ExactBudget};
 use crate::objects::{odb, to_oid};
 use crate::walk::pair_renames;
-use crate::{CommitId, CommitSummary, Error, GitStore, RepoName};
+use crate::{CommitId, CommitSummary, Error, GitStore, RepoName, RepoPath};
 use gix::ObjectId;
 
 /// How a file changed, renames included.
@@ -66,20 +66,7 @@ impl GitStore {
         crate::handles::with_repo(&reader.repo, |repo| {
             let commit = repo.find_commit(id).map_err(odb)?;
             let parents: Vec<ObjectId> = commit.parent_ids().map(|p| p.detach()).collect();
-            let old = match parents.first() {
-                Some(parent) => Some(crate::history::tree_of(repo, *parent)?),
-                None => None,
-            };
-            let new = commit.tree_id().map_err(odb)?.detach();
-            let pending = changes::pending(repo, old, Some(new), &scope)?;
-            let mut pairs = pair_renames(repo, pending)?;
-            let key = |p: &crate::walk::Pair| {
-                p.1.as_ref()
-                    .or(p.0.as_ref())
-                    .map(|(path, _)| path.clone())
-                    .unwrap_or_default()
-            };
-            pairs.sort_by_key(key);
+            let pairs = changed_pairs(repo, &commit, parents.first().copied(), &scope)?;
             let total_files = pairs.len();
             let mut budget = ExactBudget::per_call();
             let mut files = Vec::new();
@@ -150,4 +137,29 @@ fn count(
         u64::from(diff.count_additions()),
         u64::from(diff.count_removals()),
     )))
+}
+
+/// What `commit` changed against `parent` (a root commit: against nothing) inside `scope`,
+/// renames paired as `git show` pairs them, in the order git lists them (by the new path, a
+/// deleted file by its old one).
+pub(crate) fn changed_pairs(
+    repo: &gix::Repository,
+    commit: &gix::Commit<'_>,
+    parent: Option<ObjectId>,
+    scope: &RepoPath,
+) -> Result<Vec<crate::walk::Pair>, Error> {
+    let old = match parent {
+        Some(parent) => Some(crate::history::tree_of(repo, parent)?),
+        None => None,
+    };
+    let new = commit.tree_id().map_err(odb)?.detach();
+    let pending = changes::pending(repo, old, Some(new), scope)?;
+    let mut pairs = pair_renames(repo, pending)?;
+    pairs.sort_by_key(|p| {
+        p.1.as_ref()
+            .or(p.0.as_ref())
+            .map(|(path, _)| path.clone())
+            .unwrap_or_default()
+    });
+    Ok(pairs)
 }

@@ -313,20 +313,7 @@ fn commit_diff(
 ) -> Result<DiffPage, Error> {
     let commit = repo.find_commit(id).map_err(odb)?;
     let parent = commit.parent_ids().next().map(|p| p.detach());
-    let old = match parent {
-        Some(parent) => Some(crate::history::tree_of(repo, parent)?),
-        None => None,
-    };
-    let new = commit.tree_id().map_err(odb)?.detach();
-    let pending = changes::pending(repo, old, Some(new), scope)?;
-    let mut pairs = crate::walk::pair_renames(repo, pending)?;
-    let key = |p: &crate::walk::Pair| {
-        p.1.as_ref()
-            .or(p.0.as_ref())
-            .map(|(path, _)| path.clone())
-            .unwrap_or_default()
-    };
-    pairs.sort_by_key(key);
+    let pairs = crate::commitfiles::changed_pairs(repo, &commit, parent, scope)?;
     let mut page = Paging::new(pairs.len(), budget);
     let mut exact = ExactBudget::per_call();
     for (index, (old, new)) in pairs.into_iter().enumerate().skip(skip) {
