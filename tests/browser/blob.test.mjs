@@ -3,11 +3,11 @@
 //
 // Run: CSG_BIN=/tmp/<you>/csg timeout 300 node --test blob.test.mjs
 
-import { test, before, after } from "node:test";
+import { test, before } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import {
-  artifacts, tempDir, startSite, watchedPage, codeRepository, git, HOSTILE_NAME,
+  artifacts, serveCodeRepository, watchedPage, git, HOSTILE_NAME,
 } from "./fixture.mjs";
 
 let tmp, site, base, browser, shop, repo;
@@ -16,16 +16,9 @@ const blob = (rev, path) =>
   `${base}/sourcegraph/repos/${repo}/-/blob/${encodeURIComponent(rev)}/${path.split("/").map(encodeURIComponent).join("/")}`;
 const raw = (rev, path) => blob(rev, path).replace("/-/blob/", "/-/raw/");
 
+const served = serveCodeRepository();
 before(async () => {
-  tmp = tempDir();
-  shop = codeRepository(tmp);
-  repo = "local/shop";
-  site = await startSite(tmp, [shop.dir]);
-  ({ base, browser } = site);
-});
-
-after(async () => {
-  await site?.stop();
+  ({ tmp, site, base, browser, shop, repo } = await served.ready());
 });
 
 /// Loads `url` until `selector` is on the page: the first index (definitions) is built in

@@ -5,6 +5,7 @@
 // CSG_BIN names the binary (default target/debug/csg); CHROMIUM the browser
 // (default /usr/bin/chromium). Screenshots go to `artifacts` (target/browser-artifacts/).
 
+import { before, after } from "node:test";
 import { spawn, execFileSync } from "node:child_process";
 import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -218,4 +219,24 @@ export function codeRepository(parent, name = "shop") {
   const third = commitAs(dir, ADA, "2026-03-15T08:45:00Z", "app: clear the cart at checkout; big docs");
 
   return { dir, commits: [first, second, third], head: third };
+}
+
+/// Serves `codeRepository` (as `local/shop`) for the test file that calls this: registers
+/// node:test's `before` (build, start) and `after` (stop) and answers `{ repo, ready }`;
+/// `await ready()` (in the file's own `before`: root hooks do not wait for each other) gives
+/// `{ tmp, shop, site, base, browser, repo }`.
+export function serveCodeRepository() {
+  const repo = "local/shop";
+  let starting;
+  const ready = () => (starting ??= (async () => {
+    const tmp = tempDir();
+    const shop = codeRepository(tmp);
+    const site = await startSite(tmp, [shop.dir]);
+    return { tmp, shop, site, base: site.base, browser: site.browser, repo };
+  })());
+  before(ready);
+  after(async () => {
+    if (starting) await (await starting.catch(() => null))?.site.stop();
+  });
+  return { repo, ready };
 }

@@ -4,26 +4,19 @@
 // named with markup) kept as text and no console errors. Screenshots of the blame and commit
 // pages, light and dark, go to target/browser-artifacts/.
 
-import { test, before, after } from "node:test";
+import { test, before } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import {
-  artifacts, git, tempDir, startSite, watchedPage, codeRepository, hostile, HOSTILE_NAME, ADA, BOB,
+  artifacts, git, serveCodeRepository, watchedPage, hostile, HOSTILE_NAME, ADA, BOB,
 } from "./fixture.mjs";
 
-let tmp, site, base, browser, shop;
-const repo = "local/shop";
+let tmp, site, base, browser, shop, repo;
 const url = (rest) => `${base}/sourcegraph/repos/${repo}/-/${rest}`;
 
+const served = serveCodeRepository();
 before(async () => {
-  tmp = tempDir();
-  shop = codeRepository(tmp);
-  site = await startSite(tmp, [shop.dir]);
-  ({ base, browser } = site);
-});
-
-after(async () => {
-  await site?.stop();
+  ({ tmp, site, base, browser, shop, repo } = await served.ready());
 });
 
 /// What every page must keep: no script from content ran, no console errors.

@@ -4,23 +4,16 @@
 // fixture.mjs builds with git (README with a table, a task list, a relative link and image
 // and hostile HTML; a file named with HTML; several commits by two authors).
 
-import { test, before, after } from "node:test";
+import { test, before } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { artifacts, codeRepository, git, tempDir, startSite, watchedPage, HOSTILE_NAME } from "./fixture.mjs";
+import { artifacts, git, serveCodeRepository, watchedPage, HOSTILE_NAME } from "./fixture.mjs";
 
-let tmp, site, base, browser, shop;
-const repo = "local/shop";
+let tmp, site, base, browser, shop, repo;
 
+const served = serveCodeRepository();
 before(async () => {
-  tmp = tempDir();
-  shop = codeRepository(tmp);
-  site = await startSite(tmp, [shop.dir]);
-  ({ base, browser } = site);
-});
-
-after(async () => {
-  await site?.stop();
+  ({ tmp, site, base, browser, shop, repo } = await served.ready());
 });
 
 const repoUrl = () => `${base}/sourcegraph/repos/${repo}`;
