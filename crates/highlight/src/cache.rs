@@ -70,6 +70,11 @@ impl Cache {
     /// nothing to redo, or bigger than the whole budget). Runs outside the lock, so two
     /// callers of one new file may both run it once.
     pub fn highlight(&self, grammar: Option<Grammar>, text: &str) -> Arc<Highlighted> {
+        // Never kept (below), so neither hashed nor looked up: a large file's every page
+        // would otherwise hash all of it.
+        if grammar.is_none() || text.len() > self.limits.max_bytes {
+            return Arc::new(highlight(grammar, text, self.limits));
+        }
         let key = self.key(grammar, text);
         if let Some(found) = self.lookup(&key, text) {
             self.hits.fetch_add(1, Ordering::Relaxed);

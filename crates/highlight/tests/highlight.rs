@@ -135,6 +135,28 @@ fn the_cache_highlights_one_blob_once() {
 }
 
 #[test]
+fn the_cache_neither_keeps_nor_looks_up_plain_results() {
+    let limits = Limits {
+        max_bytes: 1000,
+        ..Limits::default()
+    };
+    let cache = Cache::new(16 * 1024 * 1024, limits);
+    let large = "fn main() {}\n".repeat(100);
+    for _ in 0..2 {
+        assert_eq!(
+            cache.highlight(Some(Grammar::Rust), &large).outcome(),
+            Outcome::TooLarge { limit: 1000 }
+        );
+        assert_eq!(
+            cache.highlight(None, "plain\n").outcome(),
+            Outcome::NoGrammar
+        );
+    }
+    let stats = cache.stats();
+    assert_eq!((stats.hits, stats.misses, stats.entries), (0, 0, 0));
+}
+
+#[test]
 fn the_cache_stays_within_its_byte_budget() {
     let budget = 64 * 1024;
     let cache = Cache::new(budget, Limits::default());

@@ -6,8 +6,8 @@
 //! splices; a span's class is one of the highlighter's fixed class names.
 
 use crate::Chrome;
-use crate::pages::human_size;
 use crate::frame::{Tab, breadcrumbs, layout, permalink, repo_header, short_sha};
+use crate::pages::human_size;
 use crate::paths::{blame_url, blob_url, commits_url, raw_url};
 use maud::{Markup, html};
 use service::{
