@@ -12,6 +12,33 @@ use common::{GitSource, build_at, git_grep, index_dir, overlay_of, request};
 use search::{Hit, IndexConfig, Indexes, SearchError, SearchRequest, SearchResults};
 
 /// Every page of a search (overlay or not), in order.
+/// Every page of `req` searched with `overlay` over `indexes` (the base's), and every page of
+/// it searched in `at_commit` (an index built at the overlay's commit).
+fn both_pages(
+    indexes: &Indexes,
+    at_commit: &Indexes,
+    overlay: &search::Overlay,
+    req: &SearchRequest,
+) -> (Vec<SearchResults>, Vec<SearchResults>) {
+    let overlaid = pages(|cursor| {
+        let req = SearchRequest {
+            cursor,
+            ..req.clone()
+        };
+        indexes
+            .search_overlay(&req, overlay)
+            .expect("overlay search")
+    });
+    let built = pages(|cursor| {
+        let req = SearchRequest {
+            cursor,
+            ..req.clone()
+        };
+        at_commit.search(&req).expect("search")
+    });
+    (overlaid, built)
+}
+
 fn pages(mut next: impl FnMut(Option<String>) -> SearchResults) -> Vec<SearchResults> {
     let mut out = Vec::new();
     let mut cursor = None;
@@ -93,25 +120,7 @@ fn s8_overlay_answers_git_grep_and_pages_as_an_index_built_at_the_commit() {
         for limit in [1, 2, 1000] {
             let mut req = request("o/r", query, regex, case_sensitive);
             req.limit = limit;
-            let overlaid = pages(|cursor| {
-                indexes
-                    .search_overlay(
-                        &SearchRequest {
-                            cursor,
-                            ..req.clone()
-                        },
-                        &overlay,
-                    )
-                    .expect("overlay search")
-            });
-            let built = pages(|cursor| {
-                at_commit
-                    .search(&SearchRequest {
-                        cursor,
-                        ..req.clone()
-                    })
-                    .expect("search")
-            });
+            let (overlaid, built) = both_pages(&indexes, &at_commit, &overlay, &req);
             assert_eq!(overlaid.len(), built.len(), "{query}");
             for (a, b) in overlaid.iter().zip(&built) {
                 assert_eq!(a.repos, b.repos, "{query} limit {limit}");
@@ -263,25 +272,7 @@ fn s8_overlay_definitions_of_an_identifier_equal_an_index_built_at_the_commit() 
         for limit in [1, 3, 1000] {
             let mut req = request("o/r", query, false, case_sensitive);
             req.limit = limit;
-            let overlaid = pages(|cursor| {
-                indexes
-                    .search_overlay(
-                        &SearchRequest {
-                            cursor,
-                            ..req.clone()
-                        },
-                        &overlay,
-                    )
-                    .expect("overlay search")
-            });
-            let built = pages(|cursor| {
-                at_commit
-                    .search(&SearchRequest {
-                        cursor,
-                        ..req.clone()
-                    })
-                    .expect("search")
-            });
+            let (overlaid, built) = both_pages(&indexes, &at_commit, &overlay, &req);
             assert_eq!(overlaid.len(), built.len(), "{query}");
             for (a, b) in overlaid.iter().zip(&built) {
                 assert_eq!(a.repos, b.repos, "{query} limit {limit}");
