@@ -8,8 +8,8 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{GitSource, Rng, git_grep, index_dir, line_hits, request};
-use search::{IndexConfig, Indexes, SearchRequest};
+use common::{GitSource, Rng, build_at, fresh_indexes, git_grep, line_hits, request};
+use search::SearchRequest;
 
 /// Common words the corpus repeats (a small vocabulary beside a large text).
 const WORDS: &[&str] = &[
@@ -145,8 +145,7 @@ fn s10_word_vocabulary_answers_as_verification_of_every_file_and_git_grep() {
     let commit = repo.head();
     let source = GitSource::new(repo.path(), &commit);
     let comparable = source.comparable_paths();
-    let (_tmp, dir) = index_dir();
-    let indexes = Indexes::open(dir, IndexConfig::default()).expect("open");
+    let (_tmp, indexes) = fresh_indexes();
     indexes
         .build("o/words", &commit, &source, &mut |_| {})
         .expect("build");
@@ -210,16 +209,8 @@ fn s10_word_vocabulary_at_an_overlay_commit_counts_added_files() {
         .collect();
     let repo = testgit::SourceRepo::with_files(&refs);
     let base = repo.head();
-    let (_tmp, dir) = index_dir();
-    let indexes = Indexes::open(dir, IndexConfig::default()).expect("open");
-    indexes
-        .build(
-            "o/ov",
-            &base,
-            &GitSource::new(repo.path(), &base),
-            &mut |_| {},
-        )
-        .expect("build");
+    let (_tmp, indexes) = fresh_indexes();
+    build_at(&indexes, "o/ov", repo.path(), &base);
     // A changed file gains a rare word, a new file holds another, one file goes.
     let changed = files[5].0.clone();
     let mut text = files[5].1.clone();

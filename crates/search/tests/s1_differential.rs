@@ -8,9 +8,9 @@ mod common;
 use std::path::Path;
 
 use common::{
-    GitSource, Rng, all_hits, generated_text, git_grep, git_out, index_dir, line_hits, request,
+    GitSource, Rng, all_hits, build_at, fresh_indexes, generated_text, git_grep, git_out,
+    line_hits, request,
 };
-use search::{IndexConfig, Indexes};
 
 /// (query, regex, case_sensitive)
 const QUERIES: &[(&str, bool, bool)] = &[
@@ -80,8 +80,7 @@ const QUERIES: &[(&str, bool, bool)] = &[
 fn compare(repo: &Path, name: &str, commit: &str, limits: &[usize]) {
     let source = GitSource::new(repo, commit);
     let comparable = source.comparable_paths();
-    let (_tmp, dir) = index_dir();
-    let indexes = Indexes::open(dir, IndexConfig::default()).expect("open");
+    let (_tmp, indexes) = fresh_indexes();
     indexes
         .build(name, commit, &source, &mut |_| {})
         .expect("build");
@@ -175,16 +174,8 @@ fn s1_ascii_documents_answer_as_the_unicode_regex_would() {
         ),
     ]);
     let commit = repo.head();
-    let (_tmp, dir) = index_dir();
-    let indexes = Indexes::open(dir, IndexConfig::default()).expect("open");
-    indexes
-        .build(
-            "o/r",
-            &commit,
-            &GitSource::new(repo.path(), &commit),
-            &mut |_| {},
-        )
-        .expect("build");
+    let (_tmp, indexes) = fresh_indexes();
+    build_at(&indexes, "o/r", repo.path(), &commit);
     let source = GitSource::new(repo.path(), &commit);
     for (query, case_sensitive) in [
         (r"\b[a-z]+_[0-9]{3}\b", true),

@@ -8,8 +8,8 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use common::{GitSource, build_at, git_grep, index_dir, overlay_of, request};
-use search::{Hit, IndexConfig, Indexes, SearchError, SearchRequest, SearchResults};
+use common::{GitSource, build_at, fresh_indexes, git_grep, overlay_of, request};
+use search::{Hit, Indexes, SearchError, SearchRequest, SearchResults};
 
 /// Every page of a search (overlay or not), in order.
 /// Every page of `req` searched with `overlay` over `indexes` (the base's), and every page of
@@ -107,11 +107,9 @@ const QUERIES: &[(&str, bool, bool)] = &[
 fn s8_overlay_answers_git_grep_and_pages_as_an_index_built_at_the_commit() {
     let fixture = fixture();
     let path = fixture.repo.path();
-    let (_tmp, dir) = index_dir();
-    let indexes = Indexes::open(dir, IndexConfig::default()).expect("open");
+    let (_tmp, indexes) = fresh_indexes();
     build_at(&indexes, "o/r", path, &fixture.base);
-    let (_tmp2, dir2) = index_dir();
-    let at_commit = Indexes::open(dir2, IndexConfig::default()).expect("open");
+    let (_tmp2, at_commit) = fresh_indexes();
     build_at(&at_commit, "o/r", path, &fixture.commit);
     let overlay = overlay_of(path, &fixture.base, &fixture.commit);
     assert!(overlay.hidden.contains(&"old.txt".to_owned()));
@@ -170,8 +168,7 @@ fn s8_overlay_answers_git_grep_and_pages_as_an_index_built_at_the_commit() {
 #[test]
 fn s8_overlay_repeats_from_the_cache_and_refuses_a_moved_base() {
     let fixture = fixture();
-    let (_tmp, dir) = index_dir();
-    let indexes = Indexes::open(dir, IndexConfig::default()).expect("open");
+    let (_tmp, indexes) = fresh_indexes();
     build_at(&indexes, "o/r", fixture.repo.path(), &fixture.base);
     let overlay = overlay_of(fixture.repo.path(), &fixture.base, &fixture.commit);
     let req = request("o/r", "needle", false, false);
@@ -261,11 +258,9 @@ fn s8_overlay_definitions_of_an_identifier_equal_an_index_built_at_the_commit() 
         "definitions and mentions",
     );
     let path = repo.path();
-    let (_tmp, dir) = index_dir();
-    let indexes = Indexes::open(dir, IndexConfig::default()).expect("open");
+    let (_tmp, indexes) = fresh_indexes();
     build_at(&indexes, "o/r", path, &base);
-    let (_tmp2, dir2) = index_dir();
-    let at_commit = Indexes::open(dir2, IndexConfig::default()).expect("open");
+    let (_tmp2, at_commit) = fresh_indexes();
     build_at(&at_commit, "o/r", path, &commit);
     let overlay = overlay_of(path, &base, &commit);
     for (query, case_sensitive) in [("TODO", true), ("TODO", false), ("todo", false)] {

@@ -333,10 +333,16 @@ pub fn build_at(indexes: &Indexes, name: &str, repo: &Path, commit: &str) -> sea
         .expect("build")
 }
 
-/// A fresh index directory with `commit` of `repo` built as repository `o/r` (default config).
-pub fn index_commit(repo: &testgit::SourceRepo, commit: &str) -> (tempfile::TempDir, Indexes) {
+/// Indexes (default config) over a fresh index directory, which lives as long as the guard.
+pub fn fresh_indexes() -> (tempfile::TempDir, Indexes) {
     let (tmp, dir) = index_dir();
     let indexes = Indexes::open(dir, search::IndexConfig::default()).expect("open");
+    (tmp, indexes)
+}
+
+/// A fresh index directory with `commit` of `repo` built as repository `o/r` (default config).
+pub fn index_commit(repo: &testgit::SourceRepo, commit: &str) -> (tempfile::TempDir, Indexes) {
+    let (tmp, indexes) = fresh_indexes();
     build_at(&indexes, "o/r", repo.path(), commit);
     (tmp, indexes)
 }
