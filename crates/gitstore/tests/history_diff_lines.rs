@@ -321,17 +321,7 @@ fn s9_history_lines_equal_git_show_and_log_g() {
             .expect("commit");
         let ours = our_lines(&changes);
         let theirs = git_show_lines(&f, &commit.to_string());
-        if ours != theirs {
-            differing.push(format!(
-                "{commit}: ours {} lines, git's {}; first difference at {:?}",
-                ours.len(),
-                theirs.len(),
-                ours.iter()
-                    .zip(&theirs)
-                    .position(|(a, b)| a != b)
-                    .map(|i| (&ours[i], &theirs[i]))
-            ));
-        }
+        differing.extend(difference(commit, &ours, &theirs));
         ours_by_commit.push((commit.to_string(), ours));
     }
     assert!(differing.is_empty(), "{differing:#?}");
@@ -446,17 +436,7 @@ fn s9_history_lines_equal_git_on_a_real_repository() {
             "--indent-heuristic",
             &commit.to_string(),
         ]));
-        if ours != theirs {
-            differing.push(format!(
-                "{commit}: ours {} lines, git's {}; first difference at {:?}",
-                ours.len(),
-                theirs.len(),
-                ours.iter()
-                    .zip(&theirs)
-                    .position(|(a, b)| a != b)
-                    .map(|i| (&ours[i], &theirs[i]))
-            ));
-        }
+        differing.extend(difference(commit, &ours, &theirs));
         by_commit.push((commit.to_string(), ours));
     }
     eprintln!(
@@ -495,4 +475,23 @@ fn s9_history_lines_equal_git_on_a_real_repository() {
         }
     }
     assert!(differing.is_empty() && g_differs.is_empty());
+}
+
+/// What tells `ours` from `theirs` (git's lines of `commit`), `None` when they are equal.
+fn difference<T: PartialEq + std::fmt::Debug>(
+    commit: impl std::fmt::Display,
+    ours: &[T],
+    theirs: &[T],
+) -> Option<String> {
+    (ours != theirs).then(|| {
+        format!(
+            "{commit}: ours {} lines, git's {}; first difference at {:?}",
+            ours.len(),
+            theirs.len(),
+            ours.iter()
+                .zip(theirs)
+                .position(|(a, b)| a != b)
+                .map(|i| (&ours[i], &theirs[i]))
+        )
+    })
 }
