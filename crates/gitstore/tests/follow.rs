@@ -62,6 +62,15 @@ fn build(repo: &SourceRepo) {
     );
 }
 
+/// The repository of [`build`], registered whole and synced.
+fn synced() -> Fixture {
+    let f = Fixture::new();
+    build(&f.source);
+    f.register("");
+    f.sync();
+    f
+}
+
 /// `git log --follow --name-status` as (sha, status letter, old path, new path) per commit.
 fn git_follow(repo: &SourceRepo, file: &str) -> Vec<(String, char, Option<String>, String)> {
     let out = repo.git(&[
@@ -104,10 +113,7 @@ fn letter(status: FollowStatus) -> char {
 /// lists, for a file renamed twice (with and without edits), a copy, and across a merge.
 #[test]
 fn issue34_follow_matches_git_log_follow() {
-    let f = Fixture::new();
-    build(&f.source);
-    f.register("");
-    f.sync();
+    let f = synced();
     let head = cid(&f.source.head());
     for file in ["dir/c.txt", "copy.txt", "unrelated.md"] {
         let git = git_follow(&f.source, file);
@@ -195,10 +201,7 @@ fn issue34_follow_matches_git_log_follow() {
 /// default) lists for every commit: paths, old paths of renames and the counts.
 #[test]
 fn issue34_commit_files_match_git_show_numstat() {
-    let f = Fixture::new();
-    build(&f.source);
-    f.register("");
-    f.sync();
+    let f = synced();
     let shas = f.source.git(&["rev-list", "--no-merges", "HEAD"]);
     for sha in shas.lines() {
         let git = f.source.git(&["show", "--numstat", "-z", "--format=", sha]);
@@ -263,10 +266,7 @@ fn git_blame(f: &Fixture, file: &str) -> Vec<String> {
 /// `git blame` does; a copy is not followed (git blame without `-C`).
 #[test]
 fn issue34_blame_follows_renames_as_git_blame() {
-    let f = Fixture::new();
-    build(&f.source);
-    f.register("");
-    f.sync();
+    let f = synced();
     let head = cid(&f.source.head());
     for file in ["dir/c.txt", "copy.txt"] {
         let (ranges, total) = f.store.blame(&f.name, &head, &path(file), 1, 1000).unwrap();
@@ -294,10 +294,7 @@ fn issue34_blame_follows_renames_as_git_blame() {
 /// and headers; a root commit against nothing); small pages answer too.
 #[test]
 fn issue34_commit_diff_matches_git_show() {
-    let f = Fixture::new();
-    build(&f.source);
-    f.register("");
-    f.sync();
+    let f = synced();
     let shas = f.source.git(&["rev-list", "--no-merges", "HEAD"]);
     for sha in shas.lines() {
         let out = testgit::git_raw(
@@ -343,10 +340,7 @@ fn issue34_commit_diff_matches_git_show() {
 /// diverged branches, an ancestor and the same commit.
 #[test]
 fn issue34_merge_base_matches_git() {
-    let f = Fixture::new();
-    build(&f.source);
-    f.register("");
-    f.sync();
+    let f = synced();
     let side = f.source.git(&["rev-parse", "side"]).trim().to_owned();
     let before_merge = f.source.git(&["rev-parse", "HEAD~1^1"]).trim().to_owned();
     let head = f.source.head();
