@@ -187,6 +187,21 @@ fn over_the_size_limit_is_plain_without_parsing() {
 
 #[test]
 fn a_run_past_its_deadline_is_cancelled_and_plain() {
+    // The test's own bound: a run the watchdog failed to cancel fails here instead of hanging.
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        deadline_run();
+        let _ = done.send(());
+    });
+    match finished.recv_timeout(Duration::from_secs(30)) {
+        Ok(()) => {}
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("highlighting hung past 30 s"),
+        // The run panicked (its assertion failed): the thread's message is on stderr.
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => panic!("the run failed"),
+    }
+}
+
+fn deadline_run() {
     // About 2 MB of deeply nested, unbalanced code: far more than a millisecond of work.
     let text = "fn f() { let x = [(((\"a\", {".repeat(80_000);
     let limits = Limits {
