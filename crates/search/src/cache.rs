@@ -173,6 +173,7 @@ mod tests {
             exact: true,
             candidate_files: 0,
             files_verified: 0,
+            marks: Vec::new(),
         })
     }
 

@@ -101,7 +101,7 @@ pub use navigate::{
     Definition, Definitions, DefinitionsRequest, IndexedOutline, MAX_DEFINITIONS, MAX_SYMBOL_BYTES,
 };
 pub use overlay::{Overlay, OverlayDoc};
-pub use page::{MAX_LIMIT, SNIPPET_CHARS};
+pub use page::{MAX_LIMIT, MAX_MARKS, SNIPPET_CHARS, marks_fit};
 pub use plan::{MAX_QUERY_BYTES, REGEX_SIZE_LIMIT};
 pub use rank::{COUNT_CAP, MAX_HITS, Tier};
 pub use request::{Hit, PathOnly, RepoHits, SearchRequest, SearchResults, SearchStats};

@@ -3,7 +3,10 @@
 //! list, its hits grouped by repository with their snippets, and the cursor of the next page.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::sync::Arc;
+
+use regex::bytes::Regex;
 
 use serde::{Deserialize, Serialize};
 
@@ -16,6 +19,8 @@ use crate::store::{DocKind, Generation};
 pub const MAX_LIMIT: usize = 1000;
 /// Longest snippet, in characters.
 pub const SNIPPET_CHARS: usize = 200;
+/// Most marks (match ranges) one line hit carries ([`Hit::Line`]'s `marks`).
+pub const MAX_MARKS: usize = 16;
 
 /// The content of a cursor (hex of JSON: opaque to callers).
 #[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -151,24 +156,30 @@ pub(crate) fn cut(
         .encode()
     });
     Page {
-        repos: by_repo(page, pinned),
+        repos: by_repo(page, &list.marks, pinned),
         next_cursor,
     }
 }
 
-/// The hits of a page grouped by repository, in order of each repository's first hit.
-fn by_repo(page: &[Ranked], pinned: &[(String, Arc<Generation>)]) -> Vec<RepoHits> {
+/// The hits of a page grouped by repository, in order of each repository's first hit; `marks`
+/// are theirs, hit by hit.
+fn by_repo(
+    page: &[Ranked],
+    marks: &[Vec<Range<u32>>],
+    pinned: &[(String, Arc<Generation>)],
+) -> Vec<RepoHits> {
     let mut order: Vec<usize> = Vec::new();
     let mut grouped: BTreeMap<usize, Vec<Hit>> = BTreeMap::new();
-    for ranked in page {
+    for (index, ranked) in page.iter().enumerate() {
         let repo = ranked.repo();
         if !grouped.contains_key(&repo) {
             order.push(repo);
         }
-        grouped
-            .entry(repo)
-            .or_default()
-            .push(to_hit(ranked, &pinned[repo].1));
+        grouped.entry(repo).or_default().push(to_hit(
+            ranked,
+            &pinned[repo].1,
+            marks.get(index).cloned().unwrap_or_default(),
+        ));
     }
     order
         .into_iter()
@@ -180,8 +191,9 @@ fn by_repo(page: &[Ranked], pinned: &[(String, Arc<Generation>)]) -> Vec<RepoHit
         .collect()
 }
 
-/// A ranked hit as the caller sees it: its path, and for a line its number and snippet.
-pub(crate) fn to_hit(ranked: &Ranked, generation: &Generation) -> Hit {
+/// A ranked hit as the caller sees it: its path, and for a line its number, snippet and the
+/// `marks` in it ([`RankedList::marks`](crate::rank::RankedList::marks)).
+pub(crate) fn to_hit(ranked: &Ranked, generation: &Generation, marks: Vec<Range<u32>>) -> Hit {
     match ranked {
         Ranked::FileName { doc, .. } => {
             let doc = &generation.docs[*doc as usize];
@@ -203,28 +215,218 @@ pub(crate) fn to_hit(ranked: &Ranked, generation: &Generation) -> Hit {
                 line: u64::from(hit.line),
                 snippet: snippet(&text[hit.start..hit.end], hit.at),
                 definition: hit.definition,
+                marks,
             }
         }
     }
 }
 
 /// Cuts a snippet of at most [`SNIPPET_CHARS`] characters around the match.
-fn snippet(line: &[u8], at: usize) -> String {
-    let text = String::from_utf8_lossy(line);
-    let text = text.trim_end_matches(['\r', '\n']);
+pub(crate) fn snippet(line: &[u8], at: usize) -> String {
+    match std::str::from_utf8(line) {
+        Ok(text) => text[window(text, at)].to_owned(),
+        // Indexed text is UTF-8; anything else is shown lossily, its offsets unmarked.
+        Err(_) => {
+            let text = String::from_utf8_lossy(line);
+            text[window(&text, at)].to_owned()
+        }
+    }
+}
+
+/// A line's snippet ([`snippet`]) and the ranges of `regex`'s matches in it ([`marks`]).
+pub(crate) fn snippet_marked(line: &[u8], at: usize, regex: &Regex) -> (String, Vec<Range<u32>>) {
+    (snippet(line, at), marks(line, at, regex))
+}
+
+/// Where the snippet of `line` (the match at byte `at`) lies in it: the line without its
+/// line break and leading white space, and when that is longer than [`SNIPPET_CHARS`]
+/// characters, that many from a little before the match (else without trailing white space).
+fn window(line: &str, at: usize) -> Range<usize> {
+    let text = line.trim_end_matches(['\r', '\n']);
     let trimmed = text.trim_start();
     let lead = text.len() - trimmed.len();
     if trimmed.chars().count() <= SNIPPET_CHARS {
-        return trimmed.trim_end().to_owned();
+        return lead..lead + trimmed.trim_end().len();
     }
     // Start a little before the match so that it shows with some context.
     let from = trimmed.floor_char_boundary(at.saturating_sub(lead).saturating_sub(40));
-    trimmed[from..].chars().take(SNIPPET_CHARS).collect()
+    let len: usize = trimmed[from..]
+        .chars()
+        .take(SNIPPET_CHARS)
+        .map(char::len_utf8)
+        .sum();
+    lead + from..lead + from + len
+}
+
+/// The byte ranges, in the snippet [`snippet`] cuts of `line` around byte `at`, of the
+/// non-empty matches of `regex` (the regex the search verified the line with) in the line
+/// on its own, as verification applies it (git grep's per-line semantics): clipped to the
+/// snippet, widened to whole characters, at most [`MAX_MARKS`], in order and disjoint.
+/// None when the line is not UTF-8 (its snippet is a lossy copy with other offsets).
+pub(crate) fn marks(line: &[u8], at: usize, regex: &Regex) -> Vec<Range<u32>> {
+    let Ok(text) = std::str::from_utf8(line) else {
+        return Vec::new();
+    };
+    let shown = window(text, at);
+    let mut out: Vec<Range<u32>> = Vec::new();
+    for found in regex.find_iter(line) {
+        if found.start() >= shown.end || out.len() >= MAX_MARKS {
+            break;
+        }
+        let start = text.floor_char_boundary(found.start().max(shown.start));
+        let end = text.ceil_char_boundary(found.end().min(shown.end));
+        // Empty matches mark nothing; a match widened into a character already marked joins
+        // that mark (adjacent matches stay apart, as `git grep -o` lists them).
+        if start >= end {
+            continue;
+        }
+        let range = (start - shown.start) as u32..(end - shown.start) as u32;
+        match out.last_mut() {
+            Some(last) if last.end > range.start => last.end = last.end.max(range.end),
+            _ => out.push(range),
+        }
+    }
+    out
+}
+
+/// Whether `marks` can be marks of `snippet`: at most [`MAX_MARKS`] non-empty ranges, in
+/// order, disjoint, inside it and on character boundaries (what a search makes; for marks
+/// that crossed a network).
+pub fn marks_fit(snippet: &str, marks: &[Range<u32>]) -> bool {
+    let mut after = 0usize;
+    marks.len() <= MAX_MARKS
+        && marks.iter().all(|mark| {
+            let (start, end) = (mark.start as usize, mark.end as usize);
+            let fits = start >= after
+                && start < end
+                && end <= snippet.len()
+                && snippet.is_char_boundary(start)
+                && snippet.is_char_boundary(end);
+            after = end;
+            fits
+        })
 }
 
 #[cfg(test)]
+// `vec![a..b]` is a list of one mark (a byte range), not the range's numbers.
+#[allow(clippy::single_range_in_vec_init)]
 mod tests {
     use super::*;
+    use regex::bytes::RegexBuilder;
+
+    fn compile(pattern: &str, case_sensitive: bool) -> Regex {
+        RegexBuilder::new(pattern)
+            .case_insensitive(!case_sensitive)
+            .multi_line(true)
+            .build()
+            .unwrap()
+    }
+
+    /// The marked texts of a line hit, checked to be valid marks of its snippet.
+    fn marked(line: &str, pattern: &str, case_sensitive: bool) -> Vec<String> {
+        let regex = compile(pattern, case_sensitive);
+        let at = regex.find(line.as_bytes()).map_or(0, |m| m.start());
+        let (snippet, marks) = snippet_marked(line.as_bytes(), at, &regex);
+        assert!(marks_fit(&snippet, &marks), "{marks:?} in {snippet:?}");
+        marks
+            .iter()
+            .map(|m| snippet[m.start as usize..m.end as usize].to_owned())
+            .collect()
+    }
+
+    /// Issue 34 point 8: marks are the matches of the regex on the whole line, so anchors
+    /// mean the line's start, not the snippet's (which drops the indentation).
+    #[test]
+    fn marks_anchor_at_the_line() {
+        assert_eq!(marked("    fn main() { fn x }", r"^\s*fn", true), ["fn"]);
+        assert_eq!(marked("a a a", "^a", true), ["a"]);
+        assert_eq!(marked("a a a", "a$", true), ["a"]);
+        let (snippet, marks) = snippet_marked(b"  a a a", 2, &compile("a$", true));
+        assert_eq!((snippet.as_str(), marks), ("a a a", vec![4..5]));
+    }
+
+    /// A word boundary is judged on the line: a snippet cut right before `foo` does not
+    /// make that `foo` a word (the line has `x` before it).
+    #[test]
+    fn marks_word_boundaries_on_the_line() {
+        assert_eq!(marked("foo_bar foo", r"\bfoo\b", true), ["foo"]);
+        let line = format!(
+            "{}foo {} foo {}",
+            "x".repeat(300),
+            "y".repeat(35),
+            "z".repeat(300)
+        );
+        let regex = compile(r"\bfoo\b", true);
+        let at = regex.find(line.as_bytes()).unwrap().start();
+        assert_eq!(at, 340);
+        let (snippet, marks) = snippet_marked(line.as_bytes(), at, &regex);
+        assert!(snippet.starts_with("foo y"), "{snippet}");
+        assert_eq!(marks, vec![40..43]);
+    }
+
+    /// Case-insensitive matches of other bytes than the query's: the Kelvin sign is a `k`,
+    /// `ſ` an `s` (Unicode simple case folding), marked whole.
+    #[test]
+    fn marks_case_folded_look_alikes() {
+        assert_eq!(
+            marked("K k \u{212A} x ſ S", "k", false),
+            ["K", "k", "\u{212A}"]
+        );
+        assert_eq!(marked("ſ S s", "s", false), ["ſ", "S", "s"]);
+        assert_eq!(marked("K k \u{212A}", "k", true), ["k"]);
+    }
+
+    /// A match that runs past the snippet's 200 characters is marked up to its end; one
+    /// beyond is not marked; offsets count bytes of multibyte text before the match.
+    #[test]
+    fn marks_cut_by_the_window_and_after_multibyte_text() {
+        let line = format!("{}{}", "a".repeat(50), "b".repeat(300));
+        let regex = compile("b+", true);
+        let (snippet, marks) = snippet_marked(line.as_bytes(), 50, &regex);
+        assert_eq!(snippet.len(), SNIPPET_CHARS);
+        assert_eq!(marks, vec![40..200]);
+        let line = format!("{}needle{}needle", "é".repeat(300), "é".repeat(300));
+        let regex = compile("needle", true);
+        let (snippet, marks) = snippet_marked(line.as_bytes(), 600, &regex);
+        assert_eq!(snippet.chars().count(), SNIPPET_CHARS);
+        // The window starts 40 bytes (20 `é`) before the match.
+        assert_eq!(marks, vec![40..46]);
+        assert_eq!(&snippet[40..46], "needle");
+        assert_eq!(marked("\t ééé needle", "needle", true), ["needle"]);
+        let (_, marks) = snippet_marked("\t ééé needle".as_bytes(), 9, &regex);
+        assert_eq!(marks, vec![7..13]);
+    }
+
+    /// Several matches of a line, each its own mark (adjacent ones too, as `git grep -o`
+    /// lists them), at most [`MAX_MARKS`]; empty matches none; a byte-level match inside a
+    /// character widened to the character.
+    #[test]
+    fn marks_several_empty_and_partial_matches() {
+        assert_eq!(
+            marked("fn a() { fn b() }", r"fn \w+", true),
+            ["fn a", "fn b"]
+        );
+        assert_eq!(marked("a.b", r"\w", true), ["a", "b"]);
+        assert_eq!(marked("axa", "x*", true), ["x"]);
+        assert!(marked("abc", "^", true).is_empty());
+        assert_eq!(marked(&"x".repeat(40), "x", true).len(), MAX_MARKS);
+        assert_eq!(marked("aé", r"(?-u:\xA9)", true), ["é"]);
+        // Not UTF-8: a lossy snippet, no marks.
+        let (snippet, marks) = snippet_marked(b"a\xFFneedle", 2, &compile("needle", true));
+        assert_eq!((snippet.as_str(), marks.len()), ("a\u{FFFD}needle", 0));
+    }
+
+    #[test]
+    fn marks_that_do_not_fit_are_refused() {
+        assert!(marks_fit("abc", &[0..1, 1..3]));
+        assert!(!marks_fit("abc", &[0..2, 1..3]));
+        assert!(!marks_fit("abc", &[2..4]));
+        assert!(!marks_fit("abc", &[1..1]));
+        assert!(!marks_fit("é", &[0..1]));
+        let many: Vec<Range<u32>> = (0..17).map(|i| i..i + 1).collect();
+        assert!(marks_fit(&"x".repeat(40), &many[..16]));
+        assert!(!marks_fit(&"x".repeat(40), &many));
+    }
 
     #[test]
     fn snippets_are_bounded() {

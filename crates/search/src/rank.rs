@@ -18,6 +18,7 @@
 //! next page exists) are found, or, when the request asks for a count, once [`COUNT_CAP`]
 //! hits are known.
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -133,12 +134,25 @@ pub(crate) struct RankedList {
     pub candidate_files: u64,
     /// Documents run through the regex.
     pub files_verified: u64,
+    /// For each of `hits`, the query's matches in its snippet (module `page`'s `marks`;
+    /// empty for a file-name hit). Found here, where the compiled regex is at hand, so a
+    /// page from the result cache has them without compiling the query again.
+    pub marks: Vec<Vec<Range<u32>>>,
 }
 
 impl RankedList {
     /// An estimate of the bytes the list holds (the result cache's bound).
     pub(crate) fn bytes(&self) -> usize {
-        self.hits.capacity() * std::mem::size_of::<Ranked>() + std::mem::size_of::<Self>()
+        self.hits.capacity() * std::mem::size_of::<Ranked>()
+            + self
+                .marks
+                .iter()
+                .map(|m| {
+                    std::mem::size_of::<Vec<Range<u32>>>()
+                        + m.capacity() * std::mem::size_of::<Range<u32>>()
+                })
+                .sum::<usize>()
+            + std::mem::size_of::<Self>()
     }
 }
 
@@ -182,6 +196,7 @@ pub(crate) fn rank(search: &Collect<'_>) -> Result<RankedList, SearchError> {
         exact: false,
         candidate_files: 0,
         files_verified: 0,
+        marks: Vec::new(),
     };
     if found < enough {
         let generations: Vec<&Generation> = search.pinned.iter().map(|(_, g)| &**g).collect();
@@ -230,9 +245,30 @@ pub(crate) fn rank(search: &Collect<'_>) -> Result<RankedList, SearchError> {
     }
     list.more = hits.len() > search.want;
     hits.truncate(search.want);
+    list.marks = hits
+        .iter()
+        .map(|ranked| hit_marks(search, ranked))
+        .collect();
     list.hits = hits;
     list.found = found;
     Ok(list)
+}
+
+/// The query's matches in the snippet of a line hit (none for a file name), found with the
+/// regex that verified the line: the ASCII one for an ASCII line (which matches there
+/// exactly what the Unicode one does, and faster).
+fn hit_marks(search: &Collect<'_>, ranked: &Ranked) -> Vec<Range<u32>> {
+    let Ranked::Line { repo, hit } = ranked else {
+        return Vec::new();
+    };
+    let generation = &search.pinned[*repo].1;
+    let text = generation.text(&generation.docs[hit.doc as usize]);
+    let line = &text[hit.start..hit.end];
+    let regex = match &search.compiled.ascii {
+        Some(ascii) if line.is_ascii() => ascii,
+        _ => &search.compiled.regex,
+    };
+    crate::page::marks(line, hit.at, regex)
 }
 
 /// Verifies `input`'s candidates; for a word-only pattern (module `words`) whose candidates

@@ -2,6 +2,7 @@
 //! behind the result cache's key and the cursor's hash), and the page of hits it gets back.
 
 use std::collections::BTreeSet;
+use std::ops::Range;
 use std::time::Duration;
 
 /// A search.
@@ -73,6 +74,12 @@ pub enum Hit {
         /// [`Indexes::references`](crate::Indexes::references), the name: such lines rank
         /// right after the file names.
         definition: bool,
+        /// Byte ranges in `snippet` of the query's matches on the line, found with the
+        /// regex the search verified the line with (on the whole line, then clipped to the
+        /// snippet): non-empty, in order, disjoint, on character boundaries, at most
+        /// [`MAX_MARKS`](crate::MAX_MARKS). For highlighting; empty when the line is not
+        /// UTF-8.
+        marks: Vec<Range<u32>>,
     },
     /// A path matching the query (the file itself may be path-only).
     FileName {

@@ -174,13 +174,15 @@ impl Indexes {
         let hits = list
             .hits
             .iter()
-            .map(|ranked| {
+            .enumerate()
+            .map(|(index, ranked)| {
                 let (repo, generation) = &pinned[ranked.repo()];
+                let marks = list.marks.get(index).cloned().unwrap_or_default();
                 RankedHit {
                     tier: ranked.tier(),
                     repo: repo.clone(),
                     commit: generation.meta.commit.clone(),
-                    hit: page::to_hit(ranked, generation),
+                    hit: page::to_hit(ranked, generation, marks),
                 }
             })
             .collect();

@@ -1,6 +1,9 @@
 //! S-1 query surface: filters, file-name hits, ranking, pagination with cursors, and clear,
 //! fast errors for bad queries.
 
+// `vec![a..b]` is a hit's list of one mark (a byte range), not the range's numbers.
+#![allow(clippy::single_range_in_vec_init)]
+
 mod common;
 
 use std::collections::BTreeSet;
@@ -98,6 +101,7 @@ fn s1_file_name_hits_and_definitions_rank_first() {
             line: 1,
             snippet: "def needle():".into(),
             definition: true,
+            marks: vec![4..10],
         }
     );
     // Then the other lines by static rank (shallower first), then path, then line.

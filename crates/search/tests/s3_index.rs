@@ -1,6 +1,9 @@
 //! S-3: the index is used, incremental, published atomically per generation, rebuilt on a
 //! fingerprint change; path-only documents.
 
+// `vec![a..b]` is a hit's list of one mark (a byte range), not the range's numbers.
+#![allow(clippy::single_range_in_vec_init)]
+
 mod common;
 
 use std::collections::{BTreeSet, HashMap};
@@ -55,6 +58,7 @@ fn s3_rare_literal_verifies_under_one_percent_of_files() {
             line: 2,
             snippet: "let zyxwvutsrq_rare = 1;".into(),
             definition: false,
+            marks: vec![4..19],
         }]
     );
     assert_eq!(results.repos[0].commit, commit);
@@ -321,6 +325,7 @@ fn s3_search_during_a_build_answers_from_the_previous_generation_without_waiting
             line: 1,
             snippet: "needle one".into(),
             definition: false,
+            marks: vec![0..6],
         }]
     );
     assert_eq!(indexes.current("o/r").unwrap().commit, first);
@@ -338,6 +343,7 @@ fn s3_search_during_a_build_answers_from_the_previous_generation_without_waiting
             line: 2,
             snippet: "needle two".into(),
             definition: false,
+            marks: vec![0..6],
         }]
     );
 }

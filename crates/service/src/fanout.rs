@@ -133,6 +133,11 @@ pub struct ShardHit {
     /// definition.
     #[serde(default)]
     pub definition: bool,
+    /// A line hit: byte ranges in `snippet` of the query's matches ([`search::Hit::Line`]).
+    /// Absent from older replicas' answers (then nothing is marked); marks that do not fit
+    /// the snippet are dropped on receipt.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub marks: Vec<std::ops::Range<u32>>,
 }
 
 /// The tier of a hit in the ranking ([`search::Tier`]).
@@ -752,20 +757,21 @@ impl From<search::TopHits> for ShardAnswer {
                         search::Tier::Definition => ShardTier::Definition,
                         search::Tier::Line => ShardTier::Line,
                     };
-                    let (path, line, snippet, path_only, definition) = match ranked.hit {
+                    let (path, line, snippet, path_only, definition, marks) = match ranked.hit {
                         search::Hit::Line {
                             path,
                             line,
                             snippet,
                             definition,
-                        } => (path, Some(line), Some(snippet), None, definition),
+                            marks,
+                        } => (path, Some(line), Some(snippet), None, definition, marks),
                         search::Hit::FileName { path, path_only } => {
                             let why = path_only.map(|why| match why {
                                 search::PathOnly::TooLarge => ShardPathOnly::TooLarge,
                                 search::PathOnly::Binary => ShardPathOnly::Binary,
                                 search::PathOnly::NotUtf8 => ShardPathOnly::NotUtf8,
                             });
-                            (path, None, None, why, false)
+                            (path, None, None, why, false, Vec::new())
                         }
                     };
                     ShardHit {
@@ -777,6 +783,7 @@ impl From<search::TopHits> for ShardAnswer {
                         snippet,
                         path_only,
                         definition,
+                        marks,
                     }
                 })
                 .collect(),
@@ -852,6 +859,13 @@ impl ShardAnswer {
                     commit: hit.commit,
                     hit: match (hit.line, hit.snippet) {
                         (Some(line), Some(snippet)) => search::Hit::Line {
+                            // Another replica's marks are used only when they can be this
+                            // snippet's (slicing the snippet by them must not fail later).
+                            marks: if search::marks_fit(&snippet, &hit.marks) {
+                                hit.marks
+                            } else {
+                                Vec::new()
+                            },
                             path: hit.path,
                             line,
                             snippet,

@@ -218,6 +218,8 @@ fn answer(repo: String, results: search::HistoryResults) -> SearchAnswer {
             path: hit.path.unwrap_or_default(),
             line: hit.line.map(u64::from),
             snippet: Some(hit.snippet),
+            marks: hit.marks,
+            subject_marks: hit.subject_marks,
             commit: Some(hit.commit),
             author: Some(hit.author),
             date: Some(hit.date),

@@ -5,6 +5,8 @@
 use crate::frame::{IndexedTargets, Op, RepoCall};
 use crate::{CallContext, Inner, Service, ServiceError, TenthLog};
 use gitstore::{BlobReader, CommitId, EntryKind, RepoName};
+use std::ops::Range;
+
 use serde::Serialize;
 use std::time::Instant;
 
@@ -142,6 +144,15 @@ pub struct SearchHit {
     /// old line number).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub change: Option<LineChange>,
+    /// Byte ranges in `snippet` of the query's matches, found by the search with the regex it
+    /// matched the line with (see [`search::Hit::Line`]); for the website's highlighting.
+    /// Never serialized: the JSON and MCP answers are fixed by SPEC §9.
+    #[serde(skip)]
+    pub marks: Vec<Range<u32>>,
+    /// Commit hits: byte ranges in `subject` of the query's matches (see
+    /// [`search::HistoryHit::subject_marks`]). Never serialized.
+    #[serde(skip)]
+    pub subject_marks: Vec<Range<u32>>,
 }
 
 /// The side of a diff line a `type: "diff"` hit is on.
@@ -206,6 +217,7 @@ impl From<search::SearchResults> for SearchAnswer {
                             path,
                             line,
                             snippet,
+                            marks,
                             ..
                         } => SearchHit {
                             path,
@@ -213,6 +225,7 @@ impl From<search::SearchResults> for SearchAnswer {
                             snippet: Some(snippet),
                             path_only: None,
                             note: None,
+                            marks,
                             ..SearchHit::default()
                         },
                         search::Hit::FileName { path, path_only } => SearchHit {

@@ -174,6 +174,10 @@ pub struct Reference {
     pub snippet: String,
     /// The symbol table has a definition of the name on this line.
     pub definition: bool,
+    /// Byte ranges in `snippet` of the name's occurrences (see [`search::Hit::Line`]).
+    /// Never serialized: the JSON and MCP answers are fixed by SPEC §9.
+    #[serde(skip)]
+    pub marks: Vec<std::ops::Range<u32>>,
 }
 
 /// The occurrences of one repository on a page.
@@ -437,11 +441,13 @@ fn references_answer(symbol: String, results: search::SearchResults) -> Referenc
                             line,
                             snippet,
                             definition,
+                            marks,
                         } => Some(Reference {
                             path,
                             line,
                             snippet,
                             definition,
+                            marks,
                         }),
                         search::Hit::FileName { .. } => None,
                     })

@@ -6,6 +6,9 @@
 //! the hooks' outcomes back into answers, re-measuring and re-validating them after the last
 //! hook (P-10). Nothing here knows MCP or HTTP: tool arguments are plain JSON objects.
 
+use std::collections::HashMap;
+use std::ops::Range;
+
 use crate::{CallContext, SearchAnswer, SearchHit, SearchRepoHits, Service, ServiceError};
 use pyplugin::{Epoch, Hook, PageGroup, PageLine, SearchPage};
 use serde::Serialize;
@@ -246,6 +249,9 @@ impl Service {
     }
 }
 
+/// A line hit as `on_search_results` sees it: repository, commit, path, line, snippet.
+type HitKey<'a> = (&'a str, &'a str, &'a str, u64, &'a str);
+
 /// `on_search_results` (P-20) for one search, run on the search's own blocking thread right
 /// after it: handing the hits to the interpreter from there saves waking the async task in
 /// between.
@@ -310,18 +316,43 @@ impl SearchHook {
                     .collect(),
             })
             .collect();
+        // A returned hit keeps the marks of the hit it was, found by repository, commit,
+        // path, line and snippet: one whose snippet a plugin changed has none (its ranges
+        // were of the old text).
+        let mut marks: HashMap<HitKey<'_>, &[Range<u32>]> = HashMap::new();
+        for group in &answer.repos {
+            for hit in &group.hits {
+                if let (Some(line), Some(snippet)) = (hit.line, hit.snippet.as_deref()) {
+                    marks
+                        .entry((&group.repo, &group.commit, &hit.path, line, snippet))
+                        .or_insert(&hit.marks);
+                }
+            }
+        }
         for hit in &returned {
             let field = |key: &str| hit.get(key).and_then(Value::as_str).unwrap_or_default();
             if let Some(group) = groups
                 .iter_mut()
                 .find(|g| g.repo == field("repo") && g.commit == field("commit"))
             {
+                let line = hit.get("line").and_then(Value::as_u64);
+                let kept = line.and_then(|line| {
+                    let key = (
+                        field("repo"),
+                        field("commit"),
+                        field("path"),
+                        line,
+                        field("snippet"),
+                    );
+                    marks.get(&key).map(|marks| marks.to_vec())
+                });
                 group.hits.push(SearchHit {
                     path: field("path").to_owned(),
-                    line: hit.get("line").and_then(Value::as_u64),
+                    line,
                     snippet: Some(field("snippet").to_owned()),
                     path_only: None,
                     note: hit.get("note").and_then(Value::as_str).map(str::to_owned),
+                    marks: kept.unwrap_or_default(),
                     ..SearchHit::default()
                 });
             }

@@ -1,5 +1,7 @@
 //! One function per page; each answers the whole HTML document.
 
+use std::ops::Range;
+
 use crate::frame::{
     Tab, breadcrumbs, display_path, layout, layout_for_search, permalink, repo_header,
     repo_header_at, short_sha,
@@ -291,7 +293,6 @@ pub fn search(
 
 fn search_hits(request: &SearchRequest, answer: &SearchAnswer) -> Markup {
     let count: usize = answer.repos.iter().map(|r| r.hits.len()).sum();
-    let matcher = literal_matcher(request);
     html! {
         @if let Some(rewrite) = &answer.query_rewrite {
             p.meta { "The query was rewritten by " code { (rewrite.files.join(", ")) } "." }
@@ -305,7 +306,7 @@ fn search_hits(request: &SearchRequest, answer: &SearchAnswer) -> Markup {
         @if count == 0 { p.empty { "No hits." } }
         @if request.kind != SearchKind::Code {
             @for repo in &answer.repos {
-                (history_hits(repo, matcher.as_ref()))
+                (history_hits(repo))
             }
         }
         @for repo in answer.repos.iter().filter(|_| request.kind == SearchKind::Code) {
@@ -316,7 +317,7 @@ fn search_hits(request: &SearchRequest, answer: &SearchAnswer) -> Markup {
                         li {
                             @if let Some(line) = hit.line {
                                 a href={ (blob_url(&repo.repo, &repo.commit, &hit.path)) "#L" (line) } { (hit.path) ":" (line) }
-                                @if let Some(snippet) = &hit.snippet { " " code.snippet { (marked(snippet, matcher.as_ref())) } }
+                                @if let Some(snippet) = &hit.snippet { " " code.snippet { (marked(snippet, &hit.marks)) } }
                             } @else {
                                 a href=(blob_url(&repo.repo, &repo.commit, &hit.path)) { (hit.path) }
                                 @if let Some(why) = &hit.path_only { " (name only: " (why) ")" }
@@ -339,37 +340,31 @@ fn search_hits(request: &SearchRequest, answer: &SearchAnswer) -> Markup {
     }
 }
 
-/// What finds a search's matches in a hit's snippet (or a commit hit's subject), to mark
-/// them: the query itself when it is literal, with the search's case rule (the code and
-/// history indexes match a literal query as this regex: `search::plan`,
-/// `search::history::query`). Regular expressions are not marked: a snippet is a trimmed, maybe
-/// cut, copy of the line, on which anchors and look-around would match elsewhere than the
-/// index did (the hits carry no match ranges).
-fn literal_matcher(request: &SearchRequest) -> Option<regex::Regex> {
-    if request.regex || request.query.is_empty() {
-        return None;
-    }
-    regex::RegexBuilder::new(&regex::escape(&request.query))
-        .case_insensitive(!request.case_sensitive)
-        .size_limit(1 << 20)
-        .build()
-        .ok()
-}
-
-/// `snippet` with each match of `matcher` in `<mark>`; all of it escaped.
-fn marked(snippet: &str, matcher: Option<&regex::Regex>) -> Markup {
+/// `text` (a hit's snippet or subject) with the byte ranges `marks` in `<mark>`: the query's
+/// matches as the search engine found them, with the very regex it matched the line with
+/// (`search::Hit::Line`'s marks), so literal text and regular expressions (anchors, `\b`,
+/// case folding) are marked alike and exactly. All of it escaped. A range out of order,
+/// overlapping, empty, outside the text or off a character boundary is skipped (marks cross
+/// a cluster's network; a page never fails over them).
+fn marked(text: &str, marks: &[Range<u32>]) -> Markup {
     let mut parts: Vec<(&str, bool)> = Vec::new();
     let mut at = 0;
-    if let Some(matcher) = matcher {
-        for found in matcher.find_iter(snippet).filter(|m| !m.is_empty()) {
-            parts.push((&snippet[at..found.start()], false));
-            parts.push((found.as_str(), true));
-            at = found.end();
+    for mark in marks {
+        let (start, end) = (mark.start as usize, mark.end as usize);
+        let fits = at <= start
+            && start < end
+            && end <= text.len()
+            && text.is_char_boundary(start)
+            && text.is_char_boundary(end);
+        if fits {
+            parts.push((&text[at..start], false));
+            parts.push((&text[start..end], true));
+            at = end;
         }
     }
-    parts.push((&snippet[at..], false));
+    parts.push((&text[at..], false));
     html! {
-        @for (text, hit) in parts {
+        @for (text, hit) in parts.into_iter().filter(|(text, _)| !text.is_empty()) {
             @if hit { mark { (text) } } @else { (text) }
         }
     }
@@ -405,9 +400,10 @@ fn search_parameters(request: &SearchRequest) -> Vec<(&'static str, &str)> {
 }
 
 /// One repository's commit or diff hits: a line per commit (short SHA linking to the commit
-/// page, date, author, subject), its diff hits under it (`path:line`, `+`/`-`, text); a
-/// literal query's matches marked.
-fn history_hits(repo: &SearchRepoHits, matcher: Option<&regex::Regex>) -> Markup {
+/// page, date, author, subject), its diff hits under it (`path:line`, `+`/`-`, text); the
+/// query's matches marked where the search found them: in a commit hit's subject, or in the
+/// matched message line shown after it when the subject has none; in a diff hit's line.
+fn history_hits(repo: &SearchRepoHits) -> Markup {
     let mut groups: Vec<(&SearchHit, Vec<&SearchHit>)> = Vec::new();
     for hit in &repo.hits {
         match groups.last_mut() {
@@ -430,7 +426,10 @@ fn history_hits(repo: &SearchRepoHits, matcher: Option<&regex::Regex>) -> Markup
                         a href=(commit_url(&repo.repo, commit)) { (short_sha(commit)) }
                         @if let Some(date) = &first.date { " " span.meta { (date) } }
                         @if let Some(author) = &first.author { " " (author) }
-                        @if let Some(subject) = &first.subject { " — " (marked(subject, matcher)) }
+                        @if let Some(subject) = &first.subject { " — " (marked(subject, &first.subject_marks)) }
+                        @if first.change.is_none() && first.subject_marks.is_empty() && !first.marks.is_empty() {
+                            @if let Some(snippet) = &first.snippet { " " code.snippet { (marked(snippet, &first.marks)) } }
+                        }
                         @if !lines.is_empty() {
                             ul {
                                 @for hit in lines {
@@ -441,7 +440,7 @@ fn history_hits(repo: &SearchRepoHits, matcher: Option<&regex::Regex>) -> Markup
                                         } @else {
                                             (hit.path) ":" (hit.line.unwrap_or_default())
                                         }
-                                        " " code.snippet { (sign) (marked(hit.snippet.as_deref().unwrap_or_default(), matcher)) }
+                                        " " code.snippet { (sign) (marked(hit.snippet.as_deref().unwrap_or_default(), &hit.marks)) }
                                     }
                                 }
                             }
@@ -600,32 +599,101 @@ mod tests {
         }
     }
 
-    /// Issue 34 point 8: a literal query's matches are marked in the snippet (case as the
-    /// search had it), the rest escaped; regular expressions are not marked.
+    /// Issue 34 point 8: the marks a hit carries are marked, the rest escaped; a regular
+    /// expression's hits as well as a literal's (the page does not re-match the query);
+    /// marks that do not fit the text are skipped, never a failed page.
     #[test]
-    fn literal_matches_are_marked() {
-        let request = SearchRequest {
-            query: "<b>".into(),
-            ..SearchRequest::default()
-        };
-        let matcher = literal_matcher(&request);
+    fn hit_marks_are_marked() {
         assert_eq!(
-            marked("a <B> b <b>", matcher.as_ref()).into_string(),
+            marked("a <B> b <b>", &[2..5, 8..11]).into_string(),
             "a <mark>&lt;B&gt;</mark> b <mark>&lt;b&gt;</mark>"
         );
-        let exact = SearchRequest {
-            case_sensitive: true,
-            ..request.clone()
-        };
+        assert_eq!(marked("fn é() {}", &[]).into_string(), "fn é() {}");
         assert_eq!(
-            marked("a <B> b <b>", literal_matcher(&exact).as_ref()).into_string(),
-            "a &lt;B&gt; b <mark>&lt;b&gt;</mark>"
+            marked("été x", &[0..1, 3..3, 6..7, 4..9, 0..2]).into_string(),
+            "été <mark>x</mark>"
         );
-        let regex = SearchRequest {
-            regex: true,
-            ..request
+        let hit = |snippet: &str, marks: Vec<Range<u32>>| SearchHit {
+            path: "src/<lib>.rs".into(),
+            line: Some(3),
+            snippet: Some(snippet.into()),
+            marks,
+            ..SearchHit::default()
         };
-        assert!(literal_matcher(&regex).is_none());
+        let answer = SearchAnswer {
+            repos: vec![SearchRepoHits {
+                repo: "o/r".into(),
+                commit: "c".repeat(40),
+                hits: vec![
+                    hit("fn main() { fn go() }", vec![0..7, 12..17]),
+                    hit("x fnord", Vec::new()),
+                ],
+            }],
+            next_cursor: None,
+            not_indexed: Vec::new(),
+            not_searched: Vec::new(),
+            stats: service::SearchStatsAnswer::default(),
+            query_rewrite: None,
+        };
+        let request = SearchRequest {
+            query: r"\bfn \w+".into(),
+            regex: true,
+            ..SearchRequest::default()
+        };
+        let page = search_hits(&request, &answer).into_string();
+        assert!(
+            page.contains("<mark>fn main</mark>() { <mark>fn go</mark>() }"),
+            "{page}"
+        );
+        assert!(page.contains("x fnord"), "{page}");
+        assert!(page.contains("src/&lt;lib&gt;.rs:3"), "{page}");
+    }
+
+    /// Issue 34 point 8: commit hits mark their subject (or, when the subject has no match,
+    /// show the matched message line marked); diff hits their line.
+    #[test]
+    // `vec![a..b]` is a list of one mark (a byte range), not the range's numbers.
+    #[allow(clippy::single_range_in_vec_init)]
+    fn history_hit_marks_are_marked() {
+        let commit = "d".repeat(40);
+        let subject = SearchHit {
+            commit: Some(commit.clone()),
+            subject: Some("Fix the parser".into()),
+            subject_marks: vec![8..14],
+            snippet: Some("Fix the parser".into()),
+            marks: vec![8..14],
+            ..SearchHit::default()
+        };
+        let body = SearchHit {
+            subject: Some("Tidy up".into()),
+            snippet: Some("see parser.rs".into()),
+            marks: vec![4..10],
+            subject_marks: Vec::new(),
+            ..subject.clone()
+        };
+        let diff = SearchHit {
+            path: "src/a.rs".into(),
+            line: Some(2),
+            change: Some(LineChange::Added),
+            snippet: Some("let parser = 1;".into()),
+            marks: vec![4..10],
+            subject_marks: Vec::new(),
+            ..subject.clone()
+        };
+        let repo = |hits| SearchRepoHits {
+            repo: "o/r".into(),
+            commit: commit.clone(),
+            hits,
+        };
+        let page = history_hits(&repo(vec![subject])).into_string();
+        assert!(page.contains("Fix the <mark>parser</mark>"), "{page}");
+        assert!(!page.contains("code class=\"snippet\""), "{page}");
+        let page = history_hits(&repo(vec![body])).into_string();
+        assert!(page.contains("Tidy up"), "{page}");
+        assert!(page.contains("see <mark>parser</mark>.rs"), "{page}");
+        let page = history_hits(&repo(vec![diff])).into_string();
+        assert!(page.contains("+let <mark>parser</mark> = 1;"), "{page}");
+        assert!(page.contains("Fix the parser"), "{page}");
     }
 
     /// Cluster mode: repositories no replica answered for are named on the search page,

@@ -12,6 +12,7 @@
 //! order `git log` lists commits; a diff commit's hits in its diff's order.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use globset::{GlobBuilder, GlobMatcher};
@@ -82,14 +83,23 @@ pub struct HistoryHit {
     pub date: String,
     /// The message's first paragraph on one line (git's `%s`).
     pub subject: String,
+    /// Commit hits: byte ranges in `subject` of the query's matches (each message line of
+    /// the paragraph searched whole with the search's regex, then clipped to what the
+    /// subject keeps of it): non-empty, in order, disjoint, on character boundaries, at most
+    /// [`MAX_MARKS`](crate::MAX_MARKS). Empty for diff hits, whose regex matched the diff.
+    pub subject_marks: Vec<Range<u32>>,
     /// Diff hits: the new path (added line) or the old one (removed line).
     pub path: Option<String>,
     /// Diff hits: the line's number in the commit (added) or its first parent (removed).
     pub line: Option<u32>,
     /// Diff hits: `+` (true) or `-`.
     pub added: Option<bool>,
-    /// Diff hits: the line; commit hits: the first message line that matched.
+    /// Diff hits: the line; commit hits: the first message line that matched (trimmed and
+    /// cut as code search's snippets are).
     pub snippet: String,
+    /// Byte ranges in `snippet` of the query's matches on its line, as
+    /// [`Hit::Line`](crate::Hit::Line)'s `marks`.
+    pub marks: Vec<Range<u32>>,
 }
 
 /// One page of a history search.
@@ -317,30 +327,43 @@ fn plan(req: &HistoryRequest) -> Result<Plan, HistoryError> {
     })
 }
 
-/// git's `%s`: the first paragraph, its lines trimmed and joined by spaces.
-fn subject(message: &[u8]) -> String {
-    let message = String::from_utf8_lossy(message);
-    message
-        .lines()
-        .map(str::trim)
-        .skip_while(|l| l.is_empty())
-        .take_while(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// A line as code search shows it: trimmed, at most [`crate::SNIPPET_CHARS`] characters,
-/// starting a little before the match (at byte `at`) when the line is longer.
-fn snippet(line: &[u8], at: usize) -> String {
-    let text = String::from_utf8_lossy(line);
-    let text = text.trim_end_matches(['\r', '\n']);
-    let trimmed = text.trim_start();
-    let lead = text.len() - trimmed.len();
-    if trimmed.chars().count() <= crate::SNIPPET_CHARS {
-        return trimmed.trim_end().to_owned();
+/// git's `%s` (the first paragraph, its lines trimmed and joined by spaces) and, with
+/// `regex`, the byte ranges of its matches in it: each line of the paragraph searched whole,
+/// as commit search matches message lines, the matches clipped to what `%s` keeps of the
+/// line, on character boundaries, non-empty, at most [`crate::MAX_MARKS`].
+fn subject_marked(message: &[u8], regex: Option<&Regex>) -> (String, Vec<Range<u32>>) {
+    let mut subject = String::new();
+    let mut marks: Vec<Range<u32>> = Vec::new();
+    let paragraph = message
+        .split(|&b| b == b'\n')
+        .skip_while(|line| line.trim_ascii().is_empty())
+        .take_while(|line| !line.trim_ascii().is_empty());
+    for raw in paragraph {
+        let text = String::from_utf8_lossy(raw);
+        let kept = text.trim();
+        if !subject.is_empty() {
+            subject.push(' ');
+        }
+        let base = subject.len();
+        subject.push_str(kept);
+        // A line that is not UTF-8 is shown lossily, with other offsets: not marked.
+        let (Some(regex), Ok(line)) = (regex, std::str::from_utf8(raw)) else {
+            continue;
+        };
+        let lead = line.len() - line.trim_start().len();
+        let shown = lead..lead + kept.len();
+        for found in regex.find_iter(raw) {
+            if found.start() >= shown.end || marks.len() >= crate::MAX_MARKS {
+                break;
+            }
+            let start = line.floor_char_boundary(found.start().max(shown.start));
+            let end = line.ceil_char_boundary(found.end().min(shown.end));
+            if start < end {
+                marks.push((base + start - lead) as u32..(base + end - lead) as u32);
+            }
+        }
     }
-    let from = trimmed.floor_char_boundary(at.saturating_sub(lead).saturating_sub(40));
-    trimmed[from..].chars().take(crate::SNIPPET_CHARS).collect()
+    (subject, marks)
 }
 
 /// The commits a search walks: the index's segments (plus one in memory for commits read
@@ -556,16 +579,26 @@ impl Scan<'_> {
             return Vec::new();
         }
         self.stats.1 += 1;
+        let kind = self.kind;
         let hit = |path: Option<String>, line: Option<u32>, added: Option<bool>, text: &[u8]| {
+            let at = plan.regex.find(text).map_or(0, |m| m.start());
+            let (snippet, marks) = crate::page::snippet_marked(text, at, &plan.regex);
+            // A diff search's regex matched the diff's lines, not the message.
+            let (subject, subject_marks) = subject_marked(
+                message,
+                (kind == HistoryKind::Commit).then_some(&plan.regex),
+            );
             HistoryHit {
                 commit: encode_sha(entry.sha),
                 author: String::from_utf8_lossy(author).into_owned(),
                 date: dates::rfc3339(entry.author_time, entry.author_offset),
-                subject: subject(message),
+                subject,
+                subject_marks,
                 path,
                 line,
                 added,
-                snippet: snippet(text, plan.regex.find(text).map_or(0, |m| m.start())),
+                snippet,
+                marks,
             }
         };
         match self.kind {
@@ -612,4 +645,32 @@ fn touches(segment: &Segment, entry: &Entry<'_>, filter: &PathFilter) -> bool {
         && changed
             .iter()
             .all(|group| group.iter().any(|p| filter.allows(p.as_bytes())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn marked(subject: &str, marks: &[Range<u32>]) -> Vec<String> {
+        assert!(crate::marks_fit(subject, marks), "{marks:?} in {subject:?}");
+        marks
+            .iter()
+            .map(|m| subject[m.start as usize..m.end as usize].to_owned())
+            .collect()
+    }
+
+    /// Issue 34 point 8: a commit hit's subject (git's `%s`) carries the matches of each of
+    /// its message lines, searched whole (anchors at the line's start), clipped to what
+    /// `%s` keeps and placed where the line lands in it.
+    #[test]
+    fn subject_marks_follow_the_message_lines() {
+        let regex = build_regex("query", r"^\s*fix\w*|é\w+", false).unwrap();
+        let message = b"\n  Fix: \xc3\xa9t\xc3\xa9 parser\r\n  fixes \xc3\xa9crit\n\nfix body\n";
+        let (subject, marks) = subject_marked(message, Some(&regex));
+        assert_eq!(subject, "Fix: été parser fixes écrit");
+        assert_eq!(marked(&subject, &marks), ["Fix", "été", "fixes", "écrit"]);
+        let (plain, none) = subject_marked(message, None);
+        assert_eq!((plain.as_str(), none.len()), (subject.as_str(), 0));
+        assert_eq!(subject_marked(b"\n\n", Some(&regex)).0, "");
+    }
 }
