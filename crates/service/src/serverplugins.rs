@@ -317,8 +317,8 @@ impl SearchHook {
             })
             .collect();
         // A returned hit keeps the marks of the hit it was, found by repository, commit,
-        // path, line and snippet: one whose snippet a plugin changed has none (its ranges
-        // were of the old text).
+        // path, line and snippet: one whose snippet had changed would get none (its ranges
+        // were of the old text; `pyplugin` refuses such a change today).
         let mut marks: HashMap<HitKey<'_>, &[Range<u32>]> = HashMap::new();
         for group in &answer.repos {
             for hit in &group.hits {
