@@ -150,9 +150,9 @@ async fn main() -> Result<()> {
         warm.push(took);
     }
     // Where a warm page's time goes: the service call alone, with and without the
-    // definition lookups (the rest of a page is the outline, the HTML and the transport).
+    // definition lookups, and the outline (the rest of a page is the HTML and the transport).
     let ctx = service::CallContext::default();
-    let mut parts = [Vec::new(), Vec::new()];
+    let mut parts = [Vec::new(), Vec::new(), Vec::new()];
     for run in 0..runs {
         let path = &texts[run % texts.len()].0;
         for (i, definitions) in [false, true].into_iter().enumerate() {
@@ -171,6 +171,19 @@ async fn main() -> Result<()> {
                 .await?;
             parts[i].push(started.elapsed());
         }
+        let started = Instant::now();
+        service
+            .outline(
+                &ctx,
+                service::OutlineRequest {
+                    repo: REPO.into(),
+                    revision: Some("HEAD".into()),
+                    path: path.clone(),
+                    cursor: None,
+                },
+            )
+            .await?;
+        parts[2].push(started.elapsed());
     }
     // Floor: git printing the same blob.
     let mut git = Vec::new();
@@ -199,6 +212,7 @@ async fn main() -> Result<()> {
     let warm_p95 = report("warm (cache hit)", &mut warm);
     report("  of it: highlight call", &mut parts[0]);
     report("  of it: + definition links", &mut parts[1]);
+    report("  of it: outline call", &mut parts[2]);
     report("floor: git cat-file -p", &mut git);
     let stats = service.highlight_cache_stats();
     println!(

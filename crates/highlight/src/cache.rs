@@ -105,6 +105,17 @@ impl Cache {
         result
     }
 
+    /// The kept result of `text` as `grammar`, if there is one (counted as a hit): a caller
+    /// that does other work beside a new run asks first.
+    pub fn cached(&self, grammar: Option<Grammar>, text: &str) -> Option<Arc<Highlighted>> {
+        if grammar.is_none() || text.len() > self.limits.max_bytes {
+            return None;
+        }
+        let found = self.lookup(&self.key(grammar, text), text)?;
+        self.hits.fetch_add(1, Ordering::Relaxed);
+        Some(found)
+    }
+
     /// What the cache did so far.
     pub fn stats(&self) -> CacheStats {
         let entries = self.lock();

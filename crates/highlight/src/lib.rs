@@ -243,6 +243,20 @@ impl Highlighted {
     /// the last line. Classified spans and the plain text between them, in order; together
     /// they are exactly the line.
     pub fn line(&self, n: usize) -> Option<Vec<Token<'_>>> {
+        let (text, runs) = self.line_runs(n)?;
+        Some(
+            runs.map(|(range, class)| Token {
+                text: &text[range],
+                class,
+            })
+            .collect(),
+        )
+    }
+
+    /// Line `n` (1-based) without its line end, and its runs: byte ranges of that text with
+    /// their class (`None`: no capture), in order and together exactly the text; `None`
+    /// past the last line. What [`Highlighted::line`] gives, without a string per token.
+    pub fn line_runs(&self, n: usize) -> Option<(&str, Runs<'_>)> {
         let i = n.checked_sub(1)?;
         let start = *self.line_starts.get(i)? as usize;
         let end = self
@@ -252,38 +266,21 @@ impl Highlighted {
         let line = &self.text[start..end];
         let line = line.strip_suffix('\n').unwrap_or(line);
         let line = line.strip_suffix('\r').unwrap_or(line);
-        let end = start + line.len();
         let first = *self.line_spans.get(i)? as usize;
         let last = self
             .line_spans
             .get(i + 1)
             .map_or(self.spans.len(), |&next| next as usize);
-        let mut tokens = Vec::new();
-        let mut at = start;
-        for span in self.spans.get(first..last).unwrap_or(&[]) {
-            let (s, e) = (span.start as usize, (span.end as usize).min(end));
-            if s >= e {
-                continue;
-            }
-            if s > at {
-                tokens.push(Token {
-                    text: &self.text[at..s],
-                    class: None,
-                });
-            }
-            tokens.push(Token {
-                text: &self.text[s..e],
-                class: Some(span.class),
-            });
-            at = e;
-        }
-        if at < end {
-            tokens.push(Token {
-                text: &self.text[at..end],
-                class: None,
-            });
-        }
-        Some(tokens)
+        Some((
+            line,
+            Runs {
+                spans: self.spans.get(first..last).unwrap_or(&[]),
+                base: start,
+                at: 0,
+                len: line.len(),
+                pending: None,
+            },
+        ))
     }
 
     /// Heap bytes this result holds (what the cache counts).
@@ -293,6 +290,54 @@ impl Highlighted {
             + self.line_spans.capacity() * 4
             + self.spans.capacity() * std::mem::size_of::<Span>()
             + std::mem::size_of::<Self>()
+    }
+}
+
+/// The runs of one line (see [`Highlighted::line_runs`]): byte ranges of the line's text.
+#[derive(Debug, Clone)]
+pub struct Runs<'a> {
+    /// The line's spans, in order (offsets into the whole text).
+    spans: &'a [Span],
+    /// Where the line starts in the whole text.
+    base: usize,
+    /// The next byte of the line not yet given out.
+    at: usize,
+    /// The line's length without its line end.
+    len: usize,
+    /// A classified run to give after the plain text before it.
+    pending: Option<(std::ops::Range<usize>, Class)>,
+}
+
+impl Iterator for Runs<'_> {
+    type Item = (std::ops::Range<usize>, Option<Class>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some((range, class)) = self.pending.take() {
+            self.at = range.end;
+            return Some((range, Some(class)));
+        }
+        while let Some((span, rest)) = self.spans.split_first() {
+            self.spans = rest;
+            let s = (span.start as usize).saturating_sub(self.base);
+            let e = (span.end as usize).saturating_sub(self.base).min(self.len);
+            if s >= e || s < self.at {
+                continue;
+            }
+            if s > self.at {
+                let plain = self.at..s;
+                self.pending = Some((s..e, span.class));
+                self.at = s;
+                return Some((plain, None));
+            }
+            self.at = e;
+            return Some((s..e, Some(span.class)));
+        }
+        if self.at < self.len {
+            let rest = self.at..self.len;
+            self.at = self.len;
+            return Some((rest, None));
+        }
+        None
     }
 }
 

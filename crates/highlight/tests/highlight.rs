@@ -242,3 +242,42 @@ fn css_classes_are_prefixed_and_dashed() {
             .all(|c| c.starts_with("hl-") && !c.contains('.'))
     );
 }
+
+/// The runs of a line (what the file page renders) cover its text exactly, in order and on
+/// character boundaries, with CRLF line ends and non-ASCII text.
+#[test]
+fn line_runs_cover_each_line_exactly() {
+    let text = "// é – ü\r\nfn f() { let s = \"añb\"; } // ü\r\n\r\nlast";
+    let h = highlight(Some(Grammar::Rust), text, Limits::default());
+    assert_eq!(h.outcome(), Outcome::Highlighted);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(h.line_count(), lines.len());
+    for (n, expected) in (1..).zip(&lines) {
+        let (line, runs) = h.line_runs(n).expect("a line");
+        assert_eq!(line, *expected);
+        let mut at = 0;
+        for (range, _) in runs {
+            assert_eq!(range.start, at, "line {n}");
+            assert!(range.end > range.start && line.is_char_boundary(range.end));
+            at = range.end;
+        }
+        assert_eq!(at, line.len(), "line {n}");
+    }
+    assert!(h.line_runs(lines.len() + 1).is_none());
+    assert!(h.line_runs(0).is_none());
+}
+
+/// `Cache::cached` answers a kept result (a hit) and nothing else (no miss counted).
+#[test]
+fn cached_answers_only_what_was_highlighted() {
+    let cache = Cache::new(1 << 20, Limits::default());
+    let text = "fn a() {}\n";
+    assert!(cache.cached(Some(Grammar::Rust), text).is_none());
+    let first = cache.highlight(Some(Grammar::Rust), text);
+    let kept = cache.cached(Some(Grammar::Rust), text).expect("kept");
+    assert!(std::sync::Arc::ptr_eq(&first, &kept));
+    assert!(cache.cached(Some(Grammar::Python), text).is_none());
+    assert!(cache.cached(None, text).is_none());
+    let stats = cache.stats();
+    assert_eq!((stats.hits, stats.misses), (1, 1));
+}

@@ -10,7 +10,7 @@ use testgit::SourceRepo;
 
 const REPO: &str = "acme/blob";
 const LIB_RS: &[u8] = b"//! Core.\n\n/// A priced item.\npub struct Item {\n    pub cents: u64,\n}\n\n/// The total.\npub fn total(items: &[Item]) -> u64 {\n    items.iter().map(|i| i.cents).sum()\n}\n";
-const CHECKOUT_RS: &[u8] = b"use crate::{total, Item};\n\npub fn pay(items: &[Item]) -> u64 {\n    total(items) + 499 // \"<script>\"\n}\n";
+const CHECKOUT_RS: &[u8] = b"use crate::{total, Item};\n\npub fn pay(items: &[Item]) -> u64 {\n    total(items) + 499 // \"<script>\" total, Item\n}\n";
 const BINARY: &[u8] = &[0, 1, 2, 3, 0, 255, 254, 0, b'<', b'h', b'>'];
 
 struct Site {
@@ -202,6 +202,15 @@ async fn blob_page_highlights_and_links_definitions() {
         assert!(page.contains(&format!("/sourcegraph/repos/{REPO}/-/raw/{head}/src/checkout.rs")));
         assert!(page.contains(&format!("/sourcegraph/repos/{REPO}/-/blame/main/src/checkout.rs")));
         assert!(page.contains(&format!("/sourcegraph/repos/{REPO}/-/commits/main/src/checkout.rs")));
+        // Names in comments are not links, though they are defined (the first view looks
+        // the raw text's names up while highlighting, comments included).
+        assert!(
+            page.contains("<span class=\"hl-comment\">// &quot;&lt;script&gt;&quot; total, Item</span>"),
+            "{page}"
+        );
+        // A second view (highlighting and lookups kept) is the same page.
+        let (_, again) = site.page("/-/blob/main/src/checkout.rs").await;
+        assert_eq!(again, page);
         // Its own definition line is not a link to itself.
         let (_, lib) = site.page("/-/blob/main/src/lib.rs").await;
         assert!(!lib.contains("src/lib.rs#L9\">total</a>"), "{lib}");
@@ -260,7 +269,7 @@ async fn highlight_answers_lines_of_a_file_at_a_commit() {
         let lines: Vec<String> = text
             .lines
             .iter()
-            .map(|l| l.tokens.iter().map(|t| t.text.as_str()).collect())
+            .map(|l| l.pieces().map(|(text, _)| text).collect())
             .collect();
         assert_eq!(lines, expected);
         assert_eq!(
@@ -271,9 +280,8 @@ async fn highlight_answers_lines_of_a_file_at_a_commit() {
         assert_eq!(text.total_lines, shown.lines().count() as u64);
         assert!(
             text.lines[0]
-                .tokens
-                .iter()
-                .any(|t| t.text == "pub" && t.class == Some("hl-keyword")),
+                .pieces()
+                .any(|(text, t)| text == "pub" && t.class == Some("hl-keyword")),
             "{:?}",
             text.lines[0]
         );

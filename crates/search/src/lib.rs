@@ -70,6 +70,7 @@ mod extract;
 mod history;
 mod indexes;
 mod lang;
+mod links;
 mod navigate;
 mod order;
 mod overlay;
@@ -97,6 +98,7 @@ pub use history::{
 };
 pub use indexes::{IndexInfo, Indexes, IndexesStats};
 pub use lang::{DocLang, MAX_LANG_BYTES, known_langs, lang_of};
+pub use links::{DefinitionSite, NameSites, SitesAnswer};
 pub use navigate::{
     Definition, Definitions, DefinitionsRequest, IndexedOutline, MAX_DEFINITIONS, MAX_SYMBOL_BYTES,
 };

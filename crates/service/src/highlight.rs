@@ -97,18 +97,39 @@ pub struct HighlightedText {
     pub definitions: Vec<DefinitionLink>,
 }
 
-/// One line: its tokens are exactly its text, without the line end.
+/// One line: its text, and the tokens that cover it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HighlightedLine {
     pub number: u64,
+    /// The line without its line end. Repository data, not escaped.
+    pub text: String,
+    /// Runs of `text` in order, together exactly `text` ([`HighlightedLine::pieces`] gives
+    /// each with its text).
     pub tokens: Vec<Token>,
 }
 
-/// A run of one line with one class.
-#[derive(Debug, Clone, PartialEq, Eq)]
+impl HighlightedLine {
+    /// Each token with its text, in order.
+    pub fn pieces(&self) -> impl Iterator<Item = (&str, &Token)> {
+        self.tokens.iter().map(|t| {
+            (
+                self.text
+                    .get(t.start as usize..t.end as usize)
+                    .unwrap_or(""),
+                t,
+            )
+        })
+    }
+}
+
+/// A run of one line with one class: a byte range of the line's text (on character
+/// boundaries), not a copy of it, because a page has tens of thousands of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Token {
-    /// Repository data, not escaped.
-    pub text: String,
+    /// Where the run starts in [`HighlightedLine::text`].
+    pub start: u32,
+    /// Where it ends (exclusive).
+    pub end: u32,
     /// The CSS class of its capture (`hl-keyword`, `hl-string`…); `None` for plain text.
     pub class: Option<&'static str>,
     /// The name's definitions: an index into [`HighlightedText::definitions`].
@@ -230,21 +251,37 @@ impl Service {
                 ) => return Ok(answer(HighlightedFile::Binary { size })),
                 Err(e) => return Err(e.into()),
             };
-            let highlighted = inner.highlights.highlight(grammar, text.as_str());
-            drop(text);
             let first = start_line.unwrap_or(1).max(1);
+            let max_lines = max_lines.unwrap_or(DEFAULT_HIGHLIGHT_LINES).max(1);
+            let max_bytes = max_bytes.unwrap_or(inner.config.read_budget);
+            let (highlighted, looked_up) = match inner.highlights.cached(grammar, text.as_str()) {
+                Some(kept) => (kept, None),
+                None if definitions && grammar.is_some() => {
+                    let names = || page_names(text.as_str(), first, max_lines, max_bytes);
+                    beside(
+                        || look_up(inner, &repo_name, &names()),
+                        || inner.highlights.highlight(grammar, text.as_str()),
+                    )
+                }
+                None => (inner.highlights.highlight(grammar, text.as_str()), None),
+            };
+            drop(text);
             let total = highlighted.line_count() as u64;
             if first > total.max(1) {
                 return Err(ServiceError::invalid(format!(
                     "start_line {first} is past the end of {path} ({total} lines)"
                 )));
             }
-            let max_lines = max_lines.unwrap_or(DEFAULT_HIGHLIGHT_LINES).max(1);
-            let max_bytes = max_bytes.unwrap_or(inner.config.read_budget);
             let mut page = page_of(&highlighted, first, max_lines, max_bytes);
             let mut links = Vec::new();
             if definitions && highlighted.outcome() == highlight::Outcome::Highlighted {
-                links = link_definitions(inner, &repo_name, path.as_str(), &mut page.lines);
+                links = link_definitions(
+                    inner,
+                    &repo_name,
+                    path.as_str(),
+                    &mut page.lines,
+                    looked_up.flatten(),
+                );
             }
             Ok(answer(HighlightedFile::Text(HighlightedText {
                 first_line: first,
@@ -314,6 +351,20 @@ fn status(outcome: highlight::Outcome) -> HighlightStatus {
     }
 }
 
+/// Runs `side` on another thread while `main` runs on this one, and answers both (`None`
+/// for `side` when no thread could be started, or it panicked: the caller does without).
+/// A new file's page looks its names up this way while the file is highlighted, so a page
+/// costs the longer of the two rather than their sum.
+fn beside<A: Send, B>(side: impl FnOnce() -> A + Send, main: impl FnOnce() -> B) -> (B, Option<A>) {
+    std::thread::scope(|scope| {
+        let handle = std::thread::Builder::new()
+            .name("highlight-names".into())
+            .spawn_scoped(scope, side);
+        let main = main();
+        (main, handle.ok().and_then(|h| h.join().ok()))
+    })
+}
+
 struct Page {
     lines: Vec<HighlightedLine>,
     next: Option<u64>,
@@ -326,21 +377,24 @@ fn page_of(h: &highlight::Highlighted, first: u64, max_lines: u64, max_bytes: us
     let mut bytes = 0usize;
     let mut n = first;
     while n <= total && (n - first) < max_lines {
-        let Some(tokens) = usize::try_from(n).ok().and_then(|i| h.line(i)) else {
+        let Some((text, runs)) = usize::try_from(n).ok().and_then(|i| h.line_runs(i)) else {
             break;
         };
-        let len: usize = tokens.iter().map(|t| t.text.len()).sum::<usize>() + 1;
+        let len = text.len() + 1;
         if !lines.is_empty() && bytes + len > max_bytes {
             break;
         }
         bytes += len;
         lines.push(HighlightedLine {
             number: n,
-            tokens: tokens
-                .into_iter()
-                .map(|t| Token {
-                    text: t.text.to_owned(),
-                    class: t.class.map(highlight::Class::css),
+            text: text.to_owned(),
+            // Offsets fit: highlighted texts are at most `Limits::max_bytes`, and a plain
+            // line over 4 GiB is not served.
+            tokens: runs
+                .map(|(range, class)| Token {
+                    start: range.start as u32,
+                    end: range.end as u32,
+                    class: class.map(highlight::Class::css),
                     definition: None,
                 })
                 .collect(),
@@ -374,165 +428,212 @@ fn linkable(class: Option<&'static str>) -> bool {
 
 /// The identifiers of `text` (ASCII letters, digits, `_`, not starting with a digit; two
 /// bytes at least: one-letter names are locals), as byte ranges.
-fn identifiers(text: &str) -> Vec<std::ops::Range<usize>> {
+fn identifiers(text: &str) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
     let bytes = text.as_bytes();
     let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
-    let mut out = Vec::new();
+    // A word glued to non-ASCII text is part of a longer name.
+    let glued = |at: Option<&u8>| at.is_some_and(|b| !b.is_ascii());
     let mut i = 0;
-    while i < bytes.len() {
-        if word(bytes[i]) {
+    std::iter::from_fn(move || {
+        while i < bytes.len() {
+            if !word(bytes[i]) {
+                i += 1;
+                continue;
+            }
             let start = i;
             while i < bytes.len() && word(bytes[i]) {
                 i += 1;
             }
-            // A word glued to non-ASCII text is part of a longer name: skip it.
-            let glued = |at: Option<&u8>| at.is_some_and(|b| !b.is_ascii());
             if !bytes[start].is_ascii_digit()
                 && i - start >= 2
                 && i - start <= search::MAX_SYMBOL_BYTES
                 && !glued(start.checked_sub(1).and_then(|p| bytes.get(p)))
                 && !glued(bytes.get(i))
             {
-                out.push(start..i);
+                return Some(start..i);
             }
-        } else {
-            i += 1;
         }
-    }
-    out
+        None
+    })
 }
 
-/// Looks the page's names up in the symbol table of the repository's indexed head and splits
-/// tokens so each linked name is one token. No index, a head that left retention, or the
-/// budget spent: fewer (or no) links, never an error.
+/// Distinct names in order of first use, at most [`MAX_LINKED_NAMES`].
+fn distinct<'a>(all: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut names = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for name in all {
+        if names.len() >= MAX_LINKED_NAMES {
+            break;
+        }
+        if seen.insert(name) {
+            names.push(name);
+        }
+    }
+    names
+}
+
+/// The names of the page's lines in a file's raw text (as [`page_of`] would cut it): before
+/// the file is highlighted, so words of comments and strings too.
+fn page_names(text: &str, first: u64, max_lines: u64, max_bytes: usize) -> Vec<&str> {
+    let skip = usize::try_from(first.saturating_sub(1)).unwrap_or(usize::MAX);
+    let take = usize::try_from(max_lines).unwrap_or(usize::MAX);
+    let mut bytes = 0usize;
+    let lines = text
+        .split_inclusive('\n')
+        .skip(skip)
+        .take(take)
+        .take_while(move |line| {
+            let fits = bytes == 0 || bytes + line.len() <= max_bytes;
+            bytes += line.len();
+            fits
+        });
+    distinct(lines.flat_map(|line| identifiers(line).map(move |r| &line[r])))
+}
+
+/// The names of the page's tokens that may name a definition.
+fn linkable_names(lines: &[HighlightedLine]) -> Vec<&str> {
+    distinct(lines.iter().flat_map(|line| {
+        line.pieces()
+            .filter(|(_, t)| linkable(t.class))
+            .flat_map(|(text, _)| identifiers(text).map(move |r| &text[r]))
+    }))
+}
+
+/// Looks `names` up in the symbol table of the repository's indexed head, the kept lookups
+/// first, within [`DEFINITIONS_BUDGET`]. No index, or a head that left retention: `None`.
+fn look_up(inner: &crate::Inner, repo: &RepoName, names: &[&str]) -> Option<Known> {
+    let indexes = inner.indexes().ok()?;
+    let indexed = indexes.indexed_commit(repo.as_str())?;
+    // Held while the symbol table is read: the indexed commit stays retained (G-8).
+    let _lease = CommitId::parse(&indexed).and_then(|c| inner.store.lease(repo, &c).ok())?;
+    let key = (repo.to_string(), indexed);
+    let mut known = inner.definition_links.known(&key, names);
+    let missing: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| !known.contains_key(*n))
+        .collect();
+    let deadline = Instant::now() + DEFINITIONS_BUDGET;
+    let found: Vec<(String, Option<std::sync::Arc<DefinitionLink>>)> = indexes
+        .definition_sites(repo.as_str(), &missing, MAX_DEFINITION_TARGETS, deadline)
+        // Indexed again meanwhile: its lines belong to another commit; link nothing new.
+        .filter(|answer| answer.commit == key.1)
+        .map(|answer| {
+            let commit = answer.commit;
+            missing
+                .iter()
+                .zip(answer.names)
+                .map(|(name, sites)| {
+                    let link = sites.map(|found| {
+                        std::sync::Arc::new(DefinitionLink {
+                            name: (*name).to_owned(),
+                            targets: found
+                                .sites
+                                .into_iter()
+                                .map(|site| DefinitionTarget {
+                                    commit: commit.clone(),
+                                    path: site.path,
+                                    line: site.line,
+                                    kind: site.kind.as_str(),
+                                })
+                                .collect(),
+                            total: found.total,
+                        })
+                    });
+                    ((*name).to_owned(), link)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    inner.definition_links.remember(&key, &found);
+    known.extend(found);
+    Some(known)
+}
+
+/// Links the page's names to their definitions (`looked_up`: lookups made while the file was
+/// highlighted; names it lacks are looked up now) and splits tokens so each linked name is
+/// one token. No index, a head that left retention, or the budget spent: fewer (or no)
+/// links, never an error.
 fn link_definitions(
     inner: &crate::Inner,
     repo: &RepoName,
     path: &str,
     lines: &mut [HighlightedLine],
+    looked_up: Option<Known>,
 ) -> Vec<DefinitionLink> {
-    let Ok(indexes) = inner.indexes() else {
-        return Vec::new();
-    };
-    let Some(indexed) = indexes.indexed_commit(repo.as_str()) else {
-        return Vec::new();
-    };
-    // Held while the symbol table is read: the indexed commit stays retained (G-8).
-    let Some(_lease) = CommitId::parse(&indexed).and_then(|c| inner.store.lease(repo, &c).ok())
-    else {
-        return Vec::new();
-    };
-    // The page's distinct names, in order of first use.
-    let mut names: Vec<&str> = Vec::new();
-    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
-    'lines: for line in lines.iter() {
-        for token in line.tokens.iter().filter(|t| linkable(t.class)) {
-            for range in identifiers(&token.text) {
-                if names.len() >= MAX_LINKED_NAMES {
-                    break 'lines;
-                }
-                let name = &token.text[range];
-                if seen.insert(name) {
-                    names.push(name);
-                }
-            }
-        }
+    let names = linkable_names(lines);
+    let mut known = looked_up.unwrap_or_default();
+    let missing: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| !known.contains_key(*n))
+        .collect();
+    if !missing.is_empty()
+        && let Some(more) = look_up(inner, repo, &missing)
+    {
+        known.extend(more);
     }
-    let key = (repo.to_string(), indexed);
-    let mut known = inner.definition_links.known(&key, &names);
-    let started = Instant::now();
-    let mut found = Vec::new();
-    for name in names.iter().filter(|n| !known.contains_key(**n)) {
-        if started.elapsed() > DEFINITIONS_BUDGET {
-            break;
-        }
-        let link = indexes
-            .definitions(&search::DefinitionsRequest {
-                symbol: (*name).to_owned(),
-                repos: vec![key.0.clone()],
-                path: None,
-                lang: None,
-                limit: MAX_DEFINITION_TARGETS,
-            })
-            .ok()
-            .and_then(|answer| {
-                let targets: Vec<DefinitionTarget> = answer
-                    .definitions
-                    .into_iter()
-                    .map(|d| DefinitionTarget {
-                        commit: d.commit,
-                        path: d.path,
-                        line: d.symbol.line,
-                        kind: d.symbol.kind.as_str(),
-                    })
-                    .collect();
-                (!targets.is_empty()).then(|| {
-                    std::sync::Arc::new(DefinitionLink {
-                        name: (*name).to_owned(),
-                        targets,
-                        total: answer.total,
-                    })
-                })
-            });
-        found.push(((*name).to_owned(), link));
-    }
-    inner.definition_links.remember(&key, &found);
-    known.extend(found);
-    let mut links = Vec::new();
-    let mut looked_up: HashMap<String, Option<u32>> = HashMap::new();
-    for name in names {
-        let index = known.get(name).cloned().flatten().map(|link| {
-            links.push(DefinitionLink::clone(&link));
-            (links.len() - 1) as u32
-        });
-        looked_up.insert(name.to_owned(), index);
-    }
+    let links: Vec<DefinitionLink> = names
+        .iter()
+        .filter_map(|name| known.get(*name).cloned().flatten())
+        .map(|link| DefinitionLink::clone(&link))
+        .collect();
     if links.is_empty() {
         return links;
     }
+    let index_of: HashMap<&str, u32> = links
+        .iter()
+        .enumerate()
+        .map(|(i, link)| (link.name.as_str(), i as u32))
+        .collect();
     for line in lines.iter_mut() {
-        let tokens = std::mem::take(&mut line.tokens);
-        for token in tokens {
-            if !linkable(token.class) {
-                line.tokens.push(token);
-                continue;
-            }
-            let mut at = 0;
-            for range in identifiers(&token.text) {
-                let Some(Some(index)) = looked_up.get(&token.text[range.clone()]) else {
-                    continue;
-                };
-                // The name where it is defined, its only definition: nothing to go to.
-                let link = &links[*index as usize];
-                if let [only] = link.targets.as_slice()
-                    && only.path == path
-                    && u64::from(only.line) == line.number
-                {
-                    continue;
-                }
-                if range.start > at {
-                    line.tokens.push(Token {
-                        text: token.text[at..range.start].to_owned(),
-                        class: token.class,
-                        definition: None,
+        let mut split: Option<Vec<Token>> = None;
+        for (i, token) in line.tokens.iter().enumerate() {
+            let mut at = token.start as usize;
+            let end = token.end as usize;
+            if linkable(token.class) {
+                let text = line.text.get(at..end).unwrap_or("");
+                let base = at;
+                for range in identifiers(text) {
+                    let Some(&index) = index_of.get(&text[range.clone()]) else {
+                        continue;
+                    };
+                    // The name where it is defined, its only definition: nothing to go to.
+                    if let [only] = links[index as usize].targets.as_slice()
+                        && only.path == path
+                        && u64::from(only.line) == line.number
+                    {
+                        continue;
+                    }
+                    let out = split.get_or_insert_with(|| line.tokens[..i].to_vec());
+                    let (s, e) = (base + range.start, base + range.end);
+                    if s > at {
+                        out.push(Token {
+                            start: at as u32,
+                            end: s as u32,
+                            ..*token
+                        });
+                    }
+                    out.push(Token {
+                        start: s as u32,
+                        end: e as u32,
+                        definition: Some(index),
+                        ..*token
                     });
+                    at = e;
                 }
-                line.tokens.push(Token {
-                    text: token.text[range.clone()].to_owned(),
-                    class: token.class,
-                    definition: Some(*index),
-                });
-                at = range.end;
             }
-            if at == 0 {
-                line.tokens.push(token);
-            } else if at < token.text.len() {
-                line.tokens.push(Token {
-                    text: token.text[at..].to_owned(),
-                    class: token.class,
-                    definition: None,
+            if let Some(out) = split.as_mut()
+                && at < end
+            {
+                out.push(Token {
+                    start: at as u32,
+                    ..*token
                 });
             }
+        }
+        if let Some(tokens) = split {
+            line.tokens = tokens;
         }
     }
     links
@@ -605,5 +706,37 @@ impl LinkCache {
         kept.extend(found.iter().cloned());
         let added = kept.len() - before;
         entries.names += added;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 34, point 1: the names a page may link are identifiers of two bytes or more,
+    /// not starting with a digit, not part of a longer non-ASCII word.
+    #[test]
+    fn identifiers_skip_short_numeric_and_glued_words() {
+        let text = "let x = total_cents(a1, 9lives, über_x, naïve, item_2);";
+        let found: Vec<&str> = identifiers(text).map(|r| &text[r]).collect();
+        assert_eq!(found, ["let", "total_cents", "a1", "item_2"]);
+    }
+
+    /// The names looked up while a new file is highlighted: those of the page's lines (as
+    /// `page_of` cuts them: from `first`, at most `max_lines`, within `max_bytes` but one
+    /// line at least), distinct, in order of first use.
+    #[test]
+    fn page_names_are_the_page_lines_names_in_order() {
+        let text = "fn alpha() {}\n// beta gamma\nfn alpha2() { beta() }\nfn delta() {}\n";
+        assert_eq!(
+            page_names(text, 2, 2, usize::MAX),
+            ["beta", "gamma", "fn", "alpha2"]
+        );
+        assert_eq!(page_names(text, 1, 10, 5), ["fn", "alpha"]);
+        assert_eq!(
+            page_names(text, 1, 10, 30),
+            ["fn", "alpha", "beta", "gamma"]
+        );
+        assert!(page_names(text, 9, 10, usize::MAX).is_empty());
     }
 }

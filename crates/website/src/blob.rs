@@ -10,10 +10,7 @@ use crate::frame::{Tab, breadcrumbs, layout, permalink, repo_header, short_sha};
 use crate::pages::human_size;
 use crate::paths::{blame_url, blob_url, commits_url, raw_url};
 use maud::{Markup, html};
-use service::{
-    DefinitionLink, HighlightStatus, HighlightedFile, HighlightedLine, HighlightedText,
-    OutlineEntry,
-};
+use service::{DefinitionLink, HighlightStatus, HighlightedFile, HighlightedText, OutlineEntry};
 
 /// One page of a file, as the file view shows it.
 #[derive(Debug, Clone)]
@@ -86,29 +83,6 @@ fn definition_href(view: &FileView, text: &HighlightedText, link: &DefinitionLin
             one.line
         ),
         _ => format!("#{}", definitions_id(link)),
-    }
-}
-
-/// One line: each token plain text, a classed span, a definition link, or a link in a
-/// span (rendered in one template: a line has many tokens).
-fn code_line(hrefs: &[String], line: &HighlightedLine) -> Markup {
-    html! {
-        tr id={ "L" (line.number) } {
-            td.num { a href={ "#L" (line.number) } { (line.number) } }
-            td.line { code {
-                @for t in &line.tokens {
-                    @let href = t.definition.and_then(|i| hrefs.get(i as usize));
-                    @match (t.class, href) {
-                        (None, None) => (t.text),
-                        (Some(class), None) => span class=(class) { (t.text) },
-                        (None, Some(href)) => a.def href=(href) { (t.text) },
-                        (Some(class), Some(href)) => span class=(class) {
-                            a.def href=(href) { (t.text) }
-                        },
-                    }
-                }
-            } }
-        }
     }
 }
 
@@ -226,7 +200,28 @@ pub fn blob(chrome: &Chrome, view: &FileView) -> String {
                     div.blob-code {
                         table.code {
                             tbody {
-                                @for line in &text.lines { (code_line(&hrefs, line)) }
+                                // Rows in this one template, not a `Markup` each: a
+                                // page has thousands of lines and tens of thousands of
+                                // tokens. Each token: plain text, a classed span, a
+                                // definition link, or a link in a span.
+                                @for line in &text.lines {
+                                    tr id={ "L" (line.number) } {
+                                        td.num { a href={ "#L" (line.number) } { (line.number) } }
+                                        td.line { code {
+                                            @for (piece, t) in line.pieces() {
+                                                @let href = t.definition.and_then(|i| hrefs.get(i as usize));
+                                                @match (t.class, href) {
+                                                    (None, None) => (piece),
+                                                    (Some(class), None) => span class=(class) { (piece) },
+                                                    (None, Some(href)) => a.def href=(href) { (piece) },
+                                                    (Some(class), Some(href)) => span class=(class) {
+                                                        a.def href=(href) { (piece) }
+                                                    },
+                                                }
+                                            }
+                                        } }
+                                    }
+                                }
                             }
                         }
                     }
@@ -255,9 +250,27 @@ pub fn blob(chrome: &Chrome, view: &FileView) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use service::{DefinitionTarget, Token};
+    use service::{DefinitionTarget, HighlightedLine, Token};
 
-    fn view(tokens: Vec<Token>, definitions: Vec<DefinitionLink>) -> FileView {
+    fn view(
+        pieces: Vec<(&str, Option<&'static str>, Option<u32>)>,
+        definitions: Vec<DefinitionLink>,
+    ) -> FileView {
+        let mut line = HighlightedLine {
+            number: 1,
+            text: String::new(),
+            tokens: Vec::new(),
+        };
+        for (text, class, definition) in pieces {
+            let start = line.text.len() as u32;
+            line.text.push_str(text);
+            line.tokens.push(Token {
+                start,
+                end: line.text.len() as u32,
+                class,
+                definition,
+            });
+        }
         FileView {
             repo: "o/r".into(),
             rev: "main".into(),
@@ -266,7 +279,7 @@ mod tests {
             lang: Some("rust"),
             file: HighlightedFile::Text(HighlightedText {
                 first_line: 1,
-                lines: vec![HighlightedLine { number: 1, tokens }],
+                lines: vec![line],
                 total_lines: 1,
                 total_bytes: 10,
                 next_start_line: None,
@@ -277,14 +290,6 @@ mod tests {
         }
     }
 
-    fn tok(text: &str, class: Option<&'static str>, definition: Option<u32>) -> Token {
-        Token {
-            text: text.into(),
-            class,
-            definition,
-        }
-    }
-
     /// Issue 34, points 1 and 9: tokens are escaped, classes are the highlighter's.
     #[test]
     fn hostile_tokens_are_escaped() {
@@ -292,12 +297,12 @@ mod tests {
             &Chrome::default(),
             &view(
                 vec![
-                    tok(
+                    (
                         "\"<script>window.__pwned=1</script>\"",
                         Some("hl-string"),
                         None,
                     ),
-                    tok(" <img src=x onerror=alert(1)>", None, None),
+                    (" <img src=x onerror=alert(1)>", None, None),
                 ],
                 Vec::new(),
             ),
@@ -332,9 +337,9 @@ mod tests {
             &Chrome::default(),
             &view(
                 vec![
-                    tok("total", Some("hl-function"), Some(0)),
-                    tok("(", None, None),
-                    tok("new", None, Some(1)),
+                    ("total", Some("hl-function"), Some(0)),
+                    ("(", None, None),
+                    ("new", None, Some(1)),
                 ],
                 vec![one, many],
             ),

@@ -10,13 +10,13 @@ use crate::Chrome;
 use crate::frame::{Tab, breadcrumbs, layout, permalink, repo_header, short_sha};
 use crate::paths::{blame_url, blob_url, commit_url, commits_url, compare_url};
 use maud::{Markup, html};
-use service::{BlameAnswer, CommitAnswer, DiffAnswer, LogEntry, Token};
+use service::{BlameAnswer, CommitAnswer, DiffAnswer, HighlightedLine, LogEntry};
 use std::collections::BTreeMap;
 
 /// One side of a diffed file, highlighted (`Service::highlight` of the file at that side's
-/// commit): tokens by line number. Lines not in it show plain.
+/// commit): its lines by number. Lines not in it show plain.
 #[derive(Debug, Clone, Default)]
-pub struct SideTokens(pub BTreeMap<u64, Vec<Token>>);
+pub struct SideTokens(pub BTreeMap<u64, HighlightedLine>);
 
 /// The highlighted sides of one diffed file; `None` shows that side plain.
 #[derive(Debug, Clone, Default)]
@@ -457,17 +457,17 @@ fn parse_file(text: &str) -> (Vec<&str>, Vec<DiffLine<'_>>) {
 /// A diff line's text: its highlighted tokens from `side` when they match the text (the
 /// same line of the same file), else plain.
 fn code(text: &str, side: Option<&SideTokens>, number: u64) -> Markup {
-    let tokens = side
+    let line = side
         .and_then(|s| s.0.get(&number))
-        .filter(|tokens| joined(tokens) == text);
+        .filter(|line| line.text == text);
     html! {
         code {
-            @match tokens {
-                Some(tokens) => {
-                    @for t in tokens {
+            @match line {
+                Some(line) => {
+                    @for (piece, t) in line.pieces() {
                         @match t.class {
-                            Some(class) => span class=(class) { (t.text) },
-                            None => (t.text),
+                            Some(class) => span class=(class) { (piece) },
+                            None => (piece),
                         }
                     }
                 }
@@ -475,10 +475,6 @@ fn code(text: &str, side: Option<&SideTokens>, number: u64) -> Markup {
             }
         }
     }
-}
-
-fn joined(tokens: &[Token]) -> String {
-    tokens.iter().map(|t| t.text.as_str()).collect()
 }
 
 fn diff_files(

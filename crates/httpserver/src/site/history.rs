@@ -47,7 +47,7 @@ async fn side(
     Some(website::SideTokens(
         text.lines
             .into_iter()
-            .map(|line| (line.number, line.tokens))
+            .map(|line| (line.number, line))
             .collect(),
     ))
 }
