@@ -7,9 +7,8 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
-use common::{all_hits, index_commit, overlay_of, request};
+use common::{all_hits, git_grep_records, index_commit, overlay_of, request};
 use search::{Hit, MAX_MARKS, Mode, SearchRequest, marks_fit, merge};
 
 const FILES: &[(&str, &[u8])] = &[
@@ -35,38 +34,9 @@ fn git_grep_o(
     regex: bool,
     case_sensitive: bool,
 ) -> BTreeMap<(String, u64), Vec<String>> {
-    let mut args = vec!["grep", "-n", "-o", "-z", "-I", "--no-color"];
-    args.push(if regex { "-P" } else { "-F" });
-    if !case_sensitive {
-        args.push("-i");
-    }
-    args.extend(["-e", pattern, commit]);
-    let out = Command::new("git")
-        .current_dir(repo)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("LC_ALL", "C.UTF-8")
-        .args(&args)
-        .output()
-        .expect("git grep runs");
-    assert!(
-        matches!(out.status.code(), Some(0 | 1)),
-        "git grep {pattern:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let prefix = format!("{commit}:");
     let mut found: BTreeMap<(String, u64), Vec<String>> = BTreeMap::new();
-    for record in out.stdout.split(|&b| b == b'\n').filter(|r| !r.is_empty()) {
-        let mut fields = record.splitn(3, |&b| b == 0);
-        let name = String::from_utf8_lossy(fields.next().expect("name")).into_owned();
-        let line: u64 = String::from_utf8_lossy(fields.next().expect("line"))
-            .parse()
-            .expect("line number");
-        let text = String::from_utf8_lossy(fields.next().expect("match")).into_owned();
-        let path = name
-            .strip_prefix(&prefix)
-            .expect("commit prefix")
-            .to_owned();
+    for (path, line, text) in git_grep_records(repo, commit, pattern, (regex, case_sensitive), true)
+    {
         found.entry((path, line)).or_default().push(text);
     }
     found

@@ -125,16 +125,19 @@ impl Source for GitSource {
     }
 }
 
-/// (path, line) hits of `git grep -n` on `commit`, restricted to `paths`.
-pub fn git_grep(
+/// `git grep -n` (`-o`: `only_matching`) on `commit`: (path, line, text) records, the text
+/// being the line, or with `-o` one match (several records per line).
+pub fn git_grep_records(
     repo: &Path,
     commit: &str,
     pattern: &str,
-    regex: bool,
-    case_sensitive: bool,
-    paths: &BTreeSet<String>,
-) -> BTreeSet<(String, u64)> {
+    (regex, case_sensitive): (bool, bool),
+    only_matching: bool,
+) -> Vec<(String, u64, String)> {
     let mut args = vec!["grep", "-n", "-z", "-I", "--no-color"];
+    if only_matching {
+        args.push("-o");
+    }
     args.push(if regex { "-P" } else { "-F" });
     if !case_sensitive {
         args.push("-i");
@@ -154,23 +157,39 @@ pub fn git_grep(
         String::from_utf8_lossy(&out.stderr)
     );
     let prefix = format!("{commit}:");
-    let mut hits = BTreeSet::new();
-    for record in out.stdout.split(|&b| b == b'\n').filter(|r| !r.is_empty()) {
-        let mut fields = record.splitn(3, |&b| b == 0);
-        let name = String::from_utf8_lossy(fields.next().expect("name")).into_owned();
-        let line: u64 = std::str::from_utf8(fields.next().expect("line"))
-            .expect("line utf-8")
-            .parse()
-            .expect("line number");
-        let path = name
-            .strip_prefix(&prefix)
-            .expect("commit prefix")
-            .to_owned();
-        if paths.contains(&path) {
-            hits.insert((path, line));
-        }
-    }
-    hits
+    out.stdout
+        .split(|&b| b == b'\n')
+        .filter(|r| !r.is_empty())
+        .map(|record| {
+            let mut fields = record.splitn(3, |&b| b == 0);
+            let name = String::from_utf8_lossy(fields.next().expect("name")).into_owned();
+            let line: u64 = String::from_utf8_lossy(fields.next().expect("line"))
+                .parse()
+                .expect("line number");
+            let text = String::from_utf8_lossy(fields.next().unwrap_or_default()).into_owned();
+            let path = name
+                .strip_prefix(&prefix)
+                .expect("commit prefix")
+                .to_owned();
+            (path, line, text)
+        })
+        .collect()
+}
+
+/// (path, line) hits of `git grep -n` on `commit`, restricted to `paths`.
+pub fn git_grep(
+    repo: &Path,
+    commit: &str,
+    pattern: &str,
+    regex: bool,
+    case_sensitive: bool,
+    paths: &BTreeSet<String>,
+) -> BTreeSet<(String, u64)> {
+    git_grep_records(repo, commit, pattern, (regex, case_sensitive), false)
+        .into_iter()
+        .filter(|(path, _, _)| paths.contains(path))
+        .map(|(path, line, _)| (path, line))
+        .collect()
 }
 
 /// Every hit of a request, following cursors; asserts no hit repeats.
