@@ -168,6 +168,14 @@ impl HttpService {
         B::Error: Display,
     {
         let inner = &self.inner;
+        if inner.allowed_hosts.is_some() && host_has_userinfo(request.headers()) {
+            // rmcp parses `Host` as a URI authority, so `evil@localhost` would pass as
+            // `localhost`; a Host header never carries user information (RFC 9110, 7.2).
+            return text_response(
+                StatusCode::FORBIDDEN,
+                "Forbidden: Host header is not allowed".into(),
+            );
+        }
         if !inner.plain_post(request.method(), request.headers()) {
             return inner.rmcp.handle(request).await;
         }
@@ -186,6 +194,14 @@ impl HttpService {
             }
         }
     }
+}
+
+/// Whether a `Host` header names user information (`user@host`), which no valid one does.
+fn host_has_userinfo(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::HOST)
+        .iter()
+        .any(|host| host.as_bytes().contains(&b'@'))
 }
 
 impl<B> tower_service::Service<Request<B>> for HttpService

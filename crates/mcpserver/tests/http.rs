@@ -696,8 +696,19 @@ async fn m1_unlisted_host_is_refused() {
         .post("", &[("host", "mcp.example.org")], init.clone())
         .await;
     assert_eq!(status, 200);
-    let (status, _) = public.post("", &[], init).await;
+    let (status, _) = public.post("", &[], init.clone()).await;
     assert_eq!(status, 403, "127.0.0.1 is not in the configured list");
+    // User information in `Host` is no disguise for an allowed host.
+    for host in [
+        "evil@mcp.example.org",
+        "mcp.example.org@evil.example",
+        "@mcp.example.org",
+    ] {
+        let (status, body) = public.post("", &[("host", host)], init.clone()).await;
+        assert_eq!(status, 403, "{host}: {body}");
+    }
+    let (status, _) = fixture.post("", &[("host", "evil@127.0.0.1")], init).await;
+    assert_eq!(status, 403, "the default list too");
 }
 
 /// M-2: `?plugins=off` and `?plugins=a,b` are accepted; an invalid value is invalid params
