@@ -296,6 +296,23 @@ async fn highlight_answers_lines_of_a_file_at_a_commit() {
                 size: BINARY.len() as u64
             }
         );
+        // Counted as file views of their own, not as the `read` tool.
+        service
+            .raw(
+                &ctx,
+                service::RawRequest {
+                    repo: REPO.into(),
+                    revision: None,
+                    path: "src/lib.rs".into(),
+                },
+            )
+            .await
+            .unwrap();
+        let stats = service.stats();
+        assert_eq!(
+            (stats.highlight.calls, stats.raw.calls, stats.read.calls),
+            (2, 1, 0)
+        );
         // A private repository is unknown to an anonymous caller, as for `read`.
         let private = SourceRepo::with_files(&[("src/lib.rs", LIB_RS)]);
         let store = private.store(REPO, "");

@@ -97,6 +97,8 @@ ops! {
     DEFINITIONS => definitions, Read;
     REFERENCES => references, Read;
     PREPARE => prepare, Prepare;
+    HIGHLIGHT => highlight, Read;
+    RAW => raw, Read;
 }
 
 /// How an operation names its repository: one (`String`), or one or every readable one

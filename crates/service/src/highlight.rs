@@ -1,7 +1,7 @@
 //! The file page's operations (issue 34): lines of a file at a commit with syntax
 //! highlighting (and, on request, links from names to their definitions), and a file's raw
-//! bytes. Both are framed like `read` (alias, access, lease, statistics as `read`) and answer
-//! plain Rust types.
+//! bytes. Both are framed like `read` (alias, access, lease) with statistics of their own
+//! (`highlight`, `raw`: page views are not the `read` tool) and answer plain Rust types.
 //!
 //! `highlight` is what any page that shows code calls: the file page, and the commit page for
 //! both sides of a changed file ("lines of `path` at commit X": pass the full SHA as
@@ -231,7 +231,7 @@ impl Service {
             max_bytes,
             definitions,
         } = req;
-        self.framed_blocking(ctx, Op::READ, repo, move |call, inner| {
+        self.framed_blocking(ctx, Op::HIGHLIGHT, repo, move |call, inner| {
             let lease = call.lease(inner, revision.as_deref())?;
             let repo_name = lease.repo().clone();
             let commit = lease.commit().to_string();
@@ -304,7 +304,7 @@ impl Service {
             revision,
             path,
         } = req;
-        self.framed_blocking(ctx, Op::READ, repo, move |call, inner| {
+        self.framed_blocking(ctx, Op::RAW, repo, move |call, inner| {
             let lease = call.lease(inner, revision.as_deref())?;
             let path = RepoPath::parse(&path)?;
             let bytes = match lease.read_bytes(&path, Some(RAW_MAX_BYTES)) {

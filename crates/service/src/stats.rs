@@ -88,6 +88,11 @@ pub struct QueryStats {
     /// Index builds that did work or failed (S-3); a build finding the index current is not
     /// counted.
     pub(crate) index_build: OpStats,
+    /// The website's file views (issue 34): highlighted lines and raw bytes. Reads of a
+    /// kind, but not the `read` tool: kept apart so page views and their cold highlighting
+    /// do not blur the base queries' figures.
+    pub(crate) highlight: OpStats,
+    pub(crate) raw: OpStats,
 }
 
 impl QueryStats {
@@ -110,6 +115,8 @@ impl QueryStats {
             prepare: self.prepare.snapshot(),
             sync: self.sync.snapshot(),
             index_build: self.index_build.snapshot(),
+            highlight: self.highlight.snapshot(),
+            raw: self.raw.snapshot(),
         }
     }
 }
@@ -148,6 +155,10 @@ pub struct StatsSnapshot {
     pub prepare: OpSnapshot,
     pub sync: OpSnapshot,
     pub index_build: OpSnapshot,
+    /// The website's highlighted file views (not a base query).
+    pub highlight: OpSnapshot,
+    /// The website's raw file views (not a base query).
+    pub raw: OpSnapshot,
 }
 
 impl StatsSnapshot {

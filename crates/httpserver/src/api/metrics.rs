@@ -71,6 +71,12 @@ fn durations(out: &mut String, stats: &StatsSnapshot) {
     );
     histogram(
         out,
+        "csg_site_file_duration_seconds",
+        "Latency of the website's file views: highlighted lines and raw bytes (not base queries).",
+        &[("highlight", stats.highlight), ("raw", stats.raw)],
+    );
+    histogram(
+        out,
         "csg_sync_duration_seconds",
         "Duration of repository fetches.",
         &[("", stats.sync)],
