@@ -347,6 +347,8 @@ async fn o4_probes_and_metrics() {
         "W-38: the JSON API reads base only, and nothing else counts as enrichment"
     );
     assert_eq!(after["csg_sync_duration_seconds_count"], 1.0);
+    assert_eq!(before["csg_prepare_duration_seconds_count"], 0.0);
+    assert_eq!(after["csg_prepare_duration_seconds_count"], 1.0);
     assert_eq!(after["csg_sync_failures_total"], 0.0);
     assert_eq!(
         after["csg_search_result_cache_hits_total"], 1.0,

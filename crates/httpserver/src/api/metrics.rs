@@ -87,6 +87,12 @@ fn durations(out: &mut String, stats: &StatsSnapshot) {
         "Duration of index builds that did work.",
         &[("", stats.index_build)],
     );
+    histogram(
+        out,
+        "csg_prepare_duration_seconds",
+        "Duration of prepare calls (A-3), whole: their fetches and builds count above too.",
+        &[("", stats.prepare)],
+    );
 }
 
 /// What went wrong in the timed work above, and the plugin catalog cache.
