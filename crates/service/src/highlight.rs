@@ -256,7 +256,12 @@ impl Service {
             let max_bytes = max_bytes.unwrap_or(inner.config.read_budget);
             let (highlighted, looked_up) = match inner.highlights.cached(grammar, text.as_str()) {
                 Some(kept) => (kept, None),
-                None if definitions && grammar.is_some() => {
+                // A new file that will be highlighted (and so linked): its names are looked
+                // up beside the run.
+                None if definitions
+                    && grammar.is_some()
+                    && text.as_str().len() <= inner.highlights.limits().max_bytes =>
+                {
                     let names = || page_names(text.as_str(), first, max_lines, max_bytes);
                     beside(
                         || look_up(inner, &repo_name, &names()),
