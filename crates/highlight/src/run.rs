@@ -1,19 +1,41 @@
 //! One highlighting run: the events of `tree-sitter-highlight` flattened into spans that
 //! never cross a line end, under a watchdog that cancels the run at its deadline.
 
-use std::cell::RefCell;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 
 use tree_sitter_highlight::{HighlightEvent, Highlighter};
 
 use crate::configs::{configuration, injected};
 use crate::{Class, Grammar, Highlighted, Limits, Outcome, Span, line_starts};
 
-thread_local! {
-    /// A highlighter per thread: its parser and query cursors are reused between runs.
-    static HIGHLIGHTER: RefCell<Highlighter> = RefCell::new(Highlighter::new());
+/// Highlighters kept between runs, whichever thread ran them. A new highlighter is slow for
+/// its first few files (its parser's and query cursors' buffers grow: a 5,000-line file
+/// took 50–55 ms instead of 30 on each of a new one's first runs), and the threads that run
+/// highlighting (a blocking pool's) come and go, so per-thread ones were often new.
+static HIGHLIGHTERS: Mutex<Vec<Highlighter>> = Mutex::new(Vec::new());
+/// Highlighters kept at most (more run at once only under more concurrent first views).
+const KEPT_HIGHLIGHTERS: usize = 8;
+
+/// Runs `work` with a kept highlighter (the most recently used: the warmest), or a new one.
+/// Only a highlighter whose run succeeded is kept: a parse cancelled at its deadline leaves
+/// the parser mid-parse, and tree-sitter would resume that parse on the next text.
+fn with_highlighter<T, E>(work: impl FnOnce(&mut Highlighter) -> Result<T, E>) -> Result<T, E> {
+    let lock = || {
+        HIGHLIGHTERS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
+    let mut highlighter = lock().pop().unwrap_or_default();
+    let answer = work(&mut highlighter);
+    if answer.is_ok() {
+        let mut kept = lock();
+        if kept.len() < KEPT_HIGHLIGHTERS {
+            kept.push(highlighter);
+        }
+    }
+    answer
 }
 
 /// Highlights `text` as `grammar` within `limits`; without a grammar, over the size limit,
@@ -75,10 +97,7 @@ pub fn highlight(grammar: Option<Grammar>, text: &str, limits: Limits) -> Highli
 /// The spans of `text`, split at line ends; the innermost capture wins where captures nest.
 fn run(grammar: Grammar, text: &str, cancel: &AtomicUsize) -> Result<Vec<Span>, Outcome> {
     let config = configuration(grammar).map_err(|_| Outcome::Failed)?;
-    HIGHLIGHTER.with(|cell| {
-        let Ok(mut highlighter) = cell.try_borrow_mut() else {
-            return Err(Outcome::Failed);
-        };
+    with_highlighter(|highlighter| {
         let events = highlighter
             .highlight(config, text.as_bytes(), None, Some(cancel), |name| {
                 injected(name)

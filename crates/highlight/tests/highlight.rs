@@ -219,6 +219,17 @@ fn deadline_run() {
     cache.highlight(Some(Grammar::Rust), &text);
     cache.highlight(Some(Grammar::Rust), &text);
     assert_eq!(cache.stats().hits, 1);
+    // The runs after a cancelled one (more of them than highlighters are kept) each
+    // highlight their own text: tree-sitter resumes a cancelled parse on a parser's next
+    // call unless it is reset, so a cancelled run's highlighter is not kept.
+    for i in 0..10 {
+        let small = format!("fn main{i}() {{\n    let s = \"text\";\n}}\n");
+        let h = highlight(Some(Grammar::Rust), &small, Limits::default());
+        assert_eq!(h.outcome(), Outcome::Highlighted);
+        assert_eq!(tokens(&h, 1).len(), 4, "{:?}", tokens(&h, 1));
+        assert_eq!(class_of(&h, 1, &format!("main{i}")), Some("function"));
+        assert_eq!(class_of(&h, 2, "\"text\""), Some("string"));
+    }
 }
 
 #[test]
