@@ -3,6 +3,8 @@
 //! nor the token is stored in plaintext, and two replicas sharing PostgreSQL honour each
 //! other's sessions, sign-outs and revocations.
 
+mod sitecommon;
+
 use access::AccessStore;
 use service::{Service, ServiceConfig};
 use std::sync::Arc;
@@ -31,21 +33,11 @@ impl Server {
             ..ServiceConfig::default()
         };
         let service = Service::new(store, config);
-        let site = httpserver::SiteConfig {
-            origin: "http://127.0.0.1".into(),
-        };
-        let app = httpserver::with_access_and_sessions(
-            httpserver::site_router(service.clone(), &site),
-            service,
-            &site,
-            sessions,
-        );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let served = tokio::spawn(httpserver::serve(listener, app, async move {
+        let (base, served) = sitecommon::serve_site_until(service, sessions, async move {
             let _ = stopped.await;
-        }));
+        })
+        .await;
         Server {
             base,
             stop: Some(stop),

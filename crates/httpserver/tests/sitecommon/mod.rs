@@ -1,5 +1,6 @@
 //! Set-up shared by the website's tests: the site of a service served on 127.0.0.1 as
 //! `csg serve` serves it (behind the access layer, sessions in the operator's store).
+#![allow(dead_code)] // Each test crate uses what it needs.
 
 use service::Service;
 use std::sync::Arc;
@@ -7,6 +8,18 @@ use std::sync::Arc;
 /// Serves the site of `service` on a free loopback port for as long as the test runs;
 /// answers its base URL (`http://127.0.0.1:PORT`).
 pub async fn serve_site(service: Service, users: Arc<access::AccessStore>) -> String {
+    serve_site_until(service, users, std::future::pending())
+        .await
+        .0
+}
+
+/// Serves the site of `service` on a free loopback port until `shutdown` completes; answers
+/// its base URL and the server's task (it ends once the server has shut down).
+pub async fn serve_site_until(
+    service: Service,
+    users: Arc<access::AccessStore>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> (String, tokio::task::JoinHandle<std::io::Result<()>>) {
     let site = httpserver::SiteConfig {
         origin: "http://127.0.0.1".into(),
     };
@@ -20,6 +33,8 @@ pub async fn serve_site(service: Service, users: Arc<access::AccessStore>) -> St
         .await
         .expect("a free loopback port");
     let base = format!("http://{}", listener.local_addr().expect("its address"));
-    tokio::spawn(httpserver::serve(listener, app, std::future::pending()));
-    base
+    (
+        base,
+        tokio::spawn(httpserver::serve(listener, app, shutdown)),
+    )
 }
