@@ -267,26 +267,40 @@ pub(crate) fn marks(line: &[u8], at: usize, regex: &Regex) -> Vec<Range<u32>> {
     let Ok(text) = std::str::from_utf8(line) else {
         return Vec::new();
     };
-    let shown = window(text, at);
-    let mut out: Vec<Range<u32>> = Vec::new();
-    for found in regex.find_iter(line) {
+    let mut out = Vec::new();
+    marks_shown(text, window(text, at), regex, 0, &mut out);
+    out
+}
+
+/// Appends to `out` the non-empty matches of `regex` in the whole of `line`, clipped to the
+/// part `shown` of it and widened to whole characters, as ranges from `shown.start` plus
+/// `base` (where that part starts in the text the marks are of), while `out` holds fewer
+/// than [`MAX_MARKS`]. What snippets (module `page`) and commit subjects (`history`) mark.
+pub(crate) fn marks_shown(
+    line: &str,
+    shown: Range<usize>,
+    regex: &Regex,
+    base: usize,
+    out: &mut Vec<Range<u32>>,
+) {
+    let first = out.len();
+    for found in regex.find_iter(line.as_bytes()) {
         if found.start() >= shown.end || out.len() >= MAX_MARKS {
             break;
         }
-        let start = text.floor_char_boundary(found.start().max(shown.start));
-        let end = text.ceil_char_boundary(found.end().min(shown.end));
+        let start = line.floor_char_boundary(found.start().max(shown.start));
+        let end = line.ceil_char_boundary(found.end().min(shown.end));
         // Empty matches mark nothing; a match widened into a character already marked joins
         // that mark (adjacent matches stay apart, as `git grep -o` lists them).
         if start >= end {
             continue;
         }
-        let range = (start - shown.start) as u32..(end - shown.start) as u32;
-        match out.last_mut() {
+        let range = (base + start - shown.start) as u32..(base + end - shown.start) as u32;
+        match out[first..].last_mut() {
             Some(last) if last.end > range.start => last.end = last.end.max(range.end),
             _ => out.push(range),
         }
     }
-    out
 }
 
 /// Whether `marks` can be marks of `snippet`: at most [`MAX_MARKS`] non-empty ranges, in

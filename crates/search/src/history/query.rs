@@ -351,17 +351,7 @@ fn subject_marked(message: &[u8], regex: Option<&Regex>) -> (String, Vec<Range<u
             continue;
         };
         let lead = line.len() - line.trim_start().len();
-        let shown = lead..lead + kept.len();
-        for found in regex.find_iter(raw) {
-            if found.start() >= shown.end || marks.len() >= crate::MAX_MARKS {
-                break;
-            }
-            let start = line.floor_char_boundary(found.start().max(shown.start));
-            let end = line.ceil_char_boundary(found.end().min(shown.end));
-            if start < end {
-                marks.push((base + start - lead) as u32..(base + end - lead) as u32);
-            }
-        }
+        crate::page::marks_shown(line, lead..lead + kept.len(), regex, base, &mut marks);
     }
     (subject, marks)
 }
