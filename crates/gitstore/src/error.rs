@@ -99,6 +99,10 @@ pub enum Error {
     /// The fetch failed; the last good state keeps serving (G-3).
     #[error("sync of `{repo}` failed: {message}; the last good state keeps serving")]
     Sync { repo: RepoName, message: String },
+    /// The call's budget ran out or its caller went away (O-9): the work stopped. The
+    /// service turns it into its own answer (a partial page, or "ran out of time").
+    #[error("stopped: {0}")]
+    Stopped(#[from] budget::Stop),
     /// Storage trouble (SQLite, object database, filesystem). The message is generic; the
     /// detail went to the log.
     #[error("storage error: {0}; see the server log")]

@@ -26,7 +26,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use service::{AuthFailure, CallContext, Caller, Service};
+use service::{AuthFailure, Budget, CallContext, Caller, ClientKey, Service};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -76,7 +76,8 @@ pub(crate) static COUNTERS: AuthCounters = AuthCounters {
     token_in_url: AtomicU64::new(0),
 };
 
-/// The call context of a request the access layer let through.
+/// The call context of a request the access layer let through: who calls, who it counts
+/// against, and the budget the layer cancels when the client goes away (O-9).
 pub(crate) fn context(parts: &Parts) -> CallContext {
     CallContext {
         caller: parts
@@ -84,8 +85,48 @@ pub(crate) fn context(parts: &Parts) -> CallContext {
             .get::<Caller>()
             .cloned()
             .unwrap_or(Caller::Anonymous),
+        client: parts
+            .extensions
+            .get::<ClientKey>()
+            .copied()
+            .unwrap_or(ClientKey::Unknown),
+        budget: parts
+            .extensions
+            .get::<Budget>()
+            .cloned()
+            .unwrap_or_default(),
         ..CallContext::default()
     }
+}
+
+/// Who a call counts against for the per-client shares of heavy work (O-9): its token,
+/// else its client address as the wrong-token limiter keys it (an IPv6 client by its /64).
+fn client_of(caller: &Caller, address: Option<IpAddr>) -> ClientKey {
+    match (caller, address) {
+        (Caller::User(principal), _) => ClientKey::Token(principal.token_id),
+        (_, Some(address)) => ClientKey::Address(client_key(address)),
+        (_, None) => ClientKey::Unknown,
+    }
+}
+
+/// Runs the rest of the stack for a caller the layer let through: the request carries the
+/// caller, who it counts against and a budget that is cancelled if the client goes away
+/// before the response is ready (its future dropped), so the work stops too (O-9).
+async fn admitted(
+    mut request: Request,
+    next: Next,
+    caller: Caller,
+    address: Option<IpAddr>,
+) -> Response {
+    let departure = Budget::default();
+    let extensions = request.extensions_mut();
+    extensions.insert(client_of(&caller, address));
+    extensions.insert(caller);
+    extensions.insert(departure.clone());
+    let guard = departure.cancel_on_drop();
+    let response = next.run(request).await;
+    guard.disarm();
+    response
 }
 
 /// `app` behind the access layer; `site` says whether the site's cookies are `Secure`. The
@@ -488,15 +529,13 @@ async fn check(State(access): State<Arc<Access>>, mut request: Request, next: Ne
         }
     };
     if !site {
-        request.extensions_mut().insert(caller);
-        return next.run(request).await;
+        return admitted(request, next, caller, address).await;
     }
     let bearer = (caller != Caller::Anonymous).then_some(caller);
     let (caller, visitor, cookies) = access.visit(request.headers(), bearer).await;
-    request.extensions_mut().insert(caller);
     request.extensions_mut().insert(visitor);
     request.extensions_mut().insert(SiteAccess(access.clone()));
-    let mut response = next.run(request).await;
+    let mut response = admitted(request, next, caller, address).await;
     // A handler's own cookie (a sign-in's new CSRF token) wins over the layer's.
     let cookie_name = |v: &HeaderValue| {
         v.to_str()

@@ -72,6 +72,7 @@ impl From<ServiceError> for ApiError {
             ErrorKind::NotReadable => (StatusCode::CONFLICT, "not_readable"),
             ErrorKind::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             ErrorKind::Busy => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
+            ErrorKind::TimedOut => (StatusCode::SERVICE_UNAVAILABLE, "timed_out"),
             ErrorKind::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
             ErrorKind::Unauthenticated => (StatusCode::UNAUTHORIZED, UNAUTHENTICATED),
             ErrorKind::Forbidden => (StatusCode::FORBIDDEN, "forbidden"),
@@ -122,7 +123,7 @@ fn challenge(kind: &str) -> Option<&'static str> {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        if self.1.error.kind == "busy" {
+        if matches!(self.1.error.kind, "busy" | "timed_out") {
             // The same call may succeed in a moment: say when to try again.
             return (self.0, [(header::RETRY_AFTER, "1")], Json(self.1)).into_response();
         }

@@ -23,6 +23,9 @@ use website::Chrome;
 
 mod blob;
 mod history;
+mod routes;
+
+use routes::Route;
 
 #[derive(Clone)]
 struct SiteState {
@@ -187,7 +190,9 @@ impl<S: Send + Sync> FromRequestParts<S> for Page {
                 user: visitor.user.clone(),
                 csrf: visitor.csrf.clone(),
             },
-            ctx: crate::auth::context(parts),
+            // The page's route states what it may spend (O-9): every service call it makes
+            // runs under that cost.
+            ctx: crate::auth::context(parts).with_cost(route_of(parts.uri.path()).cost()),
             visitor,
             client: parts
                 .extensions
@@ -238,7 +243,7 @@ fn error(chrome: &Chrome, error: &ServiceError) -> Response {
         ErrorKind::InvalidArgument => (StatusCode::BAD_REQUEST, "Bad request"),
         ErrorKind::NotFound => (StatusCode::NOT_FOUND, "Not found"),
         ErrorKind::NotReadable => (StatusCode::CONFLICT, "Not readable"),
-        ErrorKind::Unavailable | ErrorKind::Busy => {
+        ErrorKind::Unavailable | ErrorKind::Busy | ErrorKind::TimedOut => {
             (StatusCode::SERVICE_UNAVAILABLE, "Not available right now")
         }
         ErrorKind::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "Something broke"),
@@ -250,7 +255,14 @@ fn error(chrome: &Chrome, error: &ServiceError) -> Response {
             );
         }
     };
-    html(status, website::error_page(chrome, title, &error.message))
+    let mut response = html(status, website::error_page(chrome, title, &error.message));
+    if matches!(error.kind, ErrorKind::Busy | ErrorKind::TimedOut) {
+        // O-9: the same page may answer in a moment.
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    response
 }
 
 fn not_found(chrome: &Chrome, what: &str) -> Response {
@@ -354,6 +366,37 @@ fn parse_repo_page(raw: &str) -> Option<RepoPage> {
             }
         }
         _ => None,
+    }
+}
+
+/// The route of a site path (its row in [`routes::ROUTES`]).
+fn route_of(path: &str) -> Route {
+    match path {
+        "/sourcegraph/" => Route::Repositories,
+        "/sourcegraph/search" => Route::Search,
+        _ => match path
+            .strip_prefix("/sourcegraph/repos/")
+            .and_then(parse_repo_page)
+        {
+            Some(page) => page.route(),
+            None => Route::Other,
+        },
+    }
+}
+
+impl RepoPage {
+    fn route(&self) -> Route {
+        match self {
+            RepoPage::Home(_) => Route::Home,
+            RepoPage::Tree { .. } => Route::Tree,
+            RepoPage::Blob { .. } => Route::Blob,
+            RepoPage::Plugins(_) => Route::Plugins,
+            RepoPage::Raw { .. } => Route::Raw,
+            RepoPage::Blame { .. } => Route::Blame,
+            RepoPage::Commits { .. } => Route::Commits,
+            RepoPage::Commit { .. } => Route::Commit,
+            RepoPage::Compare { .. } => Route::Compare,
+        }
     }
 }
 
@@ -833,6 +876,28 @@ mod tests {
             "acme/docs/-/blob/main/%FF",
         ] {
             assert_eq!(parse_repo_page(bad), None, "{bad}");
+        }
+    }
+
+    /// O-9: every page path finds its route in the table; what is not a page is `Other`.
+    #[test]
+    fn o9_each_page_path_has_its_route() {
+        for (path, route) in [
+            ("/sourcegraph/", Route::Repositories),
+            ("/sourcegraph/search", Route::Search),
+            ("/sourcegraph/repos/acme/docs", Route::Home),
+            ("/sourcegraph/repos/acme/docs/-/tree/main/src", Route::Tree),
+            ("/sourcegraph/repos/acme/docs/-/blob/main/a.md", Route::Blob),
+            ("/sourcegraph/repos/acme/docs/-/raw/main/a.md", Route::Raw),
+            ("/sourcegraph/repos/acme/docs/-/blame/main/a.md", Route::Blame),
+            ("/sourcegraph/repos/acme/docs/-/commits/main/a.md", Route::Commits),
+            ("/sourcegraph/repos/acme/docs/-/commit/abc", Route::Commit),
+            ("/sourcegraph/repos/acme/docs/-/compare/a...b", Route::Compare),
+            ("/sourcegraph/repos/acme/docs/-/plugins", Route::Plugins),
+            ("/sourcegraph/connect", Route::Other),
+            ("/sourcegraph/repos/acme/docs/-/nope/x", Route::Other),
+        ] {
+            assert_eq!(route_of(path), route, "{path}");
         }
     }
 }

@@ -17,7 +17,9 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
-use service::{ArgumentRewrite, CallContext, Caller, ConnectionPlugins, ServiceError};
+use service::{
+    ArgumentRewrite, Budget, CallContext, Caller, ClientKey, ConnectionPlugins, ServiceError,
+};
 use std::sync::Arc;
 use tools::{Answer, Face, Limits, ToolError, render};
 
@@ -226,6 +228,28 @@ impl McpServer {
 
     /// Who calls: stdio is the local user who started the process; over HTTP the access
     /// layer in front put the caller into the request, and without it the caller is anonymous.
+    /// Who the call counts against for heavy work (O-9), as the access layer set it; over
+    /// stdio, the local user.
+    fn client(&self, context: &RequestContext<RoleServer>) -> ClientKey {
+        context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<ClientKey>())
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// The budget the transport cancels when the client goes away (O-9); over stdio, one
+    /// that only the call's own deadline ends.
+    fn departure(&self, context: &RequestContext<RoleServer>) -> Budget {
+        context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Budget>())
+            .cloned()
+            .unwrap_or_default()
+    }
+
     fn caller(&self, context: &RequestContext<RoleServer>) -> Caller {
         match &self.plugins {
             PluginsSource::Fixed(_) => Caller::Local,
@@ -359,6 +383,8 @@ impl ServerHandler for McpServer {
         let ctx = CallContext {
             plugins,
             caller: self.caller(&context),
+            client: self.client(&context),
+            budget: self.departure(&context),
             ..CallContext::default()
         };
         let name = request.name.to_string();

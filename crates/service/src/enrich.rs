@@ -879,6 +879,7 @@ mod tests {
             let (tx, rx) = std::sync::mpsc::channel();
             std::thread::spawn(move || {
                 let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_time()
                     .build()
                     .unwrap();
                 let asked = Instant::now();

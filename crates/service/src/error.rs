@@ -17,6 +17,9 @@ pub enum ErrorKind {
     /// Too many calls of this kind run at once; the same call may succeed in a moment
     /// (HTTP 503, an MCP tool error that says to retry).
     Busy,
+    /// The call ran past its deadline (O-9) and was stopped: the message says its budget
+    /// and how to narrow the call (HTTP 503 with `Retry-After`, an MCP tool error).
+    TimedOut,
     /// Something broke inside; the message is generic and the detail is in the log.
     Internal,
     /// The call needs a token and came without one (HTTP 401 with `WWW-Authenticate`).
@@ -68,6 +71,17 @@ impl ServiceError {
         }
     }
 
+    /// `operation` ran past its budget of `time` (or its caller left): what to do instead.
+    pub(crate) fn timed_out(operation: &str, time: std::time::Duration, narrow: &str) -> Self {
+        Self {
+            kind: ErrorKind::TimedOut,
+            message: format!(
+                "{operation} ran past its time budget of {} and was stopped; {narrow}",
+                crate::cost::seconds(time)
+            ),
+        }
+    }
+
     pub(crate) fn unavailable(message: impl Into<String>) -> Self {
         Self {
             kind: ErrorKind::Unavailable,
@@ -108,6 +122,7 @@ impl From<gitstore::Error> for ServiceError {
             // A cluster's PostgreSQL is down: the write is refused at once; try again later.
             E::Storage(_) if error.is_metadata_unreachable() => ErrorKind::Unavailable,
             E::Storage(_) => ErrorKind::Internal,
+            E::Stopped(_) => ErrorKind::TimedOut,
         };
         Self {
             kind,

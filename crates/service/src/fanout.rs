@@ -296,7 +296,16 @@ impl Service {
     /// asking replica ran them); the transport answers this only to the other replicas (the
     /// cluster secret).
     pub async fn search_shard(&self, request: ShardRequest) -> Result<ShardAnswer, ServiceError> {
-        let slot = self.admit_search().await?;
+        // Another replica asks (it decided access and counts the call): one client.
+        let slot = self
+            .inner
+            .admission
+            .admit(
+                crate::Class::Search,
+                crate::ClientKey::Local,
+                &budget::Budget::default(),
+            )
+            .await?;
         self.blocking(move |inner| {
             let _slot = slot;
             let indexes = inner.indexes()?;
@@ -455,13 +464,14 @@ impl Service {
         query: FanQuery,
         peers: Arc<dyn Peers>,
     ) -> Result<Gathered, ServiceError> {
-        let slot = self.admit_search().await?;
+        let mut call = call;
+        call.admit(&self.inner, crate::Class::Search).await?;
         let this = self.clone();
         let (local, waiting, base, mode, mut not_indexed) = self
             .blocking(move |inner| {
-                // Held for this replica's own part only: waiting for the others' must not
-                // keep a slot (they take one each on their side).
-                let _slot = slot;
+                // The slot goes with the call, which this closure drops: held for this
+                // replica's own part only; waiting for the others' must not keep a slot
+                // (they take one each on their side).
                 let (indexes, targets) = call.targets(inner, revision.as_deref())?;
                 let IndexedTargets {
                     repos,

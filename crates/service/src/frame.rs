@@ -18,11 +18,18 @@
 //! for the operations over the search index). An operation that names no
 //! repository at all (`discovery`, plugin status) is not framed.
 
+use crate::cost::{Admit, Class, ClientKey, Cost, Slot};
 use crate::stats::{OpStats, QueryStats};
-use crate::{CallContext, Caller, Inner, Service, ServiceError};
+use crate::{CallContext, Caller, ErrorKind, Inner, Service, ServiceError};
+use budget::Budget;
 use gitstore::{CommitId, Lease, RepoName};
 use std::cell::Cell;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// How long past its deadline the frame waits for work to stop by itself (and answer its
+/// own, more precise error) before it answers "ran out of time" for it.
+const DEADLINE_GRACE: Duration = Duration::from_millis(250);
 
 /// Cluster mode: how long a lease on the blocking pool waits for this replica to follow a
 /// head another replica's sync recorded before it answers "not synced" (after which a
@@ -59,23 +66,27 @@ enum Need {
 }
 
 /// One repository-naming operation as the frame knows it: its name, its statistics slot
-/// and what the caller must hold.
+/// what the caller must hold, and what a caller whose call ran out of time can do
+/// instead (O-9). What it may spend is the caller's [`Cost`], stated by the tool or route.
 #[derive(Clone, Copy)]
 pub(crate) struct Op {
     /// The operation's name (the MCP tool's, and what plugins are told).
     pub(crate) name: &'static str,
     stats: fn(&QueryStats) -> &OpStats,
     need: Need,
+    /// How to narrow a call that ran out of time.
+    narrow: &'static str,
 }
 
 macro_rules! ops {
-    ($($constant:ident => $name:ident, $need:ident;)*) => {
+    ($($constant:ident => $name:ident, $need:ident, $narrow:literal;)*) => {
         impl Op {
             $(
                 pub(crate) const $constant: Op = Op {
                     name: stringify!($name),
                     stats: |stats| &stats.$name,
                     need: Need::$need,
+                    narrow: $narrow,
                 };
             )*
         }
@@ -83,22 +94,22 @@ macro_rules! ops {
 }
 
 ops! {
-    READ => read, Read;
-    READ_MANY => read_many, Read;
-    SEARCH => search, Read;
-    LIST => list, Read;
-    RESOLVE => resolve, Read;
-    AVAILABILITY => availability, Read;
-    LOG => log, Read;
-    COMMIT => commit, Read;
-    DIFF => diff, Read;
-    BLAME => blame, Read;
-    OUTLINE => outline, Read;
-    DEFINITIONS => definitions, Read;
-    REFERENCES => references, Read;
-    PREPARE => prepare, Prepare;
-    HIGHLIGHT => highlight, Read;
-    RAW => raw, Read;
+    READ => read, Read, "read fewer lines (`start_line`/`end_line`), or retry in a moment";
+    READ_MANY => read_many, Read, "read fewer items or lines per call, or retry in a moment";
+    SEARCH => search, Read, "narrow the query (`repo`, `path`, `lang`, a longer literal), or retry in a moment";
+    LIST => list, Read, "list a deeper `path` or a smaller `depth`";
+    RESOLVE => resolve, Read, "retry in a moment";
+    AVAILABILITY => availability, Read, "retry in a moment";
+    LOG => log, Read, "pass `path` or a more recent `revision`, or continue from the page's `next_cursor`";
+    COMMIT => commit, Read, "read the commit's `diff` by path, or retry in a moment";
+    DIFF => diff, Read, "pass `path` to diff part of the tree, or continue from `next_cursor`";
+    BLAME => blame, Read, "blame fewer lines (`start_line`/`end_line`) or a more recent `revision`; `log` with `path` lists the file's commits";
+    OUTLINE => outline, Read, "outline a smaller file, or use `search` for the names you need";
+    DEFINITIONS => definitions, Read, "name the repository (`repo`), or retry in a moment";
+    REFERENCES => references, Read, "name the repository (`repo`) and a `path`, or retry in a moment";
+    PREPARE => prepare, Prepare, "retry in a moment; the work may go on in the background";
+    HIGHLIGHT => highlight, Read, "read the file with `read`, which does not highlight";
+    RAW => raw, Read, "fetch a smaller file, or retry in a moment";
 }
 
 /// How an operation names its repository: one (`String`), or one or every readable one
@@ -126,6 +137,15 @@ pub(crate) struct RepoCall<R> {
     op: Op,
     caller: Caller,
     repo: R,
+    /// What the call may spend.
+    cost: Cost,
+    /// Its budget: the work checks it between steps (O-9).
+    budget: Budget,
+    /// Who it counts against for slots.
+    client: ClientKey,
+    /// The slot of its class, held for as long as the call (and the work it moved to the
+    /// blocking pool) lives.
+    slot: Option<Arc<Slot>>,
 }
 
 /// A repository the caller passed step 2 for; its leases are step 3. Only [`RepoCall::open`]
@@ -178,6 +198,34 @@ impl<R> RepoCall<R> {
     /// The operation's name.
     pub(crate) fn operation(&self) -> &'static str {
         self.op.name
+    }
+
+    /// The call's budget: long work checks it between steps and stops when it fails.
+    pub(crate) fn budget(&self) -> &Budget {
+        &self.budget
+    }
+
+    /// What the call may spend.
+    pub(crate) fn cost(&self) -> &Cost {
+        &self.cost
+    }
+
+    /// Whether the call holds a slot already.
+    pub(crate) fn has_slot(&self) -> bool {
+        self.slot.is_some()
+    }
+
+    /// Takes a slot of `class` for work the call found heavy (a cost admitted
+    /// [`Admit::WhenHeavy`]), unless it holds one already; busy when none frees up in time.
+    pub(crate) async fn admit(&mut self, inner: &Inner, class: Class) -> Result<(), ServiceError> {
+        if self.slot.is_none() {
+            self.slot = inner
+                .admission
+                .admit(class, self.client, &self.budget)
+                .await?
+                .map(Arc::new);
+        }
+        Ok(())
     }
 }
 
@@ -341,15 +389,67 @@ impl Service {
         F: FnOnce(RepoCall<R>) -> Fut,
         Fut: Future<Output = Result<T, ServiceError>>,
     {
+        let cost = ctx.cost();
+        // A cost the transport set started the call's budget already; else the call's own.
+        let budget = match ctx.cost {
+            Some(_) => ctx.budget.clone(),
+            None => cost.budget(&ctx.budget),
+        };
         let call = RepoCall {
             op,
             caller: ctx.caller.clone(),
             repo: repo.unalias(self, ctx),
+            cost,
+            budget: budget.clone(),
+            client: ctx.client,
+            slot: None,
         };
         let started = Instant::now();
-        let result = work(call).await;
+        // Dropped before the end (the caller went away): the work is told to stop.
+        let departure = budget.cancel_on_drop();
+        let result = self.bounded(op, call, work).await;
+        departure.disarm();
         (op.stats)(&self.inner.stats).record(started, result.is_ok());
         result
+    }
+
+    /// Step 0 of the frame (O-9): the slot of a class that takes one on every call, then
+    /// `work` until the call's deadline, when it is cancelled; a stop the work reports
+    /// becomes "ran out of time", with what the operation's caller can do instead.
+    async fn bounded<R, T, F, Fut>(
+        &self,
+        op: Op,
+        mut call: RepoCall<R>,
+        work: F,
+    ) -> Result<T, ServiceError>
+    where
+        F: FnOnce(RepoCall<R>) -> Fut,
+        Fut: Future<Output = Result<T, ServiceError>>,
+    {
+        let (cost, budget) = (call.cost, call.budget.clone());
+        if cost.admit == Admit::Always {
+            call.admit(&self.inner, cost.class).await?;
+        }
+        let result = match budget.deadline() {
+            Some(deadline) => {
+                let until = tokio::time::Instant::from_std(deadline + DEADLINE_GRACE);
+                match tokio::time::timeout_at(until, work(call)).await {
+                    Ok(result) => result,
+                    Err(_) => {
+                        budget.cancel();
+                        Err(ServiceError {
+                            kind: ErrorKind::TimedOut,
+                            message: String::new(),
+                        })
+                    }
+                }
+            }
+            None => work(call).await,
+        };
+        result.map_err(|error| match error.kind {
+            ErrorKind::TimedOut => ServiceError::timed_out(op.name, cost.time, op.narrow),
+            _ => error,
+        })
     }
 
     /// [`Service::framed`] with all of `work` on the blocking pool.

@@ -162,9 +162,9 @@ impl Service {
                 req.kind.name()
             )));
         }
-        let slot = self.admit_search().await?;
+        let mut call = call;
+        call.admit(&self.inner, crate::Class::Search).await?;
         self.blocking(move |inner| {
-            let _slot = slot;
             // Access to the named repository: refused exactly like an unknown one.
             // Its code index does not matter here.
             let opened = call.open_named(inner)?;

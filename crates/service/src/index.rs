@@ -483,11 +483,11 @@ impl Service {
         req: SearchRequest,
         hook: Option<crate::serverplugins::SearchHook>,
     ) -> Result<SearchAnswer, ServiceError> {
-        let slot = self.admit_search().await?;
+        let mut call = call;
+        // The slot goes with the call onto the blocking pool: held until the search is done,
+        // even if the caller went away meanwhile (it stops at its deadline).
+        call.admit(&self.inner, crate::Class::Search).await?;
         self.blocking(move |inner| {
-            // Held until the search is done, even if the caller went away meanwhile: the
-            // work still runs on a blocking thread.
-            let _slot = slot;
             let (
                 indexes,
                 IndexedTargets {
@@ -538,24 +538,6 @@ impl Service {
         match hook {
             Some(hook) => self.blocking(move |_| Ok(hook.apply(&query, answer))).await,
             None => Ok(answer),
-        }
-    }
-
-    /// A slot to run one search in (S-1): at most `max_concurrent_searches` run at once, each
-    /// under its own deadline; a further one waits `search_queue_wait` for a slot, then is
-    /// refused as busy rather than queueing without bound.
-    pub(crate) async fn admit_search(
-        &self,
-    ) -> Result<tokio::sync::OwnedSemaphorePermit, ServiceError> {
-        let slots = self.inner.searches.clone();
-        let wait = self.inner.config.search_queue_wait;
-        match tokio::time::timeout(wait, slots.acquire_owned()).await {
-            Ok(Ok(permit)) => Ok(permit),
-            // A closed semaphore cannot happen (nobody closes it); treat it as busy too.
-            Ok(Err(_)) | Err(_) => Err(ServiceError::busy(format!(
-                "the server is busy: {} searches are running already; retry in a moment",
-                self.inner.config.max_concurrent_searches
-            ))),
         }
     }
 
@@ -888,12 +870,15 @@ mod tests {
             query: "needle".into(),
             ..SearchRequest::default()
         };
-        // The one slot, taken as a running search takes it.
+        // The one slot, taken by another client's running search.
         let running = service
             .inner
-            .searches
-            .clone()
-            .acquire_owned()
+            .admission
+            .admit(
+                crate::Class::Search,
+                crate::ClientKey::Token(99),
+                &budget::Budget::default(),
+            )
             .await
             .unwrap();
         let error = service
@@ -912,10 +897,11 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(answer.repos.len(), 1);
-        assert_eq!(
-            service.inner.searches.available_permits(),
-            1,
-            "slot returned"
-        );
+        let search = service
+            .admission_stats()
+            .into_iter()
+            .find(|s| s.class == crate::Class::Search)
+            .unwrap();
+        assert_eq!((search.slots, search.busy), (1, 0), "slot returned");
     }
 }

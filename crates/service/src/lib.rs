@@ -11,6 +11,7 @@
 //! read.
 
 mod background;
+mod cost;
 mod enrich;
 mod error;
 mod fanout;
@@ -33,6 +34,8 @@ mod stats;
 
 pub use access::{TOKEN_PREFIX, contains_token};
 pub use background::{Shutdown, spawn_maintenance};
+pub use budget::{Budget, Stop};
+pub use cost::{Admit, Class, ClassStats, ClientKey, Cost, MAX_HEAVY_CALLS, share_of};
 pub use enrich::CATALOG_IDLE;
 pub use error::{ErrorKind, ServiceError};
 pub use fanout::{
@@ -84,8 +87,8 @@ use std::time::{Instant, SystemTime};
 pub const PREPARED_BRANCHES: usize = 16;
 
 /// Per-call context a transport hands to the service. One per call: its clones belong to the
-/// same call (they share its server-plugin epoch).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// same call (they share its server-plugin epoch and its budget).
+#[derive(Debug, Clone, Default)]
 pub struct CallContext {
     /// The connection's `plugins` parameter (M-2).
     pub plugins: ConnectionPlugins,
@@ -93,6 +96,44 @@ pub struct CallContext {
     pub caller: Caller,
     /// The server-plugin epoch of this call (P-12): empty until the call first needs it.
     pub server_plugins: EpochPin,
+    /// Who the call counts against for the per-client shares of heavy classes (O-9).
+    pub client: ClientKey,
+    /// What the call may spend (O-9), as the tool or route that made it states; `None`
+    /// (in-process callers): [`Cost::IN_PROCESS`]. Set with [`CallContext::with_cost`].
+    pub cost: Option<Cost>,
+    /// The call's budget: its deadline once a cost is set, and its cancellation (the
+    /// transport cancels it when the caller goes away; the frame when its deadline passes).
+    pub budget: Budget,
+}
+
+/// Contexts compare by who calls and how: the epoch a call happened to pin and the moment
+/// its budget ends are not part of it.
+impl PartialEq for CallContext {
+    fn eq(&self, other: &Self) -> bool {
+        self.plugins == other.plugins
+            && self.caller == other.caller
+            && self.client == other.client
+            && self.cost == other.cost
+    }
+}
+
+impl Eq for CallContext {}
+
+impl CallContext {
+    /// This call under `cost`: its budget starts now, inside the one it had (so whoever
+    /// could cancel the call still can).
+    pub fn with_cost(&self, cost: Cost) -> CallContext {
+        CallContext {
+            cost: Some(cost),
+            budget: cost.budget(&self.budget),
+            ..self.clone()
+        }
+    }
+
+    /// The cost in force.
+    pub fn cost(&self) -> Cost {
+        self.cost.unwrap_or(Cost::IN_PROCESS)
+    }
 }
 
 /// The server-plugin epoch a call runs on, taken once when the call first needs it and shared
@@ -142,8 +183,12 @@ pub struct ServiceConfig {
     /// Searches that run at once (twice the cores); a further one waits up to
     /// `search_queue_wait` for a slot, then is refused as [`ErrorKind::Busy`].
     pub max_concurrent_searches: usize,
-    /// How long a search waits for a free slot (1 s).
+    /// How long a search, or a call of any heavy class (O-9), waits for a free slot (1 s).
     pub search_queue_wait: std::time::Duration,
+    /// Calls of one heavy class that run at once (history walks, blame, diffs, raw,
+    /// reads of large files, README renders, overlays, first parses; the cores, at least 2);
+    /// one client holds at most half of them ([`share_of`]).
+    pub heavy_calls: usize,
     /// Anonymous HTTP callers may read public repositories (A-2; on by default, as the
     /// embedded default of O-2 serves its repository to the loopback).
     pub public_read: bool,
@@ -165,6 +210,7 @@ impl Default for ServiceConfig {
             plugins: wasmplugin::PluginConfig::default(),
             index: IndexConfig::default(),
             max_concurrent_searches: index::default_concurrent_searches(),
+            heavy_calls: cost::default_heavy_calls(),
             search_queue_wait: std::time::Duration::from_secs(1),
             public_read: true,
             history_depth: None,
@@ -186,8 +232,8 @@ struct Inner {
     plugins: enrich::Plugins,
     /// The search indexes (S-3), or why they could not open.
     indexes: Result<search::Indexes, String>,
-    /// Admission of searches: one permit per search running (S-1).
-    searches: Arc<tokio::sync::Semaphore>,
+    /// Admission per class (O-9): slots of searches (S-1) and of every heavy class.
+    admission: cost::Admission,
     /// The server-plugin host (P-*): disabled unless the operator turned it on.
     server_plugins: PluginHost,
     /// What background preparation did per repository (W-31).
@@ -246,11 +292,13 @@ impl Service {
                 store,
                 stats: QueryStats::default(),
                 plugins: enrich::Plugins::new(config.plugins.clone()),
-                searches: Arc::new(tokio::sync::Semaphore::new(
+                admission: cost::Admission::new(
+                    config.heavy_calls.clamp(1, MAX_HEAVY_CALLS),
                     config
                         .max_concurrent_searches
                         .clamp(1, MAX_CONCURRENT_SEARCHES),
-                )),
+                    config.search_queue_wait,
+                ),
                 config,
                 server_plugins,
                 derived_epochs: Default::default(),
@@ -422,6 +470,59 @@ impl Service {
                     "internal error while reading the repository; see the server log",
                 )
             })?
+    }
+
+    /// Runs `work` — heavy work that is no repository operation of its own, such as
+    /// rendering a README for a page (O-9) — on the blocking pool with a slot of `class`
+    /// for the caller, under the call's budget: `work` gets the budget to check between
+    /// steps; past the deadline, or when the caller goes away, it is cancelled.
+    pub async fn offload<T: Send + 'static>(
+        &self,
+        ctx: &CallContext,
+        class: Class,
+        work: impl FnOnce(&Budget) -> T + Send + 'static,
+    ) -> Result<T, ServiceError> {
+        let budget = match ctx.cost {
+            Some(_) => ctx.budget.clone(),
+            None => Cost::IN_PROCESS.budget(&ctx.budget),
+        };
+        let slot = self
+            .inner
+            .admission
+            .admit(class, ctx.client, &budget)
+            .await?;
+        let departure = budget.cancel_on_drop();
+        let inside = budget.clone();
+        let running = tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            work(&inside)
+        });
+        let answered = match budget.deadline() {
+            Some(deadline) => tokio::time::timeout_at(deadline.into(), running)
+                .await
+                .map_err(|_| budget.cancel()),
+            None => Ok(running.await),
+        };
+        departure.disarm();
+        match answered {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(join)) => {
+                tracing::error!(error = %join, class = class.name(), "offloaded work panicked");
+                Err(ServiceError::internal(
+                    "internal error while preparing the page; see the server log",
+                ))
+            }
+            Err(()) => Err(ServiceError::timed_out(
+                class.name(),
+                ctx.cost().time,
+                "retry in a moment",
+            )),
+        }
+    }
+
+    /// Slots, holders and refusals of every heavy class (O-9), for `/metrics`.
+    pub fn admission_stats(&self) -> Vec<ClassStats> {
+        self.inner.admission.stats()
     }
 
     /// `read` and `read_many` in the service frame: the base read (`check` the request,

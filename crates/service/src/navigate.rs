@@ -393,9 +393,9 @@ impl Service {
                 answer.not_searched = fanned.not_searched;
                 return Ok(answer);
             }
-            let slot = self.admit_search().await?;
+            let mut call = call;
+            call.admit(&self.inner, crate::Class::Search).await?;
             self.blocking(move |inner| {
-                let _slot = slot;
                 let (indexes, targets) = call.targets(inner, req.revision.as_deref())?;
                 let IndexedTargets {
                     repos,

@@ -142,10 +142,10 @@ impl Service {
         req: SearchRequest,
         hook: Option<SearchHook>,
     ) -> Result<SearchAnswer, ServiceError> {
-        let slot = self.admit_search().await?;
+        let mut call = call;
+        // Held until the search is done (the slot goes with the call).
+        call.admit(&self.inner, crate::Class::Search).await?;
         self.blocking(move |inner| {
-            // Held until the search is done, even if the caller went away meanwhile.
-            let _slot = slot;
             let query = req.query.clone();
             // A lease on the blocking pool may wait for a follow (cluster mode), as a read's.
             let answer = frame::on_blocking_pool(|| inner.search_at_revision(&call, req))?;

@@ -1,5 +1,8 @@
 //! `availability`: check a repository and revision.
 
+use service::Cost;
+use std::time::Duration;
+
 use crate::render::{header, header_value};
 use crate::tool::{Answer, Face, Tool, ToolError};
 use schemars::JsonSchema;
@@ -27,6 +30,7 @@ pub(crate) struct AvailabilityArgs {
 impl Tool for Availability {
     type Args = AvailabilityArgs;
     const NAME: &'static str = "availability";
+    const COST: Cost = Cost::light(Duration::from_secs(10));
     const TITLE: &'static str = "Check a repository and revision";
     const DESCRIPTION: &'static str = "\
 Check whether a repository is visible and a revision resolves and is readable now. The answer \

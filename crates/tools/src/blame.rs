@@ -4,8 +4,9 @@ use crate::render::{header, header_value};
 use crate::tool::{Answer, Face, Tool, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use service::{BlameAnswer, CallContext, Service};
+use service::{BlameAnswer, CallContext, Class, Cost, Service};
 use std::fmt::Write as _;
+use std::time::Duration;
 
 /// The `blame` tool.
 pub(crate) struct Blame;
@@ -34,6 +35,7 @@ pub(crate) struct BlameArgs {
 impl Tool for Blame {
     type Args = BlameArgs;
     const NAME: &'static str = "blame";
+    const COST: Cost = Cost::heavy(Class::Blame, Duration::from_secs(6));
     const TITLE: &'static str = "Blame lines of a file";
     const DESCRIPTION: &'static str = "\
 Show who last changed each line of a text file at a commit, as `git blame` finds it (no \

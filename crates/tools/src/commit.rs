@@ -4,8 +4,9 @@ use crate::render::{commit_lines, header, header_value};
 use crate::tool::{Answer, Face, Tool, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use service::{CallContext, CommitAnswer, Service};
+use service::{CallContext, Class, CommitAnswer, Cost, Service};
 use std::fmt::Write as _;
+use std::time::Duration;
 
 /// The `commit` tool.
 pub(crate) struct Commit;
@@ -23,6 +24,7 @@ pub(crate) struct CommitArgs {
 impl Tool for Commit {
     type Args = CommitArgs;
     const NAME: &'static str = "commit";
+    const COST: Cost = Cost::heavy(Class::History, Duration::from_secs(6));
     const TITLE: &'static str = "Show a commit";
     const DESCRIPTION: &'static str = "\
 Show one commit: its message and the files it changed against its first parent (a root commit \

@@ -4,8 +4,9 @@ use crate::render::{header, header_value, not_indexed_lines, not_searched_lines}
 use crate::tool::{Answer, Face, Tool, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use service::{CallContext, DefinitionsAnswer, Service};
+use service::{CallContext, Class, Cost, DefinitionsAnswer, Service};
 use std::fmt::Write as _;
+use std::time::Duration;
 
 /// The `definitions` tool.
 pub(crate) struct Definitions;
@@ -39,6 +40,7 @@ pub(crate) struct DefinitionsArgs {
 impl Tool for Definitions {
     type Args = DefinitionsArgs;
     const NAME: &'static str = "definitions";
+    const COST: Cost = Cost::when_heavy(Class::Search, Duration::from_secs(30));
     const TITLE: &'static str = "Find definitions of a name";
     const DESCRIPTION: &'static str = "\
 Find where a name is defined: the exact name, case-sensitive, in the definitions extracted at \

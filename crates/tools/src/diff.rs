@@ -4,7 +4,8 @@ use crate::render::header;
 use crate::tool::{Answer, Face, Tool, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use service::{CallContext, DiffAnswer, Service};
+use service::{CallContext, Class, Cost, DiffAnswer, Service};
+use std::time::Duration;
 
 /// The `diff` tool.
 pub(crate) struct Diff;
@@ -30,6 +31,7 @@ pub(crate) struct DiffArgs {
 impl Tool for Diff {
     type Args = DiffArgs;
     const NAME: &'static str = "diff";
+    const COST: Cost = Cost::heavy(Class::Diff, Duration::from_secs(8));
     const TITLE: &'static str = "Compare two commits";
     const DESCRIPTION: &'static str = "\
 Show what changed between two commits as a unified diff, as `git diff --no-renames base head` \

@@ -1,5 +1,8 @@
 //! `discovery`: list readable repositories.
 
+use service::Cost;
+use std::time::Duration;
+
 use crate::render::header;
 use crate::tool::{Answer, Face, Tool, ToolError};
 use schemars::JsonSchema;
@@ -17,6 +20,7 @@ pub(crate) struct DiscoveryArgs {}
 impl Tool for Discovery {
     type Args = DiscoveryArgs;
     const NAME: &'static str = "discovery";
+    const COST: Cost = Cost::light(Duration::from_secs(10));
     const TITLE: &'static str = "List readable repositories";
     const DESCRIPTION: &'static str = "\
 List the repositories you can read. The answer: `Repositories: N`, then one record per \

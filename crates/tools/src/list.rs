@@ -1,5 +1,8 @@
 //! `list`: list a directory.
 
+use service::Cost;
+use std::time::Duration;
+
 use crate::render::{header, header_value};
 use crate::tool::{Answer, Face, Tool, ToolError};
 use schemars::JsonSchema;
@@ -32,6 +35,7 @@ pub(crate) struct ListArgs {
 impl Tool for List {
     type Args = ListArgs;
     const NAME: &'static str = "list";
+    const COST: Cost = Cost::light(Duration::from_secs(10));
     const TITLE: &'static str = "List a directory";
     const DESCRIPTION: &'static str = "\
 List a directory of a repository at a commit, to find paths you do not know. The answer: \

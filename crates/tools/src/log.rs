@@ -4,7 +4,8 @@ use crate::render::{commit_lines, header};
 use crate::tool::{Answer, Face, Tool, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use service::{CallContext, LogAnswer, Service};
+use service::{CallContext, Class, Cost, LogAnswer, Service};
+use std::time::Duration;
 
 /// The `log` tool.
 pub(crate) struct Log;
@@ -38,6 +39,7 @@ pub(crate) struct LogArgs {
 impl Tool for Log {
     type Args = LogArgs;
     const NAME: &'static str = "log";
+    const COST: Cost = Cost::heavy(Class::History, Duration::from_secs(6)).walking(100_000, 50);
     const TITLE: &'static str = "List commits";
     const DESCRIPTION: &'static str = "\
 List the commits of a repository, newest first, as `git log` lists them: from revision (default: \

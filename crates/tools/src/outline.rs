@@ -4,8 +4,9 @@ use crate::render::{header, header_value};
 use crate::tool::{Answer, Face, Tool, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use service::{CallContext, OutlineAnswer, Service};
+use service::{CallContext, Class, Cost, OutlineAnswer, Service};
 use std::fmt::Write as _;
+use std::time::Duration;
 
 /// The `outline` tool.
 pub(crate) struct Outline;
@@ -29,6 +30,7 @@ pub(crate) struct OutlineArgs {
 impl Tool for Outline {
     type Args = OutlineArgs;
     const NAME: &'static str = "outline";
+    const COST: Cost = Cost::when_heavy(Class::Parse, Duration::from_secs(5));
     const TITLE: &'static str = "Outline a source file";
     const DESCRIPTION: &'static str = "\
 List the definitions in one source file at a commit (functions, methods, classes, interfaces, \

@@ -1,5 +1,8 @@
 //! `plugin_status`: the server plugins' state as the caller may see it (P-12).
 
+use service::Cost;
+use std::time::Duration;
+
 use crate::render::header_value;
 use crate::tool::{Answer, Capability, Face, Tool, ToolError};
 use schemars::JsonSchema;
@@ -18,11 +21,13 @@ pub(crate) struct NoArgs {}
 impl Tool for PluginStatus {
     type Args = NoArgs;
     const NAME: &'static str = "plugin_status";
+    const COST: Cost = Cost::light(Duration::from_secs(10));
     const TITLE: &'static str = "Server plugin status";
     const DESCRIPTION: &'static str = "\
 Show the server plugins (operator Python plugins, not repository plugins): state, epoch, \
 loaded files with their hooks and tables, rejected files and why, hooks disabled until the \
-next reload and why, versions, and whether the search index waits for a rebuild. Tracebacks \
+next reload and why, files whose clean-up code was interrupted when an old epoch was \
+released, versions, and whether the search index waits for a rebuild. Tracebacks \
 and server paths are shown to operators (the prepare capability) only.";
     const CAPABILITY: Capability = Capability::Read;
     const PRESETABLE: bool = false;
@@ -122,6 +127,16 @@ pub(crate) fn render_status(status: &ServerPluginsStatus) -> String {
             header_value(&failures.file),
             failures.hook,
             failures.count
+        );
+    }
+    let _ = writeln!(out, "ReleaseFaults: {}", host.release_faults.len());
+    for fault in &host.release_faults {
+        let _ = writeln!(
+            out,
+            "- {} epoch {}: {}",
+            header_value(&fault.file),
+            fault.epoch,
+            first_line(&fault.reason)
         );
     }
     out.push_str(if full {

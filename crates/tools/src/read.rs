@@ -7,7 +7,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::Serialize;
 use service::ReadItem;
-use service::{CallContext, Service};
+use service::{CallContext, Class, Cost, Service};
+use std::time::Duration;
 
 /// The `read` tool.
 pub(crate) struct Read;
@@ -43,6 +44,7 @@ pub(crate) struct ReadArgs {
 impl Tool for Read {
     type Args = ReadArgs;
     const NAME: &'static str = "read";
+    const COST: Cost = Cost::when_heavy(Class::LargeRead, Duration::from_secs(10));
     const TITLE: &'static str = "Read a file range";
     const DESCRIPTION: &'static str = "\
 Read a line range of one file at a commit. Use it directly when you know the repository and \

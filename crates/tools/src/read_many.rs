@@ -6,7 +6,8 @@ use crate::render;
 use crate::tool::{Answer, Face, Tool, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use service::{CallContext, Service};
+use service::{CallContext, Class, Cost, Service};
+use std::time::Duration;
 
 /// The `read_many` tool.
 pub(crate) struct ReadMany;
@@ -33,6 +34,7 @@ pub(crate) struct ReadManyArgs {
 impl Tool for ReadMany {
     type Args = ReadManyArgs;
     const NAME: &'static str = "read_many";
+    const COST: Cost = Cost::when_heavy(Class::LargeRead, Duration::from_secs(15));
     const TITLE: &'static str = "Read several file ranges";
     const DESCRIPTION: &'static str = "\
 Read several known line ranges of one repository at one commit in one call (1 to {max_items} \

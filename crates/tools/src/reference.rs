@@ -47,8 +47,8 @@ pub fn http_methods(tool: &dyn ToolDef) -> &'static [&'static str] {
 /// The README's tools table (Markdown), one row per tool of [`TOOLS`].
 pub fn readme_tools_table(limits: &Limits) -> String {
     let mut out = String::from(
-        "| tool | what it does | arguments (`?`: optional) | JSON API | needs |\n\
-         | --- | --- | --- | --- | --- |\n",
+        "| tool | what it does | arguments (`?`: optional) | JSON API | needs | budget |\n\
+         | --- | --- | --- | --- | --- | --- |\n",
     );
     for tool in TOOLS {
         let arguments = argument_list(&tool.input_schema(limits));
@@ -62,11 +62,12 @@ pub fn readme_tools_table(limits: &Limits) -> String {
                 .join(", ")
         };
         out.push_str(&format!(
-            "| `{name}` | {title} | {arguments} | `{methods} /sourcegraph/api/{name}` | {needs} |\n",
+            "| `{name}` | {title} | {arguments} | `{methods} /sourcegraph/api/{name}` | {needs} | {budget} |\n",
             name = tool.name(),
             title = tool.title(),
             methods = http_methods(*tool).join("/"),
             needs = tool.capability().name(),
+            budget = tool.cost().summary(),
         ));
     }
     out

@@ -4,8 +4,9 @@ use crate::render::{header, header_value, not_indexed_lines, not_searched_lines}
 use crate::tool::{Answer, Face, Tool, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use service::{CallContext, ReferencesAnswer, Service};
+use service::{CallContext, Class, Cost, ReferencesAnswer, Service};
 use std::fmt::Write as _;
+use std::time::Duration;
 
 /// The `references` tool.
 pub(crate) struct References;
@@ -40,6 +41,7 @@ pub(crate) struct ReferencesArgs {
 impl Tool for References {
     type Args = ReferencesArgs;
     const NAME: &'static str = "references";
+    const COST: Cost = Cost::when_heavy(Class::Search, Duration::from_secs(30));
     const TITLE: &'static str = "Find occurrences of a name";
     const DESCRIPTION: &'static str = "\
 Find where a name occurs: every line where it stands as a whole word (case-sensitive), found \

@@ -1,5 +1,8 @@
 //! `reload_plugins`: a new server-plugin epoch from the directory (P-12), for operators.
 
+use service::Cost;
+use std::time::Duration;
+
 use crate::plugin_status::{NoArgs, render_status};
 use crate::tool::{Annotations, Answer, Capability, Face, Tool, ToolError};
 use service::{CallContext, Service};
@@ -10,6 +13,7 @@ pub(crate) struct ReloadPlugins;
 impl Tool for ReloadPlugins {
     type Args = NoArgs;
     const NAME: &'static str = "reload_plugins";
+    const COST: Cost = Cost::light(Duration::from_secs(60));
     const TITLE: &'static str = "Reload server plugins";
     const DESCRIPTION: &'static str = "\
 Operator tool: re-read the server-plugins directory into a new epoch (calls in flight finish \

@@ -1,5 +1,8 @@
 //! `resolve`: resolve a revision.
 
+use service::Cost;
+use std::time::Duration;
+
 use crate::render::header;
 use crate::tool::{Answer, Face, Tool, ToolError};
 use schemars::JsonSchema;
@@ -22,6 +25,7 @@ pub(crate) struct ResolveArgs {
 impl Tool for Resolve {
     type Args = ResolveArgs;
     const NAME: &'static str = "resolve";
+    const COST: Cost = Cost::light(Duration::from_secs(5));
     const TITLE: &'static str = "Resolve a revision";
     const DESCRIPTION: &'static str = "\
 Resolve a branch, tag or short SHA to the full commit SHA (answer lines: Repo, Revision, \

@@ -4,8 +4,9 @@ use crate::render::{header, header_value, not_indexed_lines, not_searched_lines}
 use crate::tool::{Answer, Face, Tool, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use service::{CallContext, LineChange, SearchAnswer, SearchKind, Service};
+use service::{CallContext, Class, Cost, LineChange, SearchAnswer, SearchKind, Service};
 use std::fmt::Write as _;
+use std::time::Duration;
 
 /// The `search` tool.
 pub(crate) struct Search;
@@ -92,6 +93,7 @@ impl From<SearchType> for service::SearchKind {
 impl Tool for Search {
     type Args = SearchArgs;
     const NAME: &'static str = "search";
+    const COST: Cost = Cost::when_heavy(Class::Search, Duration::from_secs(30));
     const TITLE: &'static str = "Search code and history";
     const DESCRIPTION: &'static str = "\
 Find code and text when you do not know the path: literal text by default (case-insensitive \

@@ -195,6 +195,23 @@ mod tests {
     }
 
     /// Names are unique, and a preset can never shadow a tool.
+    /// O-9: every tool states a bounded cost beside its capability; the tools that walk
+    /// history or diff take a slot on every call, and `log` states its walk bound.
+    #[test]
+    fn o9_every_tool_states_a_bounded_cost() {
+        for tool in TOOLS {
+            let cost = tool.cost();
+            assert!(cost.is_bounded(), "{}: {cost:?}", tool.name());
+        }
+        let cost = |name: &str| find(name).unwrap().cost();
+        for heavy in ["log", "commit", "diff", "blame"] {
+            assert_ne!(cost(heavy).class, service::Class::Light, "{heavy}");
+            assert_eq!(cost(heavy).admit, service::Admit::Always, "{heavy}");
+        }
+        assert!(cost("log").walk > 0);
+        assert_eq!(cost("read").class, service::Class::LargeRead);
+    }
+
     #[test]
     fn names_are_unique_and_reserved() {
         let mut names: Vec<&str> = TOOLS.iter().map(|t| t.name()).collect();

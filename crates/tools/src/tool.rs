@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use service::{ArgumentRewrite, CallContext, Service, ServiceError};
+use service::{ArgumentRewrite, CallContext, Cost, Service, ServiceError};
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
@@ -139,6 +139,9 @@ pub trait Tool: Send + Sync + 'static {
     const DESCRIPTION: &'static str;
     /// What the caller must hold.
     const CAPABILITY: Capability = Capability::Read;
+    /// What one call may spend (O-9): its class (the pool its slot comes from), deadline,
+    /// walk and byte bounds. The service frame runs the call under it.
+    const COST: Cost;
     /// Annotations (M-5).
     const ANNOTATIONS: Annotations = Annotations::READ;
     /// Whether a server plugin's `TOOL_PRESETS` entry may build on it (P-22).
@@ -163,6 +166,8 @@ pub trait ToolDef: Sync {
     fn description(&self, limits: &Limits) -> String;
     /// See [`Tool::CAPABILITY`].
     fn capability(&self) -> Capability;
+    /// See [`Tool::COST`].
+    fn cost(&self) -> Cost;
     /// See [`Tool::ANNOTATIONS`].
     fn annotations(&self) -> Annotations;
     /// See [`Tool::PRESETABLE`].
@@ -204,6 +209,10 @@ impl<T: Tool> ToolDef for Def<T> {
         T::CAPABILITY
     }
 
+    fn cost(&self) -> Cost {
+        T::COST
+    }
+
     fn annotations(&self) -> Annotations {
         T::ANNOTATIONS
     }
@@ -225,7 +234,9 @@ impl<T: Tool> ToolDef for Def<T> {
     ) -> Call<'a> {
         Box::pin(async move {
             let args: T::Args = args::parse(T::NAME, arguments).map_err(ToolError::Arguments)?;
-            T::run(service, ctx, args, face).await
+            // The call's budget starts here, under the tool's cost (O-9).
+            let ctx = ctx.with_cost(T::COST);
+            T::run(service, &ctx, args, face).await
         })
     }
 }
