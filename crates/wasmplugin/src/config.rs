@@ -10,7 +10,8 @@ use std::time::Duration;
 /// The environment prefix of every plugin setting (seed 000).
 pub const ENV_PREFIX: &str = "SOURCEGRAPH_PLUGINS_";
 
-/// Every budget of W-26; the defaults are those of [`PluginConfig::SETTINGS`].
+/// Every budget of W-26 (the defaults are those of [`PluginConfig::SETTINGS`]), and how cold
+/// compiles run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PluginConfig {
     /// `DISABLED`: enrichment off for the whole host (W-11).
@@ -37,6 +38,11 @@ pub struct PluginConfig {
     pub cache_entries: usize,
     /// `IDLE_INSTANCES`: idle instances kept host-wide.
     pub idle_instances: usize,
+    /// Not a setting: how cold compiles run. `None` (the default, for tests and embedders):
+    /// on the runtime's worker thread, where nothing can stop one. `Some`: each in a child
+    /// process this command starts, which the runtime kills when it gives up on the compile
+    /// (O-9); `csg` names itself ([`crate::runtime::CompileCommand::this_program`]).
+    pub compiler: Option<crate::runtime::CompileCommand>,
 }
 
 /// One `SOURCEGRAPH_PLUGINS_*` setting: everything about it in one place.
@@ -197,6 +203,7 @@ impl Default for PluginConfig {
             concurrency: 0,
             cache_entries: 0,
             idle_instances: 0,
+            compiler: None,
         };
         for setting in Self::SETTINGS {
             setting.set_default(&mut config);
@@ -316,7 +323,7 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
 
 /// A duration in [`parse_duration`]'s syntax, in the largest unit that shows it exactly
 /// (`0s` for zero); `parse_duration(&format_duration(d))` is `d` for whole milliseconds.
-fn format_duration(duration: Duration) -> String {
+pub(crate) fn format_duration(duration: Duration) -> String {
     let ms = duration.as_millis();
     match ms {
         ms if ms % 3_600_000 == 0 && ms > 0 => format!("{}h", ms / 3_600_000),
@@ -404,10 +411,12 @@ mod tests {
             }
         };
         let defaults = PluginConfig::default();
-        // As many fields as settings (each field's line in `{:#?}` is indented once).
+        // As many fields as settings (each field's line in `{:#?}` is indented once), but
+        // `compiler`, which is no setting.
         let fields = format!("{defaults:#?}")
             .lines()
             .filter(|line| line.starts_with("    ") && !line.starts_with("     "))
+            .filter(|line| !line.trim_start().starts_with("compiler:"))
             .count();
         assert_eq!(fields, settings.len(), "a field without a setting");
         for setting in settings {

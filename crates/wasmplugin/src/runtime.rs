@@ -7,14 +7,16 @@
 //!   CONCURRENCY + IDLE_INSTANCES slots with `max_memory_size` = MEMORY_MIB, copy-on-write
 //!   memory images, an [`InstancePre`] per module linked against the three `sourcegraph`
 //!   functions only.
-//! - Compiles run on one worker thread (the `parallel-compilation` feature is off, so Cranelift
-//!   itself is serial too); see [`Runtime::module`].
+//! - Compiles run one at a time (the `parallel-compilation` feature is off, so Cranelift itself
+//!   is serial too), in a child process when [`PluginConfig::compiler`] names one, so that a
+//!   compile can be stopped part-way; see [`Runtime::module`].
 //! - Time: one engine-wide ticker thread increments the epoch every [`EPOCH_TICK`]; each store's
 //!   epoch callback compares the wall clock with its own request deadline. The epoch is never
 //!   bumped per call, so a timeout never disturbs another execution.
 //! - Any fault discards the instance: wasmtime does not poison an instance after a trap, so
 //!   reuse after a fault would run a guest whose invariants are broken.
 
+mod child;
 mod compiler;
 mod host;
 mod pool;
@@ -34,6 +36,7 @@ use wasmtime::{
 
 use crate::abi::{self, TABLE_ELEMENTS, attachments_of, memory_bytes, static_limits};
 use crate::{Code, Diagnostic, PluginConfig};
+pub use child::{COMPILE_CHILD_ARG, CompileCommand, compile_child_if_asked};
 use host::{Budget, ExecCounters, GuestFns, HostFault, HostState};
 use pool::IdlePool;
 use stats::{Counters, add, bump};
@@ -163,6 +166,8 @@ struct Shared {
     config: PluginConfig,
     /// MEMORY_MIB in bytes (clamped to 4 GiB).
     memory_bytes: u64,
+    /// What the engine was made from, for a compile child's engine to match it.
+    engine_settings: EngineSettings,
     engine: Engine,
     linker: Linker<HostState>,
     compiler: compiler::Compiler,
@@ -189,6 +194,34 @@ impl Shared {
     }
 }
 
+/// What the engine's configuration is made from. A compile child makes its engine from the
+/// same values, because wasmtime loads compiled code only into an engine configured alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct EngineSettings {
+    /// MEMORY_MIB in bytes (clamped to 4 GiB).
+    memory_bytes: u64,
+    /// Instance slots of the pooling allocator.
+    slots: u32,
+}
+
+/// The one engine configuration: the runtime's and every compile child's.
+fn wasm_config(settings: EngineSettings) -> Config {
+    let mut pooling = PoolingAllocationConfig::new();
+    pooling
+        .total_core_instances(settings.slots)
+        .total_memories(settings.slots)
+        .total_tables(settings.slots)
+        .max_memories_per_module(1)
+        .max_tables_per_module(1)
+        .table_elements(TABLE_ELEMENTS)
+        .max_memory_size(usize::try_from(settings.memory_bytes).unwrap_or(usize::MAX));
+    let mut wasm = Config::new();
+    wasm.epoch_interruption(true)
+        .memory_init_cow(true)
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
+    wasm
+}
+
 impl Runtime {
     /// Builds the engine and starts the epoch ticker and the compile worker.
     pub fn new(config: PluginConfig) -> Result<Self, RuntimeError> {
@@ -199,20 +232,12 @@ impl Runtime {
         let slots = u32::try_from(config.concurrency.saturating_add(config.idle_instances))
             .unwrap_or(u32::MAX)
             .max(1);
-        let mut pooling = PoolingAllocationConfig::new();
-        pooling
-            .total_core_instances(slots)
-            .total_memories(slots)
-            .total_tables(slots)
-            .max_memories_per_module(1)
-            .max_tables_per_module(1)
-            .table_elements(TABLE_ELEMENTS)
-            .max_memory_size(usize::try_from(memory_bytes).unwrap_or(usize::MAX));
-        let mut wasm = Config::new();
-        wasm.epoch_interruption(true)
-            .memory_init_cow(true)
-            .allocation_strategy(InstanceAllocationStrategy::Pooling(pooling));
-        let engine = Engine::new(&wasm).map_err(|error| RuntimeError::Engine(error.to_string()))?;
+        let engine_settings = EngineSettings {
+            memory_bytes,
+            slots,
+        };
+        let engine = Engine::new(&wasm_config(engine_settings))
+            .map_err(|error| RuntimeError::Engine(error.to_string()))?;
         let linker =
             host::linker(&engine).map_err(|error| RuntimeError::Engine(error.to_string()))?;
 
@@ -220,6 +245,7 @@ impl Runtime {
             pool: Mutex::new(IdlePool::new(config.idle_instances)),
             config,
             memory_bytes,
+            engine_settings,
             engine,
             linker,
             compiler: compiler::Compiler::default(),
@@ -258,23 +284,37 @@ impl Runtime {
     /// The compiled module for an artifact whose content digest is `digest` (the caller passes
     /// the Git blob id).
     ///
-    /// A cache hit (CACHE_ENTRIES, LRU) returns at once. A miss compiles on the single compile
-    /// worker; the caller waits for the worker and the compile only until `deadline` (None: no
-    /// deadline; background preparation uses [`Runtime::prepare_module`]) and then gets
-    /// PLUGIN_TIMEOUT while the worker finishes; a compile that finishes after all its callers
-    /// gave up is dropped, not cached (a caller arriving for the same digest while it compiles
-    /// joins it instead). A call with a deadline is a read: the module it gets is marked as
-    /// used by a read, which [`Runtime::prepare_module`] never evicts. At most CONCURRENCY
-    /// callers wait at once; a further one gets PLUGIN_BUSY. A miss shares
+    /// A cache hit (CACHE_ENTRIES, LRU) returns at once. A miss queues a compile and waits for
+    /// it only until `deadline` (None: no deadline; background preparation uses
+    /// [`Runtime::prepare_module`]), then answers PLUGIN_TIMEOUT; a caller arriving for the same
+    /// digest meanwhile joins that compile. A call with a deadline is a read: the module it
+    /// gets is marked as used by a read, which [`Runtime::prepare_module`] never evicts. At
+    /// most CONCURRENCY callers wait at once; a further one gets PLUGIN_BUSY. A miss shares
     /// `artifact` with the queued job instead of copying it; the last caller to give up on a
-    /// job the worker has not started removes it from the queue, artifact and all.
+    /// job not started yet removes it from the queue, artifact and all. An artifact over
+    /// ARTIFACT_BYTES is refused before anything else is done with it.
     ///
-    /// Diagnostics: PLUGIN_ARTIFACT (not a valid core module, or over the host's table or
-    /// instance limits), PLUGIN_ABI (a missing or mistyped `memory`/`alloc`/`dealloc`/`enrich`
-    /// export, any import but `sourcegraph::{read_file, read_files, last_error}` with their
-    /// types, WASI included), PLUGIN_MEMORY (initial memory over MEMORY_MIB: the pooling
-    /// allocator could not instantiate it, so it is refused here, before compiling).
-    /// Failures are not cached.
+    /// Compiles run one at a time (W-30), those reads wait for first and the smallest first.
+    /// With a compile child ([`PluginConfig::compiler`], O-9):
+    /// - a compile that its callers gave up on goes on and its module is cached for the next
+    ///   caller, unless a read is waiting for another compile: then it is stopped at once;
+    /// - a compile a read waits for is stopped (and queued again) once a read of a smaller
+    ///   artifact has waited behind it for half of TIMEOUT, so that one large artifact never
+    ///   makes the first use of every other plugin time out;
+    /// - no compile runs longer than 12 × TIMEOUT (two minutes by default): past that it is
+    ///   stopped, and its artifact is refused at once for the next ten minutes (PLUGIN_ARTIFACT),
+    ///   as is one the compiler refused or died on.
+    ///
+    /// Without a compile child, compiles run on the worker thread and are never stopped.
+    ///
+    /// Diagnostics: PLUGIN_ARTIFACT (over ARTIFACT_BYTES, not a valid core module, over the
+    /// host's table or instance limits, or no module within the compile cap), PLUGIN_ABI (a
+    /// missing or mistyped `memory`/`alloc`/`dealloc`/`enrich` export, any import but
+    /// `sourcegraph::{read_file, read_files, last_error}` with their types, WASI included),
+    /// PLUGIN_MEMORY (initial memory over MEMORY_MIB: the pooling allocator could not
+    /// instantiate it, so it is refused here, before compiling), PLUGIN_BUSY (too many callers
+    /// waiting; the compile child could not be started). Failures of the static checks are
+    /// not remembered: they cost a validation pass, not a compile.
     pub fn module(
         &self,
         digest: &str,

@@ -1,15 +1,29 @@
-//! The compiled-module cache and the single compile worker (W-30).
+//! The compiled-module cache and the compile worker (W-30, O-9).
 //!
 //! Callers of [`super::Runtime::module`] that miss the cache enqueue a job (or join the job
-//! already queued for the same digest) and wait for it until their own deadline. The one
-//! worker thread takes jobs in order. The last caller to give up on a job the worker has not
-//! started takes it out of the queue itself, so the queue only ever holds jobs somebody still
-//! waits for; a job the worker started runs to its end (the worker stays busy until the
-//! compiler exits) and a result nobody waits for any more is dropped, not cached.
-//! At most CONCURRENCY callers wait at once, so the queue is bounded by the callers
-//! themselves and a further caller is told PLUGIN_BUSY. A job shares the caller's artifact
-//! (`Arc<[u8]>`, up to ARTIFACT_BYTES) rather than copying it, and lets go of it as soon as
-//! the worker took it or the job left the queue.
+//! already queued for the same digest) and wait for it until their own deadline. One worker
+//! thread compiles one job at a time: of the queued jobs, one a read waits for before the
+//! others, and the smallest artifact first (compile time grows with size, so a small plugin
+//! never waits behind a large one that is merely queued). The last caller to give up on a
+//! job the worker has not started takes it out of the queue itself, so the queue only ever
+//! holds jobs somebody still waits for. At most CONCURRENCY callers wait at once, so the
+//! queue is bounded by the callers themselves and a further caller is told PLUGIN_BUSY. A
+//! job shares the caller's artifact (`Arc<[u8]>`, up to ARTIFACT_BYTES) rather than copying
+//! it, and lets go of it as soon as the worker took it or the job left the queue.
+//!
+//! A compile that finishes after its callers gave up is cached all the same: the next read of
+//! that plugin gets it. With a compile child (see `child.rs`) a running compile can also be
+//! stopped, and is, for three reasons ([`should_stop`]):
+//! - a read has waited behind it long enough: at once when no read waits for the running
+//!   one; after half of TIMEOUT when one does and the waiting read's artifact is smaller.
+//!   It is *preempted* and queued again if anybody still waits for it, so one large artifact
+//!   cannot make every other first use time out;
+//! - it ran for the compile cap (12 × TIMEOUT): its artifact is *remembered as failed* for
+//!   [`FAILED_FOR`], so that nothing compiles it again and again;
+//! - shutdown.
+//!
+//! The worker's slot stays taken until a stopped child has exited. Without a compile child
+//! the worker compiles in-process and nothing can stop it.
 //!
 //! Background preparation ([`super::Runtime::prepare_module`], W-31) goes through the same
 //! queue and worker but never evicts a module a read used since it was cached: each cache
@@ -22,14 +36,39 @@
 use std::collections::{HashMap, VecDeque};
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use super::child::{self, CompileCommand, Failure};
 use super::stats::bump;
 use super::{Module, Shared};
 use crate::abi;
-use crate::{Code, Diagnostic};
+use crate::config::format_duration;
+use crate::{Code, Diagnostic, PluginConfig};
 
 pub(super) type Outcome = Result<Arc<Module>, Diagnostic>;
+
+/// How long an artifact whose compile overran the cap (or that the compiler refused or died
+/// on) is refused at once instead of compiled again.
+pub(super) const FAILED_FOR: Duration = Duration::from_secs(600);
+
+/// Artifacts remembered as failed at most (the oldest goes first).
+const FAILED_ENTRIES: usize = 256;
+
+/// The compile cap, in TIMEOUTs: long enough for an artifact of the default ARTIFACT_BYTES
+/// at the slowest compile speed measured (about 0.3 MB/s), short enough that an artifact
+/// nobody can use stops costing a core soon.
+const CAP_TIMEOUTS: u32 = 12;
+
+/// Longest one compile runs before it is stopped and its artifact remembered as failed.
+pub(super) fn compile_cap(config: &PluginConfig) -> Duration {
+    config.timeout.saturating_mul(CAP_TIMEOUTS)
+}
+
+/// How long a read waits behind a compile another read waits for before that compile is
+/// preempted: half of TIMEOUT, leaving the other half for its own compile and execution.
+pub(super) fn read_patience(config: &PluginConfig) -> Duration {
+    config.timeout / 2
+}
 
 #[derive(Default)]
 pub(super) struct Compiler {
@@ -47,10 +86,12 @@ struct State {
     cache: VecDeque<Entry>,
     /// The job per digest that is queued or compiling.
     inflight: HashMap<String, Arc<Job>>,
-    /// Jobs not started yet, each with at least one waiting caller.
-    queue: VecDeque<Arc<Job>>,
+    /// Jobs not started yet, each with at least one waiting caller, in arrival order.
+    queue: Vec<Arc<Job>>,
     /// Callers blocked in `module` or `prepare_module` (bounded by CONCURRENCY).
     waiting: usize,
+    /// Artifacts refused at once until the given time, and why.
+    failed: HashMap<String, Failed>,
     shutdown: bool,
 }
 
@@ -60,6 +101,12 @@ struct Entry {
     module: Arc<Module>,
     /// A read got this module since it was cached: preparation never evicts it.
     read: bool,
+}
+
+/// An artifact remembered as failed.
+struct Failed {
+    until: Instant,
+    diagnostic: Diagnostic,
 }
 
 /// Who asks for a module: decides what a cache hit refreshes and how a compile is cached.
@@ -86,6 +133,8 @@ pub(super) enum Got {
 
 struct Job {
     digest: String,
+    /// The artifact's length: the queue's order.
+    bytes: usize,
     progress: Mutex<Progress>,
     done: Condvar,
 }
@@ -98,7 +147,14 @@ struct Progress {
     readers: usize,
     /// Of those, preparations.
     preparers: usize,
-    /// The worker took the job: from then on it runs to its end whoever still waits.
+    /// Since when reads have waited for this job without a break; `None` while none waits.
+    read_since: Option<Instant>,
+    /// A `module` caller (a read or one without deadline) ever waited: its module is cached
+    /// like a read's, not like a prepared one.
+    requested: bool,
+    /// A read ever waited: its cache entry counts as used by a read.
+    read: bool,
+    /// The worker took the job (and has not put it back in the queue).
     started: bool,
     /// The bytes to compile, until the worker takes them (or the job leaves the queue).
     artifact: Option<Arc<[u8]>>,
@@ -122,7 +178,7 @@ impl Compiler {
             .any(|entry| entry.digest == digest)
     }
 
-    /// Asks the worker to stop after its current compile.
+    /// Asks the worker to stop; a compile child it runs is killed within a poll interval.
     pub fn shut_down(&self) {
         lock(&self.state).shutdown = true;
         self.work.notify_all();
@@ -176,7 +232,10 @@ fn obtain(
         if let Some(answer) = cache_hit(shared, &mut state, digest, caller) {
             return answer;
         }
-        if let Some(answer) = refusal(shared, &state, deadline, caller) {
+        if let Some(failed) = remembered(&mut state, digest) {
+            return Err(failed);
+        }
+        if let Some(answer) = refusal(shared, &state, artifact, deadline, caller) {
             return answer;
         }
         join(compiler, &mut state, digest, artifact, caller)
@@ -223,14 +282,60 @@ fn cache_hit(
     Some(Ok(Got::Hit(module)))
 }
 
-/// The answer of a miss that compiles nothing (no room for a prepared module, the deadline
-/// passed, too many callers waiting), or `None` when the caller may wait for a compile.
+/// Why `digest` is refused without a compile, while it is remembered as failed.
+fn remembered(state: &mut State, digest: &str) -> Option<Diagnostic> {
+    let failed = state.failed.get(digest)?;
+    if Instant::now() < failed.until {
+        return Some(failed.diagnostic.clone());
+    }
+    state.failed.remove(digest);
+    None
+}
+
+/// Remembers `digest` as failed with `diagnostic` for [`FAILED_FOR`].
+fn remember(state: &mut State, digest: &str, diagnostic: &Diagnostic) {
+    let now = Instant::now();
+    state.failed.retain(|_, failed| failed.until > now);
+    if state.failed.len() >= FAILED_ENTRIES
+        && let Some(oldest) = state
+            .failed
+            .iter()
+            .min_by_key(|(_, failed)| failed.until)
+            .map(|(digest, _)| digest.clone())
+    {
+        state.failed.remove(&oldest);
+    }
+    state.failed.insert(
+        digest.to_string(),
+        Failed {
+            until: now + FAILED_FOR,
+            diagnostic: diagnostic.clone(),
+        },
+    );
+}
+
+/// The answer of a miss that compiles nothing (an artifact over ARTIFACT_BYTES, no room for
+/// a prepared module, the deadline passed, too many callers waiting), or `None` when the
+/// caller may wait for a compile.
 fn refusal(
     shared: &Shared,
     state: &State,
+    artifact: &[u8],
     deadline: Option<Instant>,
     caller: Caller,
 ) -> Option<Result<Got, Diagnostic>> {
+    let limit = shared.config.artifact_bytes;
+    if artifact.len() as u64 > limit {
+        // Discovery refuses such an artifact already; a caller handing one over anyway gets
+        // the same answer rather than a compile of a size nobody allowed.
+        return Some(Err(Diagnostic::new(
+            Code::Artifact,
+            format!(
+                "the artifact is {} bytes, over ARTIFACT_BYTES ({limit})",
+                artifact.len()
+            ),
+        )));
+    }
     if caller == Caller::Prepare && !room_for_prepared(state, shared.config.cache_entries) {
         // Checked before compiling: a compile whose module could not be kept is wasted
         // worker time that reads may be waiting behind.
@@ -263,8 +368,13 @@ fn join(
     state.waiting += 1;
     let join = |progress: &mut Progress| {
         progress.waiters += 1;
-        progress.readers += usize::from(caller == Caller::Read);
+        if caller == Caller::Read {
+            progress.readers += 1;
+            progress.read_since.get_or_insert_with(Instant::now);
+        }
         progress.preparers += usize::from(caller == Caller::Prepare);
+        progress.requested |= caller != Caller::Prepare;
+        progress.read |= caller == Caller::Read;
     };
     if let Some(job) = state.inflight.get(digest) {
         join(&mut lock(&job.progress));
@@ -277,11 +387,12 @@ fn join(
     join(&mut progress);
     let job = Arc::new(Job {
         digest: digest.to_string(),
+        bytes: artifact.len(),
         progress: Mutex::new(progress),
         done: Condvar::new(),
     });
     state.inflight.insert(digest.to_string(), job.clone());
-    state.queue.push_back(job.clone());
+    state.queue.push(job.clone());
     compiler.work.notify_one();
     job
 }
@@ -328,8 +439,8 @@ fn room_for_prepared(state: &State, capacity: usize) -> bool {
 }
 
 /// A caller whose deadline passed leaves `job`. Called under the compiler lock, which the
-/// worker also holds when it takes a job and when it publishes one, so the job is seen either
-/// queued, started or finished, never in between.
+/// worker also holds when it takes a job, puts it back and publishes it, so the job is seen
+/// either queued, started or finished, never in between.
 fn give_up(shared: &Shared, state: &mut State, job: &Arc<Job>) -> Result<Got, Diagnostic> {
     let mut progress = lock(&job.progress);
     if let Some(outcome) = &progress.outcome {
@@ -340,6 +451,9 @@ fn give_up(shared: &Shared, state: &mut State, job: &Arc<Job>) -> Result<Got, Di
     // Only a read has a deadline to give up at.
     progress.waiters -= 1;
     progress.readers -= 1;
+    if progress.readers == 0 {
+        progress.read_since = None;
+    }
     if progress.waiters == 0 && !progress.started {
         // The last waiter of a job the worker has not taken: the job goes now rather than
         // when the worker reaches it, so abandoned jobs (and their artifacts) never pile up
@@ -363,88 +477,263 @@ fn lost() -> Diagnostic {
     Diagnostic::new(Code::Artifact, "the compiled module was lost")
 }
 
+/// How a compile of the worker ended.
+enum Ran {
+    /// With an outcome for the waiters; `remember`: a failure to remember (see [`remember`]).
+    Done { outcome: Outcome, remember: bool },
+    /// Stopped for a read that waited behind it.
+    Preempted,
+}
+
+/// Why a compile child was stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Preempted,
+    Cap,
+    Shutdown,
+}
+
 /// The worker thread's loop: one compile at a time until shutdown.
 pub(super) fn work(shared: Arc<Shared>) {
-    let compiler = &shared.compiler;
-    loop {
-        let (job, artifact) = {
-            let mut state = lock(&compiler.state);
-            loop {
-                if state.shutdown {
-                    return;
-                }
-                let Some(job) = state.queue.pop_front() else {
-                    state = compiler
-                        .work
-                        .wait(state)
-                        .unwrap_or_else(PoisonError::into_inner);
-                    continue;
-                };
-                // Decided under the compiler lock so that no caller can join the job between
-                // this check and its removal from `inflight`. Callers remove a job they all
-                // gave up on themselves; this only guards against one slipping through.
-                let mut progress = lock(&job.progress);
-                if progress.waiters == 0 {
-                    progress.artifact = None;
-                    drop(progress);
-                    forget(&mut state, &job);
-                    bump(&shared.counters.compiles_skipped);
-                    continue;
-                }
-                progress.started = true;
-                let artifact = progress.artifact.take();
-                drop(progress);
-                break (job, artifact);
-            }
-        };
+    while let Some((job, artifact)) = next_job(&shared) {
         #[cfg(test)]
-        compiler.hold.wait();
-        // A panic inside the compiler must not take the only worker down with it (every later
-        // compile would wait forever); the module is then reported as not compilable.
-        let outcome = match artifact {
-            Some(artifact) => std::panic::catch_unwind(AssertUnwindSafe(|| {
-                build(&shared, &job.digest, &artifact)
-            }))
-            .unwrap_or_else(|_| {
-                Err(Diagnostic::new(
-                    Code::Artifact,
-                    "the module could not be compiled",
-                ))
-            })
-            .map(Arc::new),
-            None => Err(lost()),
-        };
-        publish(&shared, &job, outcome);
+        shared.compiler.hold.wait();
+        match run(&shared, &job, artifact) {
+            Ran::Done { outcome, remember } => publish(&shared, &job, outcome, remember),
+            Ran::Preempted => requeue(&shared, &job),
+        }
     }
 }
 
-/// Hands a finished compile to its waiters and the cache, or drops it when nobody waits.
-fn publish(shared: &Shared, job: &Arc<Job>, outcome: Outcome) {
+/// A job the worker took, with its artifact (`None` only if it was lost).
+type Taken = (Arc<Job>, Option<Arc<[u8]>>);
+
+/// Takes the next job off the queue (a read's first, then the smallest artifact, then the
+/// oldest) with its artifact, waiting for one; `None` at shutdown.
+fn next_job(shared: &Shared) -> Option<Taken> {
+    let compiler = &shared.compiler;
+    let mut state = lock(&compiler.state);
+    loop {
+        if state.shutdown {
+            return None;
+        }
+        let Some(at) = pick(&state.queue) else {
+            state = compiler
+                .work
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+            continue;
+        };
+        let job = state.queue.remove(at);
+        // Decided under the compiler lock so that no caller can join the job between this
+        // check and its removal from `inflight`. Callers remove a job they all gave up on
+        // themselves; this only guards against one slipping through.
+        let mut progress = lock(&job.progress);
+        if progress.waiters == 0 {
+            progress.artifact = None;
+            drop(progress);
+            forget(&mut state, &job);
+            bump(&shared.counters.compiles_skipped);
+            continue;
+        }
+        progress.started = true;
+        let artifact = progress.artifact.take();
+        drop(progress);
+        return Some((job, artifact));
+    }
+}
+
+/// Where in `queue` the next job to compile is: the first of those a read waits for, with
+/// the smallest artifact; `None` for an empty queue.
+fn pick(queue: &[Arc<Job>]) -> Option<usize> {
+    queue
+        .iter()
+        .enumerate()
+        .min_by_key(|(_, job)| (lock(&job.progress).readers == 0, job.bytes))
+        .map(|(at, _)| at)
+}
+
+/// Compiles `job`: in a child when the configuration names one, else on this thread.
+fn run(shared: &Shared, job: &Job, artifact: Option<Arc<[u8]>>) -> Ran {
+    let Some(artifact) = artifact else {
+        return Ran::Done {
+            outcome: Err(lost()),
+            remember: false,
+        };
+    };
+    match &shared.config.compiler {
+        Some(command) => {
+            let ran = in_child(shared, command, job, &artifact);
+            if matches!(ran, Ran::Preempted) {
+                // Back into the job for the next attempt.
+                lock(&job.progress).artifact = Some(artifact);
+            }
+            ran
+        }
+        None => {
+            // A panic inside the compiler must not take the only worker down with it (every
+            // later compile would wait forever); the module is then reported as not
+            // compilable.
+            let built = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                build(shared, &job.digest, &artifact)
+            }));
+            let (outcome, remember) = match built {
+                Ok(Ok(module)) => (Ok(Arc::new(module)), false),
+                Ok(Err(Built::Checked(diagnostic))) => (Err(diagnostic), false),
+                Ok(Err(Built::Compiled(diagnostic))) => (Err(diagnostic), true),
+                Err(_) => (Err(not_compiled()), true),
+            };
+            Ran::Done { outcome, remember }
+        }
+    }
+}
+
+/// Compiles `job` in a child, stopping it when [`should_stop`] says so.
+fn in_child(shared: &Shared, command: &CompileCommand, job: &Job, artifact: &Arc<[u8]>) -> Ran {
+    let started = Instant::now();
+    let digest = job.digest.as_str();
+    let done = |outcome, remember| Ran::Done { outcome, remember };
+    // The static checks are one validation pass, here, so that each failure keeps its own
+    // code (PLUGIN_ABI, PLUGIN_MEMORY) and a wrong module costs no child at all.
+    if let Err(diagnostic) = abi::check(artifact, &shared.static_limits()) {
+        return done(Err(diagnostic), false);
+    }
+    let compiled = child::compile(command, shared.engine_settings, artifact, || {
+        should_stop(shared, job, started.elapsed())
+    });
+    let bytes = match compiled {
+        Ok(bytes) => bytes,
+        Err(Failure::Stopped(Stop::Preempted)) => {
+            bump(&shared.counters.compiles_preempted);
+            tracing::debug!(
+                digest,
+                ran_us = started.elapsed().as_micros() as u64,
+                "plugin compile preempted by a waiting read"
+            );
+            return Ran::Preempted;
+        }
+        Err(Failure::Stopped(Stop::Cap)) => {
+            bump(&shared.counters.compiles_over_cap);
+            let cap = format_duration(compile_cap(&shared.config));
+            let message = format!(
+                "the module did not compile within {cap} (12 × TIMEOUT); it is not compiled \
+                 again for {}: make it smaller",
+                format_duration(FAILED_FOR)
+            );
+            return done(Err(Diagnostic::new(Code::Artifact, message)), true);
+        }
+        Err(Failure::Stopped(Stop::Shutdown)) => {
+            return done(
+                Err(Diagnostic::new(
+                    Code::Busy,
+                    "the plugin host is shutting down",
+                )),
+                false,
+            );
+        }
+        Err(Failure::Refused(reason)) => {
+            tracing::debug!(digest, %reason, "plugin module not compiled");
+            return done(Err(not_compiled()), true);
+        }
+        Err(Failure::Crashed(reason)) => {
+            tracing::warn!(digest, %reason, "the plugin compile child failed");
+            return done(Err(not_compiled()), true);
+        }
+        Err(Failure::Start(error)) => {
+            tracing::warn!(digest, %error, "the plugin compile child could not be started");
+            let message = "the plugin compiler could not be started; try again later";
+            return done(Err(Diagnostic::new(Code::Busy, message)), false);
+        }
+    };
+    // SAFETY: `bytes` is what `Engine::precompile_module` wrote in a child running this
+    // very program (`CompileCommand::this_program`), unchanged; wasmtime refuses output of
+    // another version or of an engine configured differently with an error.
+    let module = unsafe { wasmtime::Module::deserialize(&shared.engine, &bytes) };
+    drop(bytes);
+    let module = match module {
+        Ok(module) => module,
+        Err(error) => {
+            tracing::warn!(digest, %error, "a compiled plugin module could not be loaded");
+            return done(Err(not_compiled()), false);
+        }
+    };
+    let outcome = link(shared, digest, module, started).map(Arc::new);
+    done(outcome, false)
+}
+
+/// Whether to stop the compile of `job` that has run for `ran` (see the module docs).
+fn should_stop(shared: &Shared, job: &Job, ran: Duration) -> Option<Stop> {
+    let state = lock(&shared.compiler.state);
+    if state.shutdown {
+        return Some(Stop::Shutdown);
+    }
+    if ran >= compile_cap(&shared.config) {
+        return Some(Stop::Cap);
+    }
+    // A compile no read waits for yields to any read at once. One a read waits for yields
+    // only to a smaller artifact's read that has waited half its budget: the queue takes
+    // smaller ones first, so that read is what runs next, and a larger one never takes the
+    // slot back from it (no two reads stop each other's compiles in turn).
+    let (patience, smaller_than) = if lock(&job.progress).readers > 0 {
+        (read_patience(&shared.config), job.bytes)
+    } else {
+        (Duration::ZERO, usize::MAX)
+    };
+    let now = Instant::now();
+    let starved = state.queue.iter().any(|queued| {
+        queued.bytes < smaller_than
+            && lock(&queued.progress)
+                .read_since
+                .is_some_and(|since| now.saturating_duration_since(since) >= patience)
+    });
+    starved.then_some(Stop::Preempted)
+}
+
+/// Puts a preempted job back in the queue, or lets it go when nobody waits for it any more.
+fn requeue(shared: &Shared, job: &Arc<Job>) {
+    let mut state = lock(&shared.compiler.state);
+    let mut progress = lock(&job.progress);
+    progress.started = false;
+    if progress.waiters == 0 {
+        progress.artifact = None;
+        drop(progress);
+        forget(&mut state, job);
+        return;
+    }
+    drop(progress);
+    state.queue.push(job.clone());
+}
+
+/// Hands a finished compile to its waiters and the cache (even when nobody waits any more:
+/// the next caller gets it), and remembers a failure that cost a compile.
+fn publish(shared: &Shared, job: &Arc<Job>, outcome: Outcome, remember_failure: bool) {
     let mut evicted = Vec::new();
     {
         let mut state = lock(&shared.compiler.state);
         let mut progress = lock(&job.progress);
         forget(&mut state, job);
-        if progress.waiters == 0 {
-            // W-30: a compile that finishes after its caller gave up is dropped, never run.
-            bump(&shared.counters.compiles_dropped_late);
-            return;
-        }
-        if let Ok(module) = &outcome {
-            bump(&shared.counters.compiles);
-            let entry = Entry {
-                digest: job.digest.clone(),
-                module: module.clone(),
-                read: progress.readers > 0,
-            };
-            let capacity = shared.config.cache_entries;
-            // Some `module` caller waits: plain LRU. Only preparation waits: no read's
-            // module is evicted for it.
-            progress.cached = if progress.waiters > progress.preparers {
-                cache_requested(&mut state, capacity, entry, &mut evicted)
-            } else {
-                cache_prepared(&mut state, capacity, entry, &mut evicted)
-            };
+        match &outcome {
+            Ok(module) => {
+                bump(&shared.counters.compiles);
+                if progress.waiters == 0 {
+                    bump(&shared.counters.compiles_cached_late);
+                }
+                let entry = Entry {
+                    digest: job.digest.clone(),
+                    module: module.clone(),
+                    read: progress.read,
+                };
+                let capacity = shared.config.cache_entries;
+                // A `module` caller asked for it: plain LRU. Only preparation did: no read's
+                // module is evicted for it.
+                progress.cached = if progress.requested {
+                    cache_requested(&mut state, capacity, entry, &mut evicted)
+                } else {
+                    cache_prepared(&mut state, capacity, entry, &mut evicted)
+                };
+            }
+            Err(diagnostic) if remember_failure => remember(&mut state, &job.digest, diagnostic),
+            Err(_) => {}
         }
         progress.outcome = Some(outcome);
         job.done.notify_all();
@@ -509,17 +798,39 @@ fn forget(state: &mut State, job: &Arc<Job>) {
     }
 }
 
-/// Static checks, compile, link.
-fn build(shared: &Shared, digest: &str, artifact: &[u8]) -> Result<Module, Diagnostic> {
+fn not_compiled() -> Diagnostic {
+    Diagnostic::new(
+        Code::Artifact,
+        "the module could not be compiled within the host's limits",
+    )
+}
+
+/// Why an in-process build gave no module.
+enum Built {
+    /// The static checks or the linker refused it: cheap to find again.
+    Checked(Diagnostic),
+    /// Cranelift refused it, after a compile's worth of work.
+    Compiled(Diagnostic),
+}
+
+/// Static checks, compile, link, on this thread.
+fn build(shared: &Shared, digest: &str, artifact: &[u8]) -> Result<Module, Built> {
     let started = Instant::now();
-    abi::check(artifact, &shared.static_limits())?;
+    abi::check(artifact, &shared.static_limits()).map_err(Built::Checked)?;
     let module = wasmtime::Module::new(&shared.engine, artifact).map_err(|error| {
         tracing::debug!(digest, %error, "plugin module not compiled");
-        Diagnostic::new(
-            Code::Artifact,
-            "the module could not be compiled within the host's limits",
-        )
+        Built::Compiled(not_compiled())
     })?;
+    link(shared, digest, module, started).map_err(Built::Checked)
+}
+
+/// Links a compiled module against the host functions.
+fn link(
+    shared: &Shared,
+    digest: &str,
+    module: wasmtime::Module,
+    started: Instant,
+) -> Result<Module, Diagnostic> {
     let pre = shared.linker.instantiate_pre(&module).map_err(|error| {
         tracing::debug!(digest, %error, "plugin module not linked");
         Diagnostic::new(
@@ -530,7 +841,6 @@ fn build(shared: &Shared, digest: &str, artifact: &[u8]) -> Result<Module, Diagn
     let compile_time = started.elapsed();
     tracing::debug!(
         digest,
-        bytes = artifact.len(),
         compile_us = compile_time.as_micros() as u64,
         "plugin module compiled"
     );
@@ -694,7 +1004,7 @@ mod tests {
             .expect("compiles");
         assert!(rt.is_cached("shared"));
         let stats = rt.stats();
-        assert_eq!((stats.compiles, stats.compiles_dropped_late), (2, 0));
+        assert_eq!((stats.compiles, stats.compiles_cached_late), (2, 0));
         assert_eq!(stats.faults.timeout, 22);
         assert_eq!(
             compiler.backlog(),
@@ -704,6 +1014,46 @@ mod tests {
                 started: 0,
                 artifact_bytes: 0
             }
+        );
+    }
+
+    /// O-9, W-30: the worker compiles what a read waits for first, the smallest artifact
+    /// first, in arrival order among equals; preparation and callers without a deadline come
+    /// after every read.
+    #[test]
+    fn o9_w30_reads_first_then_the_smallest_artifact() {
+        let job = |name: &str, bytes: usize, readers: usize| {
+            Arc::new(Job {
+                digest: name.to_string(),
+                bytes,
+                progress: Mutex::new(Progress {
+                    waiters: 1,
+                    readers,
+                    ..Progress::default()
+                }),
+                done: Condvar::new(),
+            })
+        };
+        let mut queue = vec![
+            job("prepared-small", 10, 0),
+            job("read-large", 1_000, 1),
+            job("read-small", 100, 2),
+            job("read-small-later", 100, 1),
+            job("unbounded", 1, 0),
+        ];
+        let mut order = Vec::new();
+        while let Some(at) = pick(&queue) {
+            order.push(queue.remove(at).digest.clone());
+        }
+        assert_eq!(
+            order,
+            [
+                "read-small",
+                "read-small-later",
+                "read-large",
+                "unbounded",
+                "prepared-small"
+            ]
         );
     }
 

@@ -8,13 +8,20 @@ use crate::Code;
 /// A snapshot of the runtime's counters since it started.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RuntimeStats {
-    /// Modules compiled and handed to a caller that was still waiting (and cached, unless
-    /// CACHE_ENTRIES is 0 or only a preparation waited and found no room).
+    /// Modules compiled (and cached, unless CACHE_ENTRIES is 0 or only a preparation asked
+    /// and found no room).
     pub compiles: u64,
     /// `module` calls answered from the compiled-module cache.
     pub compile_cache_hits: u64,
-    /// Compiles that finished after every caller had given up: dropped, not cached (W-30).
-    pub compiles_dropped_late: u64,
+    /// Of `compiles`, those that finished after every caller had given up: cached all the
+    /// same, for the next caller (O-9).
+    pub compiles_cached_late: u64,
+    /// Compiles stopped part-way for a read that waited behind them (a compile child only,
+    /// O-9); each was queued again if somebody still waited for it.
+    pub compiles_preempted: u64,
+    /// Compiles stopped at the compile cap (12 × TIMEOUT; a compile child only, O-9): their
+    /// artifacts are refused at once for ten minutes.
+    pub compiles_over_cap: u64,
     /// Queued compiles that every caller gave up on before the worker started them: skipped.
     pub compiles_skipped: u64,
     /// `prepare_module` calls that cached nothing because every cache slot held a module a
@@ -81,7 +88,9 @@ impl FaultCounts {
 pub(super) struct Counters {
     pub compiles: AtomicU64,
     pub compile_cache_hits: AtomicU64,
-    pub compiles_dropped_late: AtomicU64,
+    pub compiles_cached_late: AtomicU64,
+    pub compiles_preempted: AtomicU64,
+    pub compiles_over_cap: AtomicU64,
     pub compiles_skipped: AtomicU64,
     pub preparations_without_room: AtomicU64,
     pub instantiations: AtomicU64,
@@ -130,7 +139,9 @@ impl Counters {
         RuntimeStats {
             compiles: get(&self.compiles),
             compile_cache_hits: get(&self.compile_cache_hits),
-            compiles_dropped_late: get(&self.compiles_dropped_late),
+            compiles_cached_late: get(&self.compiles_cached_late),
+            compiles_preempted: get(&self.compiles_preempted),
+            compiles_over_cap: get(&self.compiles_over_cap),
             compiles_skipped: get(&self.compiles_skipped),
             preparations_without_room: get(&self.preparations_without_room),
             instantiations: get(&self.instantiations),
