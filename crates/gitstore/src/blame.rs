@@ -2,11 +2,13 @@
 //! `git blame` does. Lines start as suspects of the commit itself; at each commit, a diff
 //! against each parent in turn (`linediff::line_diff`) passes the lines that parent already had
 //! on to it, and the lines no parent had stay with the commit. A parent whose file is the very
-//! same blob takes every line at once. Only the asked-for lines are followed.
+//! same blob takes every line at once. Only the asked-for lines are followed. The walk
+//! checks the call's budget at every commit (O-9): a blame that runs out of time stops.
 
 use crate::linediff::{self, ExactBudget};
-use crate::objects::{odb, to_commit_id};
-use crate::{CommitSummary, Error, RepoPath};
+use crate::objects::{odb, to_commit_id, to_oid};
+use crate::{CommitId, CommitSummary, Error, GitStore, RepoName, RepoPath};
+use budget::Budget;
 use gix::ObjectId;
 use imara_diff::InternedInput;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -77,13 +79,55 @@ struct Suspect {
     lines: Vec<(u32, u32)>,
 }
 
-/// Blames lines `start..=end` (1-based, within the file) of the file `path` at `commit`.
+impl GitStore {
+    /// [`GitStore::blame`] under `budget` (O-9): the walk looks at it at every commit (and
+    /// rename detection every few files), and answers [`Error::Stopped`] once its hard
+    /// deadline passed or its caller went away: no blame outlives its call.
+    pub fn blame_within(
+        &self,
+        name: &RepoName,
+        commit: &CommitId,
+        path: &RepoPath,
+        start_line: u64,
+        end_line: u64,
+        budget: &Budget,
+    ) -> Result<(Vec<BlameRange>, u64), Error> {
+        // Scope, retention and the text checks of a read; the text gives the line count.
+        let total = self.inner.read_text(name, commit, path)?.line_count();
+        let end = end_line.min(total);
+        if total == 0 || start_line > end {
+            return Ok((Vec::new(), total));
+        }
+        budget.check()?;
+        let reader = self.inner.blob_reader(name, commit)?;
+        let id = to_oid(commit)?;
+        let ranges = crate::handles::with_repo(&reader.repo, |repo| {
+            blame_within(repo, id, path, start_line.max(1), end, budget)
+        })?;
+        Ok((ranges, total))
+    }
+}
+
+/// Blames lines `start..=end` (1-based, within the file) of the file `path` at `commit`,
+/// without a budget (in-process callers).
 pub(crate) fn blame(
     repo: &gix::Repository,
     commit: ObjectId,
     path: &RepoPath,
     start: u64,
     end: u64,
+) -> Result<Vec<BlameRange>, Error> {
+    blame_within(repo, commit, path, start, end, &Budget::unlimited())
+}
+
+/// [`blame`] under `budget`, checked at every commit of the walk.
+pub(crate) fn blame_within(
+    repo: &gix::Repository,
+    commit: ObjectId,
+    path: &RepoPath,
+    start: u64,
+    end: u64,
+    budget: &Budget,
 ) -> Result<Vec<BlameRange>, Error> {
     let Some(blob) = blob_at(repo, commit, path)? else {
         return Err(Error::NotFound {
@@ -99,7 +143,7 @@ pub(crate) fn blame(
         text: None,
         lines: (first..=last).map(|l| (l, l)).collect(),
     };
-    let owner = owners(repo, commit, start)?;
+    let owner = owners(repo, commit, start, budget)?;
     ranges(repo, owner)
 }
 
@@ -118,12 +162,14 @@ fn owners(
     repo: &gix::Repository,
     commit: ObjectId,
     start: Suspect,
+    budget: &Budget,
 ) -> Result<BTreeMap<u32, ObjectId>, Error> {
     let mut suspects: BTreeMap<ObjectId, Suspect> = BTreeMap::from([(commit, start)]);
     let mut queue = BinaryHeap::from([(commit_time(repo, commit)?, commit)]);
     let mut owner: BTreeMap<u32, ObjectId> = BTreeMap::new();
     let mut exact = ExactBudget::per_call();
     while let Some((_, id)) = queue.pop() {
+        budget.check()?;
         let Some(mut suspect) = suspects.remove(&id) else {
             continue;
         };
@@ -141,7 +187,7 @@ fn owners(
                 Some(blob) => (suspect.path.clone(), blob),
                 // Not in the parent: renamed from a file the commit deleted, as `git blame`
                 // finds it (git's rename detection for this one file).
-                None => match renamed_from(repo, parent, id, &suspect)? {
+                None => match renamed_from(repo, parent, id, &suspect, budget)? {
                     Some(found) => found,
                     None => continue,
                 },
@@ -212,6 +258,7 @@ fn renamed_from(
     parent: ObjectId,
     id: ObjectId,
     suspect: &Suspect,
+    budget: &Budget,
 ) -> Result<Option<(RepoPath, ObjectId)>, Error> {
     let parent_tree = crate::history::tree_of(repo, parent)?;
     let tree = crate::history::tree_of(repo, id)?;
@@ -227,6 +274,7 @@ fn renamed_from(
         leaf,
         &root,
         false,
+        budget,
     )?;
     let Some((source, _, _)) = found else {
         return Ok(None);

@@ -9,6 +9,7 @@
 use crate::linediff::{self, ExactBudget};
 use crate::objects::odb;
 use crate::{Error, RepoPath};
+use budget::{Budget, Ticker};
 use gix::ObjectId;
 use gix::objs::tree::EntryKind;
 use std::collections::BTreeMap;
@@ -96,8 +97,21 @@ pub(crate) fn pending(
     new: Option<ObjectId>,
     limit: &RepoPath,
 ) -> Result<Vec<Pending>, Error> {
+    pending_within(repo, old, new, limit, &Budget::unlimited())
+}
+
+/// [`pending`] under `budget`, checked every few entries: two trees of many changed files
+/// are a long walk (O-9).
+pub(crate) fn pending_within(
+    repo: &gix::Repository,
+    old: Option<ObjectId>,
+    new: Option<ObjectId>,
+    limit: &RepoPath,
+    budget: &Budget,
+) -> Result<Vec<Pending>, Error> {
     let mut pending = Vec::new();
-    walk(repo, old, new, "", limit, &mut pending)?;
+    let mut ticker = Ticker::new(budget, 256);
+    walk(repo, old, new, "", limit, &mut pending, &mut ticker)?;
     pending.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(pending)
 }
@@ -135,12 +149,14 @@ fn walk(
     prefix: &str,
     scope: &RepoPath,
     out: &mut Vec<Pending>,
+    ticker: &mut Ticker<'_>,
 ) -> Result<(), Error> {
     let (before, after) = (entries(repo, old)?, entries(repo, new)?);
     let mut names: Vec<&Vec<u8>> = before.keys().chain(after.keys()).collect();
     names.sort();
     names.dedup();
     for name in names {
+        ticker.tick()?;
         let path = format!("{prefix}{}", String::from_utf8_lossy(name));
         let inside = RepoPath::parse(&path)
             .map(|p| p.is_within(scope) || scope.is_within(&p))
@@ -172,6 +188,7 @@ fn walk(
                 &format!("{path}/"),
                 scope,
                 out,
+                ticker,
             )?;
         }
         let (old_leaf, new_leaf) = (leaf_of(b), leaf_of(a));

@@ -8,8 +8,9 @@ use crate::changes::{self, Leaf};
 use crate::history::summary;
 use crate::linediff::{self, ExactBudget};
 use crate::objects::{odb, to_oid};
-use crate::walk::pair_renames;
+use crate::walk::pair_renames_within;
 use crate::{CommitId, CommitSummary, Error, GitStore, RepoName, RepoPath};
+use budget::Budget;
 use gix::ObjectId;
 
 /// How a file changed, renames included.
@@ -48,17 +49,22 @@ pub struct CommitFiles {
     pub files: Vec<CommitFile>,
     /// How many files changed in all (a rename counts once).
     pub total_files: usize,
+    /// Inexact rename detection was skipped: too many added and deleted files (git's rename
+    /// limit), so a renamed and edited file shows as deleted and added.
+    pub renames_skipped: bool,
 }
 
 impl GitStore {
     /// `commit` (readable now) with its message, committer and the files it changed against
     /// its first parent inside the registered scope, renames detected as `git show` does;
-    /// line counts for the first `max_files`.
+    /// line counts for the first `max_files`. Under `budget` (O-9): the tree walk, rename
+    /// detection and the line counts stop once it runs out ([`Error::Stopped`]).
     pub fn commit_files(
         &self,
         name: &RepoName,
         commit: &CommitId,
         max_files: usize,
+        budget: &Budget,
     ) -> Result<CommitFiles, Error> {
         let scope = self.inner.registered_path(name)?;
         let reader = self.inner.blob_reader(name, commit)?;
@@ -66,16 +72,18 @@ impl GitStore {
         crate::handles::with_repo(&reader.repo, |repo| {
             let commit = repo.find_commit(id).map_err(odb)?;
             let parents: Vec<ObjectId> = commit.parent_ids().map(|p| p.detach()).collect();
-            let pairs = changed_pairs(repo, &commit, parents.first().copied(), &scope)?;
+            let (pairs, renames_skipped) =
+                changed_pairs_within(repo, &commit, parents.first().copied(), &scope, budget)?;
             let total_files = pairs.len();
-            let mut budget = ExactBudget::per_call();
+            let mut exact = ExactBudget::per_call();
             let mut files = Vec::new();
             for (old, new) in pairs.into_iter().take(max_files) {
+                budget.check()?;
                 let lines = count(
                     repo,
                     old.as_ref().map(|(_, l)| *l),
                     new.as_ref().map(|(_, l)| *l),
-                    &mut budget,
+                    &mut exact,
                 )?;
                 let file = match (old, new) {
                     (Some((from, _)), Some((to, _))) if from != to => CommitFile {
@@ -115,6 +123,7 @@ impl GitStore {
                 committer_time: committer.time().map_err(odb)?.seconds,
                 files,
                 total_files,
+                renames_skipped,
             })
         })
     }
@@ -148,18 +157,30 @@ pub(crate) fn changed_pairs(
     parent: Option<ObjectId>,
     scope: &RepoPath,
 ) -> Result<Vec<crate::walk::Pair>, Error> {
+    Ok(changed_pairs_within(repo, commit, parent, scope, &Budget::unlimited())?.0)
+}
+
+/// [`changed_pairs`] under `budget` (the tree walk and rename detection check it), and
+/// whether inexact rename detection was skipped (too many candidates, git's rename limit).
+pub(crate) fn changed_pairs_within(
+    repo: &gix::Repository,
+    commit: &gix::Commit<'_>,
+    parent: Option<ObjectId>,
+    scope: &RepoPath,
+    budget: &Budget,
+) -> Result<(Vec<crate::walk::Pair>, bool), Error> {
     let old = match parent {
         Some(parent) => Some(crate::history::tree_of(repo, parent)?),
         None => None,
     };
     let new = commit.tree_id().map_err(odb)?.detach();
-    let pending = changes::pending(repo, old, Some(new), scope)?;
-    let mut pairs = pair_renames(repo, pending)?;
+    let pending = changes::pending_within(repo, old, Some(new), scope, budget)?;
+    let (mut pairs, skipped) = pair_renames_within(repo, pending, budget)?;
     pairs.sort_by_key(|p| {
         p.1.as_ref()
             .or(p.0.as_ref())
             .map(|(path, _)| path.clone())
             .unwrap_or_default()
     });
-    Ok(pairs)
+    Ok((pairs, skipped))
 }

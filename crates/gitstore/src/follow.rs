@@ -12,10 +12,13 @@
 //! measure, at least 50%); a deleted source makes a rename, a kept one a copy.
 
 use crate::changes::{self, Leaf};
-use crate::history::{summary, tree_of};
+use crate::history::{
+    Binding, Frontier, LogCursor, LogWalk, Pacer, PageLimits, Step, check_start, summary, tree_of,
+};
 use crate::objects::{odb, to_oid};
 use crate::walk::{Chunks, MAX_SCORE, MIN_RENAME_SCORE, similarity};
-use crate::{CommitId, CommitSummary, Error, GitStore, RepoName, RepoPath};
+use crate::{CommitId, CommitSummary, Error, GitStore, LogPage, RepoName, RepoPath};
+use budget::{Budget, Ticker};
 use gix::ObjectId;
 
 /// How a listed commit changed the followed file.
@@ -47,18 +50,21 @@ pub struct FollowedCommit {
 }
 
 impl GitStore {
-    /// The history of the file `path` from `commit` (readable now), following renames and
-    /// copies as `git log --follow -- <path>` does: skips `skip` listed commits, answers at
-    /// most `limit` and whether more follow. `path` must be a file inside the registered
-    /// scope at `commit`; candidate sources of a rename are the files inside the scope.
-    pub fn log_follow(
+    /// One page of the history of the file `path` from `commit` (readable now), following
+    /// renames and copies as `git log --follow -- <path>` does, from the start or from where
+    /// `from` (a [`GitStore::log_cursor`] of this followed log) paused. Pages as
+    /// [`GitStore::log_page`] does: the walk stops at `limits` and answers what it found,
+    /// with a cursor carrying its frontier and the path the file had there. `path` must be a
+    /// file inside the registered scope at `commit`; candidate sources of a rename are the
+    /// files inside the scope.
+    pub fn log_follow_page(
         &self,
         name: &RepoName,
         commit: &CommitId,
         path: &RepoPath,
-        skip: usize,
-        limit: usize,
-    ) -> Result<(Vec<FollowedCommit>, bool), Error> {
+        from: Option<&LogCursor>,
+        limits: PageLimits<'_>,
+    ) -> Result<LogPage<FollowedCommit>, Error> {
         let scope = self.inner.registered_path(name)?;
         if !path.is_within(&scope) || path.is_root() {
             return Err(Error::OutsideScope {
@@ -67,12 +73,31 @@ impl GitStore {
                 scope: scope.to_string(),
             });
         }
+        check_start(commit, from)?;
         let reader = self.inner.blob_reader(name, commit)?;
+        let key = cursor_key(self)?;
         let start = to_oid(commit)?;
-        crate::handles::with_repo(&reader.repo, |repo| {
-            follow(repo, start, path, &scope, skip, limit)
+        let (commits, next, partial, walked) = crate::handles::with_repo(&reader.repo, |repo| {
+            follow(repo, start, path, &scope, from.map(|c| &c.frontier), limits)
+        })?;
+        let binding = Binding {
+            repo: name.as_str(),
+            path: path.as_str(),
+            follow: true,
+        };
+        Ok(LogPage {
+            commits,
+            next_cursor: next
+                .map(|frontier| crate::history::encode_cursor(&key, &binding, &start, &frontier))
+                .transpose()?,
+            partial,
+            walked,
         })
     }
+}
+
+fn cursor_key(store: &GitStore) -> Result<[u8; 32], Error> {
+    crate::history::cursor_key(store.inner.storage_root())
 }
 
 /// The leaf at `path` in `tree` (a file, symlink or submodule), `None` when there is none.
@@ -95,34 +120,54 @@ pub(crate) fn leaf_at(
     })
 }
 
+/// One page of the followed history (see [`GitStore::log_follow_page`]): the commits, the
+/// frontier to go on from (`None`: the end), whether the page stopped at its budget, and the
+/// commits walked.
 fn follow(
     repo: &gix::Repository,
     start: ObjectId,
     path: &RepoPath,
     scope: &RepoPath,
-    skip: usize,
-    limit: usize,
-) -> Result<(Vec<FollowedCommit>, bool), Error> {
-    let start_tree = tree_of(repo, start)?;
-    let mut current = path.to_string();
-    if leaf_at(repo, start_tree, &current)?.is_none() {
-        let tree = repo.find_tree(start_tree).map_err(odb)?;
-        let entry = tree.lookup_entry(path.segments()).map_err(odb)?;
-        return Err(match entry {
-            Some(e) if e.mode().is_tree() => Error::IsDirectory {
-                path: current.clone(),
-            },
-            _ => Error::NotFound {
-                path: current.clone(),
-                commit: crate::objects::to_commit_id(&start)?,
-            },
-        });
-    }
-    let root = RepoPath::parse("")?;
+    from: Option<&Frontier>,
+    limits: PageLimits<'_>,
+) -> Result<FollowPage, Error> {
+    let root = RepoPath::root();
+    let (mut walk, mut current) = match from {
+        Some(frontier) => (
+            LogWalk::resume(repo, &root, frontier)?,
+            frontier
+                .followed
+                .clone()
+                .unwrap_or_else(|| path.to_string()),
+        ),
+        None => {
+            let current = path.to_string();
+            let start_tree = tree_of(repo, start)?;
+            if leaf_at(repo, start_tree, &current)?.is_none() {
+                let tree = repo.find_tree(start_tree).map_err(odb)?;
+                let entry = tree.lookup_entry(path.segments()).map_err(odb)?;
+                return Err(match entry {
+                    Some(e) if e.mode().is_tree() => Error::IsDirectory { path: current },
+                    _ => Error::NotFound {
+                        path: current,
+                        commit: crate::objects::to_commit_id(&start)?,
+                    },
+                });
+            }
+            (LogWalk::new(repo, start, &root)?, current)
+        }
+    };
+    let mut pacer = Pacer::new(limits);
     let mut out = Vec::new();
-    let mut listed = 0usize;
-    for walked in crate::history::LogWalk::new(repo, start, &root)? {
-        let (commit, parents) = walked?;
+    let mut partial = false;
+    while out.len() < limits.limit && walk.waiting() > 0 {
+        if pacer.wrap_up(walk.waiting())? {
+            partial = true;
+            break;
+        }
+        let Step::Listed(commit, parents) = walk.step()? else {
+            continue;
+        };
         if parents.len() > 1 {
             continue;
         }
@@ -141,7 +186,17 @@ fn follow(
         }
         let (status, previous, score) = match (theirs, mine, parent_tree) {
             (None, Some(leaf), Some(parent_tree)) => {
-                match source_of(repo, parent_tree, tree, &current, leaf, scope, true)? {
+                let found = source_of(
+                    repo,
+                    parent_tree,
+                    tree,
+                    &current,
+                    leaf,
+                    scope,
+                    true,
+                    limits.budget,
+                )?;
+                match found {
                     Some((from, kept, score)) => {
                         let status = if kept {
                             FollowStatus::Copied
@@ -161,13 +216,6 @@ fn follow(
         if let Some(from) = &previous {
             current.clone_from(from);
         }
-        listed += 1;
-        if listed <= skip {
-            continue;
-        }
-        if out.len() == limit {
-            return Ok((out, true));
-        }
         out.push(FollowedCommit {
             commit: summary(&commit, &parents)?,
             path: here,
@@ -176,8 +224,16 @@ fn follow(
             similarity: score.map(|s| u8::try_from(s * 100 / MAX_SCORE).unwrap_or(100)),
         });
     }
-    Ok((out, false))
+    let next = (walk.waiting() > 0).then(|| Frontier {
+        followed: Some(current),
+        ..walk.frontier()
+    });
+    Ok((out, next, partial, pacer.walked))
 }
+
+/// A followed page: its commits, where it goes on, whether it stopped at its budget, the
+/// commits walked.
+type FollowPage = (Vec<FollowedCommit>, Option<Frontier>, bool, u64);
 
 /// Every file (blob) of `tree` inside `scope`, with its path, in path order.
 fn files(
@@ -186,9 +242,11 @@ fn files(
     prefix: &str,
     scope: &RepoPath,
     out: &mut Vec<(String, ObjectId)>,
+    ticker: &mut Ticker<'_>,
 ) -> Result<(), Error> {
     let tree = repo.find_tree(tree).map_err(odb)?;
     for entry in tree.iter() {
+        ticker.tick()?;
         let entry = entry.map_err(odb)?;
         let path = format!("{prefix}{}", String::from_utf8_lossy(entry.filename()));
         let inside = RepoPath::parse(&path)
@@ -199,7 +257,14 @@ fn files(
         }
         let mode = entry.mode();
         if mode.is_tree() {
-            files(repo, entry.object_id(), &format!("{path}/"), scope, out)?;
+            files(
+                repo,
+                entry.object_id(),
+                &format!("{path}/"),
+                scope,
+                out,
+                ticker,
+            )?;
         } else if mode.is_blob() && RepoPath::parse(&path).is_ok_and(|p| p.is_within(scope)) {
             out.push((path, entry.oid().to_owned()));
         }
@@ -214,7 +279,11 @@ fn base_name(path: &str) -> &str {
 /// Where the file `dest` (added at `path` in `tree`) came from in `parent_tree`: the source
 /// path, whether the commit kept it (a copy), and the score in units of `MAX_SCORE`. With
 /// `copies` every file of the parent is a candidate (`--follow`'s copies found harder);
-/// without, only the files the commit deleted (`git blame`'s rename detection).
+/// without, only the files the commit deleted (`git blame`'s rename detection). Checks
+/// `budget` every few files: a tree of many files is a long loop. Like git's
+/// `diff.renameLimit`, content is compared only while candidates × 1 destination stay
+/// within [`crate::walk::RENAME_LIMIT`]² (the same blob is found among any number).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn source_of(
     repo: &gix::Repository,
     parent_tree: ObjectId,
@@ -223,16 +292,19 @@ pub(crate) fn source_of(
     dest: Leaf,
     scope: &RepoPath,
     copies: bool,
+    budget: &Budget,
 ) -> Result<Option<(String, bool, u64)>, Error> {
     let Leaf::Blob(dest_id, _) = dest else {
         return Ok(None);
     };
+    let mut ticker = Ticker::new(budget, 64);
     let mut candidates = Vec::new();
-    files(repo, parent_tree, "", scope, &mut candidates)?;
+    files(repo, parent_tree, "", scope, &mut candidates, &mut ticker)?;
     let kept = |source: &str| -> Result<bool, Error> { Ok(leaf_at(repo, tree, source)?.is_some()) };
     if !copies {
         let mut deleted = Vec::new();
         for (source, id) in candidates {
+            ticker.tick()?;
             if !kept(&source)? {
                 deleted.push((source, id));
             }
@@ -255,6 +327,10 @@ pub(crate) fn source_of(
     if let Some((_, source, is_kept)) = best {
         return Ok(Some((source, is_kept, MAX_SCORE)));
     }
+    if candidates.len() > crate::walk::RENAME_LIMIT * crate::walk::RENAME_LIMIT {
+        // Too many to compare by content for one destination (git's rename limit).
+        return Ok(None);
+    }
     let dest_data = changes::content(repo, Some(dest))?;
     if dest_data.is_empty() {
         return Ok(None);
@@ -263,7 +339,9 @@ pub(crate) fn source_of(
     let dest_chunks = Chunks::of(&dest_data);
     // Best score, then the same base name, then path order (git's `score_compare`).
     let mut best: Option<(u64, bool, String)> = None;
+    let mut ticker = Ticker::new(budget, 4);
     for (source, id) in &candidates {
+        ticker.tick()?;
         // The size test first, from the object header: most files are never read.
         let size = repo.find_header(*id).map_err(odb)?.size();
         let (max, min) = (size.max(dest_size), size.min(dest_size));

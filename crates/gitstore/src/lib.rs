@@ -47,7 +47,7 @@ pub use diff::{DiffPage, FileDiff};
 pub use error::Error;
 pub use follow::{FollowStatus, FollowedCommit};
 pub use gitcli::{ProgressObserver, TransferProgress, stop_all as stop_git};
-pub use history::CommitSummary;
+pub use history::{CommitSummary, CursorError, LogCursor, LogPage, PageLimits};
 pub use names::{CommitId, RepoName, RepoPath};
 pub use store::register::{Awaited, SourceError, WaitProgress};
 pub use text::Text;

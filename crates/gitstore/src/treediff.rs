@@ -16,6 +16,7 @@
 use crate::changes::{self, Leaf};
 use crate::objects::{commit_tree, odb, to_oid};
 use crate::{BlobReader, CommitId, Error, GitStore, Lease, RepoName, handles};
+use budget::Budget;
 
 /// The most index-branch patterns one repository may have (S-8): each matching branch keeps
 /// an overlay of its differing files warm in memory, so the number is bounded.
@@ -53,6 +54,16 @@ impl Lease {
     /// commit, sorted by path. Both commits stay readable while their leases live, so no
     /// retention check is repeated here.
     pub fn file_deltas_from(&self, base: &Lease) -> Result<Vec<FileDelta>, Error> {
+        self.file_deltas_from_within(base, &Budget::unlimited())
+    }
+
+    /// [`Lease::file_deltas_from`] under `budget` (O-9): the tree walk checks it every few
+    /// entries and stops with [`Error::Stopped`] once it runs out or its caller went away.
+    pub fn file_deltas_from_within(
+        &self,
+        base: &Lease,
+        budget: &Budget,
+    ) -> Result<Vec<FileDelta>, Error> {
         if base.repo() != self.repo() {
             return Err(odb("file deltas between leases of two repositories"));
         }
@@ -62,7 +73,8 @@ impl Lease {
         handles::with_repo(&reader.repo, |repo| {
             let old_tree = commit_tree(repo, old)?;
             let new_tree = commit_tree(repo, new)?;
-            let pending = changes::pending(repo, Some(old_tree), Some(new_tree), &scope)?;
+            let pending =
+                changes::pending_within(repo, Some(old_tree), Some(new_tree), &scope, budget)?;
             Ok(pending
                 .into_iter()
                 .filter_map(|p| {

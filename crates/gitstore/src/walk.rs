@@ -24,12 +24,13 @@ use crate::gitdiff::{self, Slide};
 use crate::history::tree_of;
 use crate::objects::{odb, to_commit_id, to_oid};
 use crate::{CommitId, Error, GitStore, RepoName, RepoPath};
+use budget::{Budget, Ticker};
 use gix::ObjectId;
 use std::collections::HashMap;
 
 /// Git's `diff.renameLimit` default: inexact renames are looked for only while
 /// added × deleted ≤ this squared.
-const RENAME_LIMIT: usize = 1000;
+pub(crate) const RENAME_LIMIT: usize = 1000;
 /// Git's `MAX_SCORE` and default minimum rename score (50%).
 pub(crate) const MAX_SCORE: u64 = 60_000;
 pub(crate) const MIN_RENAME_SCORE: u64 = 30_000;
@@ -224,11 +225,25 @@ fn lines_of(repo: &gix::Repository, pending: Vec<Pending>) -> Result<Vec<DiffLin
     Ok(out)
 }
 
-/// Git's rename detection over one commit's added and deleted paths (see the module doc).
+/// Git's rename detection over one commit's added and deleted paths (see the module doc),
+/// without a budget.
 pub(crate) fn pair_renames(
     repo: &gix::Repository,
     pending: Vec<Pending>,
 ) -> Result<Vec<Pair>, Error> {
+    Ok(pair_renames_within(repo, pending, &Budget::unlimited())?.0)
+}
+
+/// Git's rename detection under `budget` (checked while blobs are read and the similarity
+/// matrix is filled, O-9): the pairs, and whether inexact detection was skipped because
+/// the commit has too many candidates (git's rename limit, added × deleted over
+/// [`RENAME_LIMIT`]², or more than [`RENAME_BYTES`] of candidate blobs); exact renames are
+/// paired either way.
+pub(crate) fn pair_renames_within(
+    repo: &gix::Repository,
+    pending: Vec<Pending>,
+    budget: &Budget,
+) -> Result<(Vec<Pair>, bool), Error> {
     let mut pairs: Vec<Pair> = Vec::new();
     let mut added: Vec<(String, Leaf)> = Vec::new();
     let mut deleted: Vec<(String, Leaf)> = Vec::new();
@@ -245,7 +260,7 @@ pub(crate) fn pair_renames(
     if added.is_empty() || deleted.is_empty() {
         pairs.extend(deleted.into_iter().map(|d| (Some(d), None)));
         pairs.extend(added.into_iter().map(|a| (None, Some(a))));
-        return Ok(pairs);
+        return Ok((pairs, false));
     }
     let is_blob = |leaf: &Leaf| matches!(leaf, Leaf::Blob(..));
     let mut used_src = vec![false; deleted.len()];
@@ -277,43 +292,21 @@ pub(crate) fn pair_renames(
     let dests: Vec<usize> = (0..added.len())
         .filter(|&j| !used_dst[j] && is_blob(&added[j].1))
         .collect();
-    if !sources.is_empty()
-        && !dests.is_empty()
-        && sources.len() * dests.len() <= RENAME_LIMIT * RENAME_LIMIT
-    {
-        let load = |leaf: Leaf| -> Result<Option<Chunks>, Error> {
-            let data = changes::content(repo, Some(leaf))?;
-            Ok((!data.is_empty()).then(|| Chunks::of(&data)))
-        };
-        let src_chunks: Vec<Option<Chunks>> = sources
-            .iter()
-            .map(|&i| load(deleted[i].1))
-            .collect::<Result<_, _>>()?;
-        let dst_chunks: Vec<Option<Chunks>> = dests
-            .iter()
-            .map(|&j| load(added[j].1))
-            .collect::<Result<_, _>>()?;
-        let mut scored: Vec<(u64, usize, usize)> = Vec::new();
-        for (dj, dst) in dst_chunks.iter().enumerate() {
-            let Some(dst) = dst else { continue };
-            for (si, src) in src_chunks.iter().enumerate() {
-                let Some(src) = src else { continue };
-                let score = similarity(src, dst);
-                if score >= MIN_RENAME_SCORE {
-                    scored.push((score, si, dj));
+    let mut skipped = false;
+    if !sources.is_empty() && !dests.is_empty() {
+        match similar_pairs(repo, &sources, &deleted, &dests, &added, budget)? {
+            Some(scored) => {
+                for (_, si, dj) in scored {
+                    let (i, j) = (sources[si], dests[dj]);
+                    if used_src[i] || used_dst[j] {
+                        continue;
+                    }
+                    used_src[i] = true;
+                    used_dst[j] = true;
+                    matched.push((i, j));
                 }
             }
-        }
-        // Best first; among equal scores the earlier destination, then source (stable).
-        scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.2.cmp(&b.2)).then(a.1.cmp(&b.1)));
-        for (_, si, dj) in scored {
-            let (i, j) = (sources[si], dests[dj]);
-            if used_src[i] || used_dst[j] {
-                continue;
-            }
-            used_src[i] = true;
-            used_dst[j] = true;
-            matched.push((i, j));
+            None => skipped = true,
         }
     }
     for (i, j) in matched {
@@ -329,7 +322,94 @@ pub(crate) fn pair_renames(
             pairs.push((None, Some(a)));
         }
     }
-    Ok(pairs)
+    Ok((pairs, skipped))
+}
+
+/// Candidate blobs a commit's inexact rename detection reads at most, in bytes: past it
+/// the detection is skipped as past git's rename limit (a vendoring commit must not make a
+/// call hold gigabytes).
+pub(crate) const RENAME_BYTES: u64 = 256 << 20;
+
+/// The (score, source, destination) pairs at least [`MIN_RENAME_SCORE`] similar, best
+/// first (among equal scores the earlier destination, then source); `None` when there are
+/// too many candidates to compare.
+fn similar_pairs(
+    repo: &gix::Repository,
+    sources: &[usize],
+    deleted: &[(String, Leaf)],
+    dests: &[usize],
+    added: &[(String, Leaf)],
+    budget: &Budget,
+) -> Result<Option<Vec<(u64, usize, usize)>>, Error> {
+    if sources.len() * dests.len() > RENAME_LIMIT * RENAME_LIMIT {
+        return Ok(None);
+    }
+    let mut ticker = Ticker::new(budget, 64);
+    // Sizes from the object headers first: a blob no counterpart could be half as large as
+    // (or twice) is never read, and the bytes to read are known before any is.
+    let size =
+        |leaf: Leaf| -> Result<u64, Error> { Ok(repo.find_header(leaf.id()).map_err(odb)?.size()) };
+    let mut src_sizes = Vec::with_capacity(sources.len());
+    for &i in sources {
+        ticker.tick()?;
+        src_sizes.push(size(deleted[i].1)?);
+    }
+    let mut dst_sizes = Vec::with_capacity(dests.len());
+    for &j in dests {
+        ticker.tick()?;
+        dst_sizes.push(size(added[j].1)?);
+    }
+    let fits = |mine: u64, others: &[u64]| {
+        mine > 0
+            && others.iter().any(|&other| {
+                let (max, min) = (mine.max(other), mine.min(other));
+                max * (MAX_SCORE - MIN_RENAME_SCORE) >= (max - min) * MAX_SCORE
+            })
+    };
+    let wanted_src: Vec<bool> = src_sizes.iter().map(|&s| fits(s, &dst_sizes)).collect();
+    let wanted_dst: Vec<bool> = dst_sizes.iter().map(|&s| fits(s, &src_sizes)).collect();
+    let bytes: u64 = src_sizes
+        .iter()
+        .zip(&wanted_src)
+        .chain(dst_sizes.iter().zip(&wanted_dst))
+        .filter(|(_, wanted)| **wanted)
+        .map(|(size, _)| size)
+        .sum();
+    if bytes > RENAME_BYTES {
+        return Ok(None);
+    }
+    let mut load = |leaf: Leaf, wanted: bool| -> Result<Option<Chunks>, Error> {
+        ticker.tick()?;
+        if !wanted {
+            return Ok(None);
+        }
+        let data = changes::content(repo, Some(leaf))?;
+        Ok((!data.is_empty()).then(|| Chunks::of(&data)))
+    };
+    let mut src_chunks: Vec<Option<Chunks>> = Vec::with_capacity(sources.len());
+    for (&i, &wanted) in sources.iter().zip(&wanted_src) {
+        src_chunks.push(load(deleted[i].1, wanted)?);
+    }
+    let mut dst_chunks: Vec<Option<Chunks>> = Vec::with_capacity(dests.len());
+    for (&j, &wanted) in dests.iter().zip(&wanted_dst) {
+        dst_chunks.push(load(added[j].1, wanted)?);
+    }
+    let mut ticker = Ticker::new(budget, 256);
+    let mut scored: Vec<(u64, usize, usize)> = Vec::new();
+    for (dj, dst) in dst_chunks.iter().enumerate() {
+        let Some(dst) = dst else { continue };
+        for (si, src) in src_chunks.iter().enumerate() {
+            let Some(src) = src else { continue };
+            ticker.tick()?;
+            let score = similarity(src, dst);
+            if score >= MIN_RENAME_SCORE {
+                scored.push((score, si, dj));
+            }
+        }
+    }
+    // Best first; among equal scores the earlier destination, then source (stable).
+    scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.2.cmp(&b.2)).then(a.1.cmp(&b.1)));
+    Ok(Some(scored))
 }
 
 /// A blob as git's rename detection sees it: bytes per chunk hash, and its size.

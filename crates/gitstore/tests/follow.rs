@@ -7,7 +7,8 @@
 mod common;
 
 use common::{Fixture, cid, path};
-use gitstore::{FileStatus, FollowStatus};
+use budget::Budget;
+use gitstore::{FileStatus, FollowStatus, PageLimits};
 use testgit::SourceRepo;
 
 /// Forty distinct lines: enough that a small edit keeps a rename above 50%.
@@ -99,6 +100,35 @@ fn git_follow(repo: &SourceRepo, file: &str) -> Vec<(String, char, Option<String
     rows
 }
 
+/// Every page of the followed log of `file`, `limit` commits a page, concatenated.
+fn follow_all(
+    f: &Fixture,
+    head: &gitstore::CommitId,
+    file: &str,
+    limit: usize,
+) -> Vec<gitstore::FollowedCommit> {
+    let unlimited = Budget::unlimited();
+    let limits = PageLimits {
+        limit,
+        walk: u64::MAX,
+        budget: &unlimited,
+    };
+    let mut all = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = f
+            .store
+            .log_follow_page(&f.name, head, &path(file), cursor.as_ref(), limits)
+            .unwrap();
+        assert!(!page.partial);
+        all.extend(page.commits);
+        let Some(next) = page.next_cursor else {
+            return all;
+        };
+        cursor = Some(f.store.log_cursor(&f.name, &path(file), true, &next).unwrap());
+    }
+}
+
 fn letter(status: FollowStatus) -> char {
     match status {
         FollowStatus::Added => 'A',
@@ -117,11 +147,7 @@ fn issue34_follow_matches_git_log_follow() {
     let head = cid(&f.source.head());
     for file in ["dir/c.txt", "copy.txt", "unrelated.md"] {
         let git = git_follow(&f.source, file);
-        let (ours, more) = f
-            .store
-            .log_follow(&f.name, &head, &path(file), 0, 100)
-            .unwrap();
-        assert!(!more);
+        let ours = follow_all(&f, &head, file, 100);
         let ours: Vec<(String, char, Option<String>, String)> = ours
             .iter()
             .map(|c| {
@@ -160,36 +186,26 @@ fn issue34_follow_matches_git_log_follow() {
         "{statuses}"
     );
 
-    // Paging: pages of 2 make up the whole list.
-    let all = f
-        .store
-        .log_follow(&f.name, &head, &path("copy.txt"), 0, 100)
-        .unwrap()
-        .0;
-    let mut paged = Vec::new();
-    let mut skip = 0;
-    loop {
-        let (page, more) = f
-            .store
-            .log_follow(&f.name, &head, &path("copy.txt"), skip, 2)
-            .unwrap();
-        skip += page.len();
-        paged.extend(page);
-        if !more {
-            break;
-        }
-    }
-    assert_eq!(paged, all);
+    // Paging: pages of 1 and 2 make up the whole list.
+    let all = follow_all(&f, &head, "copy.txt", 100);
+    assert_eq!(follow_all(&f, &head, "copy.txt", 2), all);
+    assert_eq!(follow_all(&f, &head, "copy.txt", 1), all);
 
     // A directory or a missing file is refused with what was wrong.
+    let unlimited = Budget::unlimited();
+    let limits = PageLimits {
+        limit: 10,
+        walk: u64::MAX,
+        budget: &unlimited,
+    };
     let dir = f
         .store
-        .log_follow(&f.name, &head, &path("dir"), 0, 10)
+        .log_follow_page(&f.name, &head, &path("dir"), None, limits)
         .unwrap_err();
     assert!(dir.to_string().contains("is a directory"), "{dir}");
     let missing = f
         .store
-        .log_follow(&f.name, &head, &path("nope.txt"), 0, 10)
+        .log_follow_page(&f.name, &head, &path("nope.txt"), None, limits)
         .unwrap_err();
     assert!(
         missing.to_string().contains("no file `nope.txt`"),
@@ -222,7 +238,10 @@ fn issue34_commit_files_match_git_show_numstat() {
                 expected.push((a, r, None, parts[2].to_owned()));
             }
         }
-        let files = f.store.commit_files(&f.name, &cid(sha), 1000).unwrap();
+        let files = f
+            .store
+            .commit_files(&f.name, &cid(sha), 1000, &Budget::unlimited())
+            .unwrap();
         let ours: Vec<(String, String, Option<String>, String)> = files
             .files
             .iter()

@@ -47,6 +47,11 @@ pub struct LogAnswer {
     /// The log follows one file across renames (`git log --follow`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub follow: bool,
+    /// The page's walk ran out of its budget (time or commits walked) before the page was
+    /// full: it holds the commits found so far, perhaps none; `next_cursor` goes on where
+    /// the walk stopped.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
 }
 
 /// One commit of a log. Everything but the SHAs and the date is repository data.
@@ -97,6 +102,10 @@ pub struct CommitAnswer {
     pub files: Vec<ChangedFile>,
     /// How many files changed in all.
     pub total_files: usize,
+    /// Inexact rename detection was skipped (too many added and deleted files, git's rename
+    /// limit): a renamed and edited file shows as deleted and added.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub renames_skipped: bool,
 }
 
 /// One changed file.
@@ -257,39 +266,26 @@ fn status(kind: gitstore::ChangeKind) -> &'static str {
     }
 }
 
-/// A cursor: the start commit and the commits already listed (`f` before the count for a
-/// followed log, whose count means other commits).
-fn encode_cursor(commit: &CommitId, listed: usize, follow: bool) -> String {
-    let mark = if follow { "f" } else { "" };
-    format!("{commit}.{mark}{listed}")
-}
-
-fn decode_cursor(cursor: &str, follow: bool) -> Result<(CommitId, usize), ServiceError> {
-    let bad = || {
-        ServiceError::invalid(
-            "invalid cursor: pass the `next_cursor` of the previous log page as it was given",
-        )
-    };
-    let (commit, listed) = cursor.split_once('.').ok_or_else(bad)?;
-    let commit = CommitId::parse(commit).ok_or_else(bad)?;
-    let listed = match (listed.strip_prefix('f'), follow) {
-        (Some(count), true) => count,
-        (None, false) => listed,
-        _ => {
-            return Err(ServiceError::invalid(
-                "the cursor belongs to a log with the other `follow` setting: pass `follow` as \
-                 on the first page, or drop the cursor",
-            ));
-        }
-    };
-    Ok((commit, listed.parse().map_err(|_| bad())?))
+/// A refused cursor as the caller's error (its message says what to do).
+fn cursor_error(error: gitstore::CursorError) -> ServiceError {
+    match error {
+        gitstore::CursorError::Store(e) => e.into(),
+        refused => ServiceError::invalid(refused.to_string()),
+    }
 }
 
 impl Service {
+    /// Makes `log` cursors continue on every server sharing `secret` (a cluster's): by
+    /// default each data directory signs its cursors with a key of its own.
+    pub fn set_cursor_secret(&self, secret: &[u8]) {
+        self.inner.store.set_cursor_secret(secret);
+    }
+
     /// `log`: commits from `revision` (or the cursor's commit), newest first by committer
     /// date as `git log` lists them; with `path`, the commits that changed it (git's default
     /// history simplification). Inside the registered scope only; the same access checks as
-    /// `read`.
+    /// `read`. A page walks at most the call's `walk` commits and stops at its soft deadline,
+    /// answering what it found (`partial`) with a cursor that goes on from there.
     pub async fn log(&self, ctx: &CallContext, req: LogRequest) -> Result<LogAnswer, ServiceError> {
         let LogRequest {
             repo,
@@ -315,32 +311,37 @@ impl Service {
                     "follow needs `path`: the one file whose history to follow across renames",
                 ));
             }
+            let path = RepoPath::parse(path.as_deref().unwrap_or(""))?;
+            let opened = call.open(inner)?;
             let cursor = cursor
                 .as_deref()
-                .map(|c| decode_cursor(c, follow))
-                .transpose()?;
-            let opened = call.open(inner)?;
+                .map(|c| inner.store.log_cursor(opened.name(), &path, follow, c))
+                .transpose()
+                .map_err(cursor_error)?;
             let start = match &cursor {
-                Some((commit, _)) => Some(commit.to_string()),
+                Some(cursor) => Some(cursor.start().to_string()),
                 None => revision.clone(),
             };
             let lease = opened.lease(inner, start.as_deref())?;
             let (name, commit) = (lease.repo(), lease.commit());
-            if let (Some((from, _)), Some(given)) = (&cursor, &revision) {
+            if let (Some(cursor), Some(given)) = (&cursor, &revision) {
                 let given = opened.lease(inner, Some(given))?;
-                if given.commit() != from {
+                if given.commit() != cursor.start() {
                     return Err(ServiceError::invalid(
                         "the cursor belongs to a log of another commit: drop the cursor, or \
                          pass the revision of the first page",
                     ));
                 }
             }
-            let path = RepoPath::parse(path.as_deref().unwrap_or(""))?;
-            let skip = cursor.map_or(0, |(_, listed)| listed);
-            let (commits, more) = if follow {
-                let (commits, more) = inner
+            let limits = gitstore::PageLimits {
+                limit,
+                walk: call.cost().walk,
+                budget: call.budget(),
+            };
+            let (commits, next_cursor, partial) = if follow {
+                let page = inner
                     .store
-                    .log_follow(name, commit, &path, skip, limit)
+                    .log_follow_page(name, commit, &path, cursor.as_ref(), limits)
                     .map_err(|e| match e {
                         gitstore::Error::IsDirectory { path } => ServiceError::invalid(format!(
                             "`{path}` is a directory: follow takes one file; drop `follow` for \
@@ -348,19 +349,23 @@ impl Service {
                         )),
                         other => other.into(),
                     })?;
-                (commits.into_iter().map(followed).collect::<Vec<_>>(), more)
+                let commits = page.commits.into_iter().map(followed).collect::<Vec<_>>();
+                (commits, page.next_cursor, page.partial)
             } else {
-                let (commits, more) = inner.store.log(name, commit, &path, skip, limit)?;
-                (commits.into_iter().map(entry).collect(), more)
+                let page = inner
+                    .store
+                    .log_page(name, commit, &path, cursor.as_ref(), limits)?;
+                let commits = page.commits.into_iter().map(entry).collect();
+                (commits, page.next_cursor, page.partial)
             };
-            let listed = skip + commits.len();
             Ok(LogAnswer {
                 repo: name.to_string(),
                 commit: commit.to_string(),
                 path: path.to_string(),
                 commits,
-                next_cursor: more.then(|| encode_cursor(commit, listed, follow)),
+                next_cursor,
                 follow,
+                partial,
             })
         })
         .await
@@ -378,7 +383,10 @@ impl Service {
         self.framed_blocking(ctx, Op::COMMIT, repo, move |call, inner| {
             let lease = call.lease(inner, Some(&revision))?;
             let (name, commit) = (lease.repo(), lease.commit());
-            let details = inner.store.commit_files(name, commit, MAX_COMMIT_FILES)?;
+            let details =
+                inner
+                    .store
+                    .commit_files(name, commit, MAX_COMMIT_FILES, call.budget())?;
             let mut message = details.message;
             let message_truncated = message.len() > MAX_MESSAGE_BYTES;
             if message_truncated {
@@ -404,6 +412,7 @@ impl Service {
                     })
                     .collect(),
                 total_files: details.total_files,
+                renames_skipped: details.renames_skipped,
             })
         })
         .await
@@ -598,7 +607,10 @@ impl Service {
                     "end_line {end} is before start_line {start}"
                 )));
             }
-            let (ranges, total) = inner.store.blame(name, commit, &path, start, end)?;
+            let (ranges, total) =
+                inner
+                    .store
+                    .blame_within(name, commit, &path, start, end, call.budget())?;
             if total > 0 && start > total {
                 return Err(ServiceError::invalid(format!(
                     "start_line {start} is past the end of the file ({total} lines)"

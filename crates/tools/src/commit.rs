@@ -31,7 +31,9 @@ Show one commit: its message and the files it changed against its first parent (
 adds every file; renames detected as `git show` does), inside the repository's registered path. \
 The answer is one text block: header lines (Repo, Commit = full SHA, Parents, Author, Date, \
 Subject, Committer, CommitterDate, Files = changed files in all, FilesShown when only the first \
-ones are listed, MessageBytes, MessageTruncated), a blank line, one line per changed file \
+ones are listed, RenamesSkipped: true when the commit adds and deletes too many files to pair \
+renames by content (git's rename limit; a renamed and edited file then shows as deleted and \
+added), MessageBytes, MessageTruncated), a blank line, one line per changed file \
 `added|deleted|modified +A -R path`, or for a renamed file `renamed +A -R old-path => new-path` \
 (counts of its edits; `binary` instead of the counts for a binary file), a blank line, then the \
 message unchanged. Read a changed file with read at this Commit, or at a parent (under its old \
@@ -64,6 +66,9 @@ fn render_commit(answer: &CommitAnswer) -> String {
     header(&mut out, "Files", answer.total_files);
     if answer.files.len() < answer.total_files {
         header(&mut out, "FilesShown", answer.files.len());
+    }
+    if answer.renames_skipped {
+        header(&mut out, "RenamesSkipped", true);
     }
     header(&mut out, "MessageBytes", answer.message.len());
     header(&mut out, "MessageTruncated", answer.message_truncated);
@@ -137,6 +142,7 @@ mod tests {
                 },
             ],
             total_files: 2,
+            renames_skipped: false,
         };
         let text = render_commit(&answer);
         assert!(
@@ -148,6 +154,16 @@ mod tests {
                 "\nrenamed +2 -1 app/main.py => app/shop.py\nadded binary img/x.bin\n\nmove\n"
             ),
             "{text}"
+        );
+        assert!(!text.contains("RenamesSkipped"), "{text}");
+        // Issue 42 point 4: rename detection skipped at git's limit is said in the header.
+        let skipped = render_commit(&CommitAnswer {
+            renames_skipped: true,
+            ..answer
+        });
+        assert!(
+            skipped.contains("Files: 2\nRenamesSkipped: true\nMessageBytes:"),
+            "{skipped}"
         );
     }
 }
