@@ -447,6 +447,9 @@ async fn serve(
             connect,
         ))
         .nest_service("/sourcegraph/mcp", mcp);
+    // Issue 42: the API's body limit for the MCP endpoint too, inside the access layer (a
+    // refused caller's body is never read).
+    let app = httpserver::with_body_limit(app);
     // who calls, for the API, MCP and the site alike; the site's sign-in sessions
     // live in the access store, so they survive restarts and work on every replica.
     let app = match service.access_store() {

@@ -5,7 +5,7 @@ pub(crate) mod shard;
 
 use crate::Readiness;
 use crate::json::{ApiError, PrepareLine};
-use axum::extract::{FromRequest, FromRequestParts, Request, State};
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -63,9 +63,10 @@ pub(crate) fn router(service: Service, readiness: Readiness) -> Router {
         .route("/prepare", post(prepare))
         .route("/repos", post(add_repo))
         .route("/cluster", get(cluster));
-    Router::new()
-        .nest("/sourcegraph/api", api)
-        .route("/healthz", get(|| async { "ok\n" }))
+    // One body limit for every route (issue 42): refused with a 413 before it is read whole.
+    let api = api.layer(DefaultBodyLimit::max(crate::MAX_REQUEST_BODY_BYTES));
+    let api = crate::with_body_limit(Router::new().nest("/sourcegraph/api", api));
+    api.route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .with_state(AppState { service, readiness })
@@ -140,7 +141,7 @@ async fn tool_arguments(
     }
     let Json(body) = Json::<serde_json::Value>::from_request(request, &())
         .await
-        .map_err(|r| ApiError::bad_request(format!("invalid JSON body: {}", r.body_text())))?;
+        .map_err(json_rejection)?;
     match body {
         serde_json::Value::Object(arguments) => Ok(arguments),
         other => Err(ApiError::bad_request(format!(
@@ -148,6 +149,15 @@ async fn tool_arguments(
             json_kind(&other)
         ))),
     }
+}
+
+/// Why a JSON body could not be read: over the body limit (the limit layer refuses those
+/// first; this is its twin for a router mounted without it), or not the JSON expected.
+fn json_rejection(rejection: axum::extract::rejection::JsonRejection) -> ApiError {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        return crate::body::too_large();
+    }
+    ApiError::bad_request(format!("invalid JSON body: {}", rejection.body_text()))
 }
 
 fn json_kind(value: &serde_json::Value) -> &'static str {
@@ -171,7 +181,7 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequest<S> for Args<T> {
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         let Json(args) = Json::<T>::from_request(request, state)
             .await
-            .map_err(|r| ApiError::bad_request(format!("invalid JSON body: {}", r.body_text())))?;
+            .map_err(json_rejection)?;
         Ok(Args(args))
     }
 }

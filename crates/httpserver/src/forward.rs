@@ -17,7 +17,9 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use serde::Deserialize;
 use service::{CallContext, ErrorKind, Route, Service, ServiceError};
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -46,10 +48,6 @@ const INDEX_OPTIONAL_HEADER: HeaderName = HeaderName::from_static("x-csg-index-o
 /// repository but has not indexed it yet answers them "not indexed", so a forwarded one goes
 /// to an owner with an index first.
 const INDEX_TOOLS: [&str; 3] = ["search", "definitions", "references"];
-
-/// The biggest request body read to find the repository it names (the API's and the MCP
-/// endpoint's own limits are below it); a bigger one is refused here.
-const MAX_ROUTED_BODY_BYTES: usize = 8 * 1024 * 1024;
 
 /// What routing did, for `/metrics` (cluster mode only).
 pub(crate) struct Counters {
@@ -128,17 +126,25 @@ async fn route(State(state): State<Arc<Forwarder>>, request: Request, next: Next
         Some(_) => return refuse(ErrorKind::Forbidden, "wrong cluster secret"),
         None => false,
     };
-    // Only bodies that may name a repository are read here; others pass untouched.
-    let needs_body = parts.method == Method::POST && names_repo_in_body(parts.uri.path());
+    // Only bodies that may name a repository are read here, and only up to the API's limit
+    // (413 past it, before the body is held whole); others pass untouched. The part route of
+    // a search over every repository names none: it reads its own (bigger) body, after the
+    // check that only replicas call it, so nobody else gets a body read there.
+    let path = parts.uri.path();
+    if path == crate::api::shard::PATH && !from_replica {
+        return refuse(
+            ErrorKind::Forbidden,
+            "this route answers the other replicas of the cluster only (they present the \
+             cluster secret); search through /sourcegraph/api/search",
+        );
+    }
+    let needs_body = parts.method == Method::POST
+        && crate::body::limited(path)
+        && path != crate::api::shard::PATH;
     let (bytes, body) = if needs_body {
-        match axum::body::to_bytes(body, MAX_ROUTED_BODY_BYTES).await {
+        match crate::body::read_limited(&parts.headers, body).await {
             Ok(bytes) => (Some(bytes.clone()), Body::from(bytes)),
-            Err(_) => {
-                return refuse(
-                    ErrorKind::InvalidArgument,
-                    "the request body is too large or was cut off",
-                );
-            }
+            Err(refused) => return refused,
         }
     } else {
         (None, body)
@@ -156,14 +162,11 @@ async fn route(State(state): State<Arc<Forwarder>>, request: Request, next: Next
         Route::Elsewhere(owners) => {
             let bytes = match bytes {
                 Some(bytes) => bytes,
-                None => match axum::body::to_bytes(body, MAX_ROUTED_BODY_BYTES).await {
+                // A body the routing did not need (a site form, say) goes along all the
+                // same, under the same limit.
+                None => match crate::body::read_limited(&parts.headers, body).await {
                     Ok(bytes) => bytes,
-                    Err(_) => {
-                        return refuse(
-                            ErrorKind::InvalidArgument,
-                            "the request body is too large or was cut off",
-                        );
-                    }
+                    Err(refused) => return refused,
                 },
             };
             // The caller's own deadline, if it sent one, bounds every attempt.
@@ -440,18 +443,18 @@ fn hop_by_hop(name: &str) -> bool {
     )
 }
 
-/// The JSON API's tool routes and the MCP endpoint carry the repository in their body.
-fn names_repo_in_body(path: &str) -> bool {
-    path.starts_with("/sourcegraph/api/") || path.starts_with("/sourcegraph/mcp")
-}
-
 /// The repository a request names, and whether the call reads the search index.
 struct NamedCall {
     repo: String,
     reads_index: bool,
 }
 
-/// The repository a request names, if any, and whether its tool reads the index.
+/// The repository a request names, if any, and whether its tool reads the index. A body is
+/// parsed only for the fields routing needs, borrowed from it where they have no escapes;
+/// every other value is skipped unbuilt ([`serde::de::IgnoredAny`], what serde's derive does
+/// with fields a struct does not name), so a body costs no memory beyond itself. A body
+/// these do not fit (not JSON, a field of another type, a field twice) names nothing: it is
+/// answered here, where the handler says what is wrong with it.
 fn named_call(parts: &http::request::Parts, body: Option<&[u8]>) -> Option<NamedCall> {
     let path = parts.uri.path();
     if let Some(rest) = path.strip_prefix("/sourcegraph/repos/") {
@@ -464,23 +467,24 @@ fn named_call(parts: &http::request::Parts, body: Option<&[u8]>) -> Option<Named
         });
     }
     if path.starts_with("/sourcegraph/mcp") {
-        let message: serde_json::Value = serde_json::from_slice(body?).ok()?;
-        if message.get("method")?.as_str()? != "tools/call" {
+        let message: McpMessage = serde_json::from_slice(body?).ok()?;
+        if message.method?.0 != "tools/call" {
             return None;
         }
-        let params = message.get("params")?;
-        let tool = params.get("name").and_then(serde_json::Value::as_str);
+        let params = message.params?;
         return Some(NamedCall {
-            repo: text_field(params.get("arguments")?, "repo")?,
-            reads_index: tool.is_some_and(|tool| INDEX_TOOLS.contains(&tool)),
+            repo: params.arguments?.repo?.0.into_owned(),
+            reads_index: params
+                .name
+                .is_some_and(|tool| INDEX_TOOLS.contains(&&*tool.0)),
         });
     }
     if path == "/sourcegraph/api/repos" && parts.method == Method::POST {
         // A registration is answered by an owner of the name: it clones and indexes the
         // repository where it will be served, not on whichever replica took the call.
-        let value: serde_json::Value = serde_json::from_slice(body?).ok()?;
+        let registration: Registration = serde_json::from_slice(body?).ok()?;
         return Some(NamedCall {
-            repo: text_field(&value, "name")?,
+            repo: registration.name?.0.into_owned(),
             reads_index: false,
         });
     }
@@ -488,21 +492,80 @@ fn named_call(parts: &http::request::Parts, body: Option<&[u8]>) -> Option<Named
         let reads_index = INDEX_TOOLS.contains(&tool.trim_end_matches('/'));
         let repo = if parts.method == Method::GET {
             let query = parts.uri.query()?;
-            serde_urlencoded::from_str::<Vec<(String, String)>>(query)
+            serde_urlencoded::from_str::<Vec<(Text, Text)>>(query)
                 .ok()?
                 .into_iter()
-                .find_map(|(key, value)| (key == "repo").then_some(value))?
+                .find_map(|(key, value)| (key.0 == "repo").then_some(value))?
+                .0
+                .into_owned()
         } else {
-            let value: serde_json::Value = serde_json::from_slice(body?).ok()?;
-            text_field(&value, "repo")?
+            let arguments: RepoArgument = serde_json::from_slice(body?).ok()?;
+            arguments.repo?.0.into_owned()
         };
         return Some(NamedCall { repo, reads_index });
     }
     None
 }
 
-fn text_field(value: &serde_json::Value, key: &str) -> Option<String> {
-    value.get(key)?.as_str().map(str::to_owned)
+/// A tool's arguments, for their `repo` alone.
+#[derive(Deserialize)]
+struct RepoArgument<'a> {
+    #[serde(borrow)]
+    repo: Option<Text<'a>>,
+}
+
+/// A registration (`POST /sourcegraph/api/repos`), for its `name` alone.
+#[derive(Deserialize)]
+struct Registration<'a> {
+    #[serde(borrow)]
+    name: Option<Text<'a>>,
+}
+
+/// A JSON-RPC message to the MCP endpoint, for what names a tool call's repository.
+#[derive(Deserialize)]
+struct McpMessage<'a> {
+    #[serde(borrow)]
+    method: Option<Text<'a>>,
+    #[serde(borrow)]
+    params: Option<McpParams<'a>>,
+}
+
+/// A `tools/call`'s parameters: the tool and its arguments' `repo`.
+#[derive(Deserialize)]
+struct McpParams<'a> {
+    #[serde(borrow)]
+    name: Option<Text<'a>>,
+    #[serde(borrow)]
+    arguments: Option<RepoArgument<'a>>,
+}
+
+/// A string as the body has it: borrowed, unless escapes made the parser copy it. (serde's
+/// own `Cow<str>` always copies inside an `Option`.)
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visitor<'a> {
+            type Value = Text<'a>;
+            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                formatter.write_str("a string")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(
+                self,
+                text: &'de str,
+            ) -> Result<Text<'a>, E> {
+                Ok(Text(Cow::Borrowed(text)))
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Text<'a>, E> {
+                Ok(Text(Cow::Owned(text.to_owned())))
+            }
+            fn visit_string<E: serde::de::Error>(self, text: String) -> Result<Text<'a>, E> {
+                Ok(Text(Cow::Owned(text)))
+            }
+        }
+        deserializer.deserialize_str(Visitor(std::marker::PhantomData))
+    }
 }
 
 fn percent_decode(segment: &str) -> Option<String> {
@@ -618,6 +681,49 @@ mod tests {
         let search = parts(Method::GET, "/sourcegraph/api/search?query=x");
         assert_eq!(named_repo(&search, None), None);
         assert_eq!(named_repo(&parts(Method::GET, "/healthz"), None), None);
+    }
+
+    /// Issue 42: the body is read for its repository alone, wherever the field is, escaped or
+    /// not; values of other types, other shapes and malformed bodies name nothing.
+    #[test]
+    fn reads_only_the_repository_from_a_body() {
+        let post = parts(Method::POST, "/sourcegraph/api/read");
+        let late = format!(
+            r#"{{"pad":[{}],"deep":{{"a":{{"b":[{{"c":"x"}}]}}}},"repo":"acme\/web","path":"a"}}"#,
+            vec!["0"; 100_000].join(",")
+        );
+        assert_eq!(
+            named_repo(&post, Some(late.as_bytes())).as_deref(),
+            Some("acme/web")
+        );
+        for nothing in [
+            &br#"{"repo":5}"#[..],
+            br#"{"path":"a"}"#,
+            br#"{"repo":"acme/web""#,
+            br#"not json"#,
+            br#"{"repo":"acme/a","repo":"acme/b"}"#,
+        ] {
+            assert_eq!(named_repo(&post, Some(nothing)), None);
+        }
+        let mcp = parts(Method::POST, "/sourcegraph/mcp");
+        for nothing in [
+            &br#"{"method":"tools/call","params":{"name":"read","arguments":"acme/web"}}"#[..],
+            br#"{"method":"tools/list","params":{"arguments":{"repo":"acme/web"}}}"#,
+            br#"[{"method":"tools/call","params":{"arguments":{"repo":"acme/web"}}}]"#,
+        ] {
+            assert_eq!(named_repo(&mcp, Some(nothing)), None);
+        }
+    }
+
+    /// A string without escapes is borrowed from the body, not copied.
+    #[test]
+    fn names_are_borrowed_from_the_body() {
+        let body = br#"{"repo":"acme/web"}"#;
+        let plain: RepoArgument = serde_json::from_slice(body).expect("parses");
+        assert!(matches!(plain.repo, Some(Text(Cow::Borrowed("acme/web")))));
+        let escaped: RepoArgument =
+            serde_json::from_slice(br#"{"repo":"acme\/web"}"#).expect("parses");
+        assert!(matches!(escaped.repo, Some(Text(Cow::Owned(name))) if name == "acme/web"));
     }
 
     #[test]

@@ -10,6 +10,7 @@
 
 mod api;
 mod auth;
+mod body;
 mod client;
 mod forward;
 mod json;
@@ -24,6 +25,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use auth::{with_access, with_access_and_sessions};
+pub use body::{MAX_JSON_VALUES, MAX_REQUEST_BODY_BYTES, with_body_limit};
 pub use client::{ClientAddr, InvalidTrustedProxy, TrustedProxies};
 pub use forward::{ClusterRouting, FromReplica, with_cluster_routing};
 pub use json::ErrorBody;

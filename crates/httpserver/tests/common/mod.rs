@@ -134,3 +134,95 @@ pub fn serve_with_search_parts(
     let app = httpserver::with_cluster_routing(app, service, routing).expect("routing");
     tokio::spawn(httpserver::serve(listener, app, stop));
 }
+
+/// An answer read off a raw HTTP/1.1 connection.
+pub struct RawAnswer {
+    pub status: u16,
+    pub body: String,
+}
+
+/// How a raw POST frames its body.
+#[derive(Clone, Copy)]
+pub enum Framing {
+    /// `Content-Length` as given (it may promise more than is sent).
+    Length(u64),
+    /// `Transfer-Encoding: chunked`, ended with the last chunk when `end` says so.
+    Chunked { end: bool },
+}
+
+/// A POST of `body` to `path` by raw HTTP/1.1 (no client library between the test and the
+/// server's framing), written in 64 KiB pieces while the answer is read: the server may
+/// answer before the body is sent whole, and a write that fails then ends the writing, not
+/// the call. The connection stays open until the answer is read, so a server that waits for
+/// more than was sent never answers (the caller's timeout then fails the test).
+pub async fn raw_post(
+    addr: std::net::SocketAddr,
+    path: &str,
+    framing: Framing,
+    body: Arc<[u8]>,
+) -> RawAnswer {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let (mut reader, mut writer) = stream.into_split();
+    let header = match framing {
+        Framing::Length(length) => format!("Content-Length: {length}"),
+        Framing::Chunked { .. } => "Transfer-Encoding: chunked".to_owned(),
+    };
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\n{header}\r\n\r\n"
+    );
+    let writing = tokio::spawn(async move {
+        writer.write_all(head.as_bytes()).await?;
+        let chunked = matches!(framing, Framing::Chunked { .. });
+        for piece in body.chunks(64 * 1024) {
+            if chunked {
+                writer
+                    .write_all(format!("{:x}\r\n", piece.len()).as_bytes())
+                    .await?;
+                writer.write_all(piece).await?;
+                writer.write_all(b"\r\n").await?;
+            } else {
+                writer.write_all(piece).await?;
+            }
+        }
+        if let Framing::Chunked { end: true } = framing {
+            writer.write_all(b"0\r\n\r\n").await?;
+        }
+        Ok::<_, std::io::Error>(writer)
+    });
+    let mut answer = Vec::new();
+    let mut buffer = [0u8; 16 * 1024];
+    let (status, body_at, length) = loop {
+        let read = reader.read(&mut buffer).await.expect("read the answer");
+        assert!(read > 0, "the connection closed before an answer");
+        answer.extend_from_slice(&buffer[..read]);
+        let Some(end) = answer.windows(4).position(|w| w == b"\r\n\r\n") else {
+            continue;
+        };
+        let head = String::from_utf8_lossy(&answer[..end]).to_ascii_lowercase();
+        let status = head
+            .split(' ')
+            .nth(1)
+            .and_then(|code| code.parse().ok())
+            .expect("a status line");
+        let length = head
+            .lines()
+            .find_map(|line| line.strip_prefix("content-length:"))
+            .and_then(|length| length.trim().parse::<usize>().ok())
+            .unwrap_or(0);
+        break (status, end + 4, length);
+    };
+    while answer.len() < body_at + length {
+        let read = reader.read(&mut buffer).await.expect("read the answer");
+        if read == 0 {
+            break;
+        }
+        answer.extend_from_slice(&buffer[..read]);
+    }
+    writing.abort();
+    RawAnswer {
+        status,
+        body: String::from_utf8_lossy(&answer[body_at..]).into_owned(),
+    }
+}
