@@ -8,8 +8,8 @@
 //! A `Budget` is cheap to clone (one `Arc`); every clone sees the same flag. The crate knows
 //! nothing of transports, classes or slots: those are the service's.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 /// Why work was told to stop.
@@ -29,9 +29,22 @@ struct Shared {
     deadline: Option<Instant>,
     /// The soft deadline: work that can answer a partial page stops here and answers.
     soft: Option<Instant>,
-    cancelled: AtomicBool,
-    /// A budget this one was derived from: its cancellation stops this one too.
-    parent: Option<Budget>,
+    /// Non-zero once cancelled: the convention of tree-sitter's cancellation flags, so a
+    /// parse can watch it directly ([`Budget::flag`]).
+    cancelled: AtomicUsize,
+    /// Budgets made [`Budget::within`] this one: cancelling this one cancels them.
+    children: Mutex<Vec<Weak<Shared>>>,
+}
+
+impl Shared {
+    fn cancel(&self) {
+        self.cancelled.store(1, Ordering::Release);
+        let children =
+            std::mem::take(&mut *self.children.lock().unwrap_or_else(PoisonError::into_inner));
+        for child in children.iter().filter_map(Weak::upgrade) {
+            child.cancel();
+        }
+    }
 }
 
 /// A deadline and a cancellation flag shared by every clone.
@@ -42,7 +55,7 @@ impl Budget {
     /// A budget ending at `deadline`; work that can answer partially stops at `soft` (at the
     /// latest at `deadline`).
     pub fn new(deadline: Instant, soft: Instant) -> Self {
-        Self::build(Some(deadline), Some(soft.min(deadline)), None)
+        Self::build(Some(deadline), Some(soft.min(deadline)))
     }
 
     /// A budget of `time` from now, its soft deadline at `partial` of it (`0.0..=1.0`).
@@ -54,15 +67,15 @@ impl Budget {
     /// No deadline, only cancellation: maintenance that no caller waits for (a sync, an index
     /// build), and tests.
     pub fn unlimited() -> Self {
-        Self::build(None, None, None)
+        Self::build(None, None)
     }
 
-    fn build(deadline: Option<Instant>, soft: Option<Instant>, parent: Option<Budget>) -> Self {
+    fn build(deadline: Option<Instant>, soft: Option<Instant>) -> Self {
         Budget(Arc::new(Shared {
             deadline,
             soft,
-            cancelled: AtomicBool::new(false),
-            parent,
+            cancelled: AtomicUsize::new(0),
+            children: Mutex::new(Vec::new()),
         }))
     }
 
@@ -76,7 +89,20 @@ impl Budget {
     pub fn within_soft(&self, deadline: Instant, soft: Instant) -> Budget {
         let deadline = self.0.deadline.map_or(deadline, |d| d.min(deadline));
         let soft = self.0.soft.map_or(soft, |s| s.min(soft)).min(deadline);
-        Self::build(Some(deadline), Some(soft), Some(self.clone()))
+        let child = Self::build(Some(deadline), Some(soft));
+        let mut children = self
+            .0
+            .children
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if self.is_cancelled() {
+            child.cancel();
+        } else {
+            // Budgets that ended are forgotten here, so a long-lived parent does not grow.
+            children.retain(|c| c.strong_count() > 0);
+            children.push(Arc::downgrade(&child.0));
+        }
+        child
     }
 
     /// The hard deadline, if any.
@@ -91,15 +117,21 @@ impl Budget {
             .map(|d| d.saturating_duration_since(Instant::now()))
     }
 
-    /// Tells every holder to stop.
+    /// Tells every holder to stop, and every budget made within this one.
     pub fn cancel(&self) {
-        self.0.cancelled.store(true, Ordering::Release);
+        self.0.cancel();
     }
 
     /// Whether this budget (or one it lives inside) was cancelled.
     pub fn is_cancelled(&self) -> bool {
-        self.0.cancelled.load(Ordering::Acquire)
-            || self.0.parent.as_ref().is_some_and(Budget::is_cancelled)
+        self.0.cancelled.load(Ordering::Acquire) != 0
+    }
+
+    /// The cancellation flag itself (non-zero once cancelled), for a parser that takes one
+    /// (tree-sitter's `cancellation_flag`). It is raised by [`Budget::cancel`] — the frame
+    /// cancels a call's budget at its deadline — not by the clock alone.
+    pub fn flag(&self) -> &AtomicUsize {
+        &self.0.cancelled
     }
 
     /// `Err` once the call was cancelled or its hard deadline passed: the work must stop

@@ -152,6 +152,11 @@ fn cli_command() -> clap::Command {
 }
 
 fn main() -> std::process::ExitCode {
+    // Repository plugins compile in a child that is this program again, so a compile can be
+    // stopped part-way (O-9); it needs none of the rest.
+    if let Some(code) = wasmplugin::runtime::compile_child_if_asked() {
+        return code;
+    }
     let mut command = cli_command();
     let matches = command.clone().get_matches();
     let cli =
@@ -291,13 +296,17 @@ struct Wiring {
     shutdown_grace: Duration,
     /// Bound of the store's decoded-blob cache (0 = off).
     blob_cache_bytes: usize,
+    /// The store's text cap.
+    max_text_bytes: usize,
 }
 
 impl Wiring {
     fn new(settings: &Settings) -> Result<Self> {
         let defaults = ServiceConfig::default();
         // Repository-plugin budgets come from SOURCEGRAPH_PLUGINS_* only (seed 000), read once.
-        let plugins = wasmplugin::PluginConfig::from_env()?;
+        let mut plugins = wasmplugin::PluginConfig::from_env()?;
+        // Without it (no way to name this program) compiles run in-process, unstoppable.
+        plugins.compiler = wasmplugin::runtime::CompileCommand::this_program().ok();
         // The server-plugin host reads SOURCEGRAPH_SERVER_PLUGINS_* when it starts; a bad value
         // is refused here already, before the data directory is opened.
         server_plugin_env::ServerPluginEnv::from_env()?;
@@ -308,6 +317,7 @@ impl Wiring {
                 max_batch_items: settings.max_batch_items,
                 line_cap: settings.line_cap_bytes,
                 max_concurrent_searches: settings.max_searches,
+                heavy_calls: settings.heavy_calls,
                 plugins,
                 index: service::IndexConfig {
                     max_file_bytes: settings.index_max_file_bytes,
@@ -320,12 +330,14 @@ impl Wiring {
             sync_interval: settings.sync_interval,
             shutdown_grace: settings.shutdown_grace,
             blob_cache_bytes: settings.blob_cache_bytes,
+            max_text_bytes: settings.max_text_bytes,
         })
     }
 
     /// Applies the store-side settings to `store` (opened before the settings were read).
     fn apply_to(&self, store: &GitStore) {
         store.set_blob_cache_bytes(self.blob_cache_bytes);
+        store.set_max_text_bytes(self.max_text_bytes as u64);
     }
 }
 

@@ -449,10 +449,14 @@ pub struct Settings {
     pub history_depth: u64,
     /// `--blob-cache-bytes` (0 = off).
     pub blob_cache_bytes: usize,
+    /// `--max-text-bytes` (issue 42): the largest file the text tools read.
+    pub max_text_bytes: usize,
     /// `--sync-interval` (G-3).
     pub sync_interval: Duration,
     /// `--max-searches`.
     pub max_searches: usize,
+    /// `--heavy-calls` (O-9).
+    pub heavy_calls: usize,
     /// `--shutdown-grace` (O-6).
     pub shutdown_grace: Duration,
     /// `--listen`.
@@ -490,8 +494,10 @@ impl Settings {
         index_max_file_bytes: 0,
         history_depth: 0,
         blob_cache_bytes: 0,
+        max_text_bytes: 0,
         sync_interval: Duration::ZERO,
         max_searches: 0,
+        heavy_calls: 0,
         shutdown_grace: Duration::ZERO,
         listen: SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
         public_url: None,

@@ -262,6 +262,24 @@ pub const SETTINGS: &[Def] = &[
                the cache off.",
     },
     Def {
+        key: "max_text_bytes",
+        flag: "max-text-bytes",
+        env: "CSG_MAX_TEXT_BYTES",
+        in_file: true,
+        scope: Scope::ServeAndMcp,
+        value_name: "BYTES",
+        field: Field::Size {
+            min: 1,
+            max: gitstore::Text::MAX_BYTES,
+            field: |s| &mut s.max_text_bytes,
+        },
+        default: DefaultValue::Value(|| gitstore::DEFAULT_MAX_TEXT_BYTES.to_string()),
+        help: "The largest file the text tools read (`read`, `read_many`, `blame`, `outline`, \
+               the file page) and diffs show: a larger one is refused from its object header, \
+               before it is inflated, with where to get it instead (the raw view, `search`); \
+               a diff says the file is too large to diff.",
+    },
+    Def {
         key: "max_searches",
         flag: "max-searches",
         env: "CSG_MAX_SEARCHES",
@@ -279,6 +297,28 @@ pub const SETTINGS: &[Def] = &[
         },
         help: "Searches that run at once; a further one waits 1 s, then is refused as busy \
                (HTTP 503).",
+    },
+    Def {
+        key: "heavy_calls",
+        flag: "heavy-calls",
+        env: "CSG_HEAVY_CALLS",
+        in_file: true,
+        scope: Scope::ServeAndMcp,
+        value_name: "N",
+        field: Field::Size {
+            min: 1,
+            max: service::MAX_HEAVY_CALLS,
+            field: |s| &mut s.heavy_calls,
+        },
+        default: DefaultValue::Computed {
+            value: || ServiceConfig::default().heavy_calls.to_string(),
+            shown: "the number of cores, at least 2",
+        },
+        help: "Calls of one heavy class that run at once (O-9): history walks, blame, diffs, \
+               raw downloads, reads of large files, README renders, searches at an unindexed \
+               revision, first parses of files each have this many slots; one client (token, \
+               else address) holds at most half of a class's. A further call waits 1 s, then \
+               is refused as busy (HTTP 503 with `Retry-After`).",
     },
     Def {
         key: "shutdown_grace",

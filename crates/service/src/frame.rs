@@ -143,9 +143,10 @@ pub(crate) struct RepoCall<R> {
     budget: Budget,
     /// Who it counts against for slots.
     client: ClientKey,
-    /// The slot of its class, held for as long as the call (and the work it moved to the
-    /// blocking pool) lives.
-    slot: Option<Arc<Slot>>,
+    /// The slots it took (of its class; of another a step found heavy, such as an
+    /// overlay build inside a search), held for as long as the call (and the work it moved
+    /// to the blocking pool) lives.
+    slots: Vec<(Class, Arc<Slot>)>,
 }
 
 /// A repository the caller passed step 2 for; its leases are step 3. Only [`RepoCall::open`]
@@ -210,20 +211,38 @@ impl<R> RepoCall<R> {
         &self.cost
     }
 
-    /// Whether the call holds a slot already.
-    pub(crate) fn has_slot(&self) -> bool {
-        self.slot.is_some()
+    /// Whether the call holds a slot of `class`.
+    fn holds(&self, class: Class) -> bool {
+        self.slots.iter().any(|(held, _)| *held == class)
+    }
+
+    /// [`RepoCall::admit`] for work on the blocking pool (where `framed_blocking` runs it)
+    /// that found itself heavy: waits there, at most the admission wait.
+    pub(crate) fn admit_blocking(
+        &mut self,
+        inner: &Inner,
+        class: Class,
+    ) -> Result<(), ServiceError> {
+        if self.holds(class) {
+            return Ok(());
+        }
+        // A blocking-pool thread may block on the runtime; an async worker may not.
+        let handle = tokio::runtime::Handle::try_current()
+            .map_err(|_| ServiceError::internal("a heavy call ran outside the server's runtime"))?;
+        let slot = handle.block_on(inner.admission.admit(class, self.client, &self.budget))?;
+        self.slots.extend(slot.map(|slot| (class, Arc::new(slot))));
+        Ok(())
     }
 
     /// Takes a slot of `class` for work the call found heavy (a cost admitted
     /// [`Admit::WhenHeavy`]), unless it holds one already; busy when none frees up in time.
     pub(crate) async fn admit(&mut self, inner: &Inner, class: Class) -> Result<(), ServiceError> {
-        if self.slot.is_none() {
-            self.slot = inner
+        if !self.holds(class) {
+            let slot = inner
                 .admission
                 .admit(class, self.client, &self.budget)
-                .await?
-                .map(Arc::new);
+                .await?;
+            self.slots.extend(slot.map(|slot| (class, Arc::new(slot))));
         }
         Ok(())
     }
@@ -402,7 +421,7 @@ impl Service {
             cost,
             budget: budget.clone(),
             client: ctx.client,
-            slot: None,
+            slots: Vec::new(),
         };
         let started = Instant::now();
         // Dropped before the end (the caller went away): the work is told to stop.

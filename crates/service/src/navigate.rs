@@ -240,7 +240,7 @@ impl Service {
             path,
             cursor,
         } = req;
-        self.framed_blocking(ctx, Op::OUTLINE, repo, move |call, inner| {
+        self.framed_blocking(ctx, Op::OUTLINE, repo, move |mut call, inner| {
             let lease = call.lease(inner, revision.as_deref())?;
             let (name, commit) = (lease.repo(), lease.commit());
             let path = RepoPath::parse(&path)?;
@@ -268,9 +268,18 @@ impl Service {
                             text.as_str().len()
                         )));
                     }
+                    // A parse is the heavy part (O-9): a slot, and the call's budget
+                    // flag stops the parser at the deadline.
+                    call.admit_blocking(inner, crate::Class::Parse)?;
                     let symbols = symbols::Extractor::new()
-                        .extract(grammar, text.as_str().as_bytes())
+                        .extract_within(grammar, text.as_str().as_bytes(), call.budget().flag())
                         .map_err(|error| {
+                            if call.budget().is_cancelled() {
+                                return ServiceError {
+                                    kind: crate::ErrorKind::TimedOut,
+                                    message: String::new(),
+                                };
+                            }
                             tracing::warn!(%error, "outline could not parse a file");
                             ServiceError::internal(
                                 "the file could not be parsed for its outline; read it instead",

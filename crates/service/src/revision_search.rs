@@ -148,7 +148,7 @@ impl Service {
         self.blocking(move |inner| {
             let query = req.query.clone();
             // A lease on the blocking pool may wait for a follow (cluster mode), as a read's.
-            let answer = frame::on_blocking_pool(|| inner.search_at_revision(&call, req))?;
+            let answer = frame::on_blocking_pool(|| inner.search_at_revision(&mut call, req))?;
             Ok(match hook {
                 Some(hook) => hook.apply(&query, answer),
                 None => answer,
@@ -182,7 +182,7 @@ impl Inner {
 
     fn search_at_revision(
         &self,
-        call: &RepoCall<Option<String>>,
+        call: &mut RepoCall<Option<String>>,
         req: SearchRequest,
     ) -> Result<SearchAnswer, ServiceError> {
         let started = Instant::now();
@@ -209,7 +209,12 @@ impl Inner {
             let base = leases.first();
             let overlay = match base {
                 Some(base) if base.commit() != at.commit() => {
-                    match self.overlay(base, &at, Some(started)) {
+                    // Building an overlay is heavy work of its own class (O-9); a kept one
+                    // takes no slot.
+                    if !self.overlay_kept(base, &at) {
+                        call.admit_blocking(self, crate::Class::Overlay)?;
+                    }
+                    match self.overlay(base, &at, Some((started, call.budget()))) {
                         Ok(overlay) => Some(overlay),
                         Err(refused) => return Err(refusal(refused, &name, &at, base)),
                     }
@@ -237,20 +242,21 @@ impl Inner {
         ))
     }
 
+    /// Whether the overlay of `at` over `base` is kept already.
+    fn overlay_kept(&self, base: &Lease, at: &Lease) -> bool {
+        self.kept_overlays().get(&overlay_key(base, at)).is_some()
+    }
+
     /// The overlay of `at` over `base` (the indexed head): kept, or made and kept. With
-    /// `budget_from`, reading stops when the search budget since then runs out.
+    /// `budget_from`, reading stops when the search budget since then runs out or the call's
+    /// budget is cancelled.
     fn overlay(
         &self,
         base: &Lease,
         at: &Lease,
-        budget_from: Option<Instant>,
+        budget_from: Option<(Instant, &budget::Budget)>,
     ) -> Result<Arc<search::Overlay>, Refused> {
-        let key = OverlayKey {
-            repo: at.repo().to_string(),
-            scope: at.registered_path().to_string(),
-            base: base.commit().to_string(),
-            commit: at.commit().to_string(),
-        };
+        let key = overlay_key(base, at);
         if let Some(kept) = self.kept_overlays().get(&key) {
             return Ok(kept);
         }
@@ -323,6 +329,16 @@ impl Inner {
     }
 }
 
+/// What an overlay is kept under.
+fn overlay_key(base: &Lease, at: &Lease) -> OverlayKey {
+    OverlayKey {
+        repo: at.repo().to_string(),
+        scope: at.registered_path().to_string(),
+        base: base.commit().to_string(),
+        commit: at.commit().to_string(),
+    }
+}
+
 /// The error a refused overlay answers, saying what to do.
 fn refusal(refused: Refused, name: &RepoName, at: &Lease, base: &Lease) -> ServiceError {
     let (commit, head) = (at.commit(), base.commit());
@@ -344,7 +360,7 @@ fn refusal(refused: Refused, name: &RepoName, at: &Lease, base: &Lease) -> Servi
 fn make_overlay(
     base: &Lease,
     at: &Lease,
-    budget_from: Option<Instant>,
+    budget_from: Option<(Instant, &budget::Budget)>,
 ) -> Result<search::Overlay, Refused> {
     let deltas = at.file_deltas_from(base)?;
     let reader = at.blobs()?;
@@ -394,13 +410,14 @@ fn make_overlay(
 type Read = (usize, Arc<[u8]>);
 
 /// The bytes of `ids`, in order, read by [`READ_THREADS`] threads; `None` when the search
-/// budget since `budget_from` ran out first.
+/// budget since `budget_from` ran out first, or the call was cancelled.
 fn read_all(
     reader: &gitstore::BlobReader,
     ids: &[&str],
-    budget_from: Option<Instant>,
+    budget_from: Option<(Instant, &budget::Budget)>,
 ) -> Option<Result<Vec<Arc<[u8]>>, gitstore::Error>> {
-    let deadline = budget_from.map(|from| from + search::SEARCH_BUDGET);
+    let deadline = budget_from.map(|(from, _)| from + search::SEARCH_BUDGET);
+    let cancelled = || budget_from.is_some_and(|(_, budget)| budget.is_cancelled());
     let next = AtomicUsize::new(0);
     let late = AtomicBool::new(false);
     let threads = READ_THREADS.min(ids.len()).max(1);
@@ -413,7 +430,7 @@ fn read_all(
                         if late.load(Ordering::Relaxed) {
                             return Ok(read);
                         }
-                        if deadline.is_some_and(|d| Instant::now() > d) {
+                        if deadline.is_some_and(|d| Instant::now() > d) || cancelled() {
                             late.store(true, Ordering::Relaxed);
                             return Ok(read);
                         }

@@ -15,6 +15,7 @@
 //! its `max_file_bytes`).
 
 use std::sync::OnceLock;
+use std::sync::atomic::AtomicUsize;
 
 use tree_sitter::Language;
 use tree_sitter_tags::{TagsConfiguration, TagsContext};
@@ -402,6 +403,26 @@ impl Extractor {
 
     /// The definitions of `source` (a file in `grammar`'s language), in the order they start.
     pub fn extract(&mut self, grammar: Grammar, source: &[u8]) -> Result<Vec<Symbol>, SymbolError> {
+        self.extract_with(grammar, source, None)
+    }
+
+    /// [`Extractor::extract`] that stops with an error once `cancel` is non-zero (a call's
+    /// budget flag): a parse of a large file must not outlive the call that asked for it.
+    pub fn extract_within(
+        &mut self,
+        grammar: Grammar,
+        source: &[u8],
+        cancel: &AtomicUsize,
+    ) -> Result<Vec<Symbol>, SymbolError> {
+        self.extract_with(grammar, source, Some(cancel))
+    }
+
+    fn extract_with(
+        &mut self,
+        grammar: Grammar,
+        source: &[u8],
+        cancel: Option<&AtomicUsize>,
+    ) -> Result<Vec<Symbol>, SymbolError> {
         let config = grammar.configuration()?;
         let parse_error = |e: tree_sitter_tags::Error| SymbolError::Parse {
             grammar: grammar.lang(),
@@ -409,7 +430,7 @@ impl Extractor {
         };
         let (tags, _) = self
             .context
-            .generate_tags(config, source, None)
+            .generate_tags(config, source, cancel)
             .map_err(parse_error)?;
         let lines = LineStarts::new(source);
         // (start byte, end byte, symbol): sorted to find parents by containment.

@@ -32,6 +32,7 @@ pub(super) fn render(service: &Service) -> String {
     failures_and_catalog_cache(&mut out, &stats, service);
     repository_plugins(&mut out, service);
     search_index(&mut out, service);
+    admission(&mut out, service);
     server_plugins(&mut out, service);
     access(&mut out);
     cluster(&mut out, service);
@@ -428,6 +429,42 @@ fn labelled_counter<const N: usize>(
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
     for (operation, value) in values {
         let _ = writeln!(out, "{name}{{operation=\"{operation}\"}} {value}");
+    }
+}
+
+/// Admission per class (O-9): each heavy class's slots, how many are held and how many
+/// calls were refused as busy.
+fn admission(out: &mut String, service: &Service) {
+    let classes = service.admission_stats();
+    for (name, kind, help, value) in [
+        (
+            "csg_class_slots",
+            "gauge",
+            "Slots of a heavy class's pool (O-9).",
+            (|c: &service::ClassStats| c.slots as u64) as fn(&service::ClassStats) -> u64,
+        ),
+        (
+            "csg_class_slots_busy",
+            "gauge",
+            "Slots of a heavy class held right now.",
+            |c| c.busy as u64,
+        ),
+        (
+            "csg_class_refused_total",
+            "counter",
+            "Calls of a heavy class refused as busy (HTTP 503) since start.",
+            |c| c.refused,
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for class in &classes {
+            let _ = writeln!(
+                out,
+                "{name}{{class=\"{}\"}} {}",
+                class.class.name(),
+                value(class)
+            );
+        }
     }
 }
 

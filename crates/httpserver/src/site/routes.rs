@@ -38,7 +38,7 @@ pub(crate) enum Route {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SiteRoute {
     pub(crate) route: Route,
-    /// The route as SPEC §9 names it.
+    /// The route as SPEC §9 names it, in Markdown (the README's table shows it).
     pub(crate) pattern: &'static str,
     pub(crate) cost: Cost,
 }
@@ -53,62 +53,62 @@ const fn secs(n: u64) -> Duration {
 pub(crate) const ROUTES: &[SiteRoute] = &[
     SiteRoute {
         route: Route::Repositories,
-        pattern: "/sourcegraph/",
+        pattern: "`/sourcegraph/`",
         cost: Cost::light(secs(10)),
     },
     SiteRoute {
         route: Route::Home,
-        pattern: "/sourcegraph/repos/<owner>/<name>",
+        pattern: "`/sourcegraph/repos/<owner>/<name>`",
         cost: Cost::when_heavy(Class::Readme, secs(10)),
     },
     SiteRoute {
         route: Route::Tree,
-        pattern: "/sourcegraph/repos/<owner>/<name>/-/tree/<rev>/<path>",
+        pattern: "`/sourcegraph/repos/<owner>/<name>/-/tree/<rev>/<path>`",
         cost: Cost::when_heavy(Class::Readme, secs(10)),
     },
     SiteRoute {
         route: Route::Blob,
-        pattern: "/sourcegraph/repos/<owner>/<name>/-/blob/<rev>/<path>",
+        pattern: "`/sourcegraph/repos/<owner>/<name>/-/blob/<rev>/<path>`",
         cost: Cost::when_heavy(Class::Parse, secs(10)),
     },
     SiteRoute {
         route: Route::Raw,
-        pattern: "/sourcegraph/repos/<owner>/<name>/-/raw/<rev>/<path>",
+        pattern: "`/sourcegraph/repos/<owner>/<name>/-/raw/<rev>/<path>`",
         cost: Cost::heavy(Class::Raw, secs(30)),
     },
     SiteRoute {
         route: Route::Blame,
-        pattern: "/sourcegraph/repos/<owner>/<name>/-/blame/<rev>/<path>",
+        pattern: "`/sourcegraph/repos/<owner>/<name>/-/blame/<rev>/<path>`",
         cost: Cost::heavy(Class::Blame, secs(6)),
     },
     SiteRoute {
         route: Route::Commits,
-        pattern: "/sourcegraph/repos/<owner>/<name>/-/commits/<rev>[/<path>]",
+        pattern: "`/sourcegraph/repos/<owner>/<name>/-/commits/<rev>[/<path>]`",
         cost: Cost::heavy(Class::History, secs(6)).walking(100_000, 50),
     },
     SiteRoute {
         route: Route::Commit,
-        pattern: "/sourcegraph/repos/<owner>/<name>/-/commit/<sha>",
+        pattern: "`/sourcegraph/repos/<owner>/<name>/-/commit/<sha>`",
         cost: Cost::heavy(Class::Diff, secs(8)),
     },
     SiteRoute {
         route: Route::Compare,
-        pattern: "/sourcegraph/repos/<owner>/<name>/-/compare/<base>...<head>",
+        pattern: "`/sourcegraph/repos/<owner>/<name>/-/compare/<base>...<head>`",
         cost: Cost::heavy(Class::Diff, secs(8)),
     },
     SiteRoute {
         route: Route::Plugins,
-        pattern: "/sourcegraph/repos/<owner>/<name>/-/plugins",
+        pattern: "`/sourcegraph/repos/<owner>/<name>/-/plugins`",
         cost: Cost::light(secs(10)),
     },
     SiteRoute {
         route: Route::Search,
-        pattern: "/sourcegraph/search",
+        pattern: "`/sourcegraph/search`",
         cost: Cost::when_heavy(Class::Search, secs(30)),
     },
     SiteRoute {
         route: Route::Other,
-        pattern: "/sourcegraph/connect, /sourcegraph/settings/tokens, sign-in, sign-out, assets",
+        pattern: "`/sourcegraph/connect`, `/sourcegraph/settings/tokens`, sign-in, sign-out, assets",
         cost: Cost::light(secs(10)),
     },
 ];
@@ -139,9 +139,41 @@ impl Route {
     }
 }
 
+/// The README's table of the website's budgets, one row per route of [`ROUTES`].
+pub(crate) fn readme_table() -> String {
+    let mut out = String::from("| website page | budget |\n| --- | --- |\n");
+    for row in ROUTES {
+        out.push_str(&format!("| {} | {} |\n", row.pattern, row.cost.summary()));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// O-9: the README documents every route's budget from the table
+    /// (`CSG_BLESS=1 cargo test -p httpserver --lib site_routes_readme` rewrites the block).
+    #[test]
+    fn o9_site_routes_readme_block_is_generated_from_the_table() {
+        let (begin, end) = (
+            "<!-- generated:site-routes -->",
+            "<!-- /generated:site-routes -->",
+        );
+        let path = format!("{}/../../README.md", env!("CARGO_MANIFEST_DIR"));
+        let committed = std::fs::read_to_string(&path).unwrap();
+        let fresh = tools::reference::replace_block(&committed, begin, end, &readme_table())
+            .expect("README.md has the site-routes block");
+        if std::env::var_os("CSG_BLESS").is_some() && fresh != committed {
+            std::fs::write(&path, &fresh).unwrap();
+            return;
+        }
+        assert!(
+            fresh == committed,
+            "README.md: the site-routes block differs from ROUTES; run `CSG_BLESS=1 cargo \
+             test -p httpserver --lib site_routes_readme` and review the diff"
+        );
+    }
 
     /// O-9: every route has exactly one row, with a bounded cost; heavy pages take slots.
     #[test]
@@ -152,8 +184,18 @@ mod tests {
             assert!(rows[0].cost.is_bounded(), "{route:?}: {:?}", rows[0].cost);
             assert!(!rows[0].pattern.is_empty());
         }
-        assert_eq!(ROUTES.len(), Route::ALL.len(), "a row for a route not in ALL");
-        for heavy in [Route::Blame, Route::Commits, Route::Commit, Route::Compare, Route::Raw] {
+        assert_eq!(
+            ROUTES.len(),
+            Route::ALL.len(),
+            "a row for a route not in ALL"
+        );
+        for heavy in [
+            Route::Blame,
+            Route::Commits,
+            Route::Commit,
+            Route::Compare,
+            Route::Raw,
+        ] {
             assert_ne!(heavy.cost().class, Class::Light, "{heavy:?}");
             assert_eq!(heavy.cost().admit, service::Admit::Always, "{heavy:?}");
         }
