@@ -15,6 +15,7 @@ use crate::linediff::{self, ExactBudget};
 use crate::objects::{odb, to_oid};
 use crate::walk::{Chunks, MAX_SCORE, similarity};
 use crate::{CommitId, Error, GitStore, RepoName, RepoPath};
+use budget::Budget;
 use gix::ObjectId;
 use imara_diff::{InternedInput, Interner, Token, UnifiedDiffConfig, UnifiedDiffPrinter};
 use std::fmt::{self, Write as _};
@@ -108,13 +109,57 @@ impl UnifiedDiffPrinter for GitPrinter<'_> {
     }
 }
 
-/// Git's text of one changed file.
+/// One file's text being written, cut once it passes `limit` bytes: past that, every write
+/// fails, so the diff printer stops instead of writing the rest (issue 42 point 5: a page
+/// costs its budget, not the whole diff of a huge file).
+struct Bounded {
+    text: String,
+    limit: usize,
+    /// A write did not fit: the text is its first `limit` bytes (on a character boundary).
+    over: bool,
+}
+
+impl Bounded {
+    fn new(limit: usize) -> Self {
+        Bounded {
+            text: String::new(),
+            limit,
+            over: false,
+        }
+    }
+}
+
+impl fmt::Write for Bounded {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        if self.over {
+            return Err(fmt::Error);
+        }
+        let room = self.limit - self.text.len();
+        if s.len() > room {
+            self.text.push_str(&s[..s.floor_char_boundary(room)]);
+            self.over = true;
+            return Err(fmt::Error);
+        }
+        self.text.push_str(s);
+        Ok(())
+    }
+}
+
+/// Git's text of one changed file, into `out` (which stops taking text at its limit).
 fn file_text(
     repo: &gix::Repository,
     change: &changes::Pending,
-    budget: &mut ExactBudget,
-) -> Result<String, Error> {
-    file_text_renamed(repo, change, None, budget)
+    sizes: &mut Sizes,
+    out: &mut Bounded,
+) -> Result<(), Error> {
+    file_text_renamed(repo, change, None, sizes, out)
+}
+
+/// What one diff call may spend on one file: the exact-diff budget left, and the text cap
+/// (a blob over it is not diffed).
+struct Sizes {
+    exact: ExactBudget,
+    max_text: u64,
 }
 
 /// [`file_text`], for a file renamed from `from` when given (git's rename header).
@@ -122,11 +167,12 @@ fn file_text_renamed(
     repo: &gix::Repository,
     change: &changes::Pending,
     from: Option<&str>,
-    budget: &mut ExactBudget,
-) -> Result<String, Error> {
+    sizes: &mut Sizes,
+    out: &mut Bounded,
+) -> Result<(), Error> {
     let path = &change.path;
     let old_path = from.unwrap_or(path);
-    let mut out = format!("diff --git a/{old_path} b/{path}\n");
+    let _ = writeln!(out, "diff --git a/{old_path} b/{path}");
     let zero = ObjectId::null(gix::hash::Kind::Sha1);
     if let (Some(from), Some(old), Some(new)) = (from, change.old, change.new) {
         let score = if old.id() == new.id() {
@@ -144,7 +190,7 @@ fn file_text_renamed(
             score * 100 / MAX_SCORE
         );
         if old.id() == new.id() && old.mode() == new.mode() {
-            return Ok(out);
+            return Ok(());
         }
     }
     match (change.old, change.new) {
@@ -160,43 +206,109 @@ fn file_text_renamed(
             if old.mode() != new.mode() {
                 let _ = writeln!(out, "old mode {}\nnew mode {}", old.mode(), new.mode());
                 if old.id() == new.id() {
-                    return Ok(out);
+                    return Ok(());
                 }
                 let _ = writeln!(out, "index {}..{}", old.id(), new.id());
             } else {
                 let _ = writeln!(out, "index {}..{} {}", old.id(), new.id(), new.mode());
             }
         }
-        (None, None) => return Ok(out),
+        (None, None) => return Ok(()),
     }
-    let (before, after) = (
-        changes::content(repo, change.old)?,
-        changes::content(repo, change.new)?,
-    );
+    // The page is full already: the blobs are not even read.
+    if out.over {
+        return Ok(());
+    }
     let (a, b) = match (change.old, change.new) {
         (None, _) => ("/dev/null".to_owned(), format!("b/{path}")),
         (_, None) => (format!("a/{path}"), "/dev/null".to_owned()),
         _ => (format!("a/{old_path}"), format!("b/{path}")),
     };
+    // Sizes from the object headers: a blob over the text cap is never inflated here.
+    let size = |leaf: Option<Leaf>| -> Result<u64, Error> {
+        match leaf {
+            Some(Leaf::Blob(id, _)) => Ok(repo.find_header(id).map_err(odb)?.size()),
+            _ => Ok(0),
+        }
+    };
+    let largest = size(change.old)?.max(size(change.new)?);
+    if largest > sizes.max_text {
+        let _ = writeln!(
+            out,
+            "Files {a} and {b} differ; file too large to diff: {largest} bytes, over the \
+             {} bytes the server diffs",
+            sizes.max_text
+        );
+        return Ok(());
+    }
+    let (before, after) = (
+        changes::content(repo, change.old)?,
+        changes::content(repo, change.new)?,
+    );
     if changes::binary(&before) || changes::binary(&after) {
         let _ = writeln!(out, "Binary files {a} and {b} differ");
-        return Ok(out);
+        return Ok(());
     }
     let _ = writeln!(out, "--- {a}\n+++ {b}");
     let (before, after) = (
         String::from_utf8_lossy(&before),
         String::from_utf8_lossy(&after),
     );
-    let input = InternedInput::new(before.as_ref(), after.as_ref());
-    let mut diff = linediff::line_diff(&input, budget);
+    // A file added or deleted whole is one hunk of all its lines: written line by line up to
+    // the page's limit, without interning (and diffing) every line of it first.
+    match (change.old, change.new) {
+        (None, _) => whole_file(out, &after, '+'),
+        (_, None) => whole_file(out, &before, '-'),
+        _ => changed_lines(out, &before, &after, &mut sizes.exact),
+    }
+    Ok(())
+}
+
+/// The hunks of a file changed on both sides, written until `out` is full.
+fn changed_lines(out: &mut Bounded, before: &str, after: &str, exact: &mut ExactBudget) {
+    let input = InternedInput::new(before, after);
+    let mut diff = linediff::line_diff(&input, exact);
     diff.postprocess_lines(&input);
     let printer = GitPrinter(&input.interner);
+    // Stops at the first write past the limit.
     let _ = write!(
         out,
         "{}",
         diff.unified_diff(&printer, UnifiedDiffConfig::default(), &input)
     );
-    Ok(out)
+}
+
+/// The one hunk of a file added (`sign` `+`) or deleted (`-`) whole, as imara-diff's unified
+/// printer draws it (`@@ -0,0 +1,N @@`, each line signed, git's note after a last line
+/// without a line feed), until `out` is full.
+fn whole_file(out: &mut Bounded, text: &str, sign: char) {
+    let lines = text.split_inclusive('\n');
+    let count = lines.clone().count();
+    if count == 0 {
+        return;
+    }
+    let side = |len: usize| match len {
+        0 => "0,0".to_owned(),
+        1 => "1".to_owned(),
+        _ => format!("1,{len}"),
+    };
+    let (before, after) = match sign {
+        '+' => (side(0), side(count)),
+        _ => (side(count), side(0)),
+    };
+    let write = || -> fmt::Result {
+        writeln!(out, "@@ -{before} +{after} @@")?;
+        for line in lines {
+            out.write_char(sign)?;
+            out.write_str(line)?;
+            if !line.ends_with('\n') {
+                out.write_str("\n\\ No newline at end of file\n")?;
+            }
+        }
+        Ok(())
+    };
+    // An error is the page's limit reached: `out` says so.
+    let _ = write();
 }
 
 /// One page of a diff being filled: whole files while their texts fit `budget` bytes; the
@@ -220,9 +332,31 @@ impl Paging {
         }
     }
 
-    /// Adds file number `index` if it fits; false when the page is full (stop adding).
-    fn push(&mut self, index: usize, mut file: FileDiff) -> bool {
-        if self.used + file.text.len() > self.budget {
+    /// A writer for the next file's text: what is left of the page.
+    fn writer(&self) -> Bounded {
+        Bounded::new(self.budget.saturating_sub(self.used))
+    }
+
+    /// Whether the call's time is up for this page: with a file on it, the page ends here
+    /// (file `index` next); with none, the call stops.
+    fn out_of_time(&mut self, index: usize, call: &Budget) -> Result<bool, Error> {
+        if call.should_wrap_up()? && !self.files.is_empty() {
+            self.next_file = Some(index);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Adds file number `index` if it fits (`written`, its text as far as the page had room
+    /// for it); false when the page is full (stop adding).
+    fn push(
+        &mut self,
+        index: usize,
+        written: Bounded,
+        make: impl FnOnce(String) -> FileDiff,
+    ) -> bool {
+        let mut file = make(written.text);
+        if written.over {
             if !self.files.is_empty() {
                 self.next_file = Some(index);
                 return false;
@@ -250,37 +384,59 @@ impl Paging {
     }
 }
 
-/// The files that differ between `base` and `head` within `limit`, from file `skip` on,
-/// while their texts fit `budget` bytes (the first always comes, cut at a line if it must).
+/// What one diff page may spend: files from `skip` on while their texts fit `bytes`; blobs
+/// over `max_text` bytes are not diffed; `call` is checked between files.
+pub(crate) struct Page<'a> {
+    pub(crate) skip: usize,
+    pub(crate) bytes: usize,
+    pub(crate) max_text: u64,
+    pub(crate) call: &'a Budget,
+}
+
+impl Page<'_> {
+    fn sizes(&self) -> Sizes {
+        Sizes {
+            exact: ExactBudget::per_call(),
+            max_text: self.max_text,
+        }
+    }
+}
+
+/// The files that differ between `base` and `head` within `limit`, from file `page.skip`
+/// on, while their texts fit `page.bytes` (the first always comes, cut at a line if it
+/// must).
 pub(crate) fn diff(
     repo: &gix::Repository,
     base: ObjectId,
     head: ObjectId,
     limit: &RepoPath,
-    skip: usize,
-    budget: usize,
+    page: Page<'_>,
 ) -> Result<DiffPage, Error> {
     let tree = |commit: ObjectId| -> Result<ObjectId, Error> {
         let commit = repo.find_commit(commit).map_err(crate::objects::odb)?;
         Ok(commit.tree_id().map_err(crate::objects::odb)?.detach())
     };
     let pending = changes::pending(repo, Some(tree(base)?), Some(tree(head)?), limit)?;
-    let mut page = Paging::new(pending.len(), budget);
-    let mut exact = ExactBudget::per_call();
-    for (index, change) in pending.iter().enumerate().skip(skip) {
-        let text = file_text(repo, change, &mut exact)?;
-        let file = FileDiff {
+    let mut paging = Paging::new(pending.len(), page.bytes);
+    let mut sizes = page.sizes();
+    for (index, change) in pending.iter().enumerate().skip(page.skip) {
+        if paging.out_of_time(index, page.call)? {
+            break;
+        }
+        let mut out = paging.writer();
+        file_text(repo, change, &mut sizes, &mut out)?;
+        let file = |text| FileDiff {
             path: change.path.clone(),
             old_path: None,
             kind: change.kind,
             text,
             truncated: false,
         };
-        if !page.push(index, file) {
+        if !paging.push(index, out, file) {
             break;
         }
     }
-    Ok(page.finish(None))
+    Ok(paging.finish(None))
 }
 
 impl GitStore {
@@ -295,12 +451,32 @@ impl GitStore {
         skip: usize,
         budget: usize,
     ) -> Result<DiffPage, Error> {
+        self.commit_diff_within(name, commit, skip, budget, &Budget::unlimited())
+    }
+
+    /// [`GitStore::commit_diff`] under a call's budget, checked between files: past its
+    /// soft deadline a page with files on it ends there (its `next_file` continues); a
+    /// cancelled or overdue call stops ([`Error::Stopped`]). A file's text is written only
+    /// as far as the page has room for it, and a blob over the text cap
+    /// ([`GitStore::set_max_text_bytes`]) is not diffed (one line says so).
+    pub fn commit_diff_within(
+        &self,
+        name: &RepoName,
+        commit: &CommitId,
+        skip: usize,
+        budget: usize,
+        call: &Budget,
+    ) -> Result<DiffPage, Error> {
         let scope = self.inner.registered_path(name)?;
         let reader = self.inner.blob_reader(name, commit)?;
         let id = to_oid(commit)?;
-        crate::handles::with_repo(&reader.repo, |repo| {
-            commit_diff(repo, id, &scope, skip, budget)
-        })
+        let page = Page {
+            skip,
+            bytes: budget,
+            max_text: self.inner.blobs.max_text(),
+            call,
+        };
+        crate::handles::with_repo(&reader.repo, |repo| commit_diff(repo, id, &scope, page))
     }
 }
 
@@ -308,15 +484,14 @@ fn commit_diff(
     repo: &gix::Repository,
     id: ObjectId,
     scope: &RepoPath,
-    skip: usize,
-    budget: usize,
+    page: Page<'_>,
 ) -> Result<DiffPage, Error> {
     let commit = repo.find_commit(id).map_err(odb)?;
     let parent = commit.parent_ids().next().map(|p| p.detach());
     let pairs = crate::commitfiles::changed_pairs(repo, &commit, parent, scope)?;
-    let mut page = Paging::new(pairs.len(), budget);
-    let mut exact = ExactBudget::per_call();
-    for (index, (old, new)) in pairs.into_iter().enumerate().skip(skip) {
+    let mut paging = Paging::new(pairs.len(), page.bytes);
+    let mut sizes = page.sizes();
+    for (index, (old, new)) in pairs.into_iter().enumerate().skip(page.skip) {
         let leaf = |side: &Option<(String, Leaf)>| side.as_ref().map(|(_, l)| *l);
         let (path, from, kind) = match (&old, &new) {
             (Some((from, _)), Some((to, _))) if from != to => {
@@ -327,21 +502,25 @@ fn commit_diff(
             (Some((from, _)), None) => (from.clone(), None, ChangeKind::Deleted),
             _ => continue,
         };
+        if paging.out_of_time(index, page.call)? {
+            break;
+        }
         let change = changes::Pending {
             path: path.clone(),
             kind,
             old: leaf(&old),
             new: leaf(&new),
         };
-        let text = file_text_renamed(repo, &change, from.as_deref(), &mut exact)?;
-        let file = FileDiff {
+        let mut out = paging.writer();
+        file_text_renamed(repo, &change, from.as_deref(), &mut sizes, &mut out)?;
+        let file = |text| FileDiff {
             path,
             old_path: from,
             kind,
             text,
             truncated: false,
         };
-        if !page.push(index, file) {
+        if !paging.push(index, out, file) {
             break;
         }
     }
@@ -349,5 +528,5 @@ fn commit_diff(
         .as_ref()
         .map(crate::objects::to_commit_id)
         .transpose()?;
-    Ok(page.finish(parent))
+    Ok(paging.finish(parent))
 }

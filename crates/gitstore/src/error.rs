@@ -93,6 +93,12 @@ pub enum Error {
     /// A file over the caller's size limit, refused before it was read.
     #[error("`{path}` is {size} bytes, over the limit of {limit} bytes")]
     TooLarge { path: String, size: u64, limit: u64 },
+    /// A file over the text cap (issue 42), refused from its object header before it was
+    /// inflated: the text tools do not read it, diffs do not diff it.
+    #[error(
+        "`{path}` is {size} bytes, over the {limit} bytes this server reads as text: download it from the file's raw view on the website, or find the lines you need with `search`"
+    )]
+    TextTooLarge { path: String, size: u64, limit: u64 },
     /// NUL-free but not valid UTF-8 (G-7).
     #[error("`{path}` is not UTF-8 text ({size} bytes); it is not served as text")]
     NotUtf8 { path: String, size: u64 },

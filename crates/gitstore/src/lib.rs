@@ -39,7 +39,9 @@ mod treediff;
 mod walk;
 
 pub use blame::BlameRange;
-pub use blobcache::DEFAULT_BLOB_CACHE_BYTES;
+pub use blobcache::{
+    DEFAULT_BLOB_CACHE_BYTES, DEFAULT_MAX_TEXT_BYTES, SharedBlob, TextMemo, TextRead,
+};
 pub use changes::{ChangeKind, CommitDetails, FileChange};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use commitfiles::{CommitFile, CommitFiles, FileStatus};
@@ -291,6 +293,31 @@ impl Lease {
         let Leased { state, view, key } = &self.leased;
         self.store
             .text_in(state, view, key.1, path, Some(allowance))
+    }
+
+    /// The text read of every text tool (issue 42 point 5): `path` from `memo` (the texts
+    /// this call read already), the blob cache, or the decode another call runs now (one
+    /// decode shared), else decoded here; a blob over the text cap
+    /// ([`GitStore::set_max_text_bytes`]) is refused from its object header before it is
+    /// inflated ([`Error::TextTooLarge`]). With `allowance`, as [`Lease::read_text_within`]:
+    /// a blob that would be inflated here beyond it is [`TextRead::Deferred`].
+    pub fn read_text_shared(
+        &self,
+        path: &RepoPath,
+        allowance: Option<&mut u64>,
+        memo: &mut TextMemo,
+    ) -> Result<TextRead, Error> {
+        let Leased { state, view, key } = &self.leased;
+        self.store
+            .text_read(state, view, key.1, path, allowance, Some(memo))
+    }
+
+    /// The bytes of the file at `path`, to be served whole (the website's raw view): one
+    /// copy shared by every call serving the same blob at once, and by the blob cache's text
+    /// of it. A blob over `max` bytes is refused from its header ([`Error::TooLarge`]).
+    pub fn read_shared(&self, path: &RepoPath, max: u64) -> Result<SharedBlob, Error> {
+        let Leased { state, view, key } = &self.leased;
+        self.store.blob_in(state, view, key.1, path, max)
     }
 
     /// The registered path (scope) of the registration the lease was taken under.
@@ -561,6 +588,24 @@ impl GitStore {
         self.inner.blobs.usage()
     }
 
+    /// Sets the text cap (default [`DEFAULT_MAX_TEXT_BYTES`]; at most [`Text::MAX_BYTES`]):
+    /// the text tools refuse a larger blob from its object header, before inflating it
+    /// ([`Error::TextTooLarge`]), and diffs do not diff one.
+    pub fn set_max_text_bytes(&self, bytes: u64) {
+        self.inner.blobs.set_max_text(bytes);
+    }
+
+    /// The text cap in bytes.
+    pub fn max_text_bytes(&self) -> u64 {
+        self.inner.blobs.max_text()
+    }
+
+    /// Blobs inflated so far by text and raw reads (cache hits and decodes shared with
+    /// another call not counted).
+    pub fn blob_decodes(&self) -> u64 {
+        self.inner.blobs.decodes()
+    }
+
     /// Reads a file's raw bytes at `commit` (no text classification; plugin artifacts and
     /// plugin host reads). Directory, symlink, submodule, missing and out-of-scope paths are
     /// errors as for [`GitStore::read_text`].
@@ -672,7 +717,30 @@ impl GitStore {
         skip: usize,
         budget: usize,
     ) -> Result<DiffPage, Error> {
-        self.inner.diff(name, base, head, path, skip, budget)
+        self.inner.diff(
+            name,
+            base,
+            head,
+            path,
+            skip,
+            budget,
+            &budget::Budget::unlimited(),
+        )
+    }
+
+    /// [`GitStore::diff`] under a call's budget, as [`GitStore::commit_diff_within`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn diff_within(
+        &self,
+        name: &RepoName,
+        base: &CommitId,
+        head: &CommitId,
+        path: &RepoPath,
+        skip: usize,
+        budget: usize,
+        call: &budget::Budget,
+    ) -> Result<DiffPage, Error> {
+        self.inner.diff(name, base, head, path, skip, budget, call)
     }
 
     /// `git blame` of lines `start_line..=end_line` (1-based; `end_line` is clamped to the

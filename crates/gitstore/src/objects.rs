@@ -272,7 +272,7 @@ pub(crate) fn classify_blob(path: &str, data: Vec<u8>) -> Result<Text, Error> {
         path: path.to_string(),
         size,
     })?;
-    Text::new(text).ok_or_else(|| Error::TooLarge {
+    Text::new(text).ok_or_else(|| Error::TextTooLarge {
         path: path.to_string(),
         size,
         limit: Text::MAX_BYTES as u64,

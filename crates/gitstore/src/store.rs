@@ -16,7 +16,7 @@
 //! takes `seen` is a release (cluster mode), after its mirror file lock and before `leases`,
 //! for no longer than a rename: no reconcile reloads a view from a mirror being moved.
 
-use crate::blobcache::{BlobCache, DEFAULT_BLOB_CACHE_BYTES};
+use crate::blobcache::{BlobCache, DEFAULT_BLOB_CACHE_BYTES, SharedBlob, TextMemo, TextRead};
 use crate::db::{PgRegistry, RegistryBackend, SqliteRegistry, storage};
 use crate::handles;
 use crate::objects::{self, Target, odb, to_commit_id, to_oid};
@@ -1160,6 +1160,7 @@ impl Inner {
         })
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn diff(
         &self,
         name: &RepoName,
@@ -1168,14 +1169,21 @@ impl Inner {
         path: &RepoPath,
         skip: usize,
         budget: usize,
+        call: &budget::Budget,
     ) -> Result<crate::DiffPage, Error> {
         let (state, view) = self.synced(name)?;
         let limit = Self::history_scope(&state, path)?;
         let (base, head) = (to_oid(base)?, to_oid(head)?);
         self.check_readable(&state, &view, &base, true)?;
         self.check_readable(&state, &view, &head, true)?;
+        let page = crate::diff::Page {
+            skip,
+            bytes: budget,
+            max_text: self.blobs.max_text(),
+            call,
+        };
         handles::with_repo(&view.repo, |repo| {
-            crate::diff::diff(repo, base, head, limit, skip, budget)
+            crate::diff::diff(repo, base, head, limit, page)
         })
     }
 
@@ -1267,6 +1275,29 @@ impl Inner {
         path: &RepoPath,
         allowance: Option<&mut u64>,
     ) -> Result<Option<Arc<Text>>, Error> {
+        Ok(
+            match self.text_read(state, view, commit, path, allowance, None)? {
+                TextRead::Text(text) => Some(text),
+                TextRead::Deferred { .. } => None,
+            },
+        )
+    }
+
+    /// The read path of every text tool (issue 42 point 5): the blob at `path` from the
+    /// call's `memo`, the blob cache, or a decode another call runs now (single flight),
+    /// else decoded here. A blob over the text cap is refused from its object header before
+    /// it is inflated ([`Error::TextTooLarge`]). With `allowance`, a blob that must be inflated
+    /// here is inflated only if its size is within what is left of it, which it then takes;
+    /// else the read is [`TextRead::Deferred`].
+    pub(crate) fn text_read(
+        &self,
+        state: &RepoState,
+        view: &View,
+        commit: ObjectId,
+        path: &RepoPath,
+        allowance: Option<&mut u64>,
+        mut memo: Option<&mut TextMemo>,
+    ) -> Result<TextRead, Error> {
         if path.is_root() {
             return Err(Error::IsDirectory {
                 path: String::new(),
@@ -1275,22 +1306,74 @@ impl Inner {
         self.tree_in(state, view, commit, path, |_, repo, tree| {
             let shown = to_commit_id(&commit)?;
             let id = objects::blob_id(repo, tree, path, &shown)?;
-            if let Some(text) = self.blobs.get(&id) {
-                return Ok(Some(text));
+            let limit = self.blobs.max_text();
+            let too_large = |size: u64| Error::TextTooLarge {
+                path: path.to_string(),
+                size,
+                limit,
+            };
+            let kept = memo.as_ref().and_then(|memo| memo.get(&id));
+            if let Some(text) = kept.or_else(|| self.blobs.get(&id)) {
+                // Cached before the cap was lowered: the cap still holds.
+                if text.len() as u64 > limit {
+                    return Err(too_large(text.len() as u64));
+                }
+                if let Some(memo) = memo.as_mut() {
+                    memo.keep(id, text.clone(), limit);
+                }
+                return Ok(TextRead::Text(text));
+            }
+            let size = repo.find_header(id).map_err(odb)?.size();
+            if size > limit {
+                return Err(too_large(size));
             }
             if let Some(left) = allowance {
-                let size = repo.find_header(id).map_err(odb)?.size();
                 if size > *left {
-                    return Ok(None);
+                    return Ok(TextRead::Deferred {
+                        shared: self.blobs.decoding(&id),
+                    });
                 }
                 *left -= size;
             }
-            let text = Arc::new(objects::classify_blob(
-                path.as_str(),
-                objects::read_blob(repo, id)?,
-            )?);
-            self.blobs.insert(id, text.clone());
-            Ok(Some(text))
+            let text = self.blobs.text(id, path.as_str(), || {
+                objects::classify_blob(path.as_str(), objects::read_blob(repo, id)?)
+            })?;
+            if let Some(memo) = memo {
+                memo.keep(id, text.clone(), limit);
+            }
+            Ok(TextRead::Text(text))
+        })
+    }
+
+    /// The bytes of the blob at `path` to serve whole (`raw`): shared with every other call
+    /// serving the same blob now, or with the blob cache's text of it (see
+    /// [`crate::SharedBlob`]). A blob over `max` bytes is refused from its header.
+    pub(crate) fn blob_in(
+        &self,
+        state: &RepoState,
+        view: &View,
+        commit: ObjectId,
+        path: &RepoPath,
+        max: u64,
+    ) -> Result<SharedBlob, Error> {
+        if path.is_root() {
+            return Err(Error::IsDirectory {
+                path: String::new(),
+            });
+        }
+        let shown = to_commit_id(&commit)?;
+        self.tree_in(state, view, commit, path, |_, repo, tree| {
+            let id = objects::blob_id(repo, tree, path, &shown)?;
+            let size = repo.find_header(id).map_err(odb)?.size();
+            if size > max {
+                return Err(Error::TooLarge {
+                    path: path.to_string(),
+                    size,
+                    limit: max,
+                });
+            }
+            self.blobs
+                .raw(id, path.as_str(), || objects::read_blob(repo, id))
         })
     }
 

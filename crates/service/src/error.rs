@@ -116,7 +116,8 @@ impl From<gitstore::Error> for ServiceError {
             | E::LfsPointer { .. }
             | E::Binary { .. }
             | E::NotUtf8 { .. }
-            | E::TooLarge { .. } => ErrorKind::InvalidArgument,
+            | E::TooLarge { .. }
+            | E::TextTooLarge { .. } => ErrorKind::InvalidArgument,
             E::NotSynced(_) | E::Sync { .. } => ErrorKind::Unavailable,
             E::NameTaken(_) | E::VisibilityDiffers { .. } => ErrorKind::InvalidArgument,
             // A cluster's PostgreSQL is down: the write is refused at once; try again later.
