@@ -13,7 +13,7 @@ use crate::hookset::{self, Applied, Hook, HookClass};
 use crate::names::{self, Binding};
 use crate::tables::{self, FileTables, Tables};
 use crate::{EpochData, Failure, FileStatus, HostConfig, HostError, MAX_FILE_BYTES, Outcome};
-use crate::{Rejection, SearchPage, startup_payload};
+use crate::{Rejection, ReleaseFault, SearchPage, startup_payload};
 use pyo3::exceptions::PyException;
 use pyo3::ffi;
 use pyo3::intern;
@@ -21,7 +21,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyModule, PyString, PyTuple};
 use serde_json::{Map, Number, Value};
 use sha2::{Digest, Sha256};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant, SystemTime};
@@ -40,6 +40,8 @@ const EXPECT_SPIN: Duration = Duration::from_millis(1);
 const MAX_NODES: usize = 1_000_000;
 /// Most bytes of strings in one returned value.
 const MAX_STRING_BYTES: usize = 32 * 1024 * 1024;
+/// Most [`ReleaseFault`]s on record.
+const MAX_RELEASE_FAULTS: usize = 64;
 /// Most bytes of a failure message (a traceback): an exception over a huge object must not
 /// fill the status and the log.
 const MAX_MESSAGE_BYTES: usize = 16 * 1024;
@@ -85,6 +87,22 @@ class PluginForbidden(RuntimeError):
     """Raised into a plugin that calls what would end, signal or stall the server process."""
 
 
+class ReleaseWatch:
+    """While this thread frees objects of a released epoch: the finalizers (`__del__`) that
+    this host's HookTimeout interrupted, as (qualified name, file of its code), as
+    `sys.unraisablehook` (installed once per process, shared by every host's thread) reports
+    them."""
+
+    def __init__(self):
+        self.timeout = HookTimeout
+        self.interrupted = []
+        self.thread = _thread.get_ident()
+        sys._csg_release_watches[self.thread] = self
+
+    def close(self):
+        sys._csg_release_watches.pop(self.thread, None)
+
+
 _SECRET_NAME = re.compile("TOKEN|SECRET|PASSWORD|KEY", re.IGNORECASE)
 # scheme://userinfo@ : a user and password (or a token as the user) in a URL.
 _URL_CREDENTIALS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s]*@")
@@ -121,6 +139,21 @@ def install(recursion_limit, thread_stack):
     if getattr(sys, "_csg_guarded", False):
         return
     sys._csg_guarded = True
+    sys._csg_release_watches = {}
+    reported = sys.unraisablehook
+    function_type = type(install)
+
+    def unraisablehook(unraisable, /):
+        watch = sys._csg_release_watches.get(_thread.get_ident())
+        if watch is not None and unraisable.exc_type is watch.timeout:
+            what = unraisable.object
+            # Only a plain function's names: reading them runs no plugin code.
+            if type(what) is function_type:
+                watch.interrupted.append((str.__str__(what.__qualname__),
+                                          str.__str__(what.__code__.co_filename)))
+        reported(unraisable)
+
+    sys.unraisablehook = unraisablehook
     sys.setrecursionlimit(recursion_limit)
     _thread.stack_size(thread_stack)
     _scrub_environ()
@@ -331,8 +364,15 @@ struct Queue {
     stalled_since: Option<Instant>,
 }
 
+/// Hosts started in this process so far: the number of the next one.
+static HOSTS: AtomicU64 = AtomicU64::new(0);
+
 /// The interpreter thread's handle, shared by every epoch of the host.
 pub(crate) struct Interpreter {
+    /// This host's number in the process. Hosts share the one interpreter and its
+    /// `sys.modules`: the modules of one host's epoch are named apart from another's, so
+    /// releasing an epoch never drops another host's modules (or runs their `__del__`).
+    id: u64,
     queue: Mutex<Queue>,
     work: Condvar,
     watch: Condvar,
@@ -342,6 +382,10 @@ pub(crate) struct Interpreter {
     ident: OnceLock<std::os::raw::c_ulong>,
     /// The `HookTimeout` exception class raised into an overrunning hook.
     timeout_class: OnceLock<Py<PyAny>>,
+    /// The `ReleaseWatch` class: names the finalizers interrupted while a file is released.
+    release_watch: OnceLock<Py<PyAny>>,
+    /// The latest epoch released, and what overran the limit while it was (by file).
+    release_faults: Mutex<(u64, BTreeMap<String, ReleaseFault>)>,
     /// Set together with `Queue::wedged`: every call checks it, without the queue's lock.
     is_wedged: AtomicBool,
     /// Jobs in `Queue::jobs`, readable without the lock (the thread's spin before it sleeps).
@@ -374,6 +418,8 @@ fn lock(queue: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
 
 /// Python-side state of one epoch: the loaded modules and their hook functions.
 struct PyFile {
+    /// The plugin file's name.
+    file: String,
     module_name: String,
     hooks: HashMap<Hook, Py<PyAny>>,
 }
@@ -382,6 +428,7 @@ impl Interpreter {
     /// Starts the interpreter thread and the watchdog.
     pub(crate) fn start(config: &HostConfig) -> Result<Arc<Self>, String> {
         let interpreter = Arc::new(Interpreter {
+            id: HOSTS.fetch_add(1, Ordering::Relaxed) + 1,
             queue: Mutex::new(Queue::default()),
             work: Condvar::new(),
             watch: Condvar::new(),
@@ -389,6 +436,8 @@ impl Interpreter {
             timeout: config.hook_timeout,
             ident: OnceLock::new(),
             timeout_class: OnceLock::new(),
+            release_watch: OnceLock::new(),
+            release_faults: Mutex::new((0, BTreeMap::new())),
             is_wedged: AtomicBool::new(false),
             queued: AtomicUsize::new(0),
             wait_timeouts: AtomicU64::new(0),
@@ -630,6 +679,9 @@ impl Interpreter {
                 .call1((RECURSION_LIMIT, INTERPRETER_STACK))?;
             let class = host.getattr("HookTimeout")?;
             let _ = self.timeout_class.set(class.unbind());
+            let _ = self
+                .release_watch
+                .set(host.getattr("ReleaseWatch")?.unbind());
             let _ = self.ident.set(unsafe { ffi::PyThread_get_thread_ident() });
             Ok(())
         });
@@ -704,21 +756,104 @@ impl Interpreter {
                 None
             }
             Work::Release(epoch) => {
-                if let Some(files) = epochs.remove(&epoch)
-                    && let Ok(modules) = py.import("sys").and_then(|s| s.getattr("modules"))
-                {
-                    for file in &files {
-                        let _ = modules.del_item(file.module_name.as_str());
-                    }
-                    drop(files);
-                    // The epoch's objects are freed now, while this step is watched, rather
-                    // than by a collection in the middle of some later call: a plugin's
-                    // `__del__` that loops is interrupted here (P-23).
-                    let _ = py.import("gc").and_then(|gc| gc.call_method0("collect"));
+                if let Some(files) = epochs.remove(&epoch) {
+                    self.release(py, epoch, files);
                 }
                 None
             }
         }
+    }
+
+    /// Frees a released epoch's Python objects, each step watched (P-23): each file's module
+    /// and hooks in a step of its own (what that frees directly is put down to the file),
+    /// then one collection for the reference cycles they leave (put down to the file that
+    /// defines the interrupted finalizer). A step the watchdog interrupted is recorded for
+    /// `plugin_status` ([`ReleaseFault`]).
+    fn release(&self, py: Python<'_>, epoch: u64, files: Vec<PyFile>) {
+        let names: Vec<String> = files.iter().map(|file| file.file.clone()).collect();
+        let mut faults = Vec::new();
+        for PyFile {
+            file,
+            module_name,
+            hooks,
+        } in files
+        {
+            let what = format!("{file} (its objects, freed as epoch {epoch} was released)");
+            let (finalizer, interrupted) = self.watching_release(py, what, || {
+                if let Ok(modules) = py.import("sys").and_then(|sys| sys.getattr("modules")) {
+                    let _ = modules.del_item(module_name.as_str());
+                }
+                drop(hooks);
+            });
+            if interrupted {
+                let what = finalizer.map(|(function, _)| function);
+                faults.push(release_fault(file, what, epoch, self.timeout));
+            }
+        }
+        // The objects are freed now, while a step is watched, rather than by a collection in
+        // the middle of some later call. One collection for the whole epoch: each costs a
+        // walk of every object of the interpreter.
+        let what = format!("the objects epoch {epoch} left in reference cycles (a collection)");
+        let (finalizer, interrupted) = self.watching_release(py, what, || {
+            let _ = py.import("gc").and_then(|gc| gc.call_method0("collect"));
+        });
+        if interrupted {
+            let (file, what) = match finalizer {
+                Some((function, file)) if names.contains(&file) => (file, Some(function)),
+                other => (files_named(&names), other.map(|(function, _)| function)),
+            };
+            faults.push(release_fault(file, what, epoch, self.timeout));
+        }
+        for fault in &faults {
+            tracing::warn!(file = %fault.file, epoch, reason = %fault.reason, "server plugin code interrupted while its epoch was released");
+        }
+        let mut record = self
+            .release_faults
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if epoch > record.0 {
+            // The latest release says how the files are now: older faults are history.
+            *record = (epoch, BTreeMap::new());
+        }
+        for fault in faults {
+            if record.1.len() < MAX_RELEASE_FAULTS {
+                record.1.entry(fault.file.clone()).or_insert(fault);
+            }
+        }
+    }
+
+    /// Runs `free` as a watched step named `what`, noting the finalizer (`__del__`) the
+    /// watchdog interrupted in it, if any: its qualified name and the file its code is in.
+    fn watching_release(
+        &self,
+        py: Python<'_>,
+        what: String,
+        free: impl FnOnce(),
+    ) -> (Option<(String, String)>, bool) {
+        self.timed(what, || {
+            let watch = self
+                .release_watch
+                .get()
+                .and_then(|class| class.bind(py).call0().ok());
+            free();
+            let watch = watch?;
+            let _ = watch.call_method0("close");
+            let interrupted = watch.getattr("interrupted").ok()?;
+            let mut found = interrupted.extract::<Vec<(String, String)>>().ok()?;
+            // One interrupt per step: at most one finalizer.
+            found.pop()
+        })
+    }
+
+    /// The files with a [`ReleaseFault`] on record, in file-name order.
+    pub(crate) fn release_faults(&self) -> Vec<ReleaseFault> {
+        self.release_faults
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .1
+            .values()
+            .cloned()
+            .collect()
     }
 
     /// Waits until a job is queued; `false` once the host is wedged or stopped.
@@ -905,7 +1040,7 @@ impl Interpreter {
                     continue;
                 }
             };
-            let module_name = format!("_csg_plugin_e{epoch}_{index}");
+            let module_name = format!("_csg_plugin_h{}_e{epoch}_{index}", self.id);
             match self.load_file(py, &name, &source, &module_name, &config.tools) {
                 Ok((hooks, tables, table_names)) => {
                     if hooks.contains_key(&Hook::SourceFile) {
@@ -924,7 +1059,11 @@ impl Interpreter {
                         tables: table_names,
                         sha256: hex(&Sha256::digest(&source)),
                     });
-                    files.push(PyFile { module_name, hooks });
+                    files.push(PyFile {
+                        file: name.clone(),
+                        module_name,
+                        hooks,
+                    });
                 }
                 Err(reasons) => {
                     rejected.push(Rejection {
@@ -1277,6 +1416,41 @@ impl Interpreter {
         }
         result
     }
+}
+
+/// What `plugin_status` says of `file` when its code (`what`, the finalizer, when known) was
+/// interrupted as `epoch` was released.
+fn release_fault(file: String, what: Option<String>, epoch: u64, limit: Duration) -> ReleaseFault {
+    let what = match what {
+        Some(function) => format!("`{function}`"),
+        None => "its clean-up code (a `__del__` of one of its objects)".to_owned(),
+    };
+    let reason = format!(
+        "{what} ran longer than the {} ms time limit when epoch {epoch} was released and was \
+         interrupted; the release went on without it. It runs again whenever an epoch holding \
+         this file is released (at a reload): make it return promptly",
+        limit.as_millis()
+    );
+    ReleaseFault {
+        file,
+        epoch,
+        reason,
+    }
+}
+
+/// The files of an epoch, for a fault that cannot be put down to one of them.
+fn files_named(names: &[String]) -> String {
+    const SHOWN: usize = 8;
+    let mut list = names
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > SHOWN {
+        list.push_str(&format!(", … ({} files)", names.len()));
+    }
+    format!("one of {list}")
 }
 
 /// Why a file did not load: Python raised, or the checks found reasons.

@@ -237,6 +237,21 @@ pub struct HookFailures {
     pub count: u64,
 }
 
+/// A plugin file whose code overran the time limit while an epoch holding it was released
+/// (P-23): a `__del__` (or another finalizer) of its objects that the watchdog interrupted.
+/// The release goes on without it. The status shows the faults of the latest epoch released
+/// (a later release that goes well clears them).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReleaseFault {
+    /// The plugin file; `one of a.py, b.py` when the interrupted code was freed with the
+    /// epoch's reference cycles and is not defined in one of its files.
+    pub file: String,
+    /// The epoch whose release it overran.
+    pub epoch: u64,
+    /// What happened and what to do.
+    pub reason: String,
+}
+
 /// The subsystem's state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum State {
@@ -296,6 +311,8 @@ pub struct Status {
     pub disabled: Vec<Disabled>,
     /// Each file's hooks that failed in the current epoch, with how often.
     pub hook_failures: Vec<HookFailures>,
+    /// Plugin files whose code was interrupted while an epoch holding them was released.
+    pub release_faults: Vec<ReleaseFault>,
     /// Whether the last reload succeeded (a rejected file still counts as a good reload).
     pub last_reload_ok: bool,
     /// The last reload's error, when it failed.
@@ -667,8 +684,9 @@ impl PluginHost {
                         rejected = epoch.data.rejected.len(),
                         "server plugins loaded"
                     );
-                    self.inner.current.store(Some(Arc::new(epoch)));
-                    Ok(())
+                    let epoch = Arc::new(epoch);
+                    self.inner.current.store(Some(epoch.clone()));
+                    Ok(epoch)
                 }
                 Err(error) => Err(error),
             };
@@ -677,8 +695,10 @@ impl PluginHost {
                 .last_reload
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner) =
-                result.clone().map_err(|e| e.to_string());
-            result.map(|()| self.status())
+                result.as_ref().map(|_| ()).map_err(|e| e.to_string());
+            // The status of the epoch this reload made, not of whatever is current once it
+            // is read: a reload queued behind this one may have published its own by then.
+            result.map(|epoch| self.status_of(Some(epoch.as_ref()), Ok(())))
         }
         #[cfg(not(feature = "python"))]
         {
@@ -694,6 +714,16 @@ impl PluginHost {
             return interpreter.wait_timeouts();
         }
         0
+    }
+
+    /// Plugin files whose code overran the time limit while an epoch holding them was
+    /// released (see [`ReleaseFault`]), in file-name order.
+    pub fn release_faults(&self) -> Vec<ReleaseFault> {
+        #[cfg(feature = "python")]
+        if let Some(interpreter) = &self.inner.interpreter {
+            return interpreter.release_faults();
+        }
+        Vec::new()
     }
 
     /// Each loaded file's hooks that failed in the current epoch, with how often (for
@@ -716,7 +746,12 @@ impl PluginHost {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        let (number, loaded_at, files, rejected, disabled, failures, derived) = match &epoch {
+        self.status_of(epoch.as_deref(), last)
+    }
+
+    /// The status with `epoch` as the current one and `last` as the last reload's result.
+    fn status_of(&self, epoch: Option<&Epoch>, last: Result<(), String>) -> Status {
+        let (number, loaded_at, files, rejected, disabled, failures, derived) = match epoch {
             Some(epoch) => {
                 let data = &epoch.data;
                 let disabled = data
@@ -761,6 +796,7 @@ impl PluginHost {
             rejected,
             disabled,
             hook_failures: failures,
+            release_faults: self.release_faults(),
             last_reload_ok: last.is_ok(),
             last_reload_error: last.err(),
             derived_fingerprint: derived,

@@ -98,7 +98,11 @@ fn p23_a_traceback_over_a_huge_object_is_cut() {
             "a_huge.py",
             "def on_read_result(result):\n    raise ValueError(\"x\" * 5_000_000)\n",
         )]);
-        let host = host(dir.path());
+        // Formatting the 5 MB traceback takes 120-180 ms alone on a 2-core machine, close to
+        // `common::host`'s 200 ms limit: under load the hook overran it instead.
+        let mut config = pyplugin::HostConfig::new(dir.path().to_path_buf());
+        config.hook_timeout = Duration::from_secs(10);
+        let host = pyplugin::PluginHost::start(config);
         let out = host
             .current()
             .unwrap()
