@@ -68,6 +68,9 @@ fn summarize(
     for disabled in &mut host.disabled {
         disabled.reason = short(&disabled.reason);
     }
+    for fault in &mut host.release_faults {
+        fault.reason = short(&fault.reason);
+    }
     status.index_stale_repos.retain(|repo| may_read(repo));
     status.detail = StatusDetail::Summary;
     status

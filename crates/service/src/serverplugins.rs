@@ -77,7 +77,11 @@ impl Service {
     /// `plugin_status` (P-12) with the full detail, for operators and in-process callers; a
     /// transport answers `Service::server_plugins_status_for` its caller.
     pub fn server_plugins_status(&self) -> ServerPluginsStatus {
-        let host = self.inner.server_plugins.status();
+        self.plugins_status_of(self.inner.server_plugins.status())
+    }
+
+    /// `host` with what it means for the index.
+    fn plugins_status_of(&self, host: HostStatus) -> ServerPluginsStatus {
         let stale = self.index_stale_repos(&host.derived_fingerprint);
         let index = if stale.is_empty() {
             "current".to_owned()
@@ -126,7 +130,9 @@ impl Service {
             .await
             .map_err(|_| ServiceError::internal("the plugin reload stopped; see the server log"))?;
         match reloaded {
-            Ok(_) => Ok(self.server_plugins_status()),
+            // The status of the epoch this reload made: reading the host's status now would
+            // show a reload that came after it (eight at once answered [2,3,4,5,6,7,9,9]).
+            Ok(made) => Ok(self.plugins_status_of(made)),
             Err(error @ (pyplugin::HostError::Directory(_) | pyplugin::HostError::Busy(_))) => {
                 Err(ServiceError::unavailable(error.to_string()))
             }
