@@ -262,7 +262,7 @@ pub struct LogPage<T> {
 /// A page's queue that ends it (a cursor carries at most [`cursor::MAX_FRONTIER`]).
 const PAGE_FRONTIER: usize = 1024;
 /// Commits a page walks before it may wrap up, so every page gets somewhere.
-const MIN_PROGRESS: u64 = 64;
+const MIN_PROGRESS: u64 = 16;
 /// Steps between two looks at the clock.
 const CHECK_EVERY: u64 = 8;
 
@@ -281,7 +281,7 @@ impl<'a> Pacer<'a> {
     /// error once the call must stop at once (its hard deadline, or its caller gone).
     pub(crate) fn wrap_up(&mut self, waiting: usize) -> Result<bool, Error> {
         let may_stop = self.walked >= MIN_PROGRESS;
-        if self.walked % CHECK_EVERY == 0 && self.limits.budget.should_wrap_up()? && may_stop {
+        if self.walked.is_multiple_of(CHECK_EVERY) && self.limits.budget.should_wrap_up()? && may_stop {
             return Ok(true);
         }
         if may_stop && (self.walked >= self.limits.walk || waiting >= PAGE_FRONTIER) {

@@ -330,6 +330,9 @@ pub(crate) fn pair_renames_within(
 /// call hold gigabytes).
 pub(crate) const RENAME_BYTES: u64 = 256 << 20;
 
+/// A similarity score with the indexes of its source and destination.
+type Scored = (u64, usize, usize);
+
 /// The (score, source, destination) pairs at least [`MIN_RENAME_SCORE`] similar, best
 /// first (among equal scores the earlier destination, then source); `None` when there are
 /// too many candidates to compare.
@@ -340,7 +343,7 @@ fn similar_pairs(
     dests: &[usize],
     added: &[(String, Leaf)],
     budget: &Budget,
-) -> Result<Option<Vec<(u64, usize, usize)>>, Error> {
+) -> Result<Option<Vec<Scored>>, Error> {
     if sources.len() * dests.len() > RENAME_LIMIT * RENAME_LIMIT {
         return Ok(None);
     }
@@ -395,7 +398,7 @@ fn similar_pairs(
         dst_chunks.push(load(added[j].1, wanted)?);
     }
     let mut ticker = Ticker::new(budget, 256);
-    let mut scored: Vec<(u64, usize, usize)> = Vec::new();
+    let mut scored: Vec<Scored> = Vec::new();
     for (dj, dst) in dst_chunks.iter().enumerate() {
         let Some(dst) = dst else { continue };
         for (si, src) in src_chunks.iter().enumerate() {
