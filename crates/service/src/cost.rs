@@ -277,7 +277,8 @@ struct Pool {
 #[derive(Debug)]
 pub(crate) struct Slot {
     slot: Option<tokio::sync::OwnedSemaphorePermit>,
-    share: ShareHeld,
+    /// Released after the slot (its drop may clean the client's entry).
+    _share: ShareHeld,
 }
 
 /// One of a client's share permits; the last one dropped removes the client's entry.
@@ -400,7 +401,7 @@ impl Admission {
         match tokio::time::timeout_at(until, pool.slots.clone().acquire_owned()).await {
             Ok(Ok(permit)) => Ok(Some(Slot {
                 slot: Some(permit),
-                share,
+                _share: share,
             })),
             Ok(Err(_)) | Err(_) => busy(format!(
                 "the server is busy: {} {} are running already; retry in a moment",
