@@ -190,9 +190,50 @@ pub struct RawAnswer {
     /// The full SHA read.
     pub commit: String,
     pub path: String,
-    pub bytes: Vec<u8>,
+    pub bytes: RawBytes,
     /// A NUL in the first 8 KiB or not UTF-8 (the rule that keeps a file from `read`).
     pub binary: bool,
+}
+
+/// A file's bytes as `raw` answers them: one copy shared by every call serving the same file
+/// at once (and by the store's text cache), so slow downloads of one big file hold it once
+/// (issue 42 point 5). Cheap to clone; serve it in slices.
+#[derive(Clone)]
+pub struct RawBytes(gitstore::SharedBlob);
+
+impl RawBytes {
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+
+impl AsRef<[u8]> for RawBytes {
+    fn as_ref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl std::ops::Deref for RawBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl PartialEq for RawBytes {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for RawBytes {}
+
+impl std::fmt::Debug for RawBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RawBytes({} bytes)", self.as_slice().len())
+    }
 }
 
 /// What the highlighting cache did so far.
@@ -302,7 +343,8 @@ impl Service {
     }
 
     /// `raw`: the exact bytes of a file at a commit, up to [`RAW_MAX_BYTES`] (a bigger file is
-    /// refused from its header, before it is read). The same checks as `read`.
+    /// refused from its header, before it is read), shared with every other call serving the
+    /// same blob now (see [`RawBytes`]). The same checks as `read`.
     pub async fn raw(&self, ctx: &CallContext, req: RawRequest) -> Result<RawAnswer, ServiceError> {
         let RawRequest {
             repo,
@@ -312,7 +354,7 @@ impl Service {
         self.framed_blocking(ctx, Op::RAW, repo, move |call, inner| {
             let lease = call.lease(inner, revision.as_deref())?;
             let path = RepoPath::parse(&path)?;
-            let bytes = match lease.read_bytes(&path, Some(RAW_MAX_BYTES)) {
+            let bytes = match lease.read_shared(&path, RAW_MAX_BYTES) {
                 Ok(bytes) => bytes,
                 Err(gitstore::Error::TooLarge { size, limit, .. }) => {
                     return Err(ServiceError::invalid(format!(
@@ -321,13 +363,16 @@ impl Service {
                 }
                 Err(e) => return Err(e.into()),
             };
-            let binary = bytes[..bytes.len().min(BINARY_PROBE)].contains(&0)
-                || std::str::from_utf8(&bytes).is_err();
+            let binary = !bytes.known_text() && {
+                let all = bytes.as_bytes();
+                all[..all.len().min(BINARY_PROBE)].contains(&0)
+                    || std::str::from_utf8(all).is_err()
+            };
             Ok(RawAnswer {
                 repo: lease.repo().to_string(),
                 commit: lease.commit().to_string(),
                 path: path.to_string(),
-                bytes,
+                bytes: RawBytes(bytes),
                 binary,
             })
         })

@@ -460,9 +460,16 @@ impl Service {
                 }
             };
             let path = RepoPath::parse(path.as_deref().unwrap_or(""))?;
-            let page = inner
-                .store
-                .diff(name, base, head, &path, skip, inner.config.read_budget)?;
+            // The call's budget is checked between files (issue 42).
+            let page = inner.store.diff_within(
+                name,
+                base,
+                head,
+                &path,
+                skip,
+                inner.config.read_budget,
+                call.budget(),
+            )?;
             Ok(DiffAnswer {
                 repo: name.to_string(),
                 base: base.to_string(),
@@ -544,9 +551,13 @@ impl Service {
                     n.parse().map_err(|_| bad())?
                 }
             };
-            let page = inner
-                .store
-                .commit_diff(name, commit, skip, inner.config.read_budget)?;
+            let page = inner.store.commit_diff_within(
+                name,
+                commit,
+                skip,
+                inner.config.read_budget,
+                call.budget(),
+            )?;
             Ok(DiffAnswer {
                 repo: name.to_string(),
                 base: page.parent.map(|p| p.to_string()).unwrap_or_default(),

@@ -46,7 +46,7 @@ pub use highlight::{
     DEFAULT_HIGHLIGHT_LINES, DEFINITIONS_BUDGET, DefinitionLink, DefinitionTarget,
     HIGHLIGHT_CACHE_BYTES, HighlightAnswer, HighlightCacheStats, HighlightRequest, HighlightStatus,
     HighlightedFile, HighlightedLine, HighlightedText, MAX_DEFINITION_TARGETS, MAX_LINKED_NAMES,
-    RAW_MAX_BYTES, RawAnswer, RawRequest, Token,
+    RAW_MAX_BYTES, RawAnswer, RawBytes, RawRequest, Token,
 };
 pub use history::{
     BlameAnswer, BlameLines, BlameRequest, ChangedFile, CommitAnswer, DEFAULT_LOG_LIMIT,
@@ -560,30 +560,37 @@ impl Service {
         let (frame, answer, lease) = self
             .framed(ctx, op, repo, move |call| async move {
                 check()?;
-                let frame = Arc::new(Frame {
+                let mut frame = Frame {
                     call,
                     revision,
                     plugins,
                     enrich,
-                });
+                };
                 let base: Arc<Base<A>> = Arc::new(base);
-                let read = match self
-                    .inner
-                    .base_read(&frame, &*base, Some(INLINE_INFLATE_BYTES))
-                {
-                    Some(read) => read,
-                    None => {
-                        let (frame, base) = (frame.clone(), base.clone());
-                        self.blocking(move |inner| {
-                            frame::on_blocking_pool(|| inner.base_read(&frame, &*base, None))
-                                .unwrap_or_else(|| {
-                                    Err(ServiceError::internal(
-                                        "a read without allowance stopped early; see the server log",
-                                    ))
-                                })
+                let mut allowance = Allowance::inline();
+                if let Some(read) = self.inner.base_read(&frame, &*base, &mut allowance) {
+                    return read.map(|(answer, lease)| (Arc::new(frame), answer, lease));
+                }
+                // Issue 42 point 5: a read that inflates a large blob takes a slot of its
+                // class first; one that will wait for another call's decode of the blob
+                // inflates nothing and takes none (nor does one moved for a follow).
+                if allowance.inflates {
+                    frame.call.admit(&self.inner, Class::LargeRead).await?;
+                }
+                let frame = Arc::new(frame);
+                let read = {
+                    let (frame, base) = (frame.clone(), base.clone());
+                    self.blocking(move |inner| {
+                        frame::on_blocking_pool(|| {
+                            inner.base_read(&frame, &*base, &mut Allowance::unlimited())
                         })
-                        .await
-                    }
+                        .unwrap_or_else(|| {
+                            Err(ServiceError::internal(
+                                "a read without allowance stopped early; see the server log",
+                            ))
+                        })
+                    })
+                    .await
                 };
                 read.map(|(answer, lease)| (frame, answer, lease))
             })
@@ -643,7 +650,8 @@ impl Service {
         };
         let base = move |inner: &Inner, lease: &gitstore::Lease, allowance: &mut Allowance| {
             let mut budget = lines::Budget::single(&inner.config);
-            let Some((path, range)) = inner.read_range(lease, &file, &mut budget, allowance)?
+            let mut read = Reading::new(allowance);
+            let Some((path, range)) = inner.read_range(lease, &file, &mut budget, &mut read)?
             else {
                 return Ok(None);
             };
@@ -723,9 +731,11 @@ impl Service {
         let files = req.files;
         let base = move |inner: &Inner, lease: &gitstore::Lease, allowance: &mut Allowance| {
             let mut budget = lines::Budget::batch(&inner.config);
+            // One memo for the whole batch: items of one file decode it once (issue 42).
+            let mut read = Reading::new(allowance);
             let items = files
                 .iter()
-                .map(|file| inner.read_item(lease, file, &mut budget, allowance))
+                .map(|file| inner.read_item(lease, file, &mut budget, &mut read))
                 .collect::<Option<Vec<_>>>();
             Ok(items.map(|items| ReadManyAnswer {
                 repo: lease.repo().to_string(),
@@ -976,7 +986,7 @@ impl Inner {
         &self,
         frame: &Frame,
         base: &Base<A>,
-        mut allowance: Allowance,
+        allowance: &mut Allowance,
     ) -> Option<Result<(A, gitstore::Lease), ServiceError>> {
         let mut read = || -> Result<Option<(A, gitstore::Lease)>, ServiceError> {
             let opened = frame.call.open(self)?;
@@ -986,34 +996,35 @@ impl Inner {
                 // async thread must not wait for that; the blocking pool may (bounded), so
                 // the read is redone there rather than answered "not synced".
                 Err(gitstore::Error::NotSynced(_))
-                    if allowance.is_some()
+                    if allowance.left.is_some()
                         && self.store.holds_copy(opened.name()).unwrap_or(false) =>
                 {
                     return Ok(None);
                 }
                 Err(error) => return Err(error.into()),
             };
-            Ok(base(self, &lease, &mut allowance)?.map(|answer| (answer, lease)))
+            Ok(base(self, &lease, allowance)?.map(|answer| (answer, lease)))
         };
         read().transpose()
     }
 
     /// Reads one range under `budget`; answers the normalised path with it.
-    /// `None`: the file is not cached and bigger than what is left of `allowance`.
+    /// `None`: the file is not cached and bigger than what is left of the allowance.
     fn read_range(
         &self,
         lease: &gitstore::Lease,
         file: &FileRange,
         budget: &mut lines::Budget,
-        allowance: &mut Allowance,
+        read: &mut Reading<'_>,
     ) -> Result<Option<(String, ReadRange)>, ServiceError> {
         let path = RepoPath::parse(&file.path)?;
-        let text = match allowance {
-            Some(left) => match lease.read_text_within(&path, left)? {
-                Some(text) => text,
-                None => return Ok(None),
-            },
-            None => lease.read_text(&path)?,
+        let Reading { allowance, memo } = read;
+        let text = match lease.read_text_shared(&path, allowance.left.as_mut(), memo)? {
+            gitstore::TextRead::Text(text) => text,
+            gitstore::TextRead::Deferred { shared } => {
+                allowance.inflates = !shared;
+                return Ok(None);
+            }
         };
         let window = lines::window(
             &text,
@@ -1032,9 +1043,9 @@ impl Inner {
         lease: &gitstore::Lease,
         file: &FileRange,
         budget: &mut lines::Budget,
-        allowance: &mut Allowance,
+        read: &mut Reading<'_>,
     ) -> Option<ReadItem> {
-        let (path, outcome) = match self.read_range(lease, file, budget, allowance) {
+        let (path, outcome) = match self.read_range(lease, file, budget, read) {
             Ok(None) => return None,
             Ok(Some((path, range))) => (path, Ok(range)),
             Err(error) => {
@@ -1171,9 +1182,48 @@ impl Frame {
 /// blocking pool. Whole-file reads of source files, tens of KiB each, stay in place.
 const INLINE_INFLATE_BYTES: u64 = 256 * 1024;
 
-/// How much a base read may still inflate: `Some(bytes)` in place, `None` without limit (on
-/// the blocking pool).
-type Allowance = Option<u64>;
+/// How much a base read may still inflate, and what it found when it ran out.
+struct Allowance {
+    /// `Some(bytes)` in place, `None` without limit (on the blocking pool).
+    left: Option<u64>,
+    /// The read ran out of allowance on a blob it must inflate itself (no other call decodes
+    /// it right now, which it would wait for instead).
+    inflates: bool,
+}
+
+impl Allowance {
+    /// What a read may inflate on the async thread that received it.
+    fn inline() -> Self {
+        Allowance {
+            left: Some(INLINE_INFLATE_BYTES),
+            inflates: false,
+        }
+    }
+
+    /// No limit: on the blocking pool.
+    fn unlimited() -> Self {
+        Allowance {
+            left: None,
+            inflates: false,
+        }
+    }
+}
+
+/// One base read's allowance and the texts it read already (a `read_many` names one file in
+/// several items: decoded once per call).
+struct Reading<'a> {
+    allowance: &'a mut Allowance,
+    memo: gitstore::TextMemo,
+}
+
+impl<'a> Reading<'a> {
+    fn new(allowance: &'a mut Allowance) -> Self {
+        Reading {
+            allowance,
+            memo: gitstore::TextMemo::new(),
+        }
+    }
+}
 
 /// The base read of a frame, given its lease; `Ok(None)`: out of allowance.
 type Base<A> = dyn Fn(&Inner, &gitstore::Lease, &mut Allowance) -> Result<Option<A>, ServiceError>

@@ -2,6 +2,7 @@
 //! links, pages for large files) and `/-/raw/<rev>/<path>` (the exact bytes).
 
 use super::{Page, RepoQuery, SiteState, error, html};
+use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use service::{
@@ -71,8 +72,10 @@ pub(super) async fn raw(
     } else {
         "text/plain; charset=utf-8"
     };
-    let mut response = (StatusCode::OK, answer.bytes).into_response();
+    let length = answer.bytes.len();
+    let mut response = (StatusCode::OK, streamed(answer.bytes)).into_response();
     let headers = response.headers_mut();
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
     for (name, value) in [
         (header::CONTENT_TYPE, content_type),
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
@@ -85,6 +88,21 @@ pub(super) async fn raw(
         headers.insert(name, HeaderValue::from_static(value));
     }
     response
+}
+
+/// Bytes of a raw answer handed to the connection at a time.
+const RAW_CHUNK: usize = 64 * 1024;
+
+/// A raw answer's body: slices of the one shared copy of the file (issue 42 point 5), one
+/// [`RAW_CHUNK`] at a time as the connection takes them, so a slow client holds no copy of
+/// its own and the connection buffers at most a few chunks.
+fn streamed(bytes: service::RawBytes) -> Body {
+    let whole = Bytes::from_owner(bytes);
+    let len = whole.len();
+    let chunks = (0..len).step_by(RAW_CHUNK).map(move |at| {
+        Ok::<_, std::convert::Infallible>(whole.slice(at..(at + RAW_CHUNK).min(len)))
+    });
+    Body::from_stream(tokio_stream::iter(chunks))
 }
 
 /// One page of a file: its highlighted lines from `from` (within the read budget), with
