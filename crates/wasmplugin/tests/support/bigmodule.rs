@@ -9,7 +9,8 @@
 /// Bytes of one filler function's body, roughly.
 const FUNCTION_BYTES: usize = 2048;
 
-/// A valid module of about `bytes` bytes (never less) that passes the host's static checks.
+/// A valid module of about `bytes` bytes (a function's size more at most) that passes the
+/// host's static checks.
 /// `salt` changes every constant, so two modules of one size are different artifacts.
 pub fn module(bytes: usize, salt: u32) -> Vec<u8> {
     let mut bodies = vec![
@@ -24,7 +25,8 @@ pub fn module(bytes: usize, salt: u32) -> Vec<u8> {
     let mut index = 3u32;
     while total < bytes {
         let filler = filler(index, salt);
-        total += filler.len();
+        // Its body, its length before it and its type index in the function section.
+        total += filler.len() + 4;
         bodies.push(filler);
         index += 1;
     }
