@@ -161,6 +161,17 @@ pub async fn raw_post(
     framing: Framing,
     body: Arc<[u8]>,
 ) -> RawAnswer {
+    raw_post_with(addr, path, "", framing, body).await
+}
+
+/// [`raw_post`] with more header lines (each ending in `\r\n`).
+pub async fn raw_post_with(
+    addr: std::net::SocketAddr,
+    path: &str,
+    headers: &str,
+    framing: Framing,
+    body: Arc<[u8]>,
+) -> RawAnswer {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
     let (mut reader, mut writer) = stream.into_split();
@@ -170,7 +181,7 @@ pub async fn raw_post(
     };
     let head = format!(
         "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\n{header}\r\n\r\n"
+         Accept: application/json, text/event-stream\r\n{headers}{header}\r\n\r\n"
     );
     let writing = tokio::spawn(async move {
         writer.write_all(head.as_bytes()).await?;
