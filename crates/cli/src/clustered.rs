@@ -108,6 +108,8 @@ impl Replica {
             .cluster_secret
             .clone()
             .context("cluster mode needs CSG_CLUSTER_SECRET")?;
+        // A `log` cursor one replica hands out goes on on every other (issue 42).
+        service.set_cursor_secret(secret.expose().as_bytes());
         let node_url = cluster::NodeUrl::parse(&node_url)
             .map_err(|error| anyhow::anyhow!("invalid --node-url (CSG_NODE_URL): {error}"))?;
         let config = cluster::ClusterConfig::new(node_url.clone());

@@ -1,0 +1,254 @@
+//! Measures the history calls of issue 42 (points 2 and 4) on a long history, under the
+//! budgets the `log` and `blame` tools state (6 s; a log page wraps up after 3 s or 100,000
+//! commits walked): the first page of the log of a missing path, of a rarely changed path,
+//! of a followed file, a page deep in the history from its cursor, a forged cursor, and a
+//! blame of lines unchanged since the first commit; and, for comparison, the unbounded walk
+//! the log of a missing path was before (`GitStore::log`, no budget).
+//!
+//! ```text
+//! cargo run --release -p gitstore --example history_budget -- [COMMITS] [--no-before]
+//! ```
+//!
+//! A linear history of `COMMITS` commits (default 800000) is generated with `git
+//! fast-import`: every commit changes `hot.txt`; `rare.txt` changes every 100,000 commits;
+//! `stable.txt` (200 lines) only in the first. Prints what each call took and answered;
+//! nothing here is a pass/fail target.
+
+use budget::Budget;
+use gitstore::{CommitId, GitStore, PageLimits, RepoName, RepoPath, StoreConfig, SystemClock};
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The `log` tool's cost: 6 s, partial after 50% or 100,000 commits.
+const LOG_TIME: Duration = Duration::from_secs(6);
+const LOG_WALK: u64 = 100_000;
+/// The `blame` tool's cost: 6 s.
+const BLAME_TIME: Duration = Duration::from_secs(6);
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .trim()
+        .to_string()
+}
+
+fn generate(dir: &Path, commits: usize) {
+    git(dir, &["init", "-q", "--bare", "-b", "main"]);
+    let mut child = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["fast-import", "--quiet"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("fast-import runs");
+    let mut stdin = std::io::BufWriter::new(child.stdin.take().expect("stdin"));
+    let stable: String = (0..200).map(|i| format!("stable line {i}\n")).collect();
+    for n in 0..commits {
+        write!(
+            stdin,
+            "commit refs/heads/main\nmark :{}\ncommitter bench <bench@example.com> {} +0000\ndata 2\nc\n",
+            n + 1,
+            1_600_000_000 + n,
+        )
+        .expect("write");
+        if n > 0 {
+            writeln!(stdin, "from :{n}").expect("write");
+        }
+        let hot = format!("{n}\n");
+        write!(stdin, "M 644 inline hot.txt\ndata {}\n{hot}\n", hot.len()).expect("write");
+        if n == 0 {
+            write!(
+                stdin,
+                "M 644 inline stable.txt\ndata {}\n{stable}\n",
+                stable.len()
+            )
+            .expect("write");
+        }
+        if n % 100_000 == 0 {
+            let rare = format!("rare {n}\n");
+            write!(
+                stdin,
+                "M 644 inline rare.txt\ndata {}\n{rare}\n",
+                rare.len()
+            )
+            .expect("write");
+        }
+    }
+    drop(stdin);
+    assert!(child.wait().expect("fast-import ends").success());
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.2} s", d.as_secs_f64())
+}
+
+fn main() {
+    let mut commits = 800_000usize;
+    let mut before = true;
+    for arg in std::env::args().skip(1) {
+        match arg.as_str() {
+            "--no-before" => before = false,
+            n => commits = n.parse().expect("COMMITS is a number"),
+        }
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let src = tmp.path().join("src.git");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    let started = Instant::now();
+    generate(&src, commits);
+    println!("generated {commits} commits in {}", secs(started.elapsed()));
+
+    let store = GitStore::open(
+        StoreConfig {
+            data_dir: tmp.path().join("data"),
+            retention: gitstore::DEFAULT_RETENTION,
+        },
+        Arc::new(SystemClock),
+    )
+    .expect("store opens");
+    let name = RepoName::parse("bench/history").expect("name");
+    store
+        .register(gitstore::Registration {
+            name: name.clone(),
+            source: src.to_string_lossy().into_owned(),
+            registered_path: RepoPath::root(),
+            branch: Some("main".into()),
+            private: None,
+        })
+        .expect("register");
+    let started = Instant::now();
+    store.sync(&name).expect("sync");
+    println!("first sync: {}", secs(started.elapsed()));
+    let head = CommitId::parse(&git(&src, &["rev-parse", "main"])).expect("sha");
+    let path = |p: &str| RepoPath::parse(p).expect("path");
+
+    let log_budget = || Budget::lasting(LOG_TIME, 0.5);
+    let page = |label: &str, file: &str, follow: bool, cursor: Option<&gitstore::LogCursor>| {
+        let budget = log_budget();
+        let limits = PageLimits {
+            limit: 50,
+            walk: LOG_WALK,
+            budget: &budget,
+        };
+        let started = Instant::now();
+        let (found, next, partial, walked) = if follow {
+            let page = store
+                .log_follow_page(&name, &head, &path(file), cursor, limits)
+                .expect("follow page");
+            (
+                page.commits.len(),
+                page.next_cursor,
+                page.partial,
+                page.walked,
+            )
+        } else {
+            let page = store
+                .log_page(&name, &head, &path(file), cursor, limits)
+                .expect("log page");
+            (
+                page.commits.len(),
+                page.next_cursor,
+                page.partial,
+                page.walked,
+            )
+        };
+        println!(
+            "{label}: {} ({found} commits, {walked} walked, partial {partial}, cursor {} bytes)",
+            secs(started.elapsed()),
+            next.as_ref().map_or(0, String::len)
+        );
+        next
+    };
+
+    page(
+        "log of a missing path, first page",
+        "missing.txt",
+        false,
+        None,
+    );
+    page("log of a rare path, first page", "rare.txt", false, None);
+    page("follow of a rare file, first page", "rare.txt", true, None);
+    // A deep page: ten pages in, from its cursor.
+    let mut cursor = None;
+    for _ in 0..10 {
+        let next = page("  (walking on)", "missing.txt", false, cursor.as_ref());
+        let Some(next) = next else { break };
+        cursor = Some(
+            store
+                .log_cursor(&name, &path("missing.txt"), false, &next)
+                .expect("cursor"),
+        );
+    }
+    page(
+        "log of a missing path, page 11 from its cursor",
+        "missing.txt",
+        false,
+        cursor.as_ref(),
+    );
+    let started = Instant::now();
+    let forged = store.log_cursor(&name, &path("missing.txt"), false, "AQ1234abcdefABCDEF_-");
+    println!(
+        "forged cursor: {} ({})",
+        secs(started.elapsed()),
+        forged
+            .err()
+            .map_or("accepted?".to_owned(), |e| e.to_string())
+    );
+    let started = Instant::now();
+    let old = store.log_cursor(
+        &name,
+        &path("missing.txt"),
+        false,
+        &format!("{head}.700000"),
+    );
+    println!(
+        "old-form deep cursor: {} ({})",
+        secs(started.elapsed()),
+        old.err().map_or("accepted?".to_owned(), |e| e.to_string())
+    );
+
+    let budget = Budget::lasting(BLAME_TIME, 1.0);
+    let started = Instant::now();
+    let blamed = store.blame_within(&name, &head, &path("stable.txt"), 1, 200, &budget);
+    println!(
+        "blame of 200 lines unchanged since the first commit: {} ({})",
+        secs(started.elapsed()),
+        match blamed {
+            Ok((ranges, _)) => format!("answered, {} ranges", ranges.len()),
+            Err(e) => format!("refused: {e}"),
+        }
+    );
+
+    if before {
+        let started = Instant::now();
+        let (found, _) = store
+            .log(&name, &head, &path("missing.txt"), 0, 50)
+            .expect("log");
+        println!(
+            "before (unbounded walk, as every call was): log of a missing path {} ({} commits)",
+            secs(started.elapsed()),
+            found.len()
+        );
+        let started = Instant::now();
+        let blamed = store.blame(&name, &head, &path("stable.txt"), 1, 200);
+        println!(
+            "before (unbounded): blame of stable.txt {} ({})",
+            secs(started.elapsed()),
+            if blamed.is_ok() { "answered" } else { "failed" }
+        );
+    }
+}
