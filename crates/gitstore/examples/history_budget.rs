@@ -182,29 +182,36 @@ fn main() {
     );
     page("log of a rare path, first page", "rare.txt", false, None);
     page("follow of a rare file, first page", "rare.txt", true, None);
-    // A deep page: ten pages in, from its cursor.
+    // Deep pages: each from the previous page's cursor, to the end of the history.
     let mut cursor = None;
-    for _ in 0..10 {
-        let next = page("  (walking on)", "missing.txt", false, cursor.as_ref());
+    let mut text = None;
+    for n in 2.. {
+        let next = page(
+            &format!("  page {n}"),
+            "missing.txt",
+            false,
+            cursor.as_ref(),
+        );
         let Some(next) = next else { break };
         cursor = Some(
             store
                 .log_cursor(&name, &path("missing.txt"), false, &next)
                 .expect("cursor"),
         );
+        text = Some(next);
     }
-    page(
-        "log of a missing path, page 11 from its cursor",
-        "missing.txt",
-        false,
-        cursor.as_ref(),
-    );
+    // The last cursor handed out, one character changed: still base64url, not signed.
+    let mut forged: Vec<char> = text.unwrap_or_default().chars().collect();
+    if let Some(c) = forged.get_mut(12) {
+        *c = if *c == 'A' { 'B' } else { 'A' };
+    }
+    let forged: String = forged.into_iter().collect();
     let started = Instant::now();
-    let forged = store.log_cursor(&name, &path("missing.txt"), false, "AQ1234abcdefABCDEF_-");
+    let refused = store.log_cursor(&name, &path("missing.txt"), false, &forged);
     println!(
-        "forged cursor: {} ({})",
+        "forged deep cursor: {} ({})",
         secs(started.elapsed()),
-        forged
+        refused
             .err()
             .map_or("accepted?".to_owned(), |e| e.to_string())
     );

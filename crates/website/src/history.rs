@@ -68,7 +68,22 @@ pub struct CommitsView {
     /// This is not the first page.
     pub later_page: bool,
     pub next_cursor: Option<String>,
+    /// The page's walk ran out of its time budget before the page was full (O-9): it shows
+    /// what was found so far, perhaps nothing; `next_cursor` walks on.
+    pub partial: bool,
     pub now: i64,
+}
+
+/// A blame page that was stopped at its time budget (O-9): what to do instead.
+#[derive(Debug, Clone)]
+pub struct BlameRefusal {
+    pub repo: String,
+    /// The revision as the URL named it.
+    pub rev: String,
+    pub path: String,
+    /// The lines the page tried to blame.
+    pub start_line: u64,
+    pub end_line: u64,
 }
 
 /// One commit page: the commit and one page of its diff against its first parent.
@@ -224,6 +239,30 @@ pub fn blame_page(chrome: &Chrome, view: &BlameView) -> String {
     )
 }
 
+/// `/-/blame/<rev>/<path>` stopped at its time budget: why, and where to look instead.
+pub fn blame_refused_page(chrome: &Chrome, view: &BlameRefusal) -> String {
+    layout(
+        chrome,
+        &format!("Blame {} · {}", view.path, view.repo),
+        html! {
+            (repo_header(&view.repo, Tab::Files, None))
+            (breadcrumbs(&view.repo, &view.rev, &view.path))
+            h2 { "Blame stopped" }
+            p.error {
+                "Blaming lines " (view.start_line) "–" (view.end_line) " of " code { (view.path) }
+                " took longer than this page's time budget, so it was stopped. Blame follows each line back through the history to the commit that last changed it: lines unchanged for a long time in a long history take longest."
+            }
+            p {
+                "Instead: "
+                a href=(blob_url(&view.repo, &view.rev, &view.path)) { "view the file" }
+                ", see "
+                a href=(commits_url(&view.repo, &view.rev, &view.path)) { "the commits that changed it" }
+                ", or try again in a moment."
+            }
+        },
+    )
+}
+
 /// `/-/commits/<rev>[/<path>]`: newest first, paged.
 pub fn commits_page(chrome: &Chrome, view: &CommitsView) -> String {
     let title = if view.path.is_empty() {
@@ -245,7 +284,21 @@ pub fn commits_page(chrome: &Chrome, view: &CommitsView) -> String {
                     " · " (permalink(&commits_url(&view.repo, &view.commit, &view.path)))
                 }
             }
-            @if view.commits.is_empty() {
+            @if view.partial {
+                p.note.partial {
+                    "This page stopped after walking part of the history: each page has a time budget. "
+                    @if view.commits.is_empty() {
+                        "No commit in the part walked so far changed "
+                        @if view.path.is_empty() { "the repository" } @else { code { (view.path) } }
+                        ". "
+                    } @else {
+                        "These are the commits found so far. "
+                    }
+                    @if let Some(cursor) = &view.next_cursor {
+                        a href={ (commits_url(&view.repo, &view.commit, &view.path)) "?cursor=" (query_value(cursor)) } { "Walk on through older history" }
+                    }
+                }
+            } @else if view.commits.is_empty() {
                 p { "No commits." }
             }
             ol.commits {
@@ -337,6 +390,9 @@ pub fn commit_page(chrome: &Chrome, view: &CommitView) -> String {
                 span.add { "+" (added) } " " span.del { "−" (removed) } }
             @if c.files.len() < c.total_files {
                 p.note { "Only the first " (c.files.len()) " of " (c.total_files) " changed files are listed." }
+            }
+            @if c.renames_skipped {
+                p.note { "Renames are not detected in this commit: it adds and deletes too many files to compare (git's rename limit), so a moved and edited file shows as deleted and added." }
             }
             table.numstat {
                 tbody {
@@ -569,5 +625,79 @@ mod tests {
             })
             .collect();
         assert_eq!(shown, ["@", " 2,2", "-3", "+3", " 4,4"]);
+    }
+
+    fn chrome() -> Chrome {
+        Chrome {
+            user: None,
+            csrf: "t".into(),
+        }
+    }
+
+    /// Issue 42 point 4: a history page its budget ended says so, also when it found
+    /// nothing, and links on to the walk's next page; a full page does not.
+    #[test]
+    fn issue42_a_partial_history_page_says_so_and_walks_on() {
+        let view = CommitsView {
+            repo: "o/r".into(),
+            rev: "main".into(),
+            commit: "a".repeat(40),
+            path: "docs/<x>.md".into(),
+            follow: false,
+            commits: vec![],
+            later_page: false,
+            next_cursor: Some("AQ-_x".into()),
+            partial: true,
+            now: 0,
+        };
+        let page = commits_page(&chrome(), &view);
+        assert!(
+            page.contains("stopped after walking part of the history"),
+            "{page}"
+        );
+        assert!(
+            page.contains(
+                "No commit in the part walked so far changed <code>docs/&lt;x&gt;.md</code>"
+            ),
+            "{page}"
+        );
+        assert!(
+            page.contains("?cursor=AQ-_x\">Walk on through older history</a>"),
+            "{page}"
+        );
+        assert!(!page.contains("No commits."), "{page}");
+        let full = commits_page(
+            &chrome(),
+            &CommitsView {
+                partial: false,
+                ..view
+            },
+        );
+        assert!(!full.contains("stopped after"), "{full}");
+        assert!(full.contains("No commits."), "{full}");
+    }
+
+    /// Issue 42 point 2: a blame page stopped at its budget says why and links to the file
+    /// and its history, the path escaped.
+    #[test]
+    fn issue42_a_stopped_blame_page_says_where_to_look_instead() {
+        let page = blame_refused_page(
+            &chrome(),
+            &BlameRefusal {
+                repo: "o/r".into(),
+                rev: "main".into(),
+                path: "src/<a>.c".into(),
+                start_line: 1,
+                end_line: 2000,
+            },
+        );
+        assert!(page.contains("Blame stopped"), "{page}");
+        assert!(
+            page.contains("Blaming lines 1–2000 of <code>src/&lt;a&gt;.c</code>"),
+            "{page}"
+        );
+        assert!(page.contains("the commits that changed it</a>"), "{page}");
+        assert!(page.contains("view the file</a>"), "{page}");
+        assert!(!page.contains("<a>"), "{page}");
     }
 }

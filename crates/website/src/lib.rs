@@ -23,8 +23,9 @@ pub use blob::{FileView, blob};
 pub use connect::ClientConfig;
 pub use frame::{FAVICON_PATH, FAVICON_SVG};
 pub use history::{
-    BlameView, CommitView, CommitsView, CompareView, FileTokens, SideTokens, blame_page,
-    commit_page, commits_page, compare_page, diff_extent, relative_date,
+    BlameRefusal, BlameView, CommitView, CommitsView, CompareView, FileTokens, SideTokens,
+    blame_page, blame_refused_page, commit_page, commits_page, compare_page, diff_extent,
+    relative_date,
 };
 pub use pages::{
     connect_page, error_page, human_size, plugins, repositories, repository, search, sign_in,

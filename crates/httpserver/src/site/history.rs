@@ -182,6 +182,28 @@ pub(super) async fn blame(
                 ),
             )
         }
+        // O-9: blame walks the file's history under the page's budget; past it, say why and
+        // where to look instead (the same page may answer in a moment: Retry-After).
+        Err(e) if e.kind == ErrorKind::TimedOut => {
+            let mut response = html(
+                StatusCode::SERVICE_UNAVAILABLE,
+                website::blame_refused_page(
+                    &page.chrome,
+                    &website::BlameRefusal {
+                        repo: repo.to_owned(),
+                        rev: rev.to_owned(),
+                        path: path.to_owned(),
+                        start_line: start,
+                        end_line: range.end_line.max(start),
+                    },
+                ),
+            );
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+            response
+        }
         Err(e) => error(&page.chrome, &e),
     }
 }
@@ -206,10 +228,13 @@ pub(super) async fn commits(
     };
     let service = &state.service;
     let mut answer = service.log(&page.ctx, request(!path.is_empty())).await;
-    // A directory, or a path the revision no longer has (deleted): `git log -- <path>`.
+    // A directory, or a path the revision no longer has (deleted): `git log -- <path>`; its
+    // later pages carry a cursor of that log, which a followed log refuses as such.
     if let Err(e) = &answer
         && !path.is_empty()
-        && ((e.kind == ErrorKind::InvalidArgument && e.message.contains("is a directory"))
+        && ((e.kind == ErrorKind::InvalidArgument
+            && (e.message.contains("is a directory")
+                || e.message.contains("other `follow` setting")))
             || (e.kind == ErrorKind::NotFound && e.message.starts_with("no file")))
     {
         answer = service.log(&page.ctx, request(false)).await;
@@ -228,6 +253,7 @@ pub(super) async fn commits(
                     commits: log.commits,
                     later_page: query.cursor.is_some(),
                     next_cursor: log.next_cursor,
+                    partial: log.partial,
                     now: now(),
                 },
             ),
