@@ -51,6 +51,7 @@ pub use follow::{FollowStatus, FollowedCommit};
 pub use gitcli::{ProgressObserver, TransferProgress, stop_all as stop_git};
 pub use history::{CommitSummary, CursorError, LogCursor, LogPage, PageLimits};
 pub use names::{CommitId, RepoName, RepoPath};
+pub use retention::WalkStats;
 pub use store::register::{Awaited, SourceError, WaitProgress};
 pub use text::Text;
 pub use treediff::{FileDelta, MAX_INDEX_BRANCHES, check_index_branches, index_branch_matches};

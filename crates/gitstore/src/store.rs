@@ -5,9 +5,11 @@
 //! Readers never wait on a writer. The registry (`repos`) and each repository's view
 //! are immutable snapshots behind `ArcSwap`s: a call loads them once and keeps them, and a
 //! change builds a new one and publishes it with one atomic swap. What readers lock is only
-//! ever held by readers or for a few map operations: `seen` (the check for changes made by
-//! other processes, and the reconcile that adopts them, on the metadata's read connection),
-//! `leases` (a count, never held across I/O), a repository's `memo` (the ancestor walk).
+//! ever held for a few map operations: `leases` (a count, never held across I/O), a
+//! repository's `memo` (the ancestor walk's sets; the walk decodes commits outside it). A
+//! call never waits on `seen` (the reconcile that adopts other processes' changes): it looks
+//! at the change counter without a lock and, when that moved, reconciles itself if `seen`
+//! is free, else answers from the snapshot in force (issue 42 point 7).
 //!
 //! Locking order of the writers (outer first): a repository's `maintenance` mutex (sync,
 //! pin, unpin, sweep, unregister, release: everything that runs `git` on the mirror or moves
@@ -20,7 +22,7 @@ use crate::blobcache::{BlobCache, DEFAULT_BLOB_CACHE_BYTES, SharedBlob, TextMemo
 use crate::db::{PgRegistry, RegistryBackend, SqliteRegistry, storage};
 use crate::handles;
 use crate::objects::{self, Target, odb, to_commit_id, to_oid};
-use crate::retention::{Memo, Roots};
+use crate::retention::{Memo, Reach, Roots};
 use crate::revision::{self, MIN_SHORT_SHA};
 use crate::{
     Clock, CommitId, Error, FoundFile, Registration, RepoInfo, RepoName, RepoPath, StoreConfig,
@@ -38,6 +40,7 @@ mod follow;
 mod maintenance;
 pub(crate) mod register;
 mod shared;
+mod walks;
 
 /// Our bookkeeping refs in each mirror. Fetches only write `refs/heads/*` and `refs/tags/*`,
 /// so `--prune` never touches these.
@@ -47,6 +50,24 @@ const LEASED_REFS: &str = "refs/csg/leased/";
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Where the ancestor walk of a retention check may run (issue 42 point 7).
+#[derive(Clone, Copy)]
+pub(crate) enum Walk<'a> {
+    /// Nowhere: an async thread. A check only the walk can decide answers `None` (the
+    /// caller moves to a blocking thread).
+    Never,
+    /// Here, as far as needed: maintenance, the command line, the operations by name.
+    Unbounded,
+    /// Here, until the call's budget stops it ([`Error::Stopped`]).
+    Within(&'a budget::Budget),
+}
+
+/// The error of a check that needed a walk it was told it may run: never answered, since
+/// only [`Walk::Never`] leaves a check undecided.
+fn unwalked() -> Error {
+    Error::Storage("a retention check was left undecided".to_string())
 }
 
 /// Branch name (without `refs/heads/`) → head commit.
@@ -105,7 +126,8 @@ pub(crate) struct RepoState {
     state_gen: AtomicU64,
     /// Cluster mode: a release waits for the leases in flight to end; no new one starts.
     pub(crate) draining: AtomicBool,
-    memo: Mutex<Memo>,
+    /// The retention walk (see [`Memo`]): its own lock, held for set operations only.
+    memo: Memo,
 }
 
 impl RepoState {
@@ -179,6 +201,50 @@ pub(crate) struct Registry {
     repos: BTreeMap<RepoName, Arc<RepoState>>,
 }
 
+/// What the last reconcile saw of the change counter, and when: the per-call look compares
+/// the counter with it without taking `seen`. Two atomics, each written after the reconcile
+/// published its registry: a reader that sees one moved and not the other only looks again.
+struct Looked {
+    /// The counter the last reconcile saw; `u64::MAX`: none (no counter, or never).
+    changes: AtomicU64,
+    /// When, in nanoseconds since `origin`.
+    at: AtomicU64,
+    origin: std::time::Instant,
+}
+
+impl Looked {
+    fn new() -> Self {
+        Self {
+            changes: AtomicU64::new(u64::MAX),
+            at: AtomicU64::new(0),
+            origin: std::time::Instant::now(),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Whether the counter stands at `changes` as the last reconcile saw it, less than
+    /// [`changecounter::FULL_CHECK_EVERY`] ago.
+    fn fresh(&self, changes: Option<u64>) -> bool {
+        let Some(changes) = changes else {
+            return false;
+        };
+        if changes == u64::MAX || self.changes.load(Ordering::Acquire) != changes {
+            return false;
+        }
+        let every = u64::try_from(changecounter::FULL_CHECK_EVERY.as_nanos()).unwrap_or(0);
+        self.now().saturating_sub(self.at.load(Ordering::Acquire)) < every
+    }
+
+    fn record(&self, changes: Option<u64>) {
+        self.at.store(self.now(), Ordering::Release);
+        self.changes
+            .store(changes.unwrap_or(u64::MAX), Ordering::Release);
+    }
+}
+
 pub(crate) struct Inner {
     config: StoreConfig,
     clock: Arc<dyn Clock>,
@@ -187,9 +253,14 @@ pub(crate) struct Inner {
     /// The registry snapshot: loaded once per call, replaced whole by a registration
     /// change of this process or a reconcile with the metadata.
     repos: ArcSwap<Registry>,
-    /// What `repos` was last reconciled against. Taken by the per-call check for changes of
-    /// other processes (readers only: no registry change of this process ever holds it).
+    /// What `repos` was last reconciled against, held by a reconcile (no registry change of
+    /// this process ever holds it). A call only ever tries it ([`Inner::look`]).
     seen: Mutex<changecounter::Seen>,
+    /// What the last reconcile saw, readable without `seen`: the per-call look.
+    looked: Looked,
+    /// A test hook run inside each reconcile, `seen` held (where a slow metadata read would
+    /// keep it).
+    reconcile_hook: Mutex<Option<RegistryHook>>,
     /// Serialises this process's registry changes (`register`, `unregister`) among
     /// themselves; no read takes it.
     writes: Mutex<()>,
@@ -269,6 +340,8 @@ impl Inner {
             db,
             repos: ArcSwap::from_pointee(Registry::default()),
             seen: Mutex::new(changecounter::Seen::default()),
+            looked: Looked::new(),
+            reconcile_hook: Mutex::new(None),
             writes: Mutex::new(()),
             registry_hook: Mutex::new(None),
             leases: Mutex::new(HashMap::new()),
@@ -340,30 +413,85 @@ impl Inner {
         self.follows.wait(name, timeout) == follow::Waited::Followed
     }
 
-    /// Sees what other processes changed (13). Per call one load of the shared change
-    /// counter ([`changecounter`]); when it moved (or a second passed), `PRAGMA
-    /// data_version`; when that moved, the registrations are re-read and diffed against
-    /// `repos` (new, removed and re-registered names), and a repository whose `state_gen`
-    /// moved (another process synced, pinned or swept it) gets its view reloaded from the
-    /// shared mirror. With PostgreSQL the counter is that of the registry's notifications
-    /// and `data_version` is the same number (see `db/postgres.rs`): no query unless
-    /// something changed, and during an outage the reconcile adopts the last rows read.
+    /// Sees what other processes changed (13), waiting for a reconcile another thread runs:
+    /// what maintenance (sync, pin, unpin, sweep, release, removal) and opening the store do
+    /// before they act, so they act on the registrations as they are now. A call looks with
+    /// [`Inner::look`], which never waits.
     ///
-    /// Only readers take `seen`; a thread that finds another one reconciling waits for that
-    /// reconcile (reads of the metadata's read connection and of mirror refs), never for a
-    /// registry change, a sync or a sweep.
+    /// When the shared change counter ([`changecounter`]) moved (or a second passed),
+    /// `PRAGMA data_version`; when that moved, the registrations are re-read and diffed
+    /// against `repos` (new, removed and re-registered names), and a repository whose
+    /// `state_gen` moved (another process synced, pinned or swept it) gets its view reloaded
+    /// from the shared mirror. With PostgreSQL the counter is that of the registry's
+    /// notifications and `data_version` is the same number (see `db/postgres.rs`): no query
+    /// unless something changed, and during an outage the reconcile adopts the last rows
+    /// read.
     pub(crate) fn refresh(&self) -> Result<(), Error> {
-        lock(&self.seen).refresh(
-            self.db.changes(),
-            || self.db.data_version(),
-            || self.reconcile(),
-        )
+        let mut seen = lock(&self.seen);
+        let changes = self.db.changes();
+        self.refresh_seen(&mut seen, changes)
     }
 
-    /// The registry snapshot in force now (after the per-call check for changes made
-    /// elsewhere).
+    /// The per-call look at other processes' changes (issue 42 point 7): one load of the
+    /// change counter, and nothing more while it stands where the last reconcile saw it (for
+    /// up to [`changecounter::FULL_CHECK_EVERY`]). When it moved, this call reconciles
+    /// itself if `seen` is free; if another thread is reconciling, it answers from the
+    /// snapshot in force instead of waiting for that one (its database round trips, its
+    /// mirror reads). So a registration, sync or pin another process made is seen by the
+    /// first call after it that finds `seen` free: the next call, unless a reconcile started
+    /// before the change is still running, and then the first one after that ends.
+    fn look(&self) -> Result<(), Error> {
+        let changes = self.db.changes();
+        if self.looked.fresh(changes) {
+            return Ok(());
+        }
+        let mut seen = match self.seen.try_lock() {
+            Ok(seen) => seen,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(()),
+        };
+        self.refresh_seen(&mut seen, changes)
+    }
+
+    /// The check and reconcile behind [`Inner::refresh`] and [`Inner::look`], `seen` held.
+    /// `changes` is the counter loaded before `data_version` is asked (see
+    /// [`changecounter::Seen::refresh`]).
+    fn refresh_seen(
+        &self,
+        seen: &mut changecounter::Seen,
+        changes: Option<u64>,
+    ) -> Result<(), Error> {
+        let mut checked = false;
+        seen.refresh(
+            changes,
+            || {
+                checked = true;
+                self.db.data_version()
+            },
+            || {
+                if let Some(hook) = lock(&self.reconcile_hook).clone() {
+                    hook();
+                }
+                self.reconcile()
+            },
+        )?;
+        // Only a full check restarts the clock of the next one (as `seen`'s own).
+        if checked {
+            self.looked.record(changes);
+        }
+        Ok(())
+    }
+
+    /// Installs the test hook run inside each reconcile, `seen` held (see
+    /// [`Inner::reconcile_hook`]).
+    pub(crate) fn set_reconcile_hook(&self, hook: Option<RegistryHook>) {
+        *lock(&self.reconcile_hook) = hook;
+    }
+
+    /// The registry snapshot in force now (after the per-call look at changes made
+    /// elsewhere, which never waits).
     fn registry(&self) -> Result<Arc<Registry>, Error> {
-        self.refresh()?;
+        self.look()?;
         Ok(self.repos.load_full())
     }
 
@@ -558,12 +686,24 @@ impl Inner {
             view: ArcSwapOption::empty(),
             state_gen: AtomicU64::new(0),
             draining: AtomicBool::new(false),
-            memo: Mutex::new(Memo::default()),
+            memo: Memo::default(),
         }
     }
 
     fn state(&self, name: &RepoName) -> Result<Arc<RepoState>, Error> {
         self.registry()?
+            .repos
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::UnknownRepo(name.clone()))
+    }
+
+    /// [`Inner::state`] after a [`Inner::refresh`] (which waits for a reconcile in flight):
+    /// for maintenance, which must find a registration another process just made.
+    pub(crate) fn state_fresh(&self, name: &RepoName) -> Result<Arc<RepoState>, Error> {
+        self.refresh()?;
+        self.repos
+            .load()
             .repos
             .get(name)
             .cloned()
@@ -634,7 +774,7 @@ impl Inner {
     /// sweep once no live process holds a lease record on this registration: a server
     /// reading it meanwhile sees the repository as unknown on its next call.
     pub(crate) fn unregister(&self, name: &RepoName) -> Result<(), Error> {
-        let state = self.state(name)?;
+        let state = self.state_fresh(name)?;
         let _maintenance = lock(&state.maintenance);
         let _mirror = shared::lock_exclusive(&state.mirror_lock)?;
         {
@@ -863,7 +1003,8 @@ impl Inner {
             .is_some_and(|lease| lease.count > 0)
     }
 
-    /// Whether `id` is reachable from the retention roots active at `now`.
+    /// Whether `id` is reachable from the retention roots active at `now`, walking as far as
+    /// needed (maintenance and the operations by name).
     fn is_retained(
         &self,
         state: &RepoState,
@@ -871,10 +1012,46 @@ impl Inner {
         id: &ObjectId,
         now: SystemTime,
     ) -> Result<bool, Error> {
-        if view.roots.is_root(id, now, self.config.retention) {
-            return Ok(true);
+        Ok(self
+            .is_retained_with(state, view, id, now, Walk::Unbounded)?
+            .unwrap_or(false))
+    }
+
+    /// [`Inner::is_retained`] where `walk` says whether the ancestor walk may run here:
+    /// `None` when the memo cannot answer yet and it may not. A root or a commit the memo
+    /// reached answers in O(1).
+    pub(crate) fn is_retained_with(
+        &self,
+        state: &RepoState,
+        view: &View,
+        id: &ObjectId,
+        now: SystemTime,
+        walk: Walk<'_>,
+    ) -> Result<Option<bool>, Error> {
+        let retention = self.config.retention;
+        if view.roots.is_root(id, now, retention) {
+            return Ok(Some(true));
         }
-        lock(&state.memo).reaches(&view.roots, now, self.config.retention, &view.repo, id)
+        // The memo follows the newest roots: a call holding the view from before a sync
+        // asks it with those, so that it is extended, never sent back to older roots.
+        let current = state.view();
+        let view = match &current {
+            Some(current) if current.roots.generation > view.roots.generation => current,
+            _ => view,
+        };
+        let budget = match walk {
+            Walk::Never | Walk::Unbounded => None,
+            Walk::Within(budget) => Some(budget),
+        };
+        match state.memo.look(&view.roots, now, retention, id) {
+            Reach::Reached => Ok(Some(true)),
+            Reach::Unreached => Ok(Some(false)),
+            Reach::Unknown if matches!(walk, Walk::Never) => Ok(None),
+            Reach::Unknown => state
+                .memo
+                .walk(&view.roots, now, retention, &view.repo, Some(id), budget)
+                .map(Some),
+        }
     }
 
     /// Ok if `id` may be read now; otherwise the precise reason. `allow_leased`: a commit
@@ -887,13 +1064,31 @@ impl Inner {
         id: &ObjectId,
         allow_leased: bool,
     ) -> Result<(), Error> {
+        self.check_readable_with(state, view, id, allow_leased, Walk::Unbounded)?
+            .ok_or_else(unwalked)
+    }
+
+    /// [`Inner::check_readable`] where `walk` says whether the ancestor walk may run here:
+    /// `Ok(None)` when only the walk can tell and it may not.
+    fn check_readable_with(
+        &self,
+        state: &RepoState,
+        view: &View,
+        id: &ObjectId,
+        allow_leased: bool,
+        walk: Walk<'_>,
+    ) -> Result<Option<()>, Error> {
         let now = self.clock.now();
         // Cheapest first: roots, then live leases, then the (memoised) ancestor walk.
         if view.roots.is_root(id, now, self.config.retention)
             || (allow_leased && self.is_leased(state, id))
-            || self.is_retained(state, view, id, now)?
         {
-            return Ok(());
+            return Ok(Some(()));
+        }
+        match self.is_retained_with(state, view, id, now, walk)? {
+            Some(true) => return Ok(Some(())),
+            Some(false) => {}
+            None => return Ok(None),
         }
         let commit = to_commit_id(id)?;
         match handles::with_repo(&view.repo, |repo| repo.try_find_header(*id)) {
@@ -919,16 +1114,19 @@ impl Inner {
         revision: Option<&str>,
     ) -> Result<CommitId, Error> {
         let (state, view) = self.synced(name)?;
-        to_commit_id(&self.resolve_in(&state, &view, revision)?)
+        let id = self.resolve_in(&state, &view, revision, Walk::Unbounded)?;
+        to_commit_id(&id.ok_or_else(unwalked)?)
     }
 
-    /// [`Inner::resolve`] against a view already taken.
+    /// [`Inner::resolve`] against a view already taken; `Ok(None)` when the retention check
+    /// needs the ancestor walk and `walk` says it may not run here.
     fn resolve_in(
         &self,
         state: &RepoState,
         view: &View,
         revision: Option<&str>,
-    ) -> Result<ObjectId, Error> {
+        walk: Walk<'_>,
+    ) -> Result<Option<ObjectId>, Error> {
         let name = &state.name;
         let unknown = |rev: &str| Error::UnknownRevision {
             repo: name.clone(),
@@ -951,8 +1149,9 @@ impl Inner {
                 self.resolve_name(state, view, rev)?
             }
         };
-        self.check_readable(state, view, &id, false)?;
-        Ok(id)
+        Ok(self
+            .check_readable_with(state, view, &id, false, walk)?
+            .map(|()| id))
     }
 
     fn resolve_name(&self, state: &RepoState, view: &View, rev: &str) -> Result<ObjectId, Error> {
@@ -1016,7 +1215,8 @@ impl Inner {
     /// processes (a sweep anywhere commits its expiry, then lists the records).
     pub(crate) fn lease(&self, name: &RepoName, commit: &CommitId) -> Result<Leased, Error> {
         let (state, view) = self.synced(name)?;
-        self.lease_in(state, view, to_oid(commit)?)
+        self.lease_in(state, view, to_oid(commit)?, Walk::Unbounded)?
+            .ok_or_else(unwalked)
     }
 
     /// Resolves `revision` and leases the commit it names, on one look at the registry: the
@@ -1026,9 +1226,23 @@ impl Inner {
         name: &RepoName,
         revision: Option<&str>,
     ) -> Result<Leased, Error> {
+        self.lease_revision_with(name, revision, Walk::Unbounded)?
+            .ok_or_else(unwalked)
+    }
+
+    /// [`Inner::lease_revision`] where `walk` says whether the retention walk may run here:
+    /// `Ok(None)` when only the walk can tell and it may not (no lease is left counted).
+    pub(crate) fn lease_revision_with(
+        &self,
+        name: &RepoName,
+        revision: Option<&str>,
+        walk: Walk<'_>,
+    ) -> Result<Option<Leased>, Error> {
         let (state, view) = self.synced(name)?;
-        let id = self.resolve_in(&state, &view, revision)?;
-        self.lease_in(state, view, id)
+        match self.resolve_in(&state, &view, revision, walk)? {
+            Some(id) => self.lease_in(state, view, id, walk),
+            None => Ok(None),
+        }
     }
 
     fn lease_in(
@@ -1036,9 +1250,15 @@ impl Inner {
         state: Arc<RepoState>,
         view: Arc<View>,
         id: ObjectId,
-    ) -> Result<Leased, Error> {
+        walk: Walk<'_>,
+    ) -> Result<Option<Leased>, Error> {
         // Warm the memo before counting: a first ancestor walk can take a while.
-        self.check_readable(&state, &view, &id, false)?;
+        if self
+            .check_readable_with(&state, &view, &id, false, walk)?
+            .is_none()
+        {
+            return Ok(None);
+        }
         let key = (state.id, id);
         let recorded = {
             let mut leases = lock(&self.leases);
@@ -1068,14 +1288,24 @@ impl Inner {
             }
             self.synced(&state.name)?
         };
-        if state.id != key.0 || !self.is_retained(&state, &view, &id, self.clock.now())? {
-            return Err(Error::OutsideRetention {
-                repo: state.name.clone(),
-                commit: to_commit_id(&id)?,
-            });
+        let retained = if state.id == key.0 {
+            self.is_retained_with(&state, &view, &id, self.clock.now(), walk)?
+        } else {
+            Some(false)
+        };
+        match retained {
+            Some(true) => {}
+            Some(false) => {
+                return Err(Error::OutsideRetention {
+                    repo: state.name.clone(),
+                    commit: to_commit_id(&id)?,
+                });
+            }
+            // The count goes with `counted`.
+            None => return Ok(None),
         }
         counted.keep();
-        Ok(Leased { key, state, view })
+        Ok(Some(Leased { key, state, view }))
     }
 
     /// This store's leases of `state` now: every commit with a live count.

@@ -117,7 +117,7 @@ impl Inner {
         name: &RepoName,
         observer: Option<ProgressObserver<'_>>,
     ) -> Result<SyncOutcome, Error> {
-        let state = self.state(name)?;
+        let state = self.state_fresh(name)?;
         // A sync whose result cannot be recorded is not worth its fetch.
         self.db.check_writable()?;
         let _maintenance = lock(&state.maintenance);
@@ -345,7 +345,7 @@ impl Inner {
     /// following it would clone back what this replica just dropped. It is left alone: a
     /// replica that owns it again fetches it with its next sync.
     pub(crate) fn follow(&self, name: &RepoName) -> Result<SyncOutcome, Error> {
-        let state = self.state(name)?;
+        let state = self.state_fresh(name)?;
         let _maintenance = lock(&state.maintenance);
         let Some(_mirror) = self.lock_mirror(&state)? else {
             return Err(Error::UnknownRepo(name.clone()));
@@ -380,7 +380,7 @@ impl Inner {
         if !self.mirrors_per_replica {
             return Err(Error::Storage(ONLY_COPY.to_string()));
         }
-        let state = self.state(name)?;
+        let state = self.state_fresh(name)?;
         let _maintenance = match state.maintenance.try_lock() {
             Ok(guard) => guard,
             Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
@@ -669,7 +669,7 @@ impl Inner {
     // ----- pins --------------------------------------------------------------------------
 
     pub(crate) fn pin(&self, name: &RepoName, commit: &CommitId) -> Result<(), Error> {
-        let state = self.state(name)?;
+        let state = self.state_fresh(name)?;
         // Before the pinned ref is written: a pin the metadata cannot record is not made.
         self.db.check_writable()?;
         let _maintenance = lock(&state.maintenance);
@@ -691,7 +691,7 @@ impl Inner {
     }
 
     pub(crate) fn unpin(&self, name: &RepoName, commit: &CommitId) -> Result<(), Error> {
-        let state = self.state(name)?;
+        let state = self.state_fresh(name)?;
         let _maintenance = lock(&state.maintenance);
         let Some(_mirror) = self.lock_mirror(&state)? else {
             return Err(Error::UnknownRepo(name.clone()));
