@@ -615,11 +615,8 @@ fn in_child(shared: &Shared, command: &CompileCommand, job: &Job, artifact: &Arc
         Err(Failure::Stopped(Stop::Cap)) => {
             bump(&shared.counters.compiles_over_cap);
             let cap = format_duration(compile_cap(&shared.config));
-            let message = format!(
-                "the module did not compile within {cap} (12 × TIMEOUT); it is not compiled \
-                 again for {}: make it smaller",
-                format_duration(FAILED_FOR)
-            );
+            let message =
+                format!("the module did not compile within {cap} (12 × TIMEOUT): make it smaller");
             return done(Err(Diagnostic::new(Code::Artifact, message)), true);
         }
         Err(Failure::Stopped(Stop::Shutdown)) => {
@@ -707,6 +704,18 @@ fn requeue(shared: &Shared, job: &Arc<Job>) {
 /// Hands a finished compile to its waiters and the cache (even when nobody waits any more:
 /// the next caller gets it), and remembers a failure that cost a compile.
 fn publish(shared: &Shared, job: &Arc<Job>, outcome: Outcome, remember_failure: bool) {
+    // Said to the waiters as well as to every caller until it is forgotten.
+    let outcome = outcome.map_err(|diagnostic| {
+        if !remember_failure {
+            return diagnostic;
+        }
+        let message = format!(
+            "{}; it is not compiled again for {}",
+            diagnostic.message,
+            format_duration(FAILED_FOR)
+        );
+        Diagnostic::new(diagnostic.code, message)
+    });
     let mut evicted = Vec::new();
     {
         let mut state = lock(&shared.compiler.state);
