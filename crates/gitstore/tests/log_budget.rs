@@ -624,3 +624,51 @@ fn issue42_rename_detection_stops_at_git_rename_limit() {
         .unwrap_err();
     assert_eq!(error, Error::Stopped(Stop::Cancelled));
 }
+
+/// Issue 42 point 4: a walk whose queue grows wide (a merge of 1,100 branches) ends its
+/// page at the frontier bound, with a cursor that holds the whole frontier; the pages
+/// together are still `git log`.
+#[test]
+fn issue42_a_wide_frontier_ends_the_page() {
+    let f = Fixture::new();
+    let mut stream = Stream::default();
+    let root = stream.commit(
+        "main",
+        BASE_TIME,
+        None,
+        &[],
+        &[Change::Write("a.txt".into(), "root\n".into())],
+    );
+    let branches: Vec<u64> = (0..1_100)
+        .map(|i| {
+            stream.commit(
+                &format!("b{i}"),
+                BASE_TIME + 1 + i as i64,
+                Some(root),
+                &[],
+                &[Change::Write(format!("b/{i}.txt"), format!("{i}\n"))],
+            )
+        })
+        .collect();
+    stream.commit(
+        "main",
+        BASE_TIME + 5_000,
+        Some(branches[0]),
+        &branches[1..],
+        &[],
+    );
+    stream.import(&f);
+    f.register("");
+    f.sync();
+    let head = cid(&f.source.head());
+    let (ours, pages) = all_pages(&f, &head, "", false, 500, u64::MAX, Budget::unlimited);
+    assert_eq!(ours, git_log(&f, None, false));
+    assert!(pages[0].partial, "the frontier bound ended the first page");
+    assert!(pages[0].commits.len() < 500, "{}", pages[0].commits.len());
+    let cursor = pages[0].next_cursor.as_deref().unwrap_or("");
+    assert!(
+        cursor.len() > 1_000 * 20,
+        "the cursor holds the frontier: {}",
+        cursor.len()
+    );
+}
