@@ -6,8 +6,8 @@
 
 mod common;
 
-use common::{Fixture, cid, path};
 use budget::Budget;
+use common::{Fixture, cid, path};
 use gitstore::{FileStatus, FollowStatus, PageLimits};
 use testgit::SourceRepo;
 
@@ -125,7 +125,11 @@ fn follow_all(
         let Some(next) = page.next_cursor else {
             return all;
         };
-        cursor = Some(f.store.log_cursor(&f.name, &path(file), true, &next).unwrap());
+        cursor = Some(
+            f.store
+                .log_cursor(&f.name, &path(file), true, &next)
+                .unwrap(),
+        );
     }
 }
 
