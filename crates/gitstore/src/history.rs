@@ -161,8 +161,9 @@ impl<'r> LogWalk<'r> {
     /// still to walk, which is no newer than the newest one waiting; while committer dates
     /// do not go backwards from a parent to its child, every walked commit is at least as
     /// new as that one, so only walked commits of exactly that date can be reached again.
-    /// (Under clock skew a later page may list a commit again; `git log`'s own walk has the
-    /// same limit for `--since`.)
+    /// Under clock skew (a parent committed after its child) a later page may list again
+    /// commits an earlier page listed (a walked commit reached anew, and its history): the
+    /// cursor would otherwise have to carry every walked commit.
     pub(crate) fn frontier(&self) -> Frontier {
         let mut waiting: Vec<&Queued> = self.queue.iter().collect();
         waiting.sort_by(|a, b| b.cmp(a));
@@ -281,7 +282,10 @@ impl<'a> Pacer<'a> {
     /// error once the call must stop at once (its hard deadline, or its caller gone).
     pub(crate) fn wrap_up(&mut self, waiting: usize) -> Result<bool, Error> {
         let may_stop = self.walked >= MIN_PROGRESS;
-        if self.walked.is_multiple_of(CHECK_EVERY) && self.limits.budget.should_wrap_up()? && may_stop {
+        if self.walked.is_multiple_of(CHECK_EVERY)
+            && self.limits.budget.should_wrap_up()?
+            && may_stop
+        {
             return Ok(true);
         }
         if may_stop && (self.walked >= self.limits.walk || waiting >= PAGE_FRONTIER) {
