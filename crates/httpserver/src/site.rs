@@ -15,14 +15,15 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 use service::{
-    AvailabilityRequest, CallContext, ErrorKind, ListRequest, ReadRequest, SearchKind,
-    SearchRequest, Service, ServiceError,
+    AvailabilityRequest, CallContext, ErrorKind, ListRequest, SearchKind, SearchRequest, Service,
+    ServiceError,
 };
 use std::net::IpAddr;
 use website::Chrome;
 
 mod blob;
 mod history;
+mod readme;
 mod routes;
 
 use routes::Route;
@@ -31,6 +32,8 @@ use routes::Route;
 struct SiteState {
     service: Service,
     connect: std::sync::Arc<Connect>,
+    /// READMEs rendered before (issue 42 point 6).
+    readmes: std::sync::Arc<readme::RenderedReadmes>,
 }
 
 /// How the access page picks the origin its client configuration names (M-6).
@@ -131,6 +134,7 @@ pub(crate) fn router(service: Service, site: &SiteConfig, origin: ConnectOrigin)
     let state = SiteState {
         service,
         connect: std::sync::Arc::new(Connect::new(site, origin)),
+        readmes: std::sync::Arc::new(readme::RenderedReadmes::new(readme::README_CACHE_BYTES)),
     };
     Router::new()
         .route(
@@ -427,20 +431,20 @@ async fn repo_pages(
     };
     let service = &state.service;
     let result = match &target {
-        RepoPage::Home(repo) => home(service, &page, repo).await,
+        RepoPage::Home(repo) => home(&state, &page, repo).await,
         RepoPage::Tree { repo, rev, path } => {
             match service
                 .list(&page.ctx, list_request(repo, Some(rev), path))
                 .await
             {
                 Ok(listing) => {
-                    let readme = readme(service, &page.ctx, &listing).await;
+                    let readme = readme::readme(&state, &page.ctx, &listing).await;
                     Ok(website::tree(
                         &page.chrome,
                         repo,
                         rev,
                         &listing,
-                        readme.as_ref(),
+                        readme.as_deref(),
                     ))
                 }
                 Err(e) => Err(e),
@@ -506,7 +510,8 @@ fn list_request(repo: &str, rev: Option<&str>, path: &str) -> ListRequest {
 
 /// The repository page: its facts (from `discovery`, which only lists what the caller may
 /// read), its top directory at the head and that directory's README.
-async fn home(service: &Service, page: &Page, repo: &str) -> Result<String, ServiceError> {
+async fn home(state: &SiteState, page: &Page, repo: &str) -> Result<String, ServiceError> {
+    let service = &state.service;
     let repos = service.discovery(&page.ctx).await?;
     let Some(summary) = repos.iter().find(|r| r.name == repo) else {
         return Err(unknown(repo));
@@ -519,82 +524,15 @@ async fn home(service: &Service, page: &Page, repo: &str) -> Result<String, Serv
         None => Err("Not synced yet: the tree shows once the first fetch is done.".to_owned()),
     };
     let readme = match &tree {
-        Ok(listing) => readme(service, &page.ctx, listing).await,
+        Ok(listing) => readme::readme(state, &page.ctx, listing).await,
         Err(_) => None,
     };
     Ok(website::repository(
         &page.chrome,
         summary,
         tree.as_ref().map_err(String::as_str),
-        readme.as_ref(),
+        readme.as_deref(),
     ))
-}
-
-/// Directories listed at most to learn which of a README's relative images exist: the rest
-/// show without a source (no request fails on the page).
-const README_IMAGE_DIRECTORIES: usize = 8;
-
-/// The README of a listed directory, read at the listing's full SHA (one read, so at most
-/// the read budget; `cut` says the rest is not shown), with what is known of the paths its
-/// relative links and images name: the listing's entries and the directories of its images.
-async fn readme(
-    service: &Service,
-    ctx: &CallContext,
-    listing: &service::ListAnswer,
-) -> Option<website::Readme> {
-    let path = website::readme_path(listing)?.to_owned();
-    let (mut files, mut dirs) = website::known_paths(listing);
-    let item = service
-        .read(
-            ctx,
-            ReadRequest {
-                repo: listing.repo.clone(),
-                revision: Some(listing.commit.clone()),
-                path: path.clone(),
-                start_line: None,
-                end_line: None,
-                plugins: None,
-            },
-        )
-        .await;
-    let (text, cut) = match item.map(|item| item.outcome) {
-        Ok(Ok(range)) => (Ok(range.content), range.has_more || range.truncated),
-        Ok(Err(message)) => (Err(message), false),
-        Err(e) => (Err(e.message), false),
-    };
-    let mut readme = website::Readme {
-        path,
-        commit: listing.commit.clone(),
-        text,
-        cut,
-        files: Default::default(),
-        dirs: Default::default(),
-    };
-    let listed = listing.path.trim_matches('/');
-    let mut image_dirs: Vec<String> = Vec::new();
-    for image in website::readme_images(&readme) {
-        let dir = image.rsplit_once('/').map_or("", |(dir, _)| dir).to_owned();
-        if dir != listed && !image_dirs.contains(&dir) {
-            image_dirs.push(dir);
-        }
-    }
-    for dir in image_dirs.into_iter().take(README_IMAGE_DIRECTORIES) {
-        let request = ListRequest {
-            repo: listing.repo.clone(),
-            revision: Some(listing.commit.clone()),
-            path: (!dir.is_empty()).then_some(dir),
-            depth: Some(1),
-        };
-        // A directory that is not there (or not readable) just leaves its images unshown.
-        if let Ok(listed) = service.list(ctx, request).await {
-            let (more_files, more_dirs) = website::known_paths(&listed);
-            files.extend(more_files);
-            dirs.extend(more_dirs);
-        }
-    }
-    readme.files = files;
-    readme.dirs = dirs;
-    Some(readme)
 }
 
 #[derive(Deserialize, Default)]

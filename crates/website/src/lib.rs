@@ -35,7 +35,10 @@ pub use paths::{
     blame_url, blob_url, commit_url, commits_url, compare_url, plugins_url, raw_url, repo_url,
     tree_url,
 };
-pub use readme::{Readme, known_paths, readme_images, readme_path};
+pub use readme::{
+    README_HTML_BYTES, Readme, RenderedReadme, known_paths, readme_path, readme_renders,
+    render_readme,
+};
 
 /// The site's style sheet, served at [`CSS_PATH`]: one file per concern under `assets/`, served
 /// as one.

@@ -7,7 +7,7 @@ use crate::frame::{
     repo_header_at, short_sha,
 };
 use crate::paths::{blob_url, commit_url, plugins_url, repo_url, tree_url};
-use crate::readme::{Readme, readme_section};
+use crate::readme::{RenderedReadme, readme_section};
 use crate::{Chrome, ClientConfig};
 use maud::{Markup, html};
 use service::{
@@ -62,7 +62,7 @@ pub fn repository(
     chrome: &Chrome,
     repo: &RepoSummary,
     tree: Result<&ListAnswer, &str>,
-    readme: Option<&Readme>,
+    readme: Option<&RenderedReadme>,
 ) -> String {
     let commits_rev = repo.default_branch.as_deref().or(repo.head.as_deref());
     layout(
@@ -92,7 +92,7 @@ pub fn repository(
                 }
                 Err(message) => p.error { (message) },
             }
-            @if let Some(readme) = readme { (readme_section(&repo.name, readme)) }
+            @if let Some(readme) = readme { (readme_section(readme)) }
         },
     )
 }
@@ -104,7 +104,7 @@ pub fn tree(
     repo: &str,
     rev: &str,
     listing: &ListAnswer,
-    readme: Option<&Readme>,
+    readme: Option<&RenderedReadme>,
 ) -> String {
     layout(
         chrome,
@@ -119,7 +119,7 @@ pub fn tree(
                 }
             }
             (entries(repo, rev, listing))
-            @if let Some(readme) = readme { (readme_section(repo, readme)) }
+            @if let Some(readme) = readme { (readme_section(readme)) }
         },
     )
 }

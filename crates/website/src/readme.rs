@@ -12,14 +12,29 @@
 //! images; a Markdown image from elsewhere becomes a link to it). Headings get GitHub's ids
 //! under a `user-content-` prefix (`#x` links follow), so no README id can shadow a page
 //! element or a script global.
+//!
+//! Rendering is bounded (issue 42, point 6): the caller runs it off the HTTP workers, under
+//! the page's budget, and keeps what it made (a README renders once per blob and commit). The
+//! Markdown's HTML is cut at [`README_HTML_BYTES`]; before the sanitiser parses it, the same
+//! parser measures it (`shape`): raw HTML that would nest elements deeper than GitHub allows
+//! or expand (unclosed formatting tags reopened in every later block) is shown as text, and a
+//! README whose Markdown alone does so, or whose render runs out of time, is shown as plain
+//! text. The page says so.
 
+mod shape;
+
+use crate::pages::human_size;
 use crate::paths::{blob_url, raw_url, tree_url};
+use budget::{Budget, Stop, Ticker};
 use maud::{Markup, PreEscaped, html};
-use pulldown_cmark::{CowStr, Event, LinkType, Options, Parser, Tag, TagEnd};
+use pulldown_cmark::{CodeBlockKind, CowStr, Event, LinkType, Options, Parser, Tag, TagEnd};
 use service::{EntryKind, ListAnswer};
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// README file names, in order of preference (compared without regard to case).
 const README_NAMES: [&str; 5] = [
@@ -33,7 +48,34 @@ const README_NAMES: [&str; 5] = [
 /// What README ids get in front, so that they never collide with the page's own ids.
 const ID_PREFIX: &str = "user-content-";
 
-/// A README read for a page: where it is, its text and what is known of the paths it names.
+/// Bytes of HTML a README's Markdown renders to at most; the rest is cut (the page says so).
+pub const README_HTML_BYTES: usize = 1 << 20;
+
+/// Bytes the parser may build from that HTML (elements with their attributes, and text;
+/// reopened formatting elements included): about what ammonia would hold and write.
+const PARSED_BYTES: u64 = 2 << 20;
+
+/// Bytes of sanitised HTML a page shows at most (rewritten URLs make it longer than the
+/// Markdown's HTML); a longer README is shown as text.
+const SHOWN_BYTES: usize = 2 << 20;
+
+/// What one render may take of the page's budget; a README that takes longer is shown as
+/// text.
+const RENDER_TIME: Duration = Duration::from_secs(2);
+
+/// Markdown events between two looks at the budget.
+const EVENTS_PER_CHECK: u32 = 1024;
+
+/// READMEs rendered from Markdown since the process started.
+static MARKDOWN_RENDERS: AtomicU64 = AtomicU64::new(0);
+
+/// How many READMEs were rendered from Markdown since the process started: each is work a
+/// cache did not save (the website's cache tests count them).
+pub fn readme_renders() -> u64 {
+    MARKDOWN_RENDERS.load(Ordering::Relaxed)
+}
+
+/// A README read for a page: where it is and its text.
 #[derive(Debug, Clone)]
 pub struct Readme {
     /// Repository-relative path of the README (`docs/README.md`).
@@ -44,10 +86,65 @@ pub struct Readme {
     pub text: Result<String, String>,
     /// Only the first `text.len()` bytes were read: the page says so and links to the file.
     pub cut: bool,
-    /// Files known to exist (repository-relative): relative images load only from these.
-    pub files: HashSet<String>,
-    /// Directories known to exist: relative links to them go to tree pages.
-    pub dirs: HashSet<String>,
+}
+
+impl Readme {
+    /// Whether showing it means rendering Markdown (the work worth a slot and a cache);
+    /// a plain README or an unreadable one is shown as it is.
+    pub fn is_markdown(&self) -> bool {
+        self.text.is_ok() && text_kind(&self.path) == ReadmeText::Markdown
+    }
+}
+
+/// A README made ready for a page ([`render_readme`]): its HTML (or text), what the page says
+/// about it, and the relative images it shows, which get their source once it is known which
+/// of them exist ([`RenderedReadme::show_images`]).
+#[derive(Debug, Clone)]
+pub struct RenderedReadme {
+    repo: String,
+    path: String,
+    commit: String,
+    body: Body,
+    notes: Vec<Note>,
+    /// Repository paths of the relative images, one per image shown (its placeholder's
+    /// number is its index).
+    images: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+enum Body {
+    /// Sanitised HTML.
+    Html(String),
+    /// Shown as text.
+    Text(String),
+    /// Why it could not be read.
+    Unreadable(String),
+}
+
+/// What the page says about a README besides showing it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Note {
+    /// Only the first `shown` bytes were read.
+    TextCut { shown: u64 },
+    /// Its HTML was cut at [`README_HTML_BYTES`].
+    HtmlCut,
+    /// Its raw HTML is shown as text.
+    RawHtmlAsText(Excess),
+    /// All of it is shown as text.
+    AsText(Excess),
+}
+
+/// Why HTML was not rendered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Excess {
+    /// It would nest elements deeper than [`shape::MAX_DEPTH`].
+    TooDeep,
+    /// The parser would build more than `bytes` (formatting elements reopened).
+    Expands { bytes: u64 },
+    /// The sanitised HTML is `bytes` long, more than [`SHOWN_BYTES`].
+    TooLarge { bytes: u64 },
+    /// Rendering took longer than [`RENDER_TIME`].
+    TooSlow,
 }
 
 /// How a README's text is shown.
@@ -77,7 +174,9 @@ pub fn readme_path(listing: &ListAnswer) -> Option<&str> {
         .map(|(_, _, path)| path)
 }
 
-/// The files and directories a listing shows, for [`Readme::files`] and [`Readme::dirs`].
+/// The files and directories a listing shows: the directories decide where a README's
+/// relative links go ([`render_readme`]), the files which relative images load
+/// ([`RenderedReadme::show_images`]).
 pub fn known_paths(listing: &ListAnswer) -> (HashSet<String>, HashSet<String>) {
     let mut files = HashSet::new();
     let mut dirs = HashSet::new();
@@ -90,54 +189,195 @@ pub fn known_paths(listing: &ListAnswer) -> (HashSet<String>, HashSet<String>) {
     (files, dirs)
 }
 
-/// The repository paths of the relative images a README shows (Markdown images and HTML
-/// `img`), in order, each once: the page lists their directories so that only images that
-/// exist are requested. Links escaping the repository are not among them.
-pub fn readme_images(readme: &Readme) -> Vec<String> {
-    let Ok(text) = &readme.text else {
-        return Vec::new();
-    };
-    if text_kind(&readme.path) != ReadmeText::Markdown {
-        return Vec::new();
+/// `readme` of `repo` made ready for a page: Markdown rendered and sanitised with every URL
+/// rewritten (module docs; a relative link to one of `dirs` goes to its tree page), within
+/// bounds, or the text as it is. `Err` only when `budget` stops: the caller left or its
+/// deadline passed (a render that only outlasts [`RENDER_TIME`] shows the text instead).
+pub fn render_readme(
+    repo: &str,
+    readme: &Readme,
+    dirs: &HashSet<String>,
+    budget: &Budget,
+) -> Result<RenderedReadme, Stop> {
+    let mut notes = Vec::new();
+    if let (true, Ok(text)) = (readme.cut, &readme.text) {
+        notes.push(Note::TextCut {
+            shown: text.len() as u64,
+        });
     }
-    let rewriter = Arc::new(Rewriter::new(readme, "", true));
-    sanitise(&markdown_html(text), &rewriter);
-    let mut seen = HashSet::new();
-    let images = match rewriter.images.lock() {
-        Ok(images) => images.clone(),
-        Err(poisoned) => poisoned.into_inner().clone(),
+    let mut images = Vec::new();
+    let body = match &readme.text {
+        Err(message) => Body::Unreadable(message.clone()),
+        Ok(text) if text_kind(&readme.path) == ReadmeText::Plain => Body::Text(text.clone()),
+        Ok(text) => {
+            MARKDOWN_RENDERS.fetch_add(1, Ordering::Relaxed);
+            let within = budget.within(Instant::now() + RENDER_TIME);
+            let rewriter = Arc::new(Rewriter::new(readme, repo, dirs));
+            match render_markdown(text, &rewriter, &within) {
+                Ok(Rendered::Html(html, more)) => {
+                    notes.extend(more);
+                    images = rewriter.images();
+                    Body::Html(html)
+                }
+                Ok(Rendered::AsText(excess)) => {
+                    notes.push(Note::AsText(excess));
+                    Body::Text(text.clone())
+                }
+                // Out of render time, not of the page's: the text is shown.
+                Err(Stop::Deadline) if budget.check().is_ok() => {
+                    notes.push(Note::AsText(Excess::TooSlow));
+                    Body::Text(text.clone())
+                }
+                Err(stop) => return Err(stop),
+            }
+        }
     };
-    images
-        .into_iter()
-        .filter(|p| seen.insert(p.clone()))
-        .collect()
+    Ok(RenderedReadme {
+        repo: repo.to_owned(),
+        path: readme.path.clone(),
+        commit: readme.commit.clone(),
+        body,
+        notes,
+        images,
+    })
 }
 
-/// The README section of a page in `repo`: the file's name linking to its blob page, then
-/// the rendered Markdown (or the text), and a note when it was cut or could not be read.
-pub(crate) fn readme_section(repo: &str, readme: &Readme) -> Markup {
+impl RenderedReadme {
+    /// The repository paths of the relative images the README shows (Markdown images and
+    /// HTML `img`), in order, each once: the page lists their directories so that only
+    /// images that exist are requested. Links escaping the repository are not among them.
+    pub fn image_paths(&self) -> Vec<&str> {
+        let mut seen = HashSet::new();
+        self.images
+            .iter()
+            .map(String::as_str)
+            .filter(|p| seen.insert(*p))
+            .collect()
+    }
+
+    /// Gives each relative image whose file is among `files` its raw URL at the commit; the
+    /// others show without a source (no request fails).
+    pub fn show_images(&mut self, files: &HashSet<String>) {
+        let Body::Html(html) = &mut self.body else {
+            return;
+        };
+        if self.images.is_empty() {
+            return;
+        }
+        let mut out = String::with_capacity(html.len());
+        let mut rest = html.as_str();
+        // Whether the text copied so far ends inside a tag: the last `<` or `>` in it is a
+        // `<` (text and attribute values hold neither unescaped).
+        let mut in_tag = false;
+        while let Some(at) = rest.find(IMAGE_MARK) {
+            let before = &rest[..at];
+            if let Some(i) = before.rfind(['<', '>']) {
+                in_tag = before.as_bytes()[i] == b'<';
+            }
+            out.push_str(before);
+            let after = &rest[at + IMAGE_MARK.len()..];
+            let end = after.find(IMAGE_MARK_END).filter(|_| in_tag);
+            let Some(end) = end else {
+                // README text that reads like a placeholder: left as it is.
+                out.push_str(IMAGE_MARK);
+                rest = after;
+                continue;
+            };
+            let image = after[..end]
+                .parse::<usize>()
+                .ok()
+                .and_then(|i| self.images.get(i));
+            if let Some(path) = image.filter(|path| files.contains(*path)) {
+                out.push_str(" src=\"");
+                out.push_str(&raw_url(&self.repo, &self.commit, path));
+                out.push('"');
+            }
+            rest = &after[end + IMAGE_MARK_END.len()..];
+        }
+        out.push_str(rest);
+        *html = out;
+    }
+
+    /// About how many bytes it holds (what a cache of rendered READMEs counts).
+    pub fn weight(&self) -> usize {
+        let body = match &self.body {
+            Body::Html(s) | Body::Text(s) | Body::Unreadable(s) => s.len(),
+        };
+        body + self.repo.len()
+            + self.path.len()
+            + self.commit.len()
+            + self.images.iter().map(|p| p.len() + 24).sum::<usize>()
+            + 128
+    }
+}
+
+/// How a relative image's source reads until [`RenderedReadme::show_images`]: the value
+/// `<image N>` as the serialiser writes it, ` src="&lt;image N&gt;"`. README text can read
+/// the same (a text's `"` is not escaped), but never inside a tag, where it is looked for; in
+/// a tag, only an attribute can hold it, and an attribute value's `"` is always `&quot;`.
+const IMAGE_MARK: &str = " src=\"&lt;image ";
+
+/// What ends [`IMAGE_MARK`]'s number.
+const IMAGE_MARK_END: &str = "&gt;\"";
+
+/// The README section of a page: the file's name linking to its blob page, what the page
+/// says about it, then the rendered Markdown (or the text).
+pub(crate) fn readme_section(readme: &RenderedReadme) -> Markup {
     let name = readme.path.rsplit('/').next().unwrap_or(&readme.path);
-    let file_url = blob_url(repo, &readme.commit, &readme.path);
+    let file_url = blob_url(&readme.repo, &readme.commit, &readme.path);
     html! {
         section.readme id="readme" {
             h2.readme-name { a href=(file_url) { (name) } }
-            @match &readme.text {
-                Err(message) => p.error { "The README could not be shown: " (message) },
-                Ok(text) => {
-                    @if readme.cut {
-                        p.meta.cut {
-                            "Only the first " (crate::pages::human_size(text.len() as u64))
-                            " of this README are shown: it is longer than one read. "
-                            a href=(file_url) { "The whole file" } "."
-                        }
-                    }
-                    @match text_kind(&readme.path) {
-                        ReadmeText::Markdown => div.markdown { (render_markdown(repo, readme, text)) },
-                        ReadmeText::Plain => pre.plain { (text) },
-                    }
-                }
+            @for note in &readme.notes {
+                p.meta.cut { (note_text(*note)) " " a href=(file_url) { "The whole file" } "." }
+            }
+            @match &readme.body {
+                Body::Unreadable(message) => p.error { "The README could not be shown: " (message) },
+                Body::Html(html) => div.markdown { (PreEscaped(html.as_str())) },
+                Body::Text(text) => pre.plain { (text) },
             }
         }
+    }
+}
+
+/// What the page says about a README.
+fn note_text(note: Note) -> String {
+    let deep = shape::MAX_DEPTH;
+    match note {
+        Note::TextCut { shown } => format!(
+            "Only the first {} of this README are shown: it is longer than one read.",
+            human_size(shown)
+        ),
+        Note::HtmlCut => format!(
+            "This README's HTML is cut at {}: the rest is not shown.",
+            human_size(README_HTML_BYTES as u64)
+        ),
+        Note::RawHtmlAsText(Excess::TooDeep) => format!(
+            "This README's raw HTML is shown as text: it would nest elements more than {deep} \
+             deep (an unclosed tag such as <b> is reopened in every later paragraph)."
+        ),
+        Note::RawHtmlAsText(Excess::Expands { bytes }) => format!(
+            "This README's raw HTML is shown as text: its unclosed tags (such as <b>, reopened \
+             in every later paragraph) would have expanded it to more than {}.",
+            human_size(bytes)
+        ),
+        Note::AsText(Excess::TooDeep) | Note::RawHtmlAsText(Excess::TooLarge { .. }) => format!(
+            "This README is shown as text: its Markdown would nest elements more than {deep} \
+             deep."
+        ),
+        Note::AsText(Excess::Expands { bytes }) => format!(
+            "This README is shown as text: its HTML would have expanded to more than {}.",
+            human_size(bytes)
+        ),
+        Note::AsText(Excess::TooLarge { bytes }) => format!(
+            "This README is shown as text: its HTML would be {}, more than the {} a page shows.",
+            human_size(bytes),
+            human_size(SHOWN_BYTES as u64)
+        ),
+        Note::AsText(Excess::TooSlow) | Note::RawHtmlAsText(Excess::TooSlow) => format!(
+            "This README is shown as text: rendering it took longer than {} s.",
+            RENDER_TIME.as_secs()
+        ),
     }
 }
 
@@ -150,31 +390,142 @@ fn text_kind(path: &str) -> ReadmeText {
     }
 }
 
-/// Markdown to sanitised HTML with every URL rewritten (module docs).
-fn render_markdown(repo: &str, readme: &Readme, text: &str) -> PreEscaped<String> {
-    let rewriter = Arc::new(Rewriter::new(readme, repo, false));
-    PreEscaped(sanitise(&markdown_html(text), &rewriter))
+/// What became of a README's Markdown.
+enum Rendered {
+    /// Sanitised HTML and what the page says about it.
+    Html(String, Vec<Note>),
+    /// It is to be shown as text, for this reason.
+    AsText(Excess),
+}
+
+/// Markdown to sanitised HTML with every URL rewritten (module docs), within bounds: raw HTML
+/// the parser would make too much of is escaped, and when that is not enough, or the result
+/// is too long, the caller shows the text.
+fn render_markdown(
+    text: &str,
+    rewriter: &Arc<Rewriter>,
+    budget: &Budget,
+) -> Result<Rendered, Stop> {
+    let mut notes = Vec::new();
+    let mut page = markdown_html(text, RawHtml::Kept, budget)?;
+    if let Some(excess) = too_much(&page.html, budget)? {
+        if !page.raw_html {
+            return Ok(Rendered::AsText(excess));
+        }
+        page = markdown_html(text, RawHtml::AsText, budget)?;
+        if let Some(excess) = too_much(&page.html, budget)? {
+            return Ok(Rendered::AsText(excess));
+        }
+        notes.push(Note::RawHtmlAsText(excess));
+    }
+    if page.cut {
+        notes.push(Note::HtmlCut);
+    }
+    let html = sanitise(&page.html, rewriter);
+    if html.len() > SHOWN_BYTES {
+        return Ok(Rendered::AsText(Excess::TooLarge {
+            bytes: html.len() as u64,
+        }));
+    }
+    Ok(Rendered::Html(html, notes))
+}
+
+/// Why the parser must not build `html`, if it must not.
+fn too_much(html: &str, budget: &Budget) -> Result<Option<Excess>, Stop> {
+    Ok(match shape::measure(html, PARSED_BYTES, budget)? {
+        shape::Shape::Fits { .. } => None,
+        shape::Shape::TooDeep => Some(Excess::TooDeep),
+        shape::Shape::Expands { bytes } => Some(Excess::Expands { bytes }),
+    })
+}
+
+/// What is done with a README's raw HTML.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RawHtml {
+    /// Kept for the sanitiser.
+    Kept,
+    /// Shown as text: an HTML block as a code block, inline HTML as text.
+    AsText,
+}
+
+/// A README's Markdown as HTML.
+struct MarkdownHtml {
+    html: String,
+    /// Cut at [`README_HTML_BYTES`].
+    cut: bool,
+    /// The Markdown has raw HTML.
+    raw_html: bool,
 }
 
 /// CommonMark with GitHub's tables, task lists and strikethrough, raw HTML kept for the
-/// sanitiser; headings get GitHub's ids, Markdown images from other sites become links.
-fn markdown_html(text: &str) -> String {
+/// sanitiser (or shown as text); headings get GitHub's ids, Markdown images from other sites
+/// become links. At most [`README_HTML_BYTES`] are written (a link reference can repeat a
+/// long URL many times).
+fn markdown_html(text: &str, raw: RawHtml, budget: &Budget) -> Result<MarkdownHtml, Stop> {
     let options =
         Options::ENABLE_TABLES | Options::ENABLE_TASKLISTS | Options::ENABLE_STRIKETHROUGH;
-    let mut events: Vec<Event> = Parser::new_ext(text, options).collect();
+    let mut ticker = Ticker::new(budget, EVENTS_PER_CHECK);
+    let mut raw_html = false;
+    let mut events: Vec<Event> = Vec::new();
+    for event in Parser::new_ext(text, options) {
+        ticker.tick()?;
+        let event = match event {
+            Event::Html(html) | Event::InlineHtml(html) if raw == RawHtml::AsText => {
+                raw_html = true;
+                Event::Text(html)
+            }
+            Event::Html(_) | Event::InlineHtml(_) => {
+                raw_html = true;
+                event
+            }
+            Event::Start(Tag::HtmlBlock) if raw == RawHtml::AsText => {
+                Event::Start(Tag::CodeBlock(CodeBlockKind::Indented))
+            }
+            Event::End(TagEnd::HtmlBlock) if raw == RawHtml::AsText => {
+                Event::End(TagEnd::CodeBlock)
+            }
+            event => event,
+        };
+        events.push(event);
+    }
     heading_ids(&mut events);
     external_images_as_links(&mut events);
-    let mut out = String::with_capacity(text.len() * 3 / 2);
-    pulldown_cmark::html::push_html(&mut out, events.into_iter());
+    let mut out = Capped {
+        html: String::with_capacity((text.len() * 3 / 2).min(README_HTML_BYTES)),
+        cap: README_HTML_BYTES,
+    };
+    let cut = pulldown_cmark::html::write_html_fmt(&mut out, events.into_iter()).is_err();
+    let mut html = out.html;
     // Table columns' alignment as the `align` attribute the sanitiser keeps, not the `style`
     // it drops. Only markup can hold this text: pulldown-cmark escapes quotes in text.
     for side in ["left", "center", "right"] {
-        out = out.replace(
+        html = html.replace(
             &format!(" style=\"text-align: {side}\">"),
             &format!(" align=\"{side}\">"),
         );
     }
-    out
+    Ok(MarkdownHtml {
+        html,
+        cut,
+        raw_html,
+    })
+}
+
+/// A `fmt::Write` that takes at most `cap` bytes: the first write past it fails, which ends
+/// the HTML writer.
+struct Capped {
+    html: String,
+    cap: usize,
+}
+
+impl fmt::Write for Capped {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        if self.html.len() + s.len() > self.cap {
+            return Err(fmt::Error);
+        }
+        self.html.push_str(s);
+        Ok(())
+    }
 }
 
 /// GitHub's heading ids: the heading's text lower-cased, punctuation dropped, spaces as `-`,
@@ -291,15 +642,15 @@ struct Rewriter {
     commit: String,
     /// The README's directory, repository-relative, no slashes at either end.
     dir: String,
-    files: HashSet<String>,
+    /// Directories known to exist: relative links to them go to tree pages.
     dirs: HashSet<String>,
-    /// Collecting: relative images are recorded (kept as they are otherwise).
-    collect: bool,
+    /// The relative images met, in order: each image's source is a placeholder naming its
+    /// index ([`IMAGE_MARK`]) until it is known whether the file exists.
     images: Mutex<Vec<String>>,
 }
 
 impl Rewriter {
-    fn new(readme: &Readme, repo: &str, collect: bool) -> Self {
+    fn new(readme: &Readme, repo: &str, dirs: &HashSet<String>) -> Self {
         let dir = match readme.path.trim_matches('/').rsplit_once('/') {
             Some((dir, _)) => dir.to_owned(),
             None => String::new(),
@@ -308,10 +659,15 @@ impl Rewriter {
             repo: repo.to_owned(),
             commit: readme.commit.clone(),
             dir,
-            files: readme.files.clone(),
-            dirs: readme.dirs.clone(),
-            collect,
+            dirs: dirs.clone(),
             images: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn images(&self) -> Vec<String> {
+        match self.images.lock() {
+            Ok(images) => images.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
         }
     }
 
@@ -320,6 +676,9 @@ impl Rewriter {
     fn filter<'u>(&self, element: &str, attribute: &str, value: &'u str) -> Option<Cow<'u, str>> {
         match (element, attribute) {
             ("img", "src") => self.image(value),
+            // No other element has a source (none is allowed one): only images' sources
+            // are placeholders.
+            (_, "src") => None,
             (_, "href") => self.link(value),
             // `cite` and other URL attributes: only absolute web URLs stay.
             (_, "cite") => is_external(value).then_some(Cow::Borrowed(value)),
@@ -360,15 +719,13 @@ impl Rewriter {
             return None;
         }
         let target = resolve(&self.dir, value).filter(|t| !t.directory && !t.path.is_empty())?;
-        if self.collect {
-            if let Ok(mut images) = self.images.lock() {
-                images.push(target.path.clone());
-            }
-            return Some(Cow::Borrowed(value));
-        }
-        self.files
-            .contains(&target.path)
-            .then(|| Cow::Owned(raw_url(&self.repo, &self.commit, &target.path)))
+        let mut images = match self.images.lock() {
+            Ok(images) => images,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        images.push(target.path);
+        // `IMAGE_MARK` without its leading ` src="`, closed by `>`.
+        Some(Cow::Owned(format!("<image {}>", images.len() - 1)))
     }
 }
 
@@ -434,19 +791,55 @@ mod tests {
     const REPO: &str = "acme/shop";
     const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
 
-    fn readme(path: &str, text: &str, files: &[&str], dirs: &[&str]) -> Readme {
+    fn readme(path: &str, text: &str) -> Readme {
         Readme {
             path: path.to_owned(),
             commit: SHA.to_owned(),
             text: Ok(text.to_owned()),
             cut: false,
-            files: files.iter().map(|s| s.to_string()).collect(),
-            dirs: dirs.iter().map(|s| s.to_string()).collect(),
         }
     }
 
+    fn set(paths: &[&str]) -> HashSet<String> {
+        paths.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// `readme` rendered as a page would show it, the relative images among `files` shown.
+    fn shown(readme: &Readme, files: &[&str], dirs: &[&str]) -> String {
+        let mut rendered =
+            render_readme(REPO, readme, &set(dirs), &Budget::unlimited()).expect("rendered");
+        rendered.show_images(&set(files));
+        readme_section(&rendered).into_string()
+    }
+
     fn render(path: &str, text: &str, files: &[&str], dirs: &[&str]) -> String {
-        readme_section(REPO, &readme(path, text, files, dirs)).into_string()
+        shown(&readme(path, text), files, dirs)
+    }
+
+    /// Runs `work` on its own thread: a hang or a render far past its bounds fails the test
+    /// instead of stalling it.
+    fn within<T: Send + 'static>(secs: u64, work: impl FnOnce() -> T + Send + 'static) -> T {
+        let (send, receive) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = send.send(work());
+        });
+        receive
+            .recv_timeout(Duration::from_secs(secs))
+            .expect("the render finished within its hang guard")
+    }
+
+    /// The formatting-element bomb of issue 42: `n` nested unclosed `<b>`s with distinct
+    /// attributes (so that the parser keeps every one) in a paragraph, then `m` paragraphs
+    /// in each of which the parser would reopen all of them.
+    fn bomb(n: usize, m: usize) -> String {
+        let mut text = String::from("<p>");
+        for i in 0..n {
+            text.push_str(&format!("<b class=a{i}>"));
+        }
+        text.push_str("</p>");
+        text.push_str(&"<p>x</p>".repeat(m));
+        text.push('\n');
+        text
     }
 
     /// Issue 34 point 5: hostile Markdown loses every way to run script or restyle the page.
@@ -572,17 +965,34 @@ mod tests {
         let r = readme(
             "docs/README.md",
             "![a](img/a.png) <img src=\"../b.png\"> ![a](img/a.png) ![x](https://e.com/x.png) ![y](../../y.png)",
-            &[],
-            &[],
         );
-        assert_eq!(readme_images(&r), vec!["docs/img/a.png", "b.png"]);
+        let rendered = render_readme(REPO, &r, &set(&[]), &Budget::unlimited()).unwrap();
+        assert_eq!(rendered.image_paths(), vec!["docs/img/a.png", "b.png"]);
+    }
+
+    /// An image's placeholder cannot be forged by README text or attributes: only real
+    /// relative images get a source, and only when their file exists.
+    #[test]
+    fn image_placeholders_cannot_be_forged() {
+        let text = "src=\"<image 0>\" <img alt=' src=\"<image 0>\"' title=\"<image 0>\"> \
+            `<img src=\"<image 0>\">` ![real](a.png) <img src=\"<image 0>\">\n";
+        let html = render("README.md", text, &["a.png"], &[]);
+        let raw = format!("/sourcegraph/repos/acme/shop/-/raw/{SHA}/a.png");
+        assert_eq!(html.matches(&raw).count(), 1, "{html}");
+        assert!(!html.contains("<img src=\"&lt;image"), "{html}");
+        // The text that reads like a placeholder stays text.
+        assert!(html.contains("<p>src=\"&lt;image 0&gt;\" <img"), "{html}");
+        assert!(
+            html.contains("<code>&lt;img src=\"&lt;image 0&gt;\"&gt;</code>"),
+            "{html}"
+        );
     }
 
     #[test]
     fn plain_readmes_are_text_and_cut_ones_say_so() {
-        let mut r = readme("README", "<b>not bold</b>\n# not a heading", &[], &[]);
+        let mut r = readme("README", "<b>not bold</b>\n# not a heading");
         r.cut = true;
-        let html = readme_section(REPO, &r).into_string();
+        let html = shown(&r, &[], &[]);
         assert!(
             html.contains("<pre class=\"plain\">&lt;b&gt;not bold&lt;/b&gt;"),
             "{html}"
@@ -592,7 +1002,7 @@ mod tests {
             "{html}"
         );
         r.text = Err("binary".into());
-        let html = readme_section(REPO, &r).into_string();
+        let html = shown(&r, &[], &[]);
         assert!(html.contains("could not be shown: binary"), "{html}");
     }
 
@@ -645,5 +1055,105 @@ mod tests {
             Some((String::new(), true))
         );
         assert!(has_scheme("mailto:x") && !has_scheme("a b:c") && !has_scheme("docs/x:y"));
+    }
+
+    /// Issue 42 point 6: the 44 KB bomb (2000 unclosed `<b>`s, 2000 paragraphs: 28 MB of
+    /// HTML and 920 MB of memory before) and its 256 KiB version render at once, the raw
+    /// HTML shown as text and the page saying why; ordinary Markdown around it still renders.
+    #[test]
+    fn the_formatting_element_bomb_shows_its_raw_html_as_text() {
+        for (n, m) in [(2000, 2000), (10_500, 12_000)] {
+            let text = format!("# Bomb\n\nSome *Markdown*.\n\n{}", bomb(n, m));
+            assert!(text.len() >= 44_000, "{}", text.len());
+            let html = within(30, move || render("README.md", &text, &[], &[]));
+            assert!(html.len() <= SHOWN_BYTES, "{}", html.len());
+            assert!(html.len() <= 4 * (n * 14 + m * 8) + 4096, "{}", html.len());
+            assert!(
+                html.contains("raw HTML is shown as text: it would nest elements more than 400"),
+                "{}",
+                &html[..2000]
+            );
+            assert!(html.contains("&lt;b class=a0&gt;"), "{}", &html[..2000]);
+            assert!(html.contains("<em>Markdown</em>"), "{}", &html[..2000]);
+            assert!(!html.contains("<b class") && !html.contains("<b>"));
+        }
+    }
+
+    /// A bomb shallower than the depth limit still multiplies: fewer unclosed tags reopened
+    /// in many paragraphs would expand the page past what the parser may build.
+    #[test]
+    fn a_shallow_bomb_that_would_expand_shows_its_raw_html_as_text() {
+        let text = bomb(300, 3000);
+        let html = within(30, move || render("README.md", &text, &[], &[]));
+        assert!(
+            html.contains(
+                "its unclosed tags (such as &lt;b&gt;, reopened in every later \
+                 paragraph) would have expanded it to more than 2.1 MB"
+            ),
+            "{}",
+            &html[..1000]
+        );
+        assert!(html.len() < 200_000, "{}", html.len());
+    }
+
+    /// Markdown nested deeper than the parser may go, with no raw HTML to blame, is shown as
+    /// text; so is HTML longer than a page shows.
+    #[test]
+    fn markdown_too_deep_or_too_long_is_shown_as_text() {
+        let deep = format!("{}x\n", "- ".repeat(100_000));
+        let html = within(30, move || render("README.md", &deep, &[], &[]));
+        assert!(
+            html.contains("shown as text: its Markdown would nest elements more than 400 deep"),
+            "{}",
+            &html[..1000]
+        );
+        assert!(
+            html.contains("<pre class=\"plain\">- - - "),
+            "{}",
+            &html[..1000]
+        );
+
+        // Relative links are rewritten to long URLs: 36,000 of them make 4 MB.
+        let links = "[a](b) ".repeat(36_000);
+        let html = within(30, move || render("README.md", &links, &[], &[]));
+        assert!(
+            html.contains("shown as text: its HTML would be 4.")
+                && html.contains("more than the 2.1 MB a page shows"),
+            "{}",
+            &html[..1000]
+        );
+        assert!(html.len() < 400_000, "{}", html.len());
+    }
+
+    /// A wide table's HTML is five times its Markdown: past its bound the HTML is cut and
+    /// the page says so.
+    #[test]
+    fn html_past_its_bound_is_cut() {
+        let row = format!("{}|\n", "|a".repeat(100));
+        let text = format!("{row}{}|\n{}", "|-".repeat(100), row.repeat(1300));
+        assert!(text.len() < 270_000, "{}", text.len());
+        let html = within(30, move || render("README.md", &text, &[], &[]));
+        assert!(
+            html.contains("This README's HTML is cut at 1.0 MB: the rest is not shown."),
+            "{}",
+            &html[..1000]
+        );
+        assert!(
+            html.len() <= README_HTML_BYTES + 64 * 1024,
+            "{}",
+            html.len()
+        );
+    }
+
+    /// A caller that left stops the render: nothing is made for nobody.
+    #[test]
+    fn a_cancelled_render_stops() {
+        let budget = Budget::unlimited();
+        budget.cancel();
+        let r = readme("README.md", &"# x\n\ntext\n".repeat(1000));
+        assert_eq!(
+            render_readme(REPO, &r, &set(&[]), &budget).map(|_| ()),
+            Err(Stop::Cancelled)
+        );
     }
 }
