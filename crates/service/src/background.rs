@@ -254,6 +254,23 @@ pub fn spawn_maintenance(
     })
 }
 
+/// Completes the retention walk of `name` (on a blocking thread), logging what went wrong.
+fn complete_walk(inner: &crate::Inner, name: &gitstore::RepoName) {
+    match inner
+        .store
+        .complete_retention(name, &budget::Budget::unlimited())
+    {
+        Ok(walks) => {
+            tracing::debug!(repo = %name, reached = walks.reached, steps = walks.steps, "retention walk complete")
+        }
+        // Not synced (here) yet, or removed meanwhile: nothing to walk.
+        Err(gitstore::Error::NotSynced(_) | gitstore::Error::UnknownRepo(_)) => {}
+        Err(error) => {
+            tracing::warn!(repo = %name, %error, "completing the retention walk failed; reads of old commits walk for themselves")
+        }
+    }
+}
+
 /// What a catch-up round finds of a repository this replica owns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Standing {
@@ -269,6 +286,41 @@ pub(crate) enum Standing {
 }
 
 impl Service {
+    /// Completes the retention walk of `repo` on the blocking pool (issue 42 point 7), so a
+    /// read pinned to an old commit answers from the memo on its async thread rather than
+    /// moving to the blocking pool to walk. After a sync whose new heads hold the old ones it
+    /// walks only the new commits; when the memo is complete, it costs a lock. No caller
+    /// waits for it: it runs to the end (about 3–11 µs a commit). Failures are logged (a read
+    /// of an old commit then walks for itself, under its budget).
+    pub(crate) async fn complete_retention(&self, repo: String) {
+        let done = self
+            .blocking(move |inner| {
+                if let Ok(name) = gitstore::RepoName::parse(&repo) {
+                    complete_walk(inner, &name);
+                }
+                Ok(())
+            })
+            .await;
+        if let Err(error) = done {
+            tracing::warn!(%error, "completing a retention walk failed");
+        }
+    }
+
+    /// [`Service::complete_retention`] of every registered repository (after a sweep).
+    async fn complete_retention_all(&self) {
+        let done = self
+            .blocking(|inner| {
+                for info in inner.store.repos()? {
+                    complete_walk(inner, &info.name);
+                }
+                Ok(())
+            })
+            .await;
+        if let Err(error) = done {
+            tracing::warn!(%error, "completing the retention walks failed");
+        }
+    }
+
     /// Where an owned repository `name` stands, from memory only: the registry snapshot's
     /// view of the head the read path resolves (the one recorded by the last sync, whichever
     /// replica ran it) and the published index's commit. No `git`, no database query (a
@@ -356,16 +408,20 @@ async fn sweep(service: Service) {
         Ok(_) => {}
         Err(error) => tracing::warn!(%error, "pruning indexes failed"),
     }
+    // A sweep that dropped expired heads restarted their repositories' walks.
+    service.complete_retention_all().await;
     let idle = service.sweep_plugin_catalogs(std::time::Instant::now());
     if idle > 0 {
         tracing::debug!(idle, "plugin catalogs dropped after 10 idle minutes");
     }
 }
 
-/// G-3: after a sync, index the head (S-3; a no-op when it is current), then prepare its
-/// plugins (W-31; a cache hit when nothing changed), so the first search and the first read
-/// find both ready. Failures are logged; the last good index keeps answering.
+/// G-3: after a sync, complete the retention walk (issue 42 point 7: reads of old commits
+/// then answer from its memo), index the head (S-3; a no-op when it is current), then
+/// prepare its plugins (W-31; a cache hit when nothing changed), so the first search and the
+/// first read find both ready. Failures are logged; the last good index keeps answering.
 async fn index_then_prepare(service: &Service, repo: &str) {
+    service.complete_retention(repo.to_string()).await;
     if let Err(error) = service.index(repo.to_string(), |_| {}).await {
         tracing::warn!(repo, %error, "indexing failed; search answers from the last index");
     }

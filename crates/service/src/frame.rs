@@ -153,6 +153,8 @@ pub(crate) struct RepoCall<R> {
 /// makes one.
 pub(crate) struct Opened {
     name: RepoName,
+    /// The call's budget: a retention walk of its lease stops with it.
+    budget: Budget,
 }
 
 impl Opened {
@@ -169,27 +171,42 @@ impl Opened {
     /// [`FOLLOW_WAIT`] for this replica to follow it and tries once more; on an async thread,
     /// or when the wait runs out, "not synced" stands. The wait is for a notification, not
     /// a lock.
+    ///
+    /// Blocks while the retention check walks the history (issue 42 point 7), until the
+    /// call's budget stops it: on an async thread, take [`Opened::lease_inline`] instead.
     pub(crate) fn lease(
         &self,
         inner: &Inner,
         revision: Option<&str>,
     ) -> Result<Lease, gitstore::Error> {
-        lease_revision(inner, &self.name, revision)
+        lease_revision(inner, &self.name, revision, &self.budget)
+    }
+
+    /// Step 3 on an async thread: never walks the history nor waits for a walk or a
+    /// follow. `Ok(None)` when only the retention walk can tell whether the commit is
+    /// retained: redo the lease with [`Opened::lease`] on the blocking pool.
+    pub(crate) fn lease_inline(
+        &self,
+        inner: &Inner,
+        revision: Option<&str>,
+    ) -> Result<Option<Lease>, gitstore::Error> {
+        inner.store.lease_revision_inline(&self.name, revision)
     }
 }
 
-/// `GitStore::lease_revision`, waiting for a follow on the blocking pool (see
-/// [`Opened::lease`]).
+/// `GitStore::lease_revision_within` (a retention walk stops at `budget`), waiting for a
+/// follow on the blocking pool (see [`Opened::lease`]).
 pub(crate) fn lease_revision(
     inner: &Inner,
     name: &RepoName,
     revision: Option<&str>,
+    budget: &Budget,
 ) -> Result<Lease, gitstore::Error> {
-    match inner.store.lease_revision(name, revision) {
+    match inner.store.lease_revision_within(name, revision, budget) {
         Err(gitstore::Error::NotSynced(_))
             if MAY_WAIT.with(Cell::get) && inner.store.wait_followed(name, FOLLOW_WAIT) =>
         {
-            inner.store.lease_revision(name, revision)
+            inner.store.lease_revision_within(name, revision, budget)
         }
         leased => leased,
     }
@@ -270,7 +287,10 @@ impl RepoCall<String> {
                 inner.store.is_private(&name)?;
             }
         }
-        Ok(Opened { name })
+        Ok(Opened {
+            name,
+            budget: self.budget.clone(),
+        })
     }
 
     /// Steps 2 and 3 for an operation on one commit.
@@ -296,7 +316,10 @@ impl RepoCall<Option<String>> {
         };
         let name = RepoName::parse(repo)?;
         inner.check_read(&self.caller, &name)?;
-        Ok(Opened { name })
+        Ok(Opened {
+            name,
+            budget: self.budget.clone(),
+        })
     }
 
     /// Steps 2 and 3 for an operation over the search index: the named repository (checked
@@ -333,7 +356,7 @@ impl RepoCall<Option<String>> {
         };
         let indexes = inner.indexes()?;
         if let (Some(name), Some(revision)) = (&one, revision) {
-            let commit = lease_revision(inner, name, Some(revision))?
+            let commit = lease_revision(inner, name, Some(revision), &self.budget)?
                 .commit()
                 .clone();
             match indexes.indexed_commit(name.as_str()) {

@@ -990,8 +990,19 @@ impl Inner {
     ) -> Option<Result<(A, gitstore::Lease), ServiceError>> {
         let mut read = || -> Result<Option<(A, gitstore::Lease)>, ServiceError> {
             let opened = frame.call.open(self)?;
-            let lease = match opened.lease(self, frame.revision.as_deref()) {
-                Ok(lease) => lease,
+            let revision = frame.revision.as_deref();
+            // In place, on the async thread, the lease never walks the history (issue 42
+            // point 7): a commit only the retention walk can decide is redone on the
+            // blocking pool (no large read: it takes no slot), where the walk runs under
+            // the call's budget.
+            let leased = if allowance.left.is_some() {
+                opened.lease_inline(self, revision)
+            } else {
+                opened.lease(self, revision).map(Some)
+            };
+            let lease = match leased {
+                Ok(Some(lease)) => lease,
+                Ok(None) => return Ok(None),
                 // Cluster mode: a copy still following a head another replica recorded. An
                 // async thread must not wait for that; the blocking pool may (bounded), so
                 // the read is redone there rather than answered "not synced".

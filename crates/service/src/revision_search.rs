@@ -205,7 +205,7 @@ impl Inner {
                 ));
             };
             let name = RepoName::parse(&repo)?;
-            let at = frame::lease_revision(self, &name, Some(&revision))?;
+            let at = frame::lease_revision(self, &name, Some(&revision), call.budget())?;
             let base = leases.first();
             let overlay = match base {
                 Some(base) if base.commit() != at.commit() => {
