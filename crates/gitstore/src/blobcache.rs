@@ -51,6 +51,8 @@ pub(crate) struct BlobCache {
 
 struct State {
     entries: LruCache<ObjectId, Arc<Text>>,
+    /// The newest text over the capacity (at most the text cap), kept beside the entries.
+    large: Option<(ObjectId, Arc<Text>)>,
     /// Bytes held (texts and line tables).
     bytes: usize,
     /// At most this many bytes; 0 turns the cache off.
@@ -62,6 +64,7 @@ impl BlobCache {
         Self {
             state: Mutex::new(State {
                 entries: LruCache::new_unbounded(),
+                large: None,
                 bytes: 0,
                 capacity,
             }),
@@ -79,15 +82,29 @@ impl BlobCache {
 
     /// The text of blob `id`, if cached (and marks it recently used).
     pub(crate) fn get(&self, id: &ObjectId) -> Option<Arc<Text>> {
-        self.state().entries.get(id).cloned()
+        let mut state = self.state();
+        if let Some(text) = state.entries.get(id) {
+            return Some(text.clone());
+        }
+        state
+            .large
+            .as_ref()
+            .filter(|(kept, _)| kept == id)
+            .map(|(_, text)| text.clone())
     }
 
     /// Keeps `text` as the text of blob `id`, evicting the least recently used entries to
     /// make room. A text up to the whole capacity is kept (a big file read page by page is
-    /// what the cache is for; one over the capacity is not).
+    /// what the cache is for); the one newest text over the capacity (within the text cap,
+    /// which raised past the cache's bound allows such texts) is kept beside the others, so
+    /// the pages of one such file read one after the other find it too.
     pub(crate) fn insert(&self, id: ObjectId, text: Arc<Text>) {
         let mut state = self.state();
-        if text.footprint() > state.capacity || state.entries.contains_key(&id) {
+        if state.capacity == 0 || state.entries.contains_key(&id) {
+            return;
+        }
+        if text.footprint() > state.capacity {
+            state.large = Some((id, text));
             return;
         }
         state.bytes += text.footprint();
@@ -100,12 +117,19 @@ impl BlobCache {
         let mut state = self.state();
         state.capacity = capacity;
         state.evict_to_capacity();
+        if capacity == 0 {
+            state.large = None;
+        }
     }
 
-    /// (entries, text bytes) held now.
+    /// (entries, text bytes) held now, the large text beyond the bound included.
     pub(crate) fn usage(&self) -> (usize, usize) {
         let state = self.state();
-        (state.entries.len(), state.bytes)
+        let large = state.large.as_ref().map_or(0, |(_, t)| t.footprint());
+        (
+            state.entries.len() + usize::from(state.large.is_some()),
+            state.bytes + large,
+        )
     }
 
     /// The text cap: the largest blob decoded as text.
@@ -461,12 +485,19 @@ mod tests {
         assert!(cache.get(&id(2)).is_none(), "2 was the least recently used");
         assert!(cache.get(&id(1)).is_some() && cache.get(&id(3)).is_some());
         assert_eq!(cache.usage(), (2, 80));
+        // Over the capacity: kept beside the others, the newest such text only.
         cache.insert(id(4), text(97));
-        assert!(cache.get(&id(4)).is_none(), "over the capacity");
-        // A big text up to the capacity is kept, at the others' expense.
+        assert!(
+            cache.get(&id(4)).is_some(),
+            "the large text beside the others"
+        );
+        assert_eq!(cache.usage(), (3, 181));
+        cache.insert(id(7), text(120));
+        assert!(cache.get(&id(4)).is_none() && cache.get(&id(7)).is_some());
+        // A big text up to the capacity is kept among the others, at their expense.
         cache.insert(id(5), text(90));
         assert!(cache.get(&id(5)).is_some());
-        assert_eq!(cache.usage(), (1, 94));
+        assert_eq!(cache.usage(), (2, 94 + 124));
         cache.set_capacity(0);
         assert_eq!(cache.usage(), (0, 0));
         cache.insert(id(6), text(1));

@@ -5,11 +5,17 @@
 //! lines such as blank lines or closing braces), hunks may be drawn differently from git's.
 //! A file that is not valid UTF-8 is diffed after lossy decoding.
 //!
+//! A page costs its budget (issue 42 point 5): each file's text is written only as far as
+//! the page has room (a file added or deleted whole is written line by line, never diffed),
+//! a blob over the text cap is not inflated (one line says the file is too large to diff),
+//! and the call's budget is checked between files.
+//!
 //! A commit's own diff ([`GitStore::commit_diff`], issue 34's commit page) is `git show`'s:
 //! against the first parent (a root commit against nothing), renames detected as git does by
 //! default (`walk::pair_renames`), a renamed file as git prints it (`similarity index`,
 //! `rename from`, `rename to`, then the diff of its two blobs).
 
+use crate::blobcache::{BlobCache, SharedBlob};
 use crate::changes::{self, ChangeKind, Leaf};
 use crate::linediff::{self, ExactBudget};
 use crate::objects::{odb, to_oid};
@@ -149,17 +155,51 @@ impl fmt::Write for Bounded {
 fn file_text(
     repo: &gix::Repository,
     change: &changes::Pending,
-    sizes: &mut Sizes,
+    sizes: &mut Sizes<'_>,
     out: &mut Bounded,
 ) -> Result<(), Error> {
     file_text_renamed(repo, change, None, sizes, out)
 }
 
 /// What one diff call may spend on one file: the exact-diff budget left, and the text cap
-/// (a blob over it is not diffed).
-struct Sizes {
+/// (a blob over it is not diffed); and where its blobs are read, shared with other calls.
+struct Sizes<'a> {
     exact: ExactBudget,
     max_text: u64,
+    blobs: &'a BlobCache,
+}
+
+/// One side of a file's diff: nothing, a submodule's line, or a blob's bytes shared with
+/// every other call reading that blob now (concurrent diffs of one huge file hold one copy).
+enum Side {
+    Absent,
+    Line(Vec<u8>),
+    Blob(SharedBlob),
+}
+
+impl Side {
+    fn read(
+        repo: &gix::Repository,
+        blobs: &BlobCache,
+        leaf: Option<Leaf>,
+        path: &str,
+    ) -> Result<Self, Error> {
+        Ok(match leaf {
+            None => Side::Absent,
+            Some(Leaf::Blob(id, _)) => {
+                Side::Blob(blobs.raw(id, path, || crate::objects::read_blob(repo, id))?)
+            }
+            Some(other @ Leaf::Submodule(_)) => Side::Line(changes::content(repo, Some(other))?),
+        })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Side::Absent => &[],
+            Side::Line(line) => line,
+            Side::Blob(blob) => blob.as_bytes(),
+        }
+    }
 }
 
 /// [`file_text`], for a file renamed from `from` when given (git's rename header).
@@ -167,7 +207,7 @@ fn file_text_renamed(
     repo: &gix::Repository,
     change: &changes::Pending,
     from: Option<&str>,
-    sizes: &mut Sizes,
+    sizes: &mut Sizes<'_>,
     out: &mut Bounded,
 ) -> Result<(), Error> {
     let path = &change.path;
@@ -242,17 +282,18 @@ fn file_text_renamed(
         return Ok(());
     }
     let (before, after) = (
-        changes::content(repo, change.old)?,
-        changes::content(repo, change.new)?,
+        Side::read(repo, sizes.blobs, change.old, old_path)?,
+        Side::read(repo, sizes.blobs, change.new, path)?,
     );
-    if changes::binary(&before) || changes::binary(&after) {
+    let (before, after) = (before.bytes(), after.bytes());
+    if changes::binary(before) || changes::binary(after) {
         let _ = writeln!(out, "Binary files {a} and {b} differ");
         return Ok(());
     }
     let _ = writeln!(out, "--- {a}\n+++ {b}");
     let (before, after) = (
-        String::from_utf8_lossy(&before),
-        String::from_utf8_lossy(&after),
+        String::from_utf8_lossy(before),
+        String::from_utf8_lossy(after),
     );
     // A file added or deleted whole is one hunk of all its lines: written line by line up to
     // the page's limit, without interning (and diffing) every line of it first.
@@ -389,15 +430,17 @@ impl Paging {
 pub(crate) struct Page<'a> {
     pub(crate) skip: usize,
     pub(crate) bytes: usize,
-    pub(crate) max_text: u64,
     pub(crate) call: &'a Budget,
+    /// The store's decoded blobs (and its text cap).
+    pub(crate) blobs: &'a BlobCache,
 }
 
-impl Page<'_> {
-    fn sizes(&self) -> Sizes {
+impl<'a> Page<'a> {
+    fn sizes(&self) -> Sizes<'a> {
         Sizes {
             exact: ExactBudget::per_call(),
-            max_text: self.max_text,
+            max_text: self.blobs.max_text(),
+            blobs: self.blobs,
         }
     }
 }
@@ -473,8 +516,8 @@ impl GitStore {
         let page = Page {
             skip,
             bytes: budget,
-            max_text: self.inner.blobs.max_text(),
             call,
+            blobs: &self.inner.blobs,
         };
         crate::handles::with_repo(&reader.repo, |repo| commit_diff(repo, id, &scope, page))
     }

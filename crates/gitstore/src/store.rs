@@ -1409,8 +1409,8 @@ impl Inner {
         let page = crate::diff::Page {
             skip,
             bytes: budget,
-            max_text: self.blobs.max_text(),
             call,
+            blobs: &self.blobs,
         };
         handles::with_repo(&view.repo, |repo| {
             crate::diff::diff(repo, base, head, limit, page)

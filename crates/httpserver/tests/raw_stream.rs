@@ -107,3 +107,141 @@ async fn issue42_stalled_raw_clients_share_one_copy() {
     .await
     .expect("the test finished within 240 s");
 }
+
+/// (VmRSS, VmHWM) of this process, in bytes.
+fn memory() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let field = |name: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .expect("a memory field")
+            * 1024
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// Resets VmHWM to the current resident set (Linux's `clear_refs` value 5); answers VmRSS.
+fn reset_peak() -> u64 {
+    std::fs::write("/proc/self/clear_refs", "5").expect("reset the peak resident set");
+    memory().0
+}
+
+/// Issue 42 point 5's figures, printed: 16 concurrent 500-line pages of a 100 MB text file
+/// (each call's time, peak RSS growth), 8 concurrent diffs of the commit adding it, 20
+/// stalled raw downloads of a 31 MB file (RSS held). `CSG_PROBE_MAX_TEXT=<bytes>` raises the
+/// text cap (the default refuses the 100 MB file from its header). Run in release:
+/// `cargo test --release -p httpserver --test raw_stream -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, not a check: run it in release to see the figures"]
+async fn probe_issue42_big_files() {
+    let lines = |count: u32| -> String {
+        (0..count)
+            .map(|n| format!("{n:08} the quick brown fox jumps over the lazy dog\n"))
+            .collect()
+    };
+    let (big, mid) = (lines(1_980_000), lines(590_000));
+    let source = SourceRepo::with_files(&[("README.md", b"small\n")]);
+    let adding = source.commit(&[(BIG, big.as_bytes())], "add a 100 MB file");
+    source.commit(&[("data/mid.txt", mid.as_bytes())], "add a 31 MB file");
+    let store = source.store(REPO, "");
+    if let Some(cap) = std::env::var("CSG_PROBE_MAX_TEXT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        store.set_max_text_bytes(cap);
+    }
+    let users = std::sync::Arc::new(access::AccessStore::open(&store.metadata_path()).unwrap());
+    let service = Service::new(store, ServiceConfig::default());
+    println!(
+        "files: {} MB and {} MB",
+        big.len() / 1_000_000,
+        mid.len() / 1_000_000
+    );
+    drop((big, mid));
+    let ctx = service::CallContext::default();
+
+    let report = |what: &str, times: Vec<(Duration, String)>, base: u64| {
+        let (rss, peak) = memory();
+        let longest = times.iter().map(|t| t.0).max().unwrap_or_default();
+        let shortest = times.iter().map(|t| t.0).min().unwrap_or_default();
+        let mut outcomes: Vec<String> = times.into_iter().map(|t| t.1).collect();
+        outcomes.sort();
+        outcomes.dedup();
+        println!(
+            "{what}: each {shortest:.2?}..{longest:.2?}; peak RSS +{} MiB (now +{} MiB); {outcomes:?}",
+            peak.saturating_sub(base) / MIB,
+            rss.saturating_sub(base) / MIB
+        );
+    };
+
+    let base = reset_peak();
+    let mut calls = tokio::task::JoinSet::new();
+    for n in 0..16u64 {
+        let (service, ctx) = (service.clone(), ctx.clone());
+        calls.spawn(async move {
+            let start = 1 + n * 100_000;
+            let request = service::ReadRequest {
+                repo: REPO.into(),
+                revision: None,
+                path: BIG.into(),
+                start_line: Some(start),
+                end_line: Some(start + 499),
+                plugins: None,
+            };
+            let began = std::time::Instant::now();
+            let outcome = match service.read(&ctx, request).await {
+                Ok(item) => format!(
+                    "ok {} lines",
+                    item.outcome.map_or(0, |r| r.end_line + 1 - r.start_line)
+                ),
+                Err(e) => format!("{:?}", e.kind),
+            };
+            (began.elapsed(), outcome)
+        });
+    }
+    report(
+        "16 concurrent 500-line pages of the 100 MB file",
+        calls.join_all().await,
+        base,
+    );
+
+    let base = reset_peak();
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let (service, ctx, adding) = (service.clone(), ctx.clone(), adding.clone());
+        calls.spawn(async move {
+            let began = std::time::Instant::now();
+            let outcome = match service.commit_diff(&ctx, REPO.into(), adding, None).await {
+                Ok(page) => format!(
+                    "ok {} bytes truncated {}",
+                    page.files.iter().map(|f| f.text.len()).sum::<usize>(),
+                    page.files.iter().any(|f| f.truncated)
+                ),
+                Err(e) => format!("{:?}", e.kind),
+            };
+            (began.elapsed(), outcome)
+        });
+    }
+    report(
+        "8 concurrent diffs of the commit adding it",
+        calls.join_all().await,
+        base,
+    );
+
+    let site = sitecommon::serve_site(service.clone(), users).await;
+    let base = reset_peak();
+    let began = std::time::Instant::now();
+    let mut clients = Vec::new();
+    for _ in 0..20 {
+        clients.push(stalled(&site, "data/mid.txt", 4096).await.0);
+    }
+    let taken = began.elapsed();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    report(
+        "20 stalled raw downloads of the 31 MB file",
+        vec![(taken, format!("{} connected", clients.len()))],
+        base,
+    );
+}

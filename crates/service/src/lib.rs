@@ -574,8 +574,19 @@ impl Service {
                 // Issue 42 point 5: a read that inflates a large blob takes a slot of its
                 // class first; one that will wait for another call's decode of the blob
                 // inflates nothing and takes none (nor does one moved for a follow).
-                if allowance.inflates {
-                    frame.call.admit(&self.inner, Class::LargeRead).await?;
+                if allowance.inflates
+                    && let Err(busy) = frame.call.admit(&self.inner, Class::LargeRead).await
+                {
+                    // Refused after its wait: meanwhile another call may have decoded the
+                    // blob (cached now) or be decoding it (to be shared), which needs no slot.
+                    let mut again = Allowance::inline();
+                    match self.inner.base_read(&frame, &*base, &mut again) {
+                        Some(read) => {
+                            return read.map(|(answer, lease)| (Arc::new(frame), answer, lease));
+                        }
+                        None if !again.inflates && busy.kind == ErrorKind::Busy => {}
+                        None => return Err(busy),
+                    }
                 }
                 let frame = Arc::new(frame);
                 let read = {

@@ -25,17 +25,21 @@ struct Fixture {
 
 /// A repository whose second commit adds ~40 MB of text in 760,000 numbered lines.
 fn fixture() -> Fixture {
+    fixture_with(ServiceConfig {
+        // Every one of a test's concurrent reads may hold a slot.
+        heavy_calls: 64,
+        ..ServiceConfig::default()
+    })
+}
+
+/// [`fixture`] with the service configured as `config`.
+fn fixture_with(config: ServiceConfig) -> Fixture {
     let source = SourceRepo::with_files(&[("README.md", b"small\n")]);
     let text: String = (0..LINES)
         .map(|n| format!("{n:08} the quick brown fox jumps over the lazy dog\n"))
         .collect();
     let adding = source.commit(&[(BIG, text.as_bytes())], "add a big file");
     let store = source.store(REPO, "");
-    let config = ServiceConfig {
-        // Every one of the test's concurrent reads may hold a slot.
-        heavy_calls: 64,
-        ..ServiceConfig::default()
-    };
     let service = Service::new(store.clone(), config);
     Fixture {
         _source: source,
@@ -114,11 +118,15 @@ async fn issue42_a_read_over_the_cap_is_refused_before_inflating() {
 }
 
 /// Issue 42 point 5: 16 concurrent 500-line pages of the file (under a raised cap) answer
-/// from one decode.
+/// from one decode. With the default slots (one client holds one `large_read` slot), the
+/// calls that wait for the slot while another decodes answer from that decode.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue42_sixteen_concurrent_pages_share_one_decode() {
     bounded(300, async {
-        let f = fixture();
+        let f = fixture_with(ServiceConfig {
+            heavy_calls: 2,
+            ..ServiceConfig::default()
+        });
         f.store.set_max_text_bytes(64 * MIB);
         let decodes = f.store.blob_decodes();
         let mut calls = tokio::task::JoinSet::new();
