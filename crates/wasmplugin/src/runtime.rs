@@ -295,9 +295,14 @@ impl Runtime {
     /// ARTIFACT_BYTES is refused before anything else is done with it.
     ///
     /// Compiles run one at a time (W-30), those reads wait for first and the smallest first.
+    /// A compile that finishes after every caller gave up is dropped: not cached, never
+    /// executed; the next caller compiles again ([`RuntimeStats::compiles_dropped_late`]).
     /// With a compile child ([`PluginConfig::compiler`], O-9):
-    /// - a compile that its callers gave up on goes on and its module is cached for the next
-    ///   caller, unless a read is waiting for another compile: then it is stopped at once;
+    /// - a compile every caller gave up on (a preparation waiting for it keeps it going) is
+    ///   stopped within a poll interval (10 ms): the child is killed, the compile forgotten,
+    ///   nothing cached ([`RuntimeStats::compiles_abandoned`]);
+    /// - a compile no read waits for (only a preparation or a caller without deadline) is
+    ///   stopped at once when a read waits for another one, and queued again;
     /// - a compile a read waits for is stopped (and queued again) once a read of a smaller
     ///   artifact has waited behind it for half of TIMEOUT, so that one large artifact never
     ///   makes the first use of every other plugin time out;
@@ -305,7 +310,9 @@ impl Runtime {
     ///   stopped, and its artifact is refused at once for the next ten minutes (PLUGIN_ARTIFACT),
     ///   as is one the compiler refused or died on.
     ///
-    /// Without a compile child, compiles run on the worker thread and are never stopped.
+    /// Without a compile child, compiles run on the worker thread and are never stopped: one
+    /// every caller gave up on runs to its end (a caller arriving meanwhile joins it) and is
+    /// dropped if nobody waits for it then.
     ///
     /// Diagnostics: PLUGIN_ARTIFACT (over ARTIFACT_BYTES, not a valid core module, over the
     /// host's table or instance limits, or no module within the compile cap), PLUGIN_ABI (a

@@ -1133,41 +1133,73 @@ fn w30_deadline_already_passed_compiles_nothing() {
         (
             stats.compiles,
             stats.compiles_skipped,
-            stats.compiles_cached_late
+            stats.compiles_dropped_late
         ),
         (0, 0, 0)
     );
 }
 
-/// O-9 (issue 42), W-30: a compile that finishes after its caller gave up is cached all the
-/// same, so the next read gets the module without compiling (in-process compiles here; see
-/// `compile_child.rs` for the child).
+/// W-30 (seed 000: a late artifact is closed, never executed): an in-process compile, which
+/// nothing can stop, that finishes after its caller gave up is dropped, not cached, and the
+/// next read compiles again (`compile_child.rs` has the child, which is stopped instead).
 #[test]
-fn o9_w30_compile_finishing_after_its_caller_gave_up_is_cached() {
-    let rt = runtime();
-    // About two seconds of Cranelift: the worker has surely started it when the caller gives up.
-    let bytes: Arc<[u8]> = support::bigmodule::module(2 << 20, 7).into();
-    let d = rt
-        .module(
+fn w30_compile_finishing_after_its_caller_gave_up_is_dropped() {
+    let (sent, result) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = runtime();
+        // About two seconds of Cranelift: the worker has surely started it (it takes a job
+        // at once) and not finished it when the caller gives up.
+        let bytes: Arc<[u8]> = support::bigmodule::module(2 << 20, 7).into();
+        let gave_up = rt.module(
             "heavy",
             &bytes,
             Some(Instant::now() + Duration::from_millis(300)),
-        )
-        .expect_err("timeout");
-    assert_eq!(d.code, Code::Timeout, "{d}");
-    let until = Instant::now() + Duration::from_secs(120);
-    while !rt.is_cached("heavy") {
-        assert!(
-            Instant::now() < until,
-            "the abandoned compile was never cached"
         );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let stats = rt.stats();
-    assert_eq!((stats.compiles, stats.compiles_cached_late), (1, 1));
-    rt.module("heavy", &bytes, Some(soon())).expect("a hit");
-    let stats = rt.stats();
-    assert_eq!((stats.compiles, stats.compile_cache_hits), (1, 1));
+        while rt.stats().compiles_dropped_late + rt.stats().compiles_skipped == 0 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let late = (rt.stats(), rt.is_cached("heavy"));
+        let again = rt
+            .module(
+                "heavy",
+                &bytes,
+                Some(Instant::now() + Duration::from_secs(60)),
+            )
+            .map(|_| ());
+        let _ = sent.send((
+            gave_up.map(|_| ()),
+            late,
+            again,
+            rt.stats(),
+            rt.is_cached("heavy"),
+        ));
+    });
+    let (gave_up, (late, cached_late), again, stats, cached) = result
+        .recv_timeout(Duration::from_secs(150))
+        .expect("the test finishes within 150 s");
+    let gave_up = gave_up.expect_err("2 MiB does not compile in 300 ms here");
+    assert_eq!(gave_up.code, Code::Timeout, "{gave_up}");
+    assert_eq!(
+        (
+            late.compiles,
+            late.compiles_dropped_late,
+            late.compiles_skipped
+        ),
+        (0, 1, 0),
+        "{late:?}"
+    );
+    assert!(!cached_late, "a late module is never cached");
+    again.expect("the next read compiles");
+    assert!(cached);
+    assert_eq!(
+        (
+            stats.compiles,
+            stats.compiles_dropped_late,
+            stats.compile_cache_hits
+        ),
+        (1, 1, 0),
+        "{stats:?}"
+    );
 }
 
 #[test]

@@ -31,7 +31,9 @@ pub const COMPILE_CHILD_ARG: &str = "--wasmplugin-compile-child";
 /// child are one program, so they always agree).
 const MAGIC: &[u8; 8] = b"csgwc\0\0\x01";
 
-/// How often the parent looks at whether to stop a running compile.
+/// How often the parent looks at whether to stop a running compile: a compile given up on
+/// (abandoned, preempted, over its cap, shutdown) is killed within this interval (W-30,
+/// issue 42: no blocking work outlives its call by more than ~100 ms).
 const POLL: Duration = Duration::from_millis(10);
 
 /// Largest reason the child may give for a refused module (it only goes to the debug log).
@@ -91,8 +93,9 @@ pub(super) enum Failure<S> {
 }
 
 /// Compiles `artifact` in a child started by `command` and answers the compiled module's
-/// bytes (for `Module::deserialize` on an engine made from `settings`). `stop` is asked every
-/// [`POLL`] while the child runs; when it answers, the child is killed and waited for (the
+/// bytes (for `Module::deserialize` on an engine made from `settings`). `stop` is asked once
+/// before the child starts (nothing is started for a compile already given up) and then
+/// every [`POLL`] while it runs; when it answers, the child is killed and waited for (the
 /// caller's compile slot stays taken until the child has exited).
 pub(super) fn compile<S>(
     command: &CompileCommand,
@@ -100,6 +103,9 @@ pub(super) fn compile<S>(
     artifact: &Arc<[u8]>,
     mut stop: impl FnMut() -> Option<S>,
 ) -> Result<Vec<u8>, Failure<S>> {
+    if let Some(why) = stop() {
+        return Err(Failure::Stopped(why));
+    }
     let child = Command::new(&command.program)
         .args(&command.args)
         .stdin(Stdio::piped())

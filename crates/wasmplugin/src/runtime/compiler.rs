@@ -11,19 +11,27 @@
 //! job shares the caller's artifact (`Arc<[u8]>`, up to ARTIFACT_BYTES) rather than copying
 //! it, and lets go of it as soon as the worker took it or the job left the queue.
 //!
-//! A compile that finishes after its callers gave up is cached all the same: the next read of
-//! that plugin gets it. With a compile child (see `child.rs`) a running compile can also be
-//! stopped, and is, for three reasons ([`should_stop`]):
+//! A compile that finishes after every caller gave up is dropped: not cached, never executed
+//! (W-30; seed 000: a late artifact is closed, never executed), counted in
+//! `compiles_dropped_late`; the next caller compiles again. With a compile child (see
+//! `child.rs`) a running compile is stopped rather than left to finish, for four reasons
+//! ([`should_stop`], asked before the child starts and then every 10 ms, `child.rs`'s `POLL`):
+//! - every caller gave up (*abandoned*: the last one was a read whose deadline passed, and no
+//!   preparation or caller without a deadline waits): the job is forgotten there and then,
+//!   under the compiler lock, so no later caller joins it, and the child is killed. An
+//!   abandoned compile stops costing a core within one poll interval of the give-up;
 //! - a read has waited behind it long enough: at once when no read waits for the running
 //!   one; after half of TIMEOUT when one does and the waiting read's artifact is smaller.
 //!   It is *preempted* and queued again if anybody still waits for it, so one large artifact
 //!   cannot make every other first use time out;
-//! - it ran for the compile cap (12 × TIMEOUT): its artifact is *remembered as failed* for
-//!   [`FAILED_FOR`], so that nothing compiles it again and again;
+//! - it ran for the compile cap (12 × TIMEOUT; only a compile somebody still waits for gets
+//!   that far): its artifact is *remembered as failed* for [`FAILED_FOR`], so that nothing
+//!   compiles it again and again;
 //! - shutdown.
 //!
 //! The worker's slot stays taken until a stopped child has exited. Without a compile child
-//! the worker compiles in-process and nothing can stop it.
+//! the worker compiles in-process and nothing can stop it: an abandoned in-process compile
+//! runs to its end (a caller arriving meanwhile joins it), and is dropped if nobody waits then.
 //!
 //! Background preparation ([`super::Runtime::prepare_module`], W-31) goes through the same
 //! queue and worker but never evicts a module a read used since it was cached: each cache
@@ -124,8 +132,9 @@ enum Caller {
 pub(super) enum Got {
     /// The cached module.
     Hit(Arc<Module>),
-    /// A module compiled for this caller. `cached` is false only when nobody but preparation
-    /// waited for it and the cache had filled up with modules reads use meanwhile.
+    /// A module compiled for this caller. `cached` is false only when CACHE_ENTRIES is 0, or
+    /// when no `module` caller ever waited for it and the cache had filled up with modules
+    /// reads use meanwhile.
     Compiled { module: Arc<Module>, cached: bool },
     /// Preparation only: every cache slot holds a module a read used; nothing was compiled.
     NoRoom,
@@ -463,6 +472,8 @@ fn give_up(shared: &Shared, state: &mut State, job: &Arc<Job>) -> Result<Got, Di
         forget(state, job);
         bump(&shared.counters.compiles_skipped);
     }
+    // The last waiter of a started job: a compile child sees it at its next poll and is
+    // killed ([`should_stop`]); an in-process compile finishes and is dropped ([`publish`]).
     Err(timeout())
 }
 
@@ -483,11 +494,15 @@ enum Ran {
     Done { outcome: Outcome, remember: bool },
     /// Stopped for a read that waited behind it.
     Preempted,
+    /// Stopped because every caller gave up; [`should_stop`] already forgot the job.
+    Abandoned,
 }
 
 /// Why a compile child was stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stop {
+    /// Nobody waits for the compile any more (W-30).
+    Abandoned,
     Preempted,
     Cap,
     Shutdown,
@@ -501,6 +516,8 @@ pub(super) fn work(shared: Arc<Shared>) {
         match run(&shared, &job, artifact) {
             Ran::Done { outcome, remember } => publish(&shared, &job, outcome, remember),
             Ran::Preempted => requeue(&shared, &job),
+            // Forgotten by `should_stop`; the artifact went with the stopped attempt.
+            Ran::Abandoned => {}
         }
     }
 }
@@ -554,7 +571,7 @@ fn pick(queue: &[Arc<Job>]) -> Option<usize> {
 }
 
 /// Compiles `job`: in a child when the configuration names one, else on this thread.
-fn run(shared: &Shared, job: &Job, artifact: Option<Arc<[u8]>>) -> Ran {
+fn run(shared: &Shared, job: &Arc<Job>, artifact: Option<Arc<[u8]>>) -> Ran {
     let Some(artifact) = artifact else {
         return Ran::Done {
             outcome: Err(lost()),
@@ -589,7 +606,12 @@ fn run(shared: &Shared, job: &Job, artifact: Option<Arc<[u8]>>) -> Ran {
 }
 
 /// Compiles `job` in a child, stopping it when [`should_stop`] says so.
-fn in_child(shared: &Shared, command: &CompileCommand, job: &Job, artifact: &Arc<[u8]>) -> Ran {
+fn in_child(
+    shared: &Shared,
+    command: &CompileCommand,
+    job: &Arc<Job>,
+    artifact: &Arc<[u8]>,
+) -> Ran {
     let started = Instant::now();
     let digest = job.digest.as_str();
     let done = |outcome, remember| Ran::Done { outcome, remember };
@@ -603,6 +625,15 @@ fn in_child(shared: &Shared, command: &CompileCommand, job: &Job, artifact: &Arc
     });
     let bytes = match compiled {
         Ok(bytes) => bytes,
+        Err(Failure::Stopped(Stop::Abandoned)) => {
+            bump(&shared.counters.compiles_abandoned);
+            tracing::debug!(
+                digest,
+                ran_us = started.elapsed().as_micros() as u64,
+                "plugin compile stopped: every caller gave up"
+            );
+            return Ran::Abandoned;
+        }
         Err(Failure::Stopped(Stop::Preempted)) => {
             bump(&shared.counters.compiles_preempted);
             tracing::debug!(
@@ -658,11 +689,20 @@ fn in_child(shared: &Shared, command: &CompileCommand, job: &Job, artifact: &Arc
     done(outcome, false)
 }
 
-/// Whether to stop the compile of `job` that has run for `ran` (see the module docs).
-fn should_stop(shared: &Shared, job: &Job, ran: Duration) -> Option<Stop> {
-    let state = lock(&shared.compiler.state);
+/// Whether to stop the compile of `job` that has run for `ran` (see the module docs). An
+/// abandoned job is forgotten here, under the compiler lock that callers join jobs under, so
+/// that nobody joins a compile that is about to be killed: a caller arriving from now on
+/// queues a job of its own.
+fn should_stop(shared: &Shared, job: &Arc<Job>, ran: Duration) -> Option<Stop> {
+    let mut state = lock(&shared.compiler.state);
     if state.shutdown {
         return Some(Stop::Shutdown);
+    }
+    // Preparations and callers without a deadline never give up, so no waiter left means
+    // that the last read gave up and none of them waits (W-30, W-31).
+    if lock(&job.progress).waiters == 0 {
+        forget(&mut state, job);
+        return Some(Stop::Abandoned);
     }
     if ran >= compile_cap(&shared.config) {
         return Some(Stop::Cap);
@@ -701,8 +741,9 @@ fn requeue(shared: &Shared, job: &Arc<Job>) {
     state.queue.push(job.clone());
 }
 
-/// Hands a finished compile to its waiters and the cache (even when nobody waits any more:
-/// the next caller gets it), and remembers a failure that cost a compile.
+/// Hands a finished compile to its waiters and the cache, and remembers a failure that cost a
+/// compile. A module nobody waits for any more is dropped, not cached (W-30): it is closed
+/// without ever being executed, and the next caller compiles again.
 fn publish(shared: &Shared, job: &Arc<Job>, outcome: Outcome, remember_failure: bool) {
     // Said to the waiters as well as to every caller until it is forgotten.
     let outcome = outcome.map_err(|diagnostic| {
@@ -717,38 +758,49 @@ fn publish(shared: &Shared, job: &Arc<Job>, outcome: Outcome, remember_failure: 
         Diagnostic::new(diagnostic.code, message)
     });
     let mut evicted = Vec::new();
-    {
+    let dropped = {
         let mut state = lock(&shared.compiler.state);
         let mut progress = lock(&job.progress);
         forget(&mut state, job);
-        match &outcome {
-            Ok(module) => {
-                bump(&shared.counters.compiles);
-                if progress.waiters == 0 {
-                    bump(&shared.counters.compiles_cached_late);
+        if progress.waiters == 0 && outcome.is_ok() {
+            // Every caller gave up (each under this lock, so none is on its way to the
+            // answer), and with the job forgotten nobody can join it: nobody gets the module.
+            bump(&shared.counters.compiles_dropped_late);
+            tracing::debug!(digest = job.digest, "plugin module dropped: nobody waits");
+            Some(outcome)
+        } else {
+            match &outcome {
+                Ok(module) => {
+                    bump(&shared.counters.compiles);
+                    let entry = Entry {
+                        digest: job.digest.clone(),
+                        module: module.clone(),
+                        read: progress.read,
+                    };
+                    let capacity = shared.config.cache_entries;
+                    // A `module` caller asked for it: plain LRU. Only preparation did: no
+                    // read's module is evicted for it.
+                    progress.cached = if progress.requested {
+                        cache_requested(&mut state, capacity, entry, &mut evicted)
+                    } else {
+                        cache_prepared(&mut state, capacity, entry, &mut evicted)
+                    };
                 }
-                let entry = Entry {
-                    digest: job.digest.clone(),
-                    module: module.clone(),
-                    read: progress.read,
-                };
-                let capacity = shared.config.cache_entries;
-                // A `module` caller asked for it: plain LRU. Only preparation did: no read's
-                // module is evicted for it.
-                progress.cached = if progress.requested {
-                    cache_requested(&mut state, capacity, entry, &mut evicted)
-                } else {
-                    cache_prepared(&mut state, capacity, entry, &mut evicted)
-                };
+                // Remembered whether or not anybody still waits: the failure cost a compile,
+                // and remembering it keeps no module.
+                Err(diagnostic) if remember_failure => {
+                    remember(&mut state, &job.digest, diagnostic);
+                }
+                Err(_) => {}
             }
-            Err(diagnostic) if remember_failure => remember(&mut state, &job.digest, diagnostic),
-            Err(_) => {}
+            progress.outcome = Some(outcome);
+            job.done.notify_all();
+            None
         }
-        progress.outcome = Some(outcome);
-        job.done.notify_all();
-    }
-    // An evicted module's idle instances go too ("close what is no longer used"); done
-    // outside the compiler lock because dropping stores takes a while.
+    };
+    // The late module and an evicted module's idle instances go outside the compiler lock,
+    // because dropping them takes a while ("close what is no longer used").
+    drop(dropped);
     for digest in evicted {
         shared.purge_idle(&digest);
     }
@@ -1013,7 +1065,7 @@ mod tests {
             .expect("compiles");
         assert!(rt.is_cached("shared"));
         let stats = rt.stats();
-        assert_eq!((stats.compiles, stats.compiles_cached_late), (2, 0));
+        assert_eq!((stats.compiles, stats.compiles_dropped_late), (2, 0));
         assert_eq!(stats.faults.timeout, 22);
         assert_eq!(
             compiler.backlog(),
@@ -1023,6 +1075,65 @@ mod tests {
                 started: 0,
                 artifact_bytes: 0
             }
+        );
+    }
+
+    /// W-30 (seed 000: a late artifact is closed, never executed): an in-process compile,
+    /// which nothing can stop, that finishes after its only read gave up is dropped, not
+    /// cached; until it finishes a new caller would join it, afterwards one compiles again.
+    #[test]
+    fn w30_in_process_compile_finishing_after_its_read_gave_up_is_dropped() {
+        let rt = Runtime::new(PluginConfig::default()).unwrap();
+        let compiler = &rt.shared.compiler;
+        let bytes = artifact();
+        compiler.hold.set(true);
+        std::thread::scope(|scope| {
+            // Long enough for the worker to take the job before the read gives up.
+            let read = scope.spawn(|| rt.module("late", &bytes, within(1_000)));
+            wait_for("the worker takes the compile", || {
+                compiler.backlog().started == 1
+            });
+            let gave_up = read.join().unwrap().unwrap_err();
+            assert_eq!(gave_up.code, Code::Timeout, "{gave_up}");
+        });
+        // Started, so not skipped: the in-process compile still runs for nobody.
+        assert_eq!(
+            compiler.backlog(),
+            Backlog {
+                queued: 0,
+                inflight: 1,
+                started: 1,
+                artifact_bytes: 0,
+            }
+        );
+        compiler.hold.set(false);
+        wait_for("the late compile ends", || {
+            rt.stats().compiles_dropped_late == 1
+        });
+        assert!(!rt.is_cached("late"), "a late module is never cached");
+        assert_eq!(compiler.backlog().inflight, 0, "the job is forgotten");
+        let stats = rt.stats();
+        assert_eq!(
+            (
+                stats.compiles,
+                stats.compiles_skipped,
+                stats.compiles_abandoned
+            ),
+            (0, 0, 0)
+        );
+
+        // The next read compiles again.
+        rt.module("late", &bytes, within(30_000))
+            .expect("compiles again");
+        assert!(rt.is_cached("late"));
+        let stats = rt.stats();
+        assert_eq!(
+            (
+                stats.compiles,
+                stats.compiles_dropped_late,
+                stats.compile_cache_hits
+            ),
+            (1, 1, 0)
         );
     }
 

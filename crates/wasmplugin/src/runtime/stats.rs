@@ -8,14 +8,19 @@ use crate::Code;
 /// A snapshot of the runtime's counters since it started.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RuntimeStats {
-    /// Modules compiled (and cached, unless CACHE_ENTRIES is 0 or only a preparation asked
-    /// and found no room).
+    /// Modules compiled and handed to a caller that was still waiting (and cached, unless
+    /// CACHE_ENTRIES is 0 or only a preparation asked and found no room). A compile that
+    /// finished with nobody waiting is counted in `compiles_dropped_late` instead.
     pub compiles: u64,
     /// `module` calls answered from the compiled-module cache.
     pub compile_cache_hits: u64,
-    /// Of `compiles`, those that finished after every caller had given up: cached all the
-    /// same, for the next caller (O-9).
-    pub compiles_cached_late: u64,
+    /// Compiles that finished after every caller had given up: dropped, not cached, never
+    /// executed (W-30). In-process compiles, which nothing stops, or a compile child that
+    /// answered just as its last caller gave up.
+    pub compiles_dropped_late: u64,
+    /// Compiles stopped part-way because every caller gave up (a compile child only, W-30,
+    /// O-9): the child killed within a poll interval (10 ms), nothing cached.
+    pub compiles_abandoned: u64,
     /// Compiles stopped part-way for a read that waited behind them (a compile child only,
     /// O-9); each was queued again if somebody still waited for it.
     pub compiles_preempted: u64,
@@ -88,7 +93,8 @@ impl FaultCounts {
 pub(super) struct Counters {
     pub compiles: AtomicU64,
     pub compile_cache_hits: AtomicU64,
-    pub compiles_cached_late: AtomicU64,
+    pub compiles_dropped_late: AtomicU64,
+    pub compiles_abandoned: AtomicU64,
     pub compiles_preempted: AtomicU64,
     pub compiles_over_cap: AtomicU64,
     pub compiles_skipped: AtomicU64,
@@ -139,7 +145,8 @@ impl Counters {
         RuntimeStats {
             compiles: get(&self.compiles),
             compile_cache_hits: get(&self.compile_cache_hits),
-            compiles_cached_late: get(&self.compiles_cached_late),
+            compiles_dropped_late: get(&self.compiles_dropped_late),
+            compiles_abandoned: get(&self.compiles_abandoned),
             compiles_preempted: get(&self.compiles_preempted),
             compiles_over_cap: get(&self.compiles_over_cap),
             compiles_skipped: get(&self.compiles_skipped),
