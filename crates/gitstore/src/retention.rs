@@ -225,7 +225,7 @@ impl MemoState {
     }
 
     fn complete(&self) -> bool {
-        self.queue.is_empty() && !self.walking
+        self.queue.is_empty() && !self.walking && !self.broken
     }
 
     fn look(&self, target: &ObjectId) -> Reach {
@@ -296,6 +296,9 @@ impl Memo {
         let mut parents = Vec::new();
         let mut until_check = 0u32;
         loop {
+            if state.broken && !state.walking {
+                state.refresh(roots, now, retention);
+            }
             if let Some(answer) = state.decided(target) {
                 return Ok(answer);
             }
@@ -328,9 +331,11 @@ impl Memo {
             let epoch = state.epoch;
             state.walking = true;
             drop(state);
+            let stepping = Stepping(self);
             let repo = local.get_or_insert_with(|| repo.to_thread_local());
             parents.clear();
             let step = parents_of(repo, id, &mut parents);
+            std::mem::forget(stepping);
             state = lock(&self.state);
             state.walking = false;
             if state.waiters > 0 {
@@ -361,6 +366,20 @@ impl Memo {
     /// The walk's counters and size now.
     pub(crate) fn stats(&self) -> WalkStats {
         lock(&self.state).stats()
+    }
+}
+
+/// A walker's step in progress: if it unwinds (a panic while decoding), the memo must not
+/// stay marked as walked by it, or every later walk would wait for it in vain.
+struct Stepping<'a>(&'a Memo);
+
+impl Drop for Stepping<'_> {
+    fn drop(&mut self) {
+        let mut state = lock(&self.0.state);
+        state.walking = false;
+        // The commit taken from the queue is lost: restart rather than trust the queue.
+        state.broken = true;
+        self.0.progress.notify_all();
     }
 }
 

@@ -3,6 +3,7 @@
 //! lease that must not walk answers "needs a blocking thread" instead, a walk stops at its
 //! budget, and a call never waits for another thread's registry reconcile. Counters, not
 //! clocks, prove what walked; every test runs under a timeout of its own.
+#![allow(dead_code)]
 
 mod common;
 
