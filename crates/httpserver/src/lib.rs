@@ -30,6 +30,7 @@ pub use client::{ClientAddr, InvalidTrustedProxy, TrustedProxies};
 pub use forward::{ClusterRouting, FromReplica, with_cluster_routing};
 pub use json::ErrorBody;
 pub use peers::{PeerClient, with_cluster_search};
+pub use site::site_budgets_table;
 pub use tools::ItemJson;
 
 /// Whether the server is ready to answer (`/readyz`): set once start-up work is done.

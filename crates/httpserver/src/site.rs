@@ -27,6 +27,7 @@ mod readme;
 mod routes;
 
 use routes::Route;
+pub use routes::site_budgets_table;
 
 #[derive(Clone)]
 struct SiteState {
@@ -827,10 +828,19 @@ mod tests {
             ("/sourcegraph/repos/acme/docs/-/tree/main/src", Route::Tree),
             ("/sourcegraph/repos/acme/docs/-/blob/main/a.md", Route::Blob),
             ("/sourcegraph/repos/acme/docs/-/raw/main/a.md", Route::Raw),
-            ("/sourcegraph/repos/acme/docs/-/blame/main/a.md", Route::Blame),
-            ("/sourcegraph/repos/acme/docs/-/commits/main/a.md", Route::Commits),
+            (
+                "/sourcegraph/repos/acme/docs/-/blame/main/a.md",
+                Route::Blame,
+            ),
+            (
+                "/sourcegraph/repos/acme/docs/-/commits/main/a.md",
+                Route::Commits,
+            ),
             ("/sourcegraph/repos/acme/docs/-/commit/abc", Route::Commit),
-            ("/sourcegraph/repos/acme/docs/-/compare/a...b", Route::Compare),
+            (
+                "/sourcegraph/repos/acme/docs/-/compare/a...b",
+                Route::Compare,
+            ),
             ("/sourcegraph/repos/acme/docs/-/plugins", Route::Plugins),
             ("/sourcegraph/connect", Route::Other),
             ("/sourcegraph/repos/acme/docs/-/nope/x", Route::Other),
