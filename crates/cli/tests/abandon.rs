@@ -9,7 +9,7 @@
 //! point is cancellation, not admission); the test first checks that the calls did load the
 //! server, so an idle server cannot pass it by doing nothing.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -33,39 +33,17 @@ impl Drop for Killed {
 }
 
 /// A history of [`COMMITS`] commits, each rewriting one line of `hot.txt` ([`LINES`] lines),
-/// so blaming the whole file walks all of them: made with `git fast-import`.
+/// so blaming the whole file walks all of them.
 fn generate(dir: &Path) {
     testgit::git(dir, &["init", "--quiet", "-b", "main"]);
     let mut lines: Vec<String> = (0..LINES)
         .map(|i| format!("line {i} of hot.txt\n"))
         .collect();
-    let mut stream = Vec::new();
-    for commit in 0..COMMITS {
-        let at = (commit * 7919) % LINES;
+    testgit::fastimport::linear(dir, COMMITS as u64, "hot.txt", |commit| {
+        let at = (commit as usize * 7919) % LINES;
         lines[at] = format!("line {at} changed by commit {commit}\n");
-        let content: String = lines.concat();
-        let time = 1_700_000_000 + commit as i64 * 60;
-        let message = format!("change line {at}\n");
-        write!(
-            stream,
-            "commit refs/heads/main\nmark :{mark}\nauthor A <a@example.com> {time} +0000\n\
-             committer A <a@example.com> {time} +0000\ndata {}\n{message}",
-            message.len(),
-            mark = commit + 1,
-        )
-        .unwrap();
-        if commit > 0 {
-            writeln!(stream, "from :{commit}").unwrap();
-        }
-        write!(
-            stream,
-            "M 100644 inline hot.txt\ndata {}\n{content}\n\n",
-            content.len()
-        )
-        .unwrap();
-    }
-    testgit::git_with_input(dir, &["fast-import", "--quiet"], Some(&stream));
-    testgit::git(dir, &["reset", "--quiet", "--hard", "main"]);
+        lines.concat()
+    });
 }
 
 /// CPU-seconds `pid` has used (user + system), from `/proc/PID/stat`.

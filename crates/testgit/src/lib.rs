@@ -6,6 +6,7 @@
 
 #[cfg(unix)]
 pub mod answers;
+pub mod fastimport;
 mod hang;
 mod http;
 
