@@ -153,7 +153,12 @@ async fn probe_issue42_big_files() {
         store.set_max_text_bytes(cap);
     }
     let users = std::sync::Arc::new(access::AccessStore::open(&store.metadata_path()).unwrap());
-    let service = Service::new(store, ServiceConfig::default());
+    let service = Service::new(store.clone(), ServiceConfig::default());
+    // Each scenario starts with the decoded-blob cache empty.
+    let cold = || {
+        store.set_blob_cache_bytes(0);
+        store.set_blob_cache_bytes(gitstore::DEFAULT_BLOB_CACHE_BYTES);
+    };
     println!(
         "files: {} MB and {} MB",
         big.len() / 1_000_000,
@@ -176,6 +181,7 @@ async fn probe_issue42_big_files() {
         );
     };
 
+    cold();
     let base = reset_peak();
     let mut calls = tokio::task::JoinSet::new();
     for n in 0..16u64 {
@@ -207,6 +213,7 @@ async fn probe_issue42_big_files() {
         base,
     );
 
+    cold();
     let base = reset_peak();
     let mut calls = tokio::task::JoinSet::new();
     for _ in 0..8 {
@@ -231,6 +238,7 @@ async fn probe_issue42_big_files() {
     );
 
     let site = sitecommon::serve_site(service.clone(), users).await;
+    cold();
     let base = reset_peak();
     let began = std::time::Instant::now();
     let mut clients = Vec::new();
