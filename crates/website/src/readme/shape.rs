@@ -59,9 +59,11 @@ pub(super) fn measure(html: &str, allowed: u64, budget: &Budget) -> Result<Shape
     let mut pieces = 0u32;
     let mut from = 0;
     while from < html.len() {
-        // Up to the next `<` after this one: one tag (or its start) and the text after it.
-        let to = html[from + 1..]
-            .find('<')
+        // Up to the next `<` after this one: one tag (or its start) and the text after it
+        // (`<` is ASCII, so both ends are character boundaries).
+        let to = html.as_bytes()[from + 1..]
+            .iter()
+            .position(|&b| b == b'<')
             .map_or(html.len(), |i| from + 1 + i);
         parser.process(StrTendril::from_slice(&html[from..to]));
         from = to;
@@ -154,6 +156,20 @@ impl Node {
             children.retain(|c| c.upgrade().is_some_and(|c| self.is_parent_of(&c)));
         }
         children.push(Rc::downgrade(child));
+    }
+}
+
+/// Parents are let go of one by one: a chain of ancestors as long as a hostile tree may make
+/// would otherwise be dropped recursively, one stack frame per level.
+impl Drop for Node {
+    fn drop(&mut self) {
+        let mut next = self.parent.get_mut().take();
+        while let Some(parent) = next {
+            next = match Rc::try_unwrap(parent) {
+                Ok(mut node) => node.parent.get_mut().take(),
+                Err(_) => None,
+            };
+        }
     }
 }
 
@@ -370,6 +386,34 @@ mod tests {
         ] {
             assert_eq!(shape(&html), Shape::TooDeep, "{}", &html[..40]);
         }
+    }
+
+    #[test]
+    fn text_of_any_script_is_measured() {
+        assert!(matches!(
+            shape("é<p>ü</p>€ <b>ß</b>"),
+            Shape::Fits { bytes } if bytes > 10
+        ));
+    }
+
+    /// A chain of 100,000 ancestors (deeper than any tree the measure lets be built) is let
+    /// go of without a stack frame per level.
+    #[test]
+    fn a_long_chain_of_nodes_drops_without_recursion() {
+        std::thread::Builder::new()
+            .stack_size(64 * 1024)
+            .spawn(|| {
+                let mut node = Node::new(nameless(), false, false);
+                for _ in 0..100_000 {
+                    let child = Node::new(nameless(), false, false);
+                    child.parent.replace(Some(node));
+                    node = child;
+                }
+                drop(node);
+            })
+            .unwrap()
+            .join()
+            .expect("dropped without overflowing a 64 KiB stack");
     }
 
     #[test]
