@@ -459,12 +459,24 @@ async fn main() -> Result<()> {
             "repo=bench/big&path=big.txt&start_line={start}&end_line={}",
             start + 499
         );
-        add(&flooder, api("read", &query), "16 pages of the big file");
+        add(
+            &flooder,
+            api("read", &query),
+            "16 pages of the big file (over the cap)",
+        );
+    }
+    for i in 0..16 {
+        let start = 1 + i * 20_000;
+        let query = format!(
+            "repo=bench/big&path=mid.txt&start_line={start}&end_line={}",
+            start + 499
+        );
+        add(&flooder, api("read", &query), "16 pages of the 31 MiB file");
     }
     let items: Vec<String> = (0..50)
         .map(|i| {
             format!(
-                "{{\"path\":\"big.txt\",\"start_line\":{0},\"end_line\":{0}}}",
+                "{{\"path\":\"mid.txt\",\"start_line\":{0},\"end_line\":{0}}}",
                 1 + i * 1000
             )
         })
@@ -476,7 +488,7 @@ async fn main() -> Result<()> {
             "read_many",
             &format!("repo=bench/big&files={}", urlencode(&files)),
         ),
-        "read_many of 50 items",
+        "read_many of 50 items (31 MiB file)",
     );
     for _ in 0..8 {
         add(

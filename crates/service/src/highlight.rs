@@ -272,7 +272,7 @@ impl Service {
             max_bytes,
             definitions,
         } = req;
-        self.framed_blocking(ctx, Op::HIGHLIGHT, repo, move |call, inner| {
+        self.framed_blocking(ctx, Op::HIGHLIGHT, repo, move |mut call, inner| {
             let lease = call.lease(inner, revision.as_deref())?;
             let repo_name = lease.repo().clone();
             let commit = lease.commit().to_string();
@@ -295,7 +295,15 @@ impl Service {
             let first = start_line.unwrap_or(1).max(1);
             let max_lines = max_lines.unwrap_or(DEFAULT_HIGHLIGHT_LINES).max(1);
             let max_bytes = max_bytes.unwrap_or(inner.config.read_budget);
-            let (highlighted, looked_up) = match inner.highlights.cached(grammar, text.as_str()) {
+            let kept = inner.highlights.cached(grammar, text.as_str());
+            if kept.is_none()
+                && grammar.is_some()
+                && text.as_str().len() <= inner.highlights.limits().max_bytes
+            {
+                // A first parse is heavy work of its own class (O-9); a kept one takes no slot.
+                call.admit_blocking(inner, crate::Class::Parse)?;
+            }
+            let (highlighted, looked_up) = match kept {
                 Some(kept) => (kept, None),
                 // A new file that will be highlighted (and so linked): its names are looked
                 // up beside the run.
