@@ -31,7 +31,7 @@ if sys._csg_reload_test_loads % 2 == 0:\n    def on_read_result(result):\n      
 else:\n    def on_search_results(result):\n        return None\n";
 
 fn hook_of(epoch: u64) -> &'static str {
-    if epoch % 2 == 0 {
+    if epoch.is_multiple_of(2) {
         "on_read_result"
     } else {
         "on_search_results"
