@@ -15,72 +15,7 @@ use std::fmt::Write as _;
 use std::sync::OnceLock;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-
-/// A fast-import stream being written: one commit after another, each with a mark.
-#[derive(Default)]
-struct Stream {
-    out: String,
-    marks: u64,
-}
-
-/// A change a generated commit makes.
-enum Change {
-    Write(String, String),
-    Delete(String),
-}
-
-impl Stream {
-    /// Appends a commit on `branch` at `time` with parents `from` and `merges`; its mark.
-    fn commit(
-        &mut self,
-        branch: &str,
-        time: i64,
-        from: Option<u64>,
-        merges: &[u64],
-        changes: &[Change],
-    ) -> u64 {
-        self.marks += 1;
-        let mark = self.marks;
-        let message = format!("commit {mark}\n");
-        let _ = write!(
-            self.out,
-            "commit refs/heads/{branch}\nmark :{mark}\nauthor A <a@example.com> {time} +0000\n\
-             committer C <c@example.com> {time} +0000\ndata {}\n{message}",
-            message.len()
-        );
-        if let Some(from) = from {
-            let _ = writeln!(self.out, "from :{from}");
-        }
-        for merge in merges {
-            let _ = writeln!(self.out, "merge :{merge}");
-        }
-        for change in changes {
-            match change {
-                Change::Write(path, content) => {
-                    let _ = write!(
-                        self.out,
-                        "M 100644 inline {path}\ndata {}\n{content}\n",
-                        content.len()
-                    );
-                }
-                Change::Delete(path) => {
-                    let _ = writeln!(self.out, "D {path}");
-                }
-            }
-        }
-        self.out.push('\n');
-        mark
-    }
-
-    /// Imports the stream into the fixture's source repository.
-    fn import(self, f: &Fixture) {
-        testgit::git_with_input(
-            &f.src,
-            &["fast-import", "--quiet", "--force"],
-            Some(self.out.as_bytes()),
-        );
-    }
-}
+use testgit::fastimport::{Change, Stream};
 
 /// A small deterministic generator (an LCG): the same seed, the same history.
 struct Rng(u64);
@@ -216,7 +151,7 @@ fn generated(f: &Fixture, seed: u64, steps: u64) -> String {
         }
     }
     let follow = branches[0].follow.clone();
-    stream.import(f);
+    stream.import(&f.src);
     follow
 }
 
@@ -392,7 +327,7 @@ fn long() -> &'static Fixture {
             let time = BASE_TIME + (n / 2) as i64;
             tip = Some(stream.commit("main", time, tip, &[], &changes));
         }
-        stream.import(&f);
+        stream.import(&f.src);
         f.register("");
         f.sync();
         f
@@ -470,19 +405,20 @@ fn issue42_a_page_wraps_up_at_its_soft_deadline() {
     assert!(pages.len() > 1, "the soft deadline cut the walk");
 }
 
-/// Runs `work` on a thread with a budget, cancels the budget after `after`, and answers the
-/// work's result and how long the thread took to end after the cancel.
-fn cancelled<T: Send + 'static>(
-    after: Duration,
-    work: impl FnOnce(Budget) -> T + Send + 'static,
-) -> (T, Duration) {
+/// Runs `work` on a thread with a budget, cancels the budget 30 ms in, and asserts that the
+/// work answered `Stopped(Cancelled)` within 2 s of the cancel (bound generously: a hang or a
+/// walk to the end fails); prints how long it took.
+fn stops_when_cancelled<T: std::fmt::Debug + PartialEq + Send + 'static>(
+    label: &str,
+    work: impl FnOnce(Budget) -> Result<T, Error> + Send + 'static,
+) {
     let budget = Budget::unlimited();
     let inner = budget.clone();
     let (tx, rx) = mpsc::channel();
     let thread = std::thread::spawn(move || {
         let _ = tx.send(work(inner));
     });
-    std::thread::sleep(after);
+    std::thread::sleep(Duration::from_millis(30));
     budget.cancel();
     let cancelled_at = Instant::now();
     let result = rx
@@ -490,55 +426,48 @@ fn cancelled<T: Send + 'static>(
         .expect("the cancelled work ended");
     let took = cancelled_at.elapsed();
     thread.join().expect("no panic");
-    (result, took)
+    assert_eq!(result, Err(Error::Stopped(Stop::Cancelled)), "{label}");
+    assert!(
+        took < Duration::from_secs(2),
+        "{label} stopped {took:?} after the cancel"
+    );
+    eprintln!("{label} stopped {took:?} after the cancel");
 }
 
 /// Issue 42 point 3: a cancelled budget stops a log walk, a followed walk and a blame within
-/// about 100 ms (bound generously here: a hang or a walk to the end fails).
+/// about 100 ms.
 #[test]
 fn issue42_a_cancelled_budget_stops_walks_and_blame() {
     let f = long();
     let head = cid(&f.source.head());
-    let bound = Duration::from_secs(2);
-    let (store, name, at) = (f.store.clone(), f.name.clone(), head.clone());
-    let (result, took) = cancelled(Duration::from_millis(30), move |budget| {
-        let limits = PageLimits {
-            limit: 50,
-            walk: u64::MAX,
-            budget: &budget,
-        };
-        store
-            .log_page(&name, &at, &path("missing.txt"), None, limits)
-            .map(|page| page.walked)
-    });
-    assert_eq!(result, Err(Error::Stopped(Stop::Cancelled)), "log");
-    assert!(took < bound, "log stopped {took:?} after the cancel");
-    eprintln!("log of a missing path stopped {took:?} after the cancel");
-
-    let (store, name, at) = (f.store.clone(), f.name.clone(), head.clone());
-    let (result, took) = cancelled(Duration::from_millis(30), move |budget| {
-        let limits = PageLimits {
-            limit: 50,
-            walk: u64::MAX,
-            budget: &budget,
-        };
-        store
-            .log_follow_page(&name, &at, &path("stable.txt"), None, limits)
-            .map(|page| page.walked)
-    });
-    assert_eq!(result, Err(Error::Stopped(Stop::Cancelled)), "follow");
-    assert!(took < bound, "follow stopped {took:?} after the cancel");
-    eprintln!("follow stopped {took:?} after the cancel");
-
+    for (label, follow, file) in [
+        ("log of a missing path", false, "missing.txt"),
+        ("follow", true, "stable.txt"),
+    ] {
+        let (store, name, at) = (f.store.clone(), f.name.clone(), head.clone());
+        stops_when_cancelled(label, move |budget| {
+            let limits = PageLimits {
+                limit: 50,
+                walk: u64::MAX,
+                budget: &budget,
+            };
+            if follow {
+                store
+                    .log_follow_page(&name, &at, &path(file), None, limits)
+                    .map(|page| page.walked)
+            } else {
+                store
+                    .log_page(&name, &at, &path(file), None, limits)
+                    .map(|page| page.walked)
+            }
+        });
+    }
     let (store, name, at) = (f.store.clone(), f.name.clone(), head);
-    let (result, took) = cancelled(Duration::from_millis(30), move |budget| {
+    stops_when_cancelled("blame", move |budget| {
         store
             .blame_within(&name, &at, &path("stable.txt"), 1, 200, &budget)
             .map(|(ranges, _)| ranges.len())
     });
-    assert_eq!(result, Err(Error::Stopped(Stop::Cancelled)), "blame");
-    assert!(took < bound, "blame stopped {took:?} after the cancel");
-    eprintln!("blame stopped {took:?} after the cancel");
 }
 
 /// Issue 42 point 2: blame past its hard deadline stops with `Stopped(Deadline)`; within its
@@ -595,7 +524,7 @@ fn issue42_rename_detection_stops_at_git_rename_limit() {
     moved.push(Change::Delete("keep/0.txt".into()));
     moved.push(Change::Write("same/0.txt".into(), "exact\n".into()));
     stream.commit("main", BASE_TIME + 1, Some(first), &[], &moved);
-    stream.import(&f);
+    stream.import(&f.src);
     f.register("");
     f.sync();
     let head = cid(&f.source.head());
@@ -657,7 +586,7 @@ fn issue42_a_wide_frontier_ends_the_page() {
         &branches[1..],
         &[],
     );
-    stream.import(&f);
+    stream.import(&f.src);
     f.register("");
     f.sync();
     let head = cid(&f.source.head());

@@ -52,24 +52,7 @@ pub fn git_with_input(cwd: &Path, args: &[&str], input: Option<&[u8]>) -> String
 
 /// Runs git and answers its raw output, successful or not.
 pub fn git_raw(cwd: &Path, args: &[&str], input: Option<&[u8]>) -> Output {
-    // Distinct, increasing dates keep commit ids unique and history order deterministic.
-    let n = TICK.fetch_add(1, Ordering::SeqCst);
-    let date = format!("{} +0000", 1_700_000_000 + n * 60);
-    let mut command = Command::new("git");
-    for var in REDIRECTING_VARS {
-        command.env_remove(var);
-    }
-    let mut child = command
-        .current_dir(cwd)
-        .args(args)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "Test")
-        .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
-        .env("GIT_COMMITTER_NAME", "Test")
-        .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
-        .env("GIT_AUTHOR_DATE", &date)
-        .env("GIT_COMMITTER_DATE", &date)
+    let mut child = git_command(cwd, args)
         .stdin(if input.is_some() {
             Stdio::piped()
         } else {
@@ -88,6 +71,30 @@ pub fn git_raw(cwd: &Path, args: &[&str], input: Option<&[u8]>) -> Output {
             .expect("write stdin");
     }
     child.wait_with_output().expect("git finishes")
+}
+
+/// git in `cwd` with `args`, the fixed identity, the next date and no global, system or
+/// inherited repository configuration; its standard streams are the caller's to set.
+pub(crate) fn git_command(cwd: &Path, args: &[&str]) -> Command {
+    // Distinct, increasing dates keep commit ids unique and history order deterministic.
+    let n = TICK.fetch_add(1, Ordering::SeqCst);
+    let date = format!("{} +0000", 1_700_000_000 + n * 60);
+    let mut command = Command::new("git");
+    for var in REDIRECTING_VARS {
+        command.env_remove(var);
+    }
+    command
+        .current_dir(cwd)
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "Test")
+        .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
+        .env("GIT_COMMITTER_NAME", "Test")
+        .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
+        .env("GIT_AUTHOR_DATE", &date)
+        .env("GIT_COMMITTER_DATE", &date);
+    command
 }
 
 /// A source repository on branch `main` in its own temp dir (`<tmp>/source`), with room
