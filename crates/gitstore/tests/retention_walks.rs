@@ -3,11 +3,11 @@
 //! lease that must not walk answers "needs a blocking thread" instead, a walk stops at its
 //! budget, and a call never waits for another thread's registry reconcile. Counters, not
 //! clocks, prove what walked; every test runs under a timeout of its own.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 mod common;
 
-use common::{Fixture, cid, git_with_input, open_store};
+use common::{Fixture, cid, open_store};
 use gitstore::{Error, GitStore, WalkStats};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
@@ -35,37 +35,10 @@ fn within(test: impl FnOnce() + Send + 'static) {
     }
 }
 
-/// Makes `main` of the (empty) source a linear history of `count` commits with `git
-/// fast-import` (one process, fast); answers the root commit's SHA.
-fn linear_history(f: &Fixture, count: usize) -> String {
-    let mut stream = String::new();
-    for n in 0..count {
-        let message = format!("commit {n}\n");
-        let body = format!("line {n}\n");
-        stream.push_str(&format!(
-            "commit refs/heads/main\nmark :{}\ncommitter t <t@example.com> {} +0000\ndata {}\n{}",
-            n + 1,
-            1_700_000_000 + n,
-            message.len(),
-            message
-        ));
-        if n > 0 {
-            stream.push_str(&format!("from :{n}\n"));
-        }
-        stream.push_str(&format!(
-            "M 644 inline file.txt\ndata {}\n{}\n",
-            body.len(),
-            body
-        ));
-    }
-    stream.push_str("get-mark :1\n");
-    let out = git_with_input(
-        &f.src,
-        &["fast-import", "--quiet", "--cat-blob-fd=1"],
-        Some(stream.as_bytes()),
-    );
-    f.git(&["reset", "-q", "--hard", "main"]);
-    out.trim().to_string()
+/// Makes `main` of the (empty) source a linear history of `count` commits, each setting
+/// `file.txt` to `line <n>`; answers the root commit's SHA.
+fn linear_history(f: &Fixture, count: u64) -> String {
+    testgit::fastimport::linear(&f.src, count, "file.txt", |n| format!("line {n}\n"))
 }
 
 fn walks(store: &GitStore, f: &Fixture) -> WalkStats {

@@ -9,9 +9,9 @@ use service::{
     BlameRequest, CallContext, Class, Cost, ErrorKind, LogAnswer, LogRequest, Service,
     ServiceConfig, ServiceError,
 };
-use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 use testgit::SourceRepo;
+use testgit::fastimport::{Change, Stream};
 
 const REPO: &str = "acme/long";
 /// Commits in the history.
@@ -23,47 +23,19 @@ const RARE_AT: [u64; 3] = [3, 4_000, 9_000];
 /// [`RARE_AT`], `stable.txt` (200 lines) only in the first.
 fn long_history() -> SourceRepo {
     let repo = SourceRepo::new();
-    let mut stream = String::new();
+    let mut stream = Stream::importing(repo.path());
     let stable: String = (0..200).map(|i| format!("stable {i}\n")).collect();
     for n in 1..=COMMITS {
-        let time = 1_700_000_000 + n;
-        let _ = write!(
-            stream,
-            "commit refs/heads/main\nmark :{n}\ncommitter C <c@example.com> {time} +0000\n\
-             data 4\nc{:02}\n",
-            n % 100
-        );
-        if n > 1 {
-            let _ = writeln!(stream, "from :{}", n - 1);
-        }
-        let hot = format!("{n}\n");
-        let _ = write!(
-            stream,
-            "M 100644 inline hot.txt\ndata {}\n{hot}\n",
-            hot.len()
-        );
+        let mut changes = vec![Change::Write("hot.txt".into(), format!("{n}\n"))];
         if n == 1 {
-            let _ = write!(
-                stream,
-                "M 100644 inline stable.txt\ndata {}\n{stable}\n",
-                stable.len()
-            );
+            changes.push(Change::Write("stable.txt".into(), stable.clone()));
         }
         if RARE_AT.contains(&n) {
-            let rare = format!("rare {n}\n");
-            let _ = write!(
-                stream,
-                "M 100644 inline rare.txt\ndata {}\n{rare}\n",
-                rare.len()
-            );
+            changes.push(Change::Write("rare.txt".into(), format!("rare {n}\n")));
         }
-        stream.push('\n');
+        stream.next(1_700_000_000 + n as i64, &changes);
     }
-    testgit::git_with_input(
-        repo.path(),
-        &["fast-import", "--quiet"],
-        Some(stream.as_bytes()),
-    );
+    stream.finish();
     repo
 }
 

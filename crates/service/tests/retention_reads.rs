@@ -14,38 +14,13 @@ use testgit::SourceRepo;
 /// Every test's hang guard: generous, the work takes a fraction of it.
 const TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Makes `main` of a new source a linear history of `count` commits (`git fast-import`), each
-/// setting `file.txt` to `line <n>`; answers it and the root commit's SHA.
-fn linear_source(count: usize) -> (SourceRepo, String) {
+/// Makes `main` of a new source a linear history of `count` commits, each setting
+/// `file.txt` to `line <n>`; answers it and the root commit's SHA.
+fn linear_source(count: u64) -> (SourceRepo, String) {
     let source = SourceRepo::new();
-    let mut stream = String::new();
-    for n in 0..count {
-        let message = format!("commit {n}\n");
-        let body = format!("line {n}\n");
-        stream.push_str(&format!(
-            "commit refs/heads/main\nmark :{}\ncommitter t <t@example.com> {} +0000\ndata {}\n{}",
-            n + 1,
-            1_700_000_000 + n,
-            message.len(),
-            message
-        ));
-        if n > 0 {
-            stream.push_str(&format!("from :{n}\n"));
-        }
-        stream.push_str(&format!(
-            "M 644 inline file.txt\ndata {}\n{}\n",
-            body.len(),
-            body
-        ));
-    }
-    stream.push_str("get-mark :1\n");
-    let root = testgit::git_with_input(
-        source.path(),
-        &["fast-import", "--quiet", "--cat-blob-fd=1"],
-        Some(stream.as_bytes()),
-    );
-    source.git(&["reset", "-q", "--hard", "main"]);
-    (source, root.trim().to_string())
+    let root =
+        testgit::fastimport::linear(source.path(), count, "file.txt", |n| format!("line {n}\n"));
+    (source, root)
 }
 
 fn name() -> RepoName {
