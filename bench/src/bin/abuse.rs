@@ -32,6 +32,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use testgit::fastimport::{Change, Stream};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const USAGE: &str = "usage: abuse [--commits N] [--big-mib N] [--redis PATH] [--csg PATH] \
@@ -81,52 +82,20 @@ fn options() -> Result<Options> {
 
 // ---- the corpus -------------------------------------------------------------------------------
 
-/// A linear history: every commit changes `hot.txt`, every 50,000th `rare.txt` too.
+/// A linear history: every commit changes `hot.txt`, every 50,000th `rare.txt` too (streamed
+/// into git as it is generated; a failed import panics with git's error).
 fn long_history(dir: &Path, commits: usize) -> Result<()> {
     std::fs::create_dir_all(dir)?;
-    git(dir, &["init", "--quiet", "--bare"])?;
-    let mut child = std::process::Command::new("git")
-        .current_dir(dir)
-        .args(["fast-import", "--quiet"])
-        .stdin(Stdio::piped())
-        .spawn()?;
-    {
-        use std::io::Write;
-        let mut input = std::io::BufWriter::new(child.stdin.take().context("stdin")?);
-        for n in 0..commits {
-            let time = 1_600_000_000 + n as i64 * 30;
-            let message = format!("commit {n}\n");
-            write!(
-                input,
-                "commit refs/heads/main\nmark :{}\ncommitter C <c@example.com> {time} +0000\n\
-                 data {}\n{message}",
-                n + 1,
-                message.len()
-            )?;
-            if n > 0 {
-                writeln!(input, "from :{n}")?;
-            }
-            let hot = format!("hot {n}\n");
-            write!(
-                input,
-                "M 100644 inline hot.txt\ndata {}\n{hot}\n",
-                hot.len()
-            )?;
-            if n % 50_000 == 0 {
-                let rare = format!("rare {n}\n");
-                write!(
-                    input,
-                    "M 100644 inline rare.txt\ndata {}\n{rare}\n",
-                    rare.len()
-                )?;
-            }
-            writeln!(input)?;
+    git(dir, &["init", "--quiet", "--bare", "-b", "main"])?;
+    let mut stream = Stream::importing(dir);
+    for n in 0..commits as u64 {
+        let mut changes = vec![Change::Write("hot.txt".into(), format!("hot {n}\n"))];
+        if n % 50_000 == 0 {
+            changes.push(Change::Write("rare.txt".into(), format!("rare {n}\n")));
         }
+        stream.next(1_600_000_000 + n as i64 * 30, &changes);
     }
-    if !child.wait()?.success() {
-        bail!("git fast-import failed");
-    }
-    git(dir, &["symbolic-ref", "HEAD", "refs/heads/main"])?;
+    stream.finish();
     Ok(())
 }
 

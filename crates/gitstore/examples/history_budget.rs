@@ -16,11 +16,11 @@
 
 use budget::Budget;
 use gitstore::{CommitId, GitStore, PageLimits, RepoName, RepoPath, StoreConfig, SystemClock};
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use testgit::fastimport::{Change, Stream};
+use testgit::git;
 
 /// The `log` tool's cost: 6 s, partial after 50% or 100,000 commits.
 const LOG_TIME: Duration = Duration::from_secs(6);
@@ -28,68 +28,22 @@ const LOG_WALK: u64 = 100_000;
 /// The `blame` tool's cost: 6 s.
 const BLAME_TIME: Duration = Duration::from_secs(6);
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .expect("utf-8")
-        .trim()
-        .to_string()
-}
-
-fn generate(dir: &Path, commits: usize) {
+/// A bare repository with the history the calls are measured on, streamed into git.
+fn generate(dir: &Path, commits: u64) {
     git(dir, &["init", "-q", "--bare", "-b", "main"]);
-    let mut child = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["fast-import", "--quiet"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("fast-import runs");
-    let mut stdin = std::io::BufWriter::new(child.stdin.take().expect("stdin"));
+    let mut stream = Stream::importing(dir);
     let stable: String = (0..200).map(|i| format!("stable line {i}\n")).collect();
     for n in 0..commits {
-        write!(
-            stdin,
-            "commit refs/heads/main\nmark :{}\ncommitter bench <bench@example.com> {} +0000\ndata 2\nc\n",
-            n + 1,
-            1_600_000_000 + n,
-        )
-        .expect("write");
-        if n > 0 {
-            writeln!(stdin, "from :{n}").expect("write");
-        }
-        let hot = format!("{n}\n");
-        write!(stdin, "M 644 inline hot.txt\ndata {}\n{hot}\n", hot.len()).expect("write");
+        let mut changes = vec![Change::Write("hot.txt".into(), format!("{n}\n"))];
         if n == 0 {
-            write!(
-                stdin,
-                "M 644 inline stable.txt\ndata {}\n{stable}\n",
-                stable.len()
-            )
-            .expect("write");
+            changes.push(Change::Write("stable.txt".into(), stable.clone()));
         }
         if n % 100_000 == 0 {
-            let rare = format!("rare {n}\n");
-            write!(
-                stdin,
-                "M 644 inline rare.txt\ndata {}\n{rare}\n",
-                rare.len()
-            )
-            .expect("write");
+            changes.push(Change::Write("rare.txt".into(), format!("rare {n}\n")));
         }
+        stream.next(1_600_000_000 + n as i64, &changes);
     }
-    drop(stdin);
-    assert!(child.wait().expect("fast-import ends").success());
+    stream.finish();
 }
 
 fn secs(d: Duration) -> String {
@@ -97,7 +51,7 @@ fn secs(d: Duration) -> String {
 }
 
 fn main() {
-    let mut commits = 800_000usize;
+    let mut commits = 800_000u64;
     let mut before = true;
     for arg in std::env::args().skip(1) {
         match arg.as_str() {

@@ -11,70 +11,15 @@
 //! the time of each lease; nothing here is a pass/fail target.
 
 use gitstore::{CommitId, GitStore, RepoName, RepoPath, StoreConfig, SystemClock};
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "bench")
-        .env("GIT_AUTHOR_EMAIL", "bench@example.com")
-        .env("GIT_COMMITTER_NAME", "bench")
-        .env("GIT_COMMITTER_EMAIL", "bench@example.com")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .expect("utf-8")
-        .trim()
-        .to_string()
-}
+use testgit::{fastimport, git};
 
 /// A bare repository with a linear history of `commits` commits on `main`.
-fn generate(dir: &Path, commits: usize) {
+fn generate(dir: &Path, commits: u64) {
     git(dir, &["init", "-q", "--bare", "-b", "main"]);
-    let mut child = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["fast-import", "--quiet"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("fast-import runs");
-    let mut stdin = std::io::BufWriter::new(child.stdin.take().expect("stdin"));
-    for n in 0..commits {
-        let body = format!("line {n}\n");
-        let message = format!("commit {n}\n");
-        write!(
-            stdin,
-            "commit refs/heads/main\nmark :{}\ncommitter bench <bench@example.com> {} +0000\ndata {}\n{}",
-            n + 1,
-            1_600_000_000 + n,
-            message.len(),
-            message
-        )
-        .expect("write");
-        if n > 0 {
-            writeln!(stdin, "from :{n}").expect("write");
-        }
-        write!(
-            stdin,
-            "M 644 inline file.txt\ndata {}\n{}\n",
-            body.len(),
-            body
-        )
-        .expect("write");
-    }
-    drop(stdin);
-    assert!(child.wait().expect("fast-import ends").success());
+    fastimport::linear(dir, commits, "file.txt", |n| format!("line {n}\n"));
 }
 
 fn ms(d: Duration) -> String {
@@ -84,7 +29,7 @@ fn ms(d: Duration) -> String {
 fn main() {
     let mut args = std::env::args().skip(1);
     let source = args.next().filter(|a| !a.is_empty());
-    let commits: usize = args
+    let commits: u64 = args
         .next()
         .map(|n| n.parse().expect("COMMITS is a number"))
         .unwrap_or(100_000);
