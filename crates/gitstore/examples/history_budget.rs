@@ -15,7 +15,7 @@
 //! nothing here is a pass/fail target.
 
 use budget::Budget;
-use gitstore::{CommitId, GitStore, PageLimits, RepoName, RepoPath, StoreConfig, SystemClock};
+use gitstore::{CommitId, PageLimits, RepoName, RepoPath, SystemClock};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -66,24 +66,14 @@ fn main() {
     generate(&src, commits);
     println!("generated {commits} commits in {}", secs(started.elapsed()));
 
-    let store = GitStore::open(
-        StoreConfig {
-            data_dir: tmp.path().join("data"),
-            retention: gitstore::DEFAULT_RETENTION,
-        },
+    let store = testgit::registered_store(
+        tmp.path().join("data"),
+        "bench/history",
+        &src.to_string_lossy(),
+        "",
         Arc::new(SystemClock),
-    )
-    .expect("store opens");
+    );
     let name = RepoName::parse("bench/history").expect("name");
-    store
-        .register(gitstore::Registration {
-            name: name.clone(),
-            source: src.to_string_lossy().into_owned(),
-            registered_path: RepoPath::root(),
-            branch: Some("main".into()),
-            private: None,
-        })
-        .expect("register");
     let started = Instant::now();
     store.sync(&name).expect("sync");
     println!("first sync: {}", secs(started.elapsed()));

@@ -10,7 +10,7 @@
 //! history of `COMMITS` commits (default 100000) is generated with `git fast-import`. Prints
 //! the time of each lease; nothing here is a pass/fail target.
 
-use gitstore::{CommitId, GitStore, RepoName, RepoPath, StoreConfig, SystemClock};
+use gitstore::{CommitId, RepoName, SystemClock};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -55,24 +55,14 @@ fn main() {
     let count = git(&src, &["rev-list", "--count", &branch]);
     println!("history: {count} commits on {branch}; root {root}");
 
-    let store = GitStore::open(
-        StoreConfig {
-            data_dir: tmp.path().join("data"),
-            retention: gitstore::DEFAULT_RETENTION,
-        },
+    let store = testgit::registered_store(
+        tmp.path().join("data"),
+        "bench/history",
+        &src.to_string_lossy(),
+        "",
         Arc::new(SystemClock),
-    )
-    .expect("store opens");
+    );
     let name = RepoName::parse("bench/history").expect("name");
-    store
-        .register(gitstore::Registration {
-            name: name.clone(),
-            source: src.to_string_lossy().into_owned(),
-            registered_path: RepoPath::root(),
-            branch: Some(branch.clone()),
-            private: None,
-        })
-        .expect("register");
     let started = Instant::now();
     store.sync(&name).expect("sync");
     println!("first sync: {}", ms(started.elapsed()));
