@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{Fixture, cid, path};
+use common::{Fixture, cid, path, within};
 use gitstore::{Error, RepoPath, TextMemo, TextRead};
 use std::sync::{Arc, Barrier, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
@@ -56,25 +56,6 @@ fn fixture() -> MutexGuard<'static, Big> {
         .unwrap_or_else(|e| e.into_inner())
 }
 
-/// Runs `test` on its own thread: a hang fails after `secs`.
-fn within<T: Send + 'static>(secs: u64, test: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let worker = std::thread::spawn(move || {
-        let _ = tx.send(test());
-    });
-    match rx.recv_timeout(Duration::from_secs(secs)) {
-        Ok(value) => value,
-        // The test panicked: its own message is the failure.
-        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => match worker.join() {
-            Err(panic) => std::panic::resume_unwind(panic),
-            Ok(()) => unreachable!("the worker sends before it ends"),
-        },
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-            panic!("the test did not finish within {secs} s")
-        }
-    }
-}
-
 /// (VmRSS, VmHWM) of this process in bytes.
 fn memory() -> (u64, u64) {
     let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
@@ -106,7 +87,7 @@ fn issue42_a_text_over_the_cap_is_refused_from_its_header() {
     let big = fixture();
     let (store, name) = (big.f.store.clone(), big.f.name.clone());
     let (commit, size) = (cid(&big.adding), big.size);
-    within(120, move || {
+    within(Duration::from_secs(120), move || {
         store.set_max_text_bytes(MIB);
         let decodes = store.blob_decodes();
         let lease = store.lease(&name, &commit).expect("lease");
@@ -152,7 +133,7 @@ fn issue42_concurrent_reads_share_one_decode() {
     let big = fixture();
     let (store, name) = (big.f.store.clone(), big.f.name.clone());
     let (commit, lines) = (cid(&big.adding), big.lines);
-    within(300, move || {
+    within(Duration::from_secs(300), move || {
         store.set_max_text_bytes(64 * MIB);
         store.set_blob_cache_bytes(0);
         store.set_blob_cache_bytes(128 * MIB as usize);
@@ -213,7 +194,7 @@ fn issue42_a_huge_added_file_is_diffed_only_as_far_as_the_page() {
     let big = fixture();
     let (store, name) = (big.f.store.clone(), big.f.name.clone());
     let (commit, size, lines) = (cid(&big.adding), big.size, big.lines);
-    within(300, move || {
+    within(Duration::from_secs(300), move || {
         let budget = 256 * 1024;
         store.set_max_text_bytes(64 * MIB);
         store.set_blob_cache_bytes(0);
@@ -283,7 +264,7 @@ fn issue42_a_cancelled_diff_stops() {
     let big = fixture();
     let (store, name) = (big.f.store.clone(), big.f.name.clone());
     let (root, adding) = (cid(&big.root), cid(&big.adding));
-    within(120, move || {
+    within(Duration::from_secs(120), move || {
         let call = budget::Budget::unlimited();
         call.cancel();
         let stopped = store.diff_within(&name, &root, &adding, &RepoPath::root(), 0, 1000, &call);
@@ -300,7 +281,7 @@ fn issue42_raw_reads_share_one_copy() {
     let big = fixture();
     let (store, name) = (big.f.store.clone(), big.f.name.clone());
     let (commit, size) = (cid(&big.adding), big.size);
-    within(120, move || {
+    within(Duration::from_secs(120), move || {
         store.set_blob_cache_bytes(0);
         store.set_blob_cache_bytes(gitstore::DEFAULT_BLOB_CACHE_BYTES);
         let lease = store.lease(&name, &commit).expect("lease");
@@ -326,7 +307,7 @@ fn issue42_raw_reads_share_one_copy() {
 /// exactly git's, with and without a last line feed, and cut at a line on a small page.
 #[test]
 fn whole_files_added_and_deleted_match_git() {
-    within(120, || {
+    within(Duration::from_secs(120), || {
         let f = Fixture::new();
         let base = f.commit(&[("gone.txt", b"a\nb"), ("kept.txt", b"k\n")], "base");
         f.git(&["rm", "-q", "gone.txt"]);

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{Fixture, cid, open_store};
+use common::{Fixture, cid, open_store, within};
 use gitstore::{Error, GitStore, WalkStats};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
@@ -15,25 +15,6 @@ use std::time::Duration;
 
 /// Every test's hang guard: generous, the work takes a fraction of it.
 const TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Runs `test` on a thread of its own and fails if it does not end within [`TIMEOUT`].
-fn within(test: impl FnOnce() + Send + 'static) {
-    let (done, ended) = mpsc::channel();
-    let worker = std::thread::spawn(move || {
-        test();
-        let _ = done.send(());
-    });
-    match ended.recv_timeout(TIMEOUT) {
-        Ok(()) => worker.join().expect("test thread"),
-        // The thread ended without sending: it panicked; show its panic.
-        Err(mpsc::RecvTimeoutError::Disconnected) => {
-            if let Err(panic) = worker.join() {
-                std::panic::resume_unwind(panic);
-            }
-        }
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("the test hung past {TIMEOUT:?}"),
-    }
-}
 
 /// Makes `main` of the (empty) source a linear history of `count` commits, each setting
 /// `file.txt` to `line <n>`; answers the root commit's SHA.
@@ -51,7 +32,7 @@ fn walks(store: &GitStore, f: &Fixture) -> WalkStats {
 /// leaves (an unpin) restarts it.
 #[test]
 fn g5_an_old_commit_after_a_sync_is_answered_without_restarting_the_walk() {
-    within(|| {
+    within(TIMEOUT, || {
         let f = Fixture::new();
         let root = linear_history(&f, 300);
         f.register("");
@@ -130,7 +111,7 @@ fn g5_an_old_commit_after_a_sync_is_answered_without_restarting_the_walk() {
 /// lease on a blocking thread walks under its budget, and then the async one answers.
 #[test]
 fn g5_a_lease_that_may_not_walk_answers_needs_a_blocking_thread() {
-    within(|| {
+    within(TIMEOUT, || {
         let f = Fixture::new();
         let root = linear_history(&f, 200);
         f.register("");
@@ -170,7 +151,7 @@ fn g5_a_lease_that_may_not_walk_answers_needs_a_blocking_thread() {
 /// `Stopped` (no lease), and the next call resumes the walk rather than restarting it.
 #[test]
 fn o9_a_retention_walk_stops_at_the_budget_and_keeps_its_progress() {
-    within(|| {
+    within(TIMEOUT, || {
         let f = Fixture::new();
         let root = linear_history(&f, 200);
         f.register("");
@@ -238,7 +219,7 @@ impl Gate {
 /// force. Once the reconcile ends, the next call sees the other process's new head.
 #[test]
 fn g1_a_lease_never_waits_for_another_threads_reconcile() {
-    within(|| {
+    within(TIMEOUT, || {
         let f = Fixture::new();
         let tip = f.commit(&[("a.md", b"alpha\n")], "a");
         f.register("");

@@ -151,3 +151,24 @@ pub fn open_store(data: &Path, clock: &ManualClock) -> GitStore {
     )
     .expect("open store")
 }
+
+/// Runs `test` on a thread of its own and answers its result; fails the test if it has not
+/// ended within `limit` (a hang fails instead of stalling the run). A panic in `test` fails
+/// the test with its own message.
+#[allow(dead_code)] // not every test binary has hang-prone tests
+pub fn within<T: Send + 'static>(limit: Duration, test: impl FnOnce() -> T + Send + 'static) -> T {
+    let (done, ended) = std::sync::mpsc::channel();
+    let worker = std::thread::spawn(move || {
+        let _ = done.send(test());
+    });
+    match ended.recv_timeout(limit) {
+        Ok(value) => value,
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => match worker.join() {
+            Err(panic) => std::panic::resume_unwind(panic),
+            Ok(()) => unreachable!("the test thread sends before it ends"),
+        },
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("the test did not finish within {limit:?}")
+        }
+    }
+}
