@@ -15,7 +15,7 @@
 //! nothing here is a pass/fail target.
 
 use budget::Budget;
-use gitstore::{CommitId, PageLimits, RepoName, RepoPath, SystemClock};
+use gitstore::{CommitId, LogPage, PageLimits, RepoName, RepoPath, SystemClock};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -44,6 +44,17 @@ fn generate(dir: &Path, commits: u64) {
         stream.next(1_600_000_000 + n as i64, &changes);
     }
     stream.finish();
+}
+
+/// What a page of either log answered: commits found, its cursor, whether it is partial,
+/// commits walked.
+fn summary<T>(page: LogPage<T>) -> (usize, Option<String>, bool, u64) {
+    (
+        page.commits.len(),
+        page.next_cursor,
+        page.partial,
+        page.walked,
+    )
 }
 
 fn secs(d: Duration) -> String {
@@ -90,24 +101,16 @@ fn main() {
         };
         let started = Instant::now();
         let (found, next, partial, walked) = if follow {
-            let page = store
-                .log_follow_page(&name, &head, &path(file), cursor, limits)
-                .expect("follow page");
-            (
-                page.commits.len(),
-                page.next_cursor,
-                page.partial,
-                page.walked,
+            summary(
+                store
+                    .log_follow_page(&name, &head, &path(file), cursor, limits)
+                    .expect("follow page"),
             )
         } else {
-            let page = store
-                .log_page(&name, &head, &path(file), cursor, limits)
-                .expect("log page");
-            (
-                page.commits.len(),
-                page.next_cursor,
-                page.partial,
-                page.walked,
+            summary(
+                store
+                    .log_page(&name, &head, &path(file), cursor, limits)
+                    .expect("log page"),
             )
         };
         println!(
