@@ -33,6 +33,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use testgit::fastimport::{Change, Stream};
+use testgit::usage;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const USAGE: &str = "usage: abuse [--commits N] [--big-mib N] [--redis PATH] [--csg PATH] \
@@ -157,32 +158,9 @@ impl Drop for Server {
     }
 }
 
-fn proc_kib(pid: u32, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
-
+/// CPU-seconds the server has used; 0 once it is gone.
 fn cpu_seconds(pid: u32) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0.0;
-    };
-    let Some(close) = stat.rfind(')') else {
-        return 0.0;
-    };
-    let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(11) + ticks(12)) / 100.0
+    usage::cpu_seconds(pid).unwrap_or(0.0)
 }
 
 async fn start(options: &Options, tmp: &Path, repos: &[(&str, &Path)]) -> Result<Server> {
@@ -282,8 +260,8 @@ async fn stalled_raw(addr: String, path: String, stall: Duration, results: Resul
     );
 }
 
-fn mib(kib: u64) -> f64 {
-    kib as f64 / 1024.0
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / f64::from(1 << 20)
 }
 
 #[tokio::main]
@@ -357,8 +335,8 @@ async fn main() -> Result<()> {
     let idle_cpu = cpu_seconds(pid) - idle_cpu_from;
 
     // Peak RSS from here on: VmHWM reset to the current RSS.
-    let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
-    let rss_before = proc_kib(pid, "VmRSS:").unwrap_or(0);
+    usage::reset_peak_of(pid);
+    let rss_before = usage::status_bytes(pid, "VmRSS").unwrap_or(0);
     let results: Results = Arc::default();
     let flooder = reqwest::Client::builder()
         .local_address(IpAddr::V4(Ipv4Addr::LOCALHOST))
@@ -505,7 +483,7 @@ async fn main() -> Result<()> {
         tokio::select! {
             next = flood.join_next() => if next.is_none() { break },
             _ = sampler.tick() => {
-                peak_rss = peak_rss.max(proc_kib(pid, "VmRSS:").unwrap_or(0));
+                peak_rss = peak_rss.max(usage::status_bytes(pid, "VmRSS").unwrap_or(0));
             }
         }
     }
@@ -514,7 +492,7 @@ async fn main() -> Result<()> {
     let cpu_from = cpu_seconds(pid);
     tokio::time::sleep(Duration::from_secs(1)).await;
     let cpu_after = cpu_seconds(pid) - cpu_from;
-    let hwm = proc_kib(pid, "VmHWM:").unwrap_or(0).max(peak_rss);
+    let hwm = usage::status_bytes(pid, "VmHWM").unwrap_or(0).max(peak_rss);
     let growth_mib = mib(hwm.saturating_sub(rss_before));
 
     // ---- the report ----

@@ -46,17 +46,6 @@ fn generate(dir: &Path) {
     });
 }
 
-/// CPU-seconds `pid` has used (user + system), from `/proc/PID/stat`.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the server runs");
-    // Fields after the command name (which may hold spaces) in parentheses.
-    let rest = &stat[stat.rfind(')').expect("a stat line") + 2..];
-    let fields: Vec<&str> = rest.split(' ').collect();
-    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
-    // `/proc` counts in USER_HZ, which Linux fixes at 100 for user space.
-    ticks / 100.0
-}
-
 /// `csg serve --repo DIR` on a free loopback port: the child and its base URL.
 fn serve(data: &Path, repo: &Path) -> (Killed, String) {
     let log = std::fs::File::create(data.with_extension("log")).expect("log file");
@@ -209,4 +198,9 @@ async fn abandoned_heavy_calls() {
         .status();
     assert_eq!(status, 200);
     drop(server);
+}
+
+/// CPU-seconds `pid` has used (user and system).
+fn cpu_seconds(pid: u32) -> f64 {
+    testgit::usage::cpu_seconds(pid).expect("the server runs")
 }

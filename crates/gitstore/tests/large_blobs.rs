@@ -14,6 +14,7 @@ use common::{Fixture, cid, path, within};
 use gitstore::{Error, RepoPath, TextMemo, TextRead};
 use std::sync::{Arc, Barrier, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
+use testgit::usage::peak_growth;
 
 const BIG: &str = "data/big.txt";
 const MIB: u64 = 1024 * 1024;
@@ -27,20 +28,14 @@ struct Big {
     lines: u64,
 }
 
-/// ~40 MB of text in 760,000 numbered lines.
-fn big_text() -> String {
-    (0..760_000u32)
-        .map(|n| format!("{n:08} the quick brown fox jumps over the lazy dog\n"))
-        .collect()
-}
-
 fn fixture() -> MutexGuard<'static, Big> {
     static BIG_REPO: OnceLock<Mutex<Big>> = OnceLock::new();
     BIG_REPO
         .get_or_init(|| {
             let f = Fixture::new();
             let root = f.commit(&[("README.md", b"small\n")], "root");
-            let text = big_text();
+            // ~40 MB of text in 760,000 numbered lines.
+            let text = testgit::numbered_lines(760_000);
             let adding = f.commit(&[(BIG, text.as_bytes())], "add a big file");
             f.register("");
             f.sync();
@@ -54,30 +49,6 @@ fn fixture() -> MutexGuard<'static, Big> {
         })
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-}
-
-/// (VmRSS, VmHWM) of this process in bytes.
-fn memory() -> (u64, u64) {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    let field = |name: &str| -> u64 {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .expect("a memory field")
-            * 1024
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
-/// Peak memory above the resident set when `work` started, in bytes.
-fn peak_growth<T>(work: impl FnOnce() -> T) -> (T, u64) {
-    // Resets VmHWM to the current resident set (Linux's clear_refs value 5).
-    std::fs::write("/proc/self/clear_refs", "5").expect("reset the peak resident set");
-    let (before, _) = memory();
-    let value = work();
-    let (_, peak) = memory();
-    (value, peak.saturating_sub(before))
 }
 
 /// Issue 42 point 5: with the cap below the file, every text read refuses it from its header

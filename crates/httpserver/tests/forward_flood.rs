@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use testgit::SourceRepo;
+use testgit::usage;
 
 /// The size of each flood body.
 const BODY_BYTES: usize = 8 * 1024 * 1024;
@@ -49,37 +50,19 @@ fn mcp_body(bytes: usize) -> Arc<[u8]> {
     padded(head, b"]}}}", bytes)
 }
 
-/// A `Vm…:` line of /proc/self/status, in bytes.
-fn status_bytes(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(field))
-        .and_then(|rest| rest.trim().strip_suffix("kB"))
-        .and_then(|kb| kb.trim().parse::<u64>().ok())
-        .map(|kb| kb * 1024)
-        .unwrap_or_else(|| panic!("{field} in /proc/self/status"))
-}
-
-/// Resets the process's peak resident size (VmHWM) to its current size; false where the
-/// kernel does not allow it (then the sampled peak stands alone).
-fn reset_peak() -> bool {
-    std::fs::write("/proc/self/clear_refs", "5").is_ok()
-}
-
 /// Sends [`CLIENTS`] bodies at once, half `api` to the JSON API and half `mcp` to the MCP
 /// endpoint, three in four chunked (the server sees no size before the body): their
 /// statuses and the process's peak resident memory growth meanwhile, in bytes.
 async fn flood(addr: std::net::SocketAddr, api: &Arc<[u8]>, mcp: &Arc<[u8]>) -> (Vec<u16>, u64) {
-    let baseline = status_bytes("VmRSS:");
-    let reset = reset_peak();
+    let baseline = usage::rss();
+    let reset = usage::reset_peak();
     let sampling = Arc::new(AtomicBool::new(true));
     let sampler = {
         let sampling = sampling.clone();
         std::thread::spawn(move || {
             let mut peak = 0;
             while sampling.load(Ordering::Relaxed) {
-                peak = peak.max(status_bytes("VmRSS:"));
+                peak = peak.max(usage::rss());
                 std::thread::sleep(Duration::from_millis(1));
             }
             peak
@@ -109,7 +92,7 @@ async fn flood(addr: std::net::SocketAddr, api: &Arc<[u8]>, mcp: &Arc<[u8]>) -> 
     sampling.store(false, Ordering::Relaxed);
     let sampled = sampler.join().expect("sampler");
     let peak = if reset {
-        sampled.max(status_bytes("VmHWM:"))
+        sampled.max(usage::peak())
     } else {
         sampled
     };

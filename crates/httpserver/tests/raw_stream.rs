@@ -8,22 +8,12 @@ mod sitecommon;
 use service::{Service, ServiceConfig};
 use std::time::Duration;
 use testgit::SourceRepo;
+use testgit::usage::{peak, reset_peak, rss};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const REPO: &str = "acme/raw";
 const BIG: &str = "data/big.txt";
 const MIB: u64 = 1024 * 1024;
-
-/// This process's resident set, in bytes.
-fn rss() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .expect("VmRSS")
-        * 1024
-}
 
 /// Sends a raw request for `path` and reads until `want` bytes of the answer arrived.
 async fn stalled(base: &str, path: &str, want: usize) -> (tokio::net::TcpStream, Vec<u8>) {
@@ -49,9 +39,7 @@ async fn stalled(base: &str, path: &str, want: usize) -> (tokio::net::TcpStream,
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue42_stalled_raw_clients_share_one_copy() {
     tokio::time::timeout(Duration::from_secs(240), async {
-        let text: String = (0..590_000u32)
-            .map(|n| format!("{n:08} the quick brown fox jumps over the lazy dog\n"))
-            .collect();
+        let text = testgit::numbered_lines(590_000);
         assert!(text.len() as u64 > 31_000_000 && (text.len() as u64) < 32 * MIB);
         let source = SourceRepo::with_files(&[(BIG, text.as_bytes())]);
         let store = source.store(REPO, "");
@@ -108,26 +96,6 @@ async fn issue42_stalled_raw_clients_share_one_copy() {
     .expect("the test finished within 240 s");
 }
 
-/// (VmRSS, VmHWM) of this process, in bytes.
-fn memory() -> (u64, u64) {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    let field = |name: &str| -> u64 {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .expect("a memory field")
-            * 1024
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
-/// Resets VmHWM to the current resident set (Linux's `clear_refs` value 5); answers VmRSS.
-fn reset_peak() -> u64 {
-    std::fs::write("/proc/self/clear_refs", "5").expect("reset the peak resident set");
-    memory().0
-}
-
 /// Issue 42 point 5's figures, printed: 16 concurrent 500-line pages of a 100 MB text file
 /// (each call's time, peak RSS growth), 8 concurrent diffs of the commit adding it, 20
 /// stalled raw downloads of a 31 MB file (RSS held). `CSG_PROBE_MAX_TEXT=<bytes>` raises the
@@ -136,12 +104,10 @@ fn reset_peak() -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement, not a check: run it in release to see the figures"]
 async fn probe_issue42_big_files() {
-    let lines = |count: u32| -> String {
-        (0..count)
-            .map(|n| format!("{n:08} the quick brown fox jumps over the lazy dog\n"))
-            .collect()
-    };
-    let (big, mid) = (lines(1_980_000), lines(590_000));
+    let (big, mid) = (
+        testgit::numbered_lines(1_980_000),
+        testgit::numbered_lines(590_000),
+    );
     let source = SourceRepo::with_files(&[("README.md", b"small\n")]);
     let adding = source.commit(&[(BIG, big.as_bytes())], "add a 100 MB file");
     source.commit(&[("data/mid.txt", mid.as_bytes())], "add a 31 MB file");
@@ -168,7 +134,7 @@ async fn probe_issue42_big_files() {
     let ctx = service::CallContext::default();
 
     let report = |what: &str, times: Vec<(Duration, String)>, base: u64| {
-        let (rss, peak) = memory();
+        let (now, top) = (rss(), peak());
         let longest = times.iter().map(|t| t.0).max().unwrap_or_default();
         let shortest = times.iter().map(|t| t.0).min().unwrap_or_default();
         let mut outcomes: Vec<String> = times.into_iter().map(|t| t.1).collect();
@@ -176,13 +142,14 @@ async fn probe_issue42_big_files() {
         outcomes.dedup();
         println!(
             "{what}: each {shortest:.2?}..{longest:.2?}; peak RSS +{} MiB (now +{} MiB); {outcomes:?}",
-            peak.saturating_sub(base) / MIB,
-            rss.saturating_sub(base) / MIB
+            top.saturating_sub(base) / MIB,
+            now.saturating_sub(base) / MIB
         );
     };
 
     cold();
-    let base = reset_peak();
+    reset_peak();
+    let base = rss();
     let mut calls = tokio::task::JoinSet::new();
     for n in 0..16u64 {
         let (service, ctx) = (service.clone(), ctx.clone());
@@ -214,7 +181,8 @@ async fn probe_issue42_big_files() {
     );
 
     cold();
-    let base = reset_peak();
+    reset_peak();
+    let base = rss();
     let mut calls = tokio::task::JoinSet::new();
     for _ in 0..8 {
         let (service, ctx, adding) = (service.clone(), ctx.clone(), adding.clone());
@@ -239,7 +207,8 @@ async fn probe_issue42_big_files() {
 
     let site = sitecommon::serve_site(service.clone(), users).await;
     cold();
-    let base = reset_peak();
+    reset_peak();
+    let base = rss();
     let began = std::time::Instant::now();
     let mut clients = Vec::new();
     for _ in 0..20 {

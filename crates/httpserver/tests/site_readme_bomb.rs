@@ -130,22 +130,6 @@ async fn issue42_readme_bomb_pages_answer_once_rendered_and_a_read_is_not_held_u
     .unwrap();
 }
 
-/// Peak resident memory of this process so far (`VmHWM`), in bytes.
-fn peak_rss() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|rest| {
-            rest.trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<u64>()
-                .ok()
-        })
-        .map_or(0, |kb| kb * 1024)
-}
-
 /// The issue's row, measured (not a test: run it on a release build,
 /// `cargo test --release -p httpserver --test site_readme_bomb -- --ignored --nocapture`):
 /// four visits at once of a fresh bomb repository's page, for the 44 KB bomb and the read
@@ -176,7 +160,7 @@ async fn issue42_measure_readme_bomb_visits() {
                 .await
                 .unwrap();
         }
-        let before = peak_rss();
+        let before = testgit::usage::peak();
         let started = Instant::now();
         let page = format!("{base}/sourcegraph/repos/{REPO}");
         let visits: Vec<_> = (0..4)
@@ -208,7 +192,7 @@ async fn issue42_measure_readme_bomb_visits() {
             lengths.push(len);
         }
         reads.sort();
-        let growth = peak_rss().saturating_sub(before);
+        let growth = testgit::usage::peak().saturating_sub(before);
         eprintln!(
             "README {} B: four visits {took:?} (pages {lengths:?} B), peak RSS +{} MB, \
              {} small reads meanwhile: p50 {:?}, max {:?}",

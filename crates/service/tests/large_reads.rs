@@ -35,9 +35,7 @@ fn fixture() -> Fixture {
 /// [`fixture`] with the service configured as `config`.
 fn fixture_with(config: ServiceConfig) -> Fixture {
     let source = SourceRepo::with_files(&[("README.md", b"small\n")]);
-    let text: String = (0..LINES)
-        .map(|n| format!("{n:08} the quick brown fox jumps over the lazy dog\n"))
-        .collect();
+    let text = testgit::numbered_lines(LINES);
     let adding = source.commit(&[(BIG, text.as_bytes())], "add a big file");
     let store = source.store(REPO, "");
     let service = Service::new(store.clone(), config);

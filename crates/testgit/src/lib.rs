@@ -9,6 +9,7 @@ pub mod answers;
 pub mod fastimport;
 mod hang;
 mod http;
+pub mod usage;
 
 #[cfg(unix)]
 pub use hang::HungFetches;
@@ -95,6 +96,14 @@ pub(crate) fn git_command(cwd: &Path, args: &[&str]) -> Command {
         .env("GIT_AUTHOR_DATE", &date)
         .env("GIT_COMMITTER_DATE", &date);
     command
+}
+
+/// `count` numbered lines of text (`00000000 the quick brown fox jumps over the lazy dog`, 54
+/// bytes each): a large text file whose lines a test can tell apart.
+pub fn numbered_lines(count: u64) -> String {
+    (0..count)
+        .map(|n| format!("{n:08} the quick brown fox jumps over the lazy dog\n"))
+        .collect()
 }
 
 /// A source repository on branch `main` in its own temp dir (`<tmp>/source`), with room
