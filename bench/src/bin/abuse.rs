@@ -33,6 +33,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use testgit::fastimport::{Change, Stream};
+use testgit::hostile::formatting_bomb;
 use testgit::usage;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -100,20 +101,6 @@ fn long_history(dir: &Path, commits: usize) -> Result<()> {
     Ok(())
 }
 
-/// The README bomb: nested formatting elements never closed, then many paragraphs
-/// that each reopen all of them, about 44 KB.
-fn readme_bomb() -> String {
-    let mut text = String::from("<p>");
-    for i in 0..1500 {
-        text.push_str(&format!("<b class=a{i}>"));
-    }
-    text.push_str("</p>\n");
-    while text.len() < 44_000 {
-        text.push_str("<p>x</p>\n");
-    }
-    text
-}
-
 /// `mib` MiB of text lines.
 fn text_file(mib: usize, tag: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(mib << 20);
@@ -133,7 +120,9 @@ fn text_file(mib: usize, tag: &str) -> Vec<u8> {
 fn big_repo(dir: &Path, big_mib: usize) -> Result<String> {
     std::fs::create_dir_all(dir)?;
     git(dir, &["init", "--quiet", "-b", "main"])?;
-    std::fs::write(dir.join("README.md"), readme_bomb())?;
+    // The README bomb: 2,000 unclosed formatting elements reopened in 2,000
+    // paragraphs, about 44 KB.
+    std::fs::write(dir.join("README.md"), formatting_bomb(2000, 2000))?;
     std::fs::write(dir.join("small.txt"), "small\n")?;
     git(dir, &["add", "."])?;
     git(dir, &["commit", "--quiet", "-m", "a README bomb"])?;

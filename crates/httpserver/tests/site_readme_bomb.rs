@@ -9,20 +9,13 @@
 use service::{Service, ServiceConfig};
 use std::time::{Duration, Instant};
 use testgit::SourceRepo;
+use testgit::hostile::formatting_bomb;
 
 const REPO: &str = "acme/bomb";
 
-/// `n` nested unclosed `<b>`s with distinct attributes, then `m` paragraphs in each of which
-/// the parser would reopen all of them.
-fn bomb(n: usize, m: usize) -> String {
-    let mut text = String::from("# Bomb\n\n<p>");
-    for i in 0..n {
-        text.push_str(&format!("<b class=a{i}>"));
-    }
-    text.push_str("</p>");
-    text.push_str(&"<p>x</p>".repeat(m));
-    text.push('\n');
-    text
+/// A README of a title and the [`formatting_bomb`] of `n` unclosed tags and `m` paragraphs.
+fn readme_bomb(n: usize, m: usize) -> String {
+    format!("# Bomb\n\n{}", formatting_bomb(n, m))
 }
 
 async fn serve(service: Service, users: std::sync::Arc<access::AccessStore>) -> String {
@@ -48,7 +41,7 @@ async fn serve(service: Service, users: std::sync::Arc<access::AccessStore>) -> 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue42_readme_bomb_pages_answer_once_rendered_and_a_read_is_not_held_up() {
     tokio::time::timeout(Duration::from_secs(120), async {
-        let readme = bomb(2000, 2000);
+        let readme = readme_bomb(2000, 2000);
         assert!(readme.len() >= 44_000, "{}", readme.len());
         let source = SourceRepo::with_files(&[
             ("README.md", readme.as_bytes()),
@@ -139,7 +132,7 @@ async fn issue42_readme_bomb_pages_answer_once_rendered_and_a_read_is_not_held_u
 #[ignore = "a measurement: run on a release build"]
 async fn issue42_measure_readme_bomb_visits() {
     for (n, m) in [(2000, 2000), (10_500, 12_000)] {
-        let readme = bomb(n, m);
+        let readme = readme_bomb(n, m);
         let source = SourceRepo::with_files(&[
             ("README.md", readme.as_bytes()),
             ("small.txt", b"hello\nsmall\n"),

@@ -8,6 +8,7 @@
 pub mod answers;
 pub mod fastimport;
 mod hang;
+pub mod hostile;
 mod http;
 pub mod usage;
 

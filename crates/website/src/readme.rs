@@ -787,6 +787,7 @@ fn resolve(dir: &str, url: &str) -> Option<Target> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use testgit::hostile::formatting_bomb;
 
     const REPO: &str = "acme/shop";
     const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
@@ -826,20 +827,6 @@ mod tests {
         receive
             .recv_timeout(Duration::from_secs(secs))
             .expect("the render finished within its hang guard")
-    }
-
-    /// The formatting-element bomb of issue 42: `n` nested unclosed `<b>`s with distinct
-    /// attributes (so that the parser keeps every one) in a paragraph, then `m` paragraphs
-    /// in each of which the parser would reopen all of them.
-    fn bomb(n: usize, m: usize) -> String {
-        let mut text = String::from("<p>");
-        for i in 0..n {
-            text.push_str(&format!("<b class=a{i}>"));
-        }
-        text.push_str("</p>");
-        text.push_str(&"<p>x</p>".repeat(m));
-        text.push('\n');
-        text
     }
 
     /// Issue 34 point 5: hostile Markdown loses every way to run script or restyle the page.
@@ -1063,7 +1050,7 @@ mod tests {
     #[test]
     fn the_formatting_element_bomb_shows_its_raw_html_as_text() {
         for (n, m) in [(2000, 2000), (10_500, 12_000)] {
-            let text = format!("# Bomb\n\nSome *Markdown*.\n\n{}", bomb(n, m));
+            let text = format!("# Bomb\n\nSome *Markdown*.\n\n{}", formatting_bomb(n, m));
             assert!(text.len() >= 44_000, "{}", text.len());
             let html = within(30, move || render("README.md", &text, &[], &[]));
             assert!(html.len() <= SHOWN_BYTES, "{}", html.len());
@@ -1083,7 +1070,7 @@ mod tests {
     /// in many paragraphs would expand the page past what the parser may build.
     #[test]
     fn a_shallow_bomb_that_would_expand_shows_its_raw_html_as_text() {
-        let text = bomb(300, 3000);
+        let text = formatting_bomb(300, 3000);
         let html = within(30, move || render("README.md", &text, &[], &[]));
         assert!(
             html.contains(

@@ -323,21 +323,12 @@ impl TreeSink for Measure {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use testgit::hostile::formatting_bomb;
 
     const MIB: u64 = 1 << 20;
 
     fn shape(html: &str) -> Shape {
         measure(html, MIB, &Budget::unlimited()).unwrap()
-    }
-
-    fn bomb(n: usize, m: usize) -> String {
-        let mut s = String::from("<p>");
-        for i in 0..n {
-            s.push_str(&format!("<b class=a{i}>"));
-        }
-        s.push_str("</p>");
-        s.push_str(&"<p>x</p>".repeat(m));
-        s
     }
 
     #[test]
@@ -360,13 +351,15 @@ mod tests {
         assert!(matches!(shape(&rows), Shape::Fits { .. }));
         assert!(matches!(shape(&"<p>x".repeat(5000)), Shape::Fits { .. }));
         // A few unclosed formatting tags reopen in every block: counted, and allowed.
-        assert!(matches!(shape(&bomb(3, 100)), Shape::Fits { bytes } if bytes > 3 * 100 * 10));
+        assert!(
+            matches!(shape(&formatting_bomb(3, 100)), Shape::Fits { bytes } if bytes > 3 * 100 * 10)
+        );
     }
 
     #[test]
     fn the_formatting_element_bomb_is_too_deep_or_expands() {
-        assert_eq!(shape(&bomb(2000, 2000)), Shape::TooDeep);
-        match shape(&bomb(300, 2000)) {
+        assert_eq!(shape(&formatting_bomb(2000, 2000)), Shape::TooDeep);
+        match shape(&formatting_bomb(300, 2000)) {
             Shape::Expands { bytes } => assert!(bytes > MIB, "{bytes}"),
             other => panic!("{other:?}"),
         }
