@@ -47,16 +47,7 @@ async fn p12_concurrent_reloads_each_answer_their_own_epoch() {
     let _serial = ONE_AT_A_TIME.lock().await;
     let plugins = tempfile::tempdir().unwrap();
     std::fs::write(plugins.path().join("count.py"), COUNTING).unwrap();
-    let source = testgit::SourceRepo::with_files(&[("a.md", b"a\n")]);
-    let config = HostConfig::new(plugins.path().to_path_buf());
-    let host = tokio::task::spawn_blocking(move || PluginHost::start(config))
-        .await
-        .unwrap();
-    let service = Service::with_server_plugins(
-        source.store("test/repo", ""),
-        ServiceConfig::default(),
-        host,
-    );
+    let (_source, service) = service_with(HostConfig::new(plugins.path().to_path_buf())).await;
     let first = service.server_plugins_status();
     assert_eq!(first.host.epoch, 1);
     assert_eq!(first.host.files[0].hooks, [hook_of(1)], "{first:?}");
@@ -122,13 +113,9 @@ async fn p12_concurrent_reloads_each_answer_their_own_epoch() {
     assert_eq!(now.host.files[0].hooks, [hook_of(1 + RELOADS)]);
 }
 
-/// A service over a one-file repository with the server plugins of `plugins` (200 ms per hook,
-/// 300 ms grace).
-async fn service_with(plugins: &std::path::Path) -> (testgit::SourceRepo, Service) {
+/// A service over a one-file repository with the server plugins `config` sets up.
+async fn service_with(config: HostConfig) -> (testgit::SourceRepo, Service) {
     let source = testgit::SourceRepo::with_files(&[("a.md", b"a\n")]);
-    let mut config = HostConfig::new(plugins.to_path_buf());
-    config.hook_timeout = Duration::from_millis(200);
-    config.wedge_grace = Duration::from_millis(300);
     let host = tokio::task::spawn_blocking(move || PluginHost::start(config))
         .await
         .unwrap();
@@ -158,7 +145,11 @@ async fn p23_plugin_status_names_a_del_that_looped_when_its_epoch_was_released()
         "def on_read_result(result):\n    return {'notes': result['notes'] + ['z']}\n",
     )
     .unwrap();
-    let (_source, service) = service_with(plugins.path()).await;
+    // 200 ms per hook, 300 ms grace.
+    let mut config = HostConfig::new(plugins.path().to_path_buf());
+    config.hook_timeout = Duration::from_millis(200);
+    config.wedge_grace = Duration::from_millis(300);
+    let (_source, service) = service_with(config).await;
     assert_eq!(service.server_plugins_status().host.release_faults, []);
     let run = async {
         let reloaded = service
