@@ -1,14 +1,17 @@
 //! History (issue 12). `log {repo, revision?, path?, limit?, cursor?}`: the commits
 //! reachable from a readable commit, newest first, optionally only those that changed a
-//! path; paged by an opaque cursor bound to the commit the first page started from, so every
-//! page walks the same history; with `follow` one file's history across renames (`git log
-//! --follow`, issue 34). `commit {repo, revision}`: one commit's message and the files it
-//! changed with line counts, renames detected. `commit_diff`: a commit's own diff as `git
-//! show` prints it (the website's commit page). Never runs plugins.
+//! path; with `follow` one file's history across renames (`git log --follow`, issue 34).
+//! Paged (O-9, issue 42): a page walks until it has its commits or the call's walk and time
+//! budget runs out, and answers what it found (`partial` when the budget ended it) with an
+//! opaque, signed cursor carrying the walk's frontier, so the next page goes on exactly where
+//! this one stopped and no page costs more than one page's walk. `commit {repo, revision}`:
+//! one commit's message and the files it changed with line counts, renames detected.
+//! `commit_diff`: a commit's own diff as `git show` prints it (the website's commit page).
+//! Never runs plugins.
 
 use crate::frame::Op;
 use crate::{CallContext, Service, ServiceError, rfc3339};
-use gitstore::{CommitId, RepoPath};
+use gitstore::RepoPath;
 use serde::Serialize;
 use std::time::{Duration, UNIX_EPOCH};
 
