@@ -97,10 +97,22 @@ impl GitStore {
         tip: &CommitId,
         max: usize,
     ) -> Result<Vec<CommitId>, Error> {
+        self.history_walk_within(name, tip, max, &budget::Budget::unlimited())
+    }
+
+    /// [`GitStore::history_walk`] that stops with [`Error::Stopped`] when `budget` does: a
+    /// search at a revision walks that revision's history for its call (O-9).
+    pub fn history_walk_within(
+        &self,
+        name: &RepoName,
+        tip: &CommitId,
+        max: usize,
+        budget: &budget::Budget,
+    ) -> Result<Vec<CommitId>, Error> {
         let reader = self.inner.blob_reader(name, tip)?;
         let scope = self.inner.registered_path(name)?;
         let start = to_oid(tip)?;
-        crate::handles::with_repo(&reader.repo, |repo| walk(repo, start, &scope, max))
+        crate::handles::with_repo(&reader.repo, |repo| walk(repo, start, &scope, max, budget))
     }
 
     /// `commit` (an ancestor of the readable `tip`) with what it changed, inside the
@@ -123,10 +135,15 @@ fn walk(
     start: ObjectId,
     scope: &RepoPath,
     max: usize,
+    budget: &budget::Budget,
 ) -> Result<Vec<CommitId>, Error> {
+    let mut ticker = budget::Ticker::new(budget, 256);
     crate::history::LogWalk::new(repo, start, scope)?
         .take(max)
-        .map(|listed| to_commit_id(&listed?.0.id))
+        .map(|listed| {
+            ticker.tick()?;
+            to_commit_id(&listed?.0.id)
+        })
         .collect()
 }
 

@@ -29,6 +29,9 @@ struct GitHistory<'a> {
     name: RepoName,
     /// A readable commit whose ancestors are read (retention is checked on it).
     tip: CommitId,
+    /// The call's budget: a walk of a revision's history stops with it (O-9); maintenance
+    /// walks without one.
+    budget: budget::Budget,
 }
 
 fn commit_id(sha: &str) -> Result<CommitId, String> {
@@ -40,7 +43,7 @@ impl search::HistorySource for GitHistory<'_> {
         let tip = commit_id(tip)?;
         Ok(self
             .store
-            .history_walk(&self.name, &tip, max)
+            .history_walk_within(&self.name, &tip, max, &self.budget)
             .map_err(|e| e.to_string())?
             .into_iter()
             .map(|c| c.to_string())
@@ -110,6 +113,7 @@ impl Service {
                 store: &inner.store,
                 name: name.clone(),
                 tip: tip.clone(),
+                budget: budget::Budget::unlimited(),
             };
             let mut logged = 0u64;
             let stats = inner.history_indexes().update(
@@ -198,11 +202,20 @@ impl Service {
                 store: &inner.store,
                 name: name.clone(),
                 tip: tip.clone(),
+                budget: call.budget().clone(),
             };
-            let results =
-                inner
-                    .history_indexes()
-                    .search_history(name.as_str(), &request, &source)?;
+            let results = inner
+                .history_indexes()
+                .search_history(name.as_str(), &request, &source)
+                .map_err(|error| match call.budget().check() {
+                    // The walk of the revision's history stopped at the call's budget: the
+                    // frame says so with how to narrow the call.
+                    Err(_) => ServiceError {
+                        kind: crate::ErrorKind::TimedOut,
+                        message: String::new(),
+                    },
+                    Ok(()) => error.into(),
+                })?;
             drop(lease);
             Ok(answer(name.to_string(), results))
         })

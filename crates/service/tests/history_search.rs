@@ -871,3 +871,48 @@ async fn s9_equal_dates_keep_git_log_order() {
     .await
     .expect("within the timeout");
 }
+
+/// O-9, issue 42: a search at a revision the history index does not hold walks that
+/// revision's history under the call's budget. Past its deadline the call answers that it
+/// ran out of time, and the walk stops with it: the search slot the work holds is free again
+/// at once, not when the walk of the whole history would have ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn o9_a_revision_history_walk_stops_at_the_calls_deadline() {
+    tokio::time::timeout(TIMEOUT, async {
+        let repo = SourceRepo::new();
+        testgit::fastimport::linear(repo.path(), 200_000, "f.txt", |n| format!("{n}\n"));
+        // No history index at all: the revision's whole history is walked live (and, were it
+        // walked to the end, found not indexed).
+        let service = Service::new(repo.store(REPO, ""), ServiceConfig::default());
+        let older = repo.git(&["rev-parse", "main~20"]);
+        let cost = service::Cost::when_heavy(service::Class::Search, Duration::from_millis(200));
+        let ctx = ctx().with_cost(cost);
+        let req = SearchRequest {
+            repo: Some(REPO.into()),
+            revision: Some(older),
+            ..request(SearchKind::Commit, "commit 5")
+        };
+        let error = service
+            .search(&ctx, req)
+            .await
+            .expect_err("past its deadline");
+        assert_eq!(error.kind, ErrorKind::TimedOut, "{}", error.message);
+        let stopped = std::time::Instant::now();
+        let busy = || {
+            service
+                .admission_stats()
+                .into_iter()
+                .find(|s| s.class == service::Class::Search)
+                .map_or(0, |s| s.busy)
+        };
+        while busy() > 0 {
+            assert!(
+                stopped.elapsed() < Duration::from_millis(500),
+                "the walk went on after its call answered"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("within its bound");
+}
