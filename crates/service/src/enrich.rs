@@ -97,6 +97,69 @@ impl Drop for FlightEnd<'_> {
     }
 }
 
+/// Discoveries of different commits that run at once, whatever their keys (O-9): each reads
+/// and checks every artifact of a tree, so a flood of reads at distinct commits must not
+/// run one discovery per caller. The cores, at least 2.
+fn discovery_slots() -> usize {
+    std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .max(2)
+}
+
+/// A counting gate over discoveries: a request waits for a place until its deadline, then
+/// answers PLUGIN_BUSY; background preparation waits as long as it takes.
+struct Gate {
+    max: usize,
+    running: Mutex<usize>,
+    freed: Condvar,
+}
+
+/// A place in the [`Gate`], given back when dropped (also on a panic).
+struct Place<'a>(&'a Gate);
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        *self
+            .0
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) -= 1;
+        self.0.freed.notify_one();
+    }
+}
+
+impl Gate {
+    fn new(max: usize) -> Self {
+        Self {
+            max: max.max(1),
+            running: Mutex::new(0),
+            freed: Condvar::new(),
+        }
+    }
+
+    /// A place, or `None` when `deadline` passed first.
+    fn enter(&self, deadline: Option<Instant>) -> Option<Place<'_>> {
+        let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        while *running >= self.max {
+            running = match deadline {
+                None => self
+                    .freed
+                    .wait(running)
+                    .unwrap_or_else(PoisonError::into_inner),
+                Some(deadline) => {
+                    let left = deadline.checked_duration_since(Instant::now())?;
+                    self.freed
+                        .wait_timeout(running, left)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+            };
+        }
+        *running += 1;
+        Some(Place(self))
+    }
+}
+
 /// The plugin host of one service: configuration, runtime and the catalog cache.
 pub(crate) struct Plugins {
     pub(crate) config: PluginConfig,
@@ -104,6 +167,8 @@ pub(crate) struct Plugins {
     catalogs: Mutex<CatalogCache>,
     /// Discoveries in progress, by catalog key.
     flights: Mutex<HashMap<CatalogKey, Arc<Flight>>>,
+    /// Discoveries running at once, over every key.
+    discovering: Gate,
     /// Discoveries run (cache misses that did the work), for tests and metrics.
     pub(crate) discoveries: std::sync::atomic::AtomicU64,
 }
@@ -241,6 +306,7 @@ impl Plugins {
             catalogs: Mutex::new(CatalogCache::default()),
             flights: Mutex::default(),
             discoveries: Default::default(),
+            discovering: Gate::new(discovery_slots()),
         }
     }
 
@@ -635,6 +701,13 @@ impl Inner {
                 key: &key,
                 flight,
             };
+            let Some(_place) = self.plugins.discovering.enter(deadline) else {
+                return Err(Diagnostic::new(
+                    Code::Busy,
+                    "too many plugin discoveries of other commits run at once; the read is \
+                     answered without plugins, retry in a moment",
+                ));
+            };
             self.plugins
                 .discoveries
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -789,6 +862,34 @@ fn finish(attachments: Attachments, started: Instant) -> Enrichment {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// O-9: discoveries of different commits have a global cap: past it a request waits
+    /// only until its deadline (then PLUGIN_BUSY), and a place given back lets the next in.
+    #[test]
+    fn o9_discoveries_over_every_commit_are_capped() {
+        use std::time::Duration;
+        let gate = Gate::new(2);
+        let soon = || Some(Instant::now() + Duration::from_millis(30));
+        let first = gate.enter(soon()).expect("a place");
+        let second = gate.enter(soon()).expect("a place");
+        let started = Instant::now();
+        assert!(
+            gate.enter(soon()).is_none(),
+            "the third waits, then gives up"
+        );
+        assert!(started.elapsed() >= Duration::from_millis(25));
+        drop(first);
+        let third = gate.enter(soon()).expect("the place given back");
+        // Without a deadline (background preparation) a waiter is let in once one leaves.
+        std::thread::scope(|scope| {
+            let waiter = scope.spawn(|| gate.enter(None).is_some());
+            std::thread::sleep(Duration::from_millis(20));
+            drop(second);
+            assert!(waiter.join().expect("the waiter"));
+        });
+        drop(third);
+        assert_eq!(*gate.running.lock().unwrap(), 0);
+    }
 
     /// W-25: a panic inside enrichment is one diagnostic, never an error of the read.
     #[test]
