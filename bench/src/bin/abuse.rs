@@ -435,11 +435,8 @@ async fn main() -> Result<()> {
     }
     add(
         &flooder,
-        api(
-            "read",
-            &format!("repo=bench/redis&path=README.md&revision={redis_root}"),
-        ),
-        "read pinned to the root",
+        api("list", &format!("repo=bench/redis&revision={redis_root}")),
+        "list pinned to redis' root",
     );
     for _ in 0..20 {
         flood.spawn(stalled_raw(
