@@ -5,12 +5,13 @@ use std::collections::BTreeSet;
 use cluster::{NodeUrl, owners};
 use proptest::prelude::*;
 
-/// Distinct member URLs, 1 to 12 of them.
+/// Distinct member URLs, 1 to 12 of them. Each host name starts with `node-`: a generated
+/// one starting `xn--` would be an invalid internationalised name, which `NodeUrl` refuses.
 fn members() -> impl Strategy<Value = Vec<NodeUrl>> {
     prop::collection::btree_set("[a-z][a-z0-9-]{0,10}", 1..12).prop_map(|hosts| {
         hosts
             .into_iter()
-            .map(|host| NodeUrl::parse(&format!("http://{host}:7878")).unwrap())
+            .map(|host| NodeUrl::parse(&format!("http://node-{host}:7878")).unwrap())
             .collect()
     })
 }

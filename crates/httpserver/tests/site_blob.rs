@@ -40,11 +40,7 @@ async fn site(private: bool) -> Site {
     Site {
         source,
         base,
-        client: reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(Duration::from_secs(30))
-            .build()
-            .unwrap(),
+        client: sitecommon::visitor(),
     }
 }
 

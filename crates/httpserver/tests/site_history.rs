@@ -36,11 +36,7 @@ async fn site() -> Site {
     Site {
         source,
         base,
-        client: reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(Duration::from_secs(30))
-            .build()
-            .unwrap(),
+        client: sitecommon::visitor(),
     }
 }
 

@@ -5,6 +5,16 @@
 use service::Service;
 use std::sync::Arc;
 
+/// A visitor's HTTP client: redirects are answers to look at, not to follow, and no page may
+/// take longer than 30 s (a hang fails the test).
+pub fn visitor() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(std::time::Duration::from_secs(30))
+        .build()
+        .expect("an HTTP client")
+}
+
 /// Serves the site of `service` on a free loopback port for as long as the test runs;
 /// answers its base URL (`http://127.0.0.1:PORT`).
 pub async fn serve_site(service: Service, users: Arc<access::AccessStore>) -> String {
