@@ -22,12 +22,16 @@
 //! call (W-34). With PostgreSQL every write announces itself (`NOTIFY`) and each replica's
 //! store reloads on its own thread within moments; a write through a store is in its view
 //! when the write returns. While PostgreSQL is unreachable, the decisions answer from the
-//! last view and writes fail at once with [`Error::Unavailable`].
+//! last view and writes fail at once with [`Error::Unavailable`]. A token or session the view
+//! lacks (another replica made it a moment ago) is looked up in the database, within a budget
+//! per client address ([`client_key`]); a spent budget is [`Error::UnknownNow`], which says
+//! nothing about the credential.
 //!
 //! Repository visibility (public or private) is a property of the registration and lives in
 //! `gitstore`; this crate knows repositories only by name.
 
 mod backend;
+mod lookups;
 mod names;
 mod pg;
 mod reload;
@@ -35,6 +39,7 @@ mod sqlite;
 mod store;
 mod token;
 
+pub use lookups::client_key;
 pub use names::valid_user_name;
 pub use store::{AccessStore, GrantInfo, SESSION_IDLE, TokenInfo, UserInfo};
 pub use token::{TOKEN_PREFIX, contains_token, looks_like_token};
@@ -113,6 +118,20 @@ pub enum Error {
          revoked); sign in again"
     )]
     SessionEnded,
+    /// The view does not know this session or token, and the database may not be asked now:
+    /// this client's look-ups of unknown ones are spent (or, under a flood from many
+    /// addresses, those of all). Says nothing about the credential: it may be one another
+    /// replica made a moment ago. A website visitor browses anonymously this once and keeps
+    /// the cookie; an API caller retries after `retry_after` seconds (issue 43 finding 3).
+    #[error(
+        "this server does not know the session or API token yet (another replica may have \
+         made it a moment ago) and cannot look it up now: too many unknown ones were presented \
+         (from this address, or to this server in all); try again in {retry_after} s"
+    )]
+    UnknownNow {
+        /// Whole seconds until a look-up may be made again.
+        retry_after: u64,
+    },
     /// A user name that breaks the naming rule.
     #[error(
         "invalid user name {0:?}: use 1 to 64 letters, digits, `.`, `_` or `-`, starting with a \

@@ -611,16 +611,57 @@ mod tests {
                 "the view lacks it: {unseen:?}"
             );
             let principal = store
-                .authenticate_in_database(&secret)
+                .authenticate_in_database(&secret, None)
                 .expect("found by the look-up");
             assert_eq!(
                 (principal.user.as_str(), principal.prepare),
                 ("alice", true)
             );
-            let refused = store.authenticate_in_database(&revoked);
+            let refused = store.authenticate_in_database(&revoked, None);
             assert!(matches!(refused, Err(Error::InvalidToken)), "{refused:?}");
-            let made_up = store.authenticate_in_database(&format!("csg_{}", "ef".repeat(32)));
+            let made_up = store.authenticate_in_database(&format!("csg_{}", "ef".repeat(32)), None);
             assert!(matches!(made_up, Err(Error::InvalidToken)), "{made_up:?}");
+        });
+    }
+
+    /// A-1, issue 43 finding 3: made-up tokens from one client address spend that client's
+    /// look-ups only: beyond them it is told "unknown now" (retry), never "invalid", and a
+    /// token another replica made a moment ago still works for another client at once.
+    #[test]
+    fn made_up_tokens_spend_only_their_clients_lookups() {
+        within(Duration::from_secs(60), || {
+            let url = metadb::testing::shared().create_database();
+            let db = metadb::Database::connect(&url, metadb::Options::default()).expect("connect");
+            let store = AccessStore::open_postgres(db).expect("open");
+            store.add_user("alice", false).expect("user");
+            let secret = format!("csg_{}", "ab".repeat(32));
+            let mut elsewhere =
+                Client::connect(&url, NoTls).expect("a connection of the test's own");
+            elsewhere
+                .execute(
+                    "INSERT INTO tokens (user_name, name, hash, created) VALUES ('alice', 'new', $1, 0)",
+                    &[&crate::token::hash(&secret).to_vec()],
+                )
+                .expect("a token row written elsewhere, unannounced");
+
+            let flood: std::net::IpAddr = "192.0.2.1".parse().expect("an address");
+            let (mut invalid, mut unknown) = (0, 0);
+            for n in 0..100 {
+                match store.authenticate_in_database(&format!("csg_{n:064x}"), Some(flood)) {
+                    Err(Error::InvalidToken) => invalid += 1,
+                    Err(Error::UnknownNow { retry_after }) if retry_after >= 1 => unknown += 1,
+                    other => panic!("a made-up token answered {other:?}"),
+                }
+            }
+            assert!(
+                invalid >= 10 && unknown > 0,
+                "{invalid} refused, {unknown} unknown"
+            );
+            let visitor: std::net::IpAddr = "192.0.2.2".parse().expect("an address");
+            let principal = store
+                .authenticate_in_database(&secret, Some(visitor))
+                .expect("another client's look-up finds the new token");
+            assert_eq!(principal.user, "alice");
         });
     }
 
@@ -654,7 +695,10 @@ mod tests {
                 "alice"
             );
             assert!(store.granted("alice", "acme/private").expect("granted"));
-            assert_eq!(store.session(&session.id).expect("signed in").user, "alice");
+            assert_eq!(
+                store.session(&session.id, None).expect("signed in").user,
+                "alice"
+            );
             assert!(
                 started.elapsed() < Duration::from_millis(200),
                 "checks from the view waited {:?}",
@@ -662,7 +706,7 @@ mod tests {
             );
 
             let started = Instant::now();
-            let unknown = store.session("no-such-session");
+            let unknown = store.session("no-such-session", None);
             assert!(unknown.is_err(), "{unknown:?}");
             let refused = store.add_user("bob", false);
             assert!(matches!(refused, Err(Error::Storage(_))), "{refused:?}");

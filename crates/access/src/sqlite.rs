@@ -688,7 +688,10 @@ mod tests {
         );
         // The new version's table works over the old rows.
         let session = access.start_session(&secret).expect("a session");
-        assert_eq!(access.session(&session.id).expect("live").user, "alice");
+        assert_eq!(
+            access.session(&session.id, None).expect("live").user,
+            "alice"
+        );
     }
 
     /// A database a newer `csg` migrated is refused with a message saying so, not misread.

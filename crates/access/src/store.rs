@@ -2,6 +2,7 @@
 //! metadata database (see `backend.rs`).
 
 use crate::backend::{AccessBackend, SessionRow, View};
+use crate::lookups::LookUps;
 use crate::names::{valid_token_name, valid_user_name};
 use crate::pg::PgAccess;
 use crate::reload::Worker;
@@ -10,6 +11,7 @@ use crate::token::{self, SessionHash};
 use crate::{Error, NewSession, NewToken, Principal};
 use arc_swap::ArcSwap;
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -25,11 +27,14 @@ pub const SESSION_IDLE: Duration = Duration::from_secs(12 * 60 * 60);
 /// used, so signing in again and again does not grow the table (and every view) without end.
 const SESSIONS_PER_TOKEN: i64 = 100;
 
-/// Database look-ups of tokens and sessions the view does not answer, per second after a
-/// burst of [`FALLBACK_BURST`]: a made-up token or a cookie naming no session must not turn
-/// into database load.
-const FALLBACKS_PER_SECOND: f64 = 20.0;
-const FALLBACK_BURST: f64 = 100.0;
+/// Whether a session check may ask the database about a session its view cannot vouch for.
+#[derive(Debug, Clone, Copy)]
+enum LookUp {
+    /// Yes, charged to this client address's budget (`None`: callers without one share one).
+    For(Option<IpAddr>),
+    /// No: the transport gives this client no look-ups now.
+    Never,
+}
 
 /// A user as `csg user list` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,8 +102,9 @@ pub struct AccessStore {
     /// Website sessions this store saw used: the last use (seconds since the epoch), newer
     /// than the view's while its write waits, and when it was last written (or queued).
     sessions_seen: Mutex<HashMap<SessionHash, SessionSeen>>,
-    /// The budget of database look-ups for tokens and sessions the view does not answer.
-    fallbacks: Mutex<Bucket>,
+    /// The budgets of database look-ups for tokens and sessions the view does not answer:
+    /// per client address, under a cap over all (`lookups.rs`).
+    fallbacks: Mutex<LookUps>,
     /// PostgreSQL only: the thread that reloads the view when the database tells of a change
     /// and writes last uses, so no request waits on the database. SQLite has none: each
     /// check asks the shared change counter, an atomic load.
@@ -112,28 +118,6 @@ struct SessionSeen {
     at: i64,
     /// When it was last written (or queued for writing).
     written: Option<Instant>,
-}
-
-/// A token bucket: `level` tokens at `at`.
-struct Bucket {
-    level: f64,
-    at: Instant,
-}
-
-impl Bucket {
-    /// Takes a token if there is one.
-    fn take(&mut self) -> bool {
-        let now = Instant::now();
-        let refill = now.saturating_duration_since(self.at).as_secs_f64() * FALLBACKS_PER_SECOND;
-        self.level = (self.level + refill).min(FALLBACK_BURST);
-        self.at = now;
-        if self.level >= 1.0 {
-            self.level -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
 }
 
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -195,10 +179,7 @@ impl AccessStore {
             }),
             last_use: Mutex::new(HashMap::new()),
             sessions_seen: Mutex::new(HashMap::new()),
-            fallbacks: Mutex::new(Bucket {
-                level: FALLBACK_BURST,
-                at: Instant::now(),
-            }),
+            fallbacks: Mutex::new(LookUps::new(Instant::now())),
             worker: None,
         }
     }
@@ -259,16 +240,23 @@ impl AccessStore {
 
     /// A token [`AccessStore::authenticate`] refused, as the database has it now (see
     /// [`AccessStore::may_know_more`]): so a token made on another replica works here at its
-    /// first call. Within a budget of such look-ups per second, so made-up tokens cost no
-    /// database load; a database that cannot answer leaves the view's answer. Blocks for up
-    /// to a second: call it off the async threads.
-    pub fn authenticate_in_database(&self, presented: &str) -> Result<Principal, Error> {
+    /// first call. Within a budget of such look-ups per second of the `client` address
+    /// (`None`: callers without one share a budget), so made-up tokens cost no database load
+    /// and one client's never use up another's look-ups; beyond it [`Error::UnknownNow`], as
+    /// nothing is known of the token then. A database that cannot answer leaves the view's
+    /// answer. Blocks for up to a second: call it off the async threads.
+    pub fn authenticate_in_database(
+        &self,
+        presented: &str,
+        client: Option<IpAddr>,
+    ) -> Result<Principal, Error> {
         if !token::looks_like_token(presented) {
             return Err(Error::Malformed);
         }
-        if !self.may_know_more() || !lock(&self.fallbacks).take() {
+        if !self.may_know_more() {
             return Err(Error::InvalidToken);
         }
+        self.take_lookup(client)?;
         match self.tables.backend.find_token(&token::hash(presented)) {
             Ok(Some((token_id, user, prepare))) => {
                 self.note_use(token_id);
@@ -340,13 +328,37 @@ impl AccessStore {
         Ok(NewSession { id, principal })
     }
 
-    /// Who the website session `id` (the cookie value) is signed in as; the session counts
+    /// Takes a database look-up from `client`'s budget, or answers [`Error::UnknownNow`].
+    fn take_lookup(&self, client: Option<IpAddr>) -> Result<(), Error> {
+        lock(&self.fallbacks)
+            .take(client, Instant::now())
+            .map_err(|retry_after| Error::UnknownNow { retry_after })
+    }
+
+    /// Who the website session `id` (the cookie value) is signed in as, asked by a visitor
+    /// from `client` (`None`: callers without an address share a budget); the session counts
     /// as used now. [`Error::SessionEnded`] if it ended: signed out, unused for
-    /// [`SESSION_IDLE`], its token revoked or its user removed. Answers from the view: the
-    /// database is asked only for a session the view does not know or thinks idle too long
-    /// (another replica started it a moment ago, or used it since the view was loaded),
-    /// within a budget of such look-ups per second, so forged cookies cost no database load.
-    pub fn session(&self, id: &str) -> Result<Principal, Error> {
+    /// [`SESSION_IDLE`], its token revoked or its user removed, or never started. Answers
+    /// from the view: the database is asked only for a session the view does not know or
+    /// thinks idle too long (another replica started it a moment ago, or used it since the
+    /// view was loaded), within `client`'s budget of such look-ups per second, so forged
+    /// cookies cost no database load and one client's forged cookies never use up another's
+    /// look-ups. Beyond the budget, [`Error::UnknownNow`]: nothing is known of the session, so
+    /// the caller must not end it (issue 43 finding 3).
+    pub fn session(&self, id: &str, client: Option<IpAddr>) -> Result<Principal, Error> {
+        self.checked_session(id, LookUp::For(client))
+    }
+
+    /// [`AccessStore::session`] answered from the view alone, for a client the transport
+    /// asks no database look-ups for (it presented too many wrong tokens or session ids): a
+    /// session the view cannot vouch for is [`Error::UnknownNow`] (`retry_after` one second:
+    /// the transport's limiter knows how long its refusal lasts).
+    pub fn session_in_view(&self, id: &str) -> Result<Principal, Error> {
+        self.checked_session(id, LookUp::Never)
+    }
+
+    /// A session check, asking the database as `lookup` allows.
+    fn checked_session(&self, id: &str, lookup: LookUp) -> Result<Principal, Error> {
         let hash = token::hash(id);
         let view = self.current()?;
         let now = now_secs();
@@ -358,10 +370,10 @@ impl AccessStore {
                 if now.saturating_sub(last) < idle_secs() {
                     (row.clone(), prepare)
                 } else {
-                    self.session_in_database(&hash, now)?
+                    self.session_in_database(&hash, now, lookup)?
                 }
             }
-            None => self.session_in_database(&hash, now)?,
+            None => self.session_in_database(&hash, now, lookup)?,
         };
         self.note_seen(hash, now, &view);
         self.note_use(row.token_id);
@@ -372,15 +384,18 @@ impl AccessStore {
         })
     }
 
-    /// A session the view cannot vouch for, as the database has it now (within the budget
-    /// of such look-ups; beyond it, ended).
+    /// A session the view cannot vouch for, as the database has it now: within the budget of
+    /// the client `lookup` names; beyond it, or without a look-up, unknown now (never ended:
+    /// a forged cookie from elsewhere must not sign a real visitor out).
     fn session_in_database(
         &self,
         hash: &SessionHash,
         now: i64,
+        lookup: LookUp,
     ) -> Result<(SessionRow, bool), Error> {
-        if !lock(&self.fallbacks).take() {
-            return Err(Error::SessionEnded);
+        match lookup {
+            LookUp::For(client) => self.take_lookup(client)?,
+            LookUp::Never => return Err(Error::UnknownNow { retry_after: 1 }),
         }
         match self.tables.backend.find_session(hash)? {
             Some((row, prepare)) if now.saturating_sub(row.last_seen) < idle_secs() => {
@@ -606,6 +621,61 @@ mod tests {
         assert!(!server.authenticate(&new.secret).expect("valid").prepare);
         cli.revoke_token(new.info.id).expect("revoke");
         assert_eq!(server.authenticate(&new.secret), Err(Error::InvalidToken));
+    }
+
+    /// A-1, issue 43 finding 3: cookies naming no session spend the database look-ups of
+    /// their client address only. Once they are spent, that client's unknown sessions are
+    /// unknown now (not ended: nothing is known of them), while another client's look-ups
+    /// still answer, and sessions the view knows need no look-up at all.
+    #[test]
+    fn a1_session_lookups_are_budgeted_per_client() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let access = store(&dir);
+        access.add_user("alice", false).expect("user");
+        let new = access.create_token("alice", None).expect("token");
+        let session = access.start_session(&new.secret).expect("sign in");
+        let (flood, visitor): (IpAddr, IpAddr) = (
+            "192.0.2.1".parse().expect("an address"),
+            "192.0.2.2".parse().expect("an address"),
+        );
+        let forged = |n: usize| format!("{n:064x}");
+        let mut ended = 0;
+        let mut unknown = 0;
+        for n in 0..100 {
+            match access.session(&forged(n), Some(flood)) {
+                Err(Error::SessionEnded) => ended += 1,
+                Err(Error::UnknownNow { retry_after }) => {
+                    assert!(retry_after >= 1);
+                    unknown += 1;
+                }
+                other => panic!("a forged cookie answered {other:?}"),
+            }
+        }
+        assert!(
+            (10..100).contains(&ended),
+            "{ended} looked up, {unknown} not"
+        );
+        assert_eq!(
+            access.session(&forged(1000), Some(visitor)),
+            Err(Error::SessionEnded),
+            "another client's look-ups are whole"
+        );
+        assert_eq!(
+            access
+                .session(&session.id, Some(flood))
+                .expect("known")
+                .user,
+            "alice",
+            "the view needs no look-up"
+        );
+        assert_eq!(
+            access.session_in_view(&session.id).expect("known").user,
+            "alice"
+        );
+        assert!(matches!(
+            access.session_in_view(&forged(1001)),
+            Err(Error::UnknownNow { .. })
+        ));
     }
 
     /// Removing a user revokes their tokens and drops their grants.

@@ -496,7 +496,7 @@ fn session_lifecycle(backend: &dyn Backend) {
         (session.principal.user.as_str(), session.principal.token_id),
         ("alice", token.info.id)
     );
-    let who = access.session(&session.id).expect("live");
+    let who = access.session(&session.id, None).expect("live");
     assert_eq!(who, session.principal);
     assert!(who.prepare);
     let stored = backend.stored_sessions();
@@ -506,23 +506,32 @@ fn session_lifecycle(backend: &dyn Backend) {
         !raw.contains(&session.id) && !raw.contains(&token.secret[4..]),
         "neither the session id nor the token is stored"
     );
-    assert_eq!(access.session(&"f".repeat(64)), Err(Error::SessionEnded));
-    assert_eq!(access.session("garbage"), Err(Error::SessionEnded));
+    assert_eq!(
+        access.session(&"f".repeat(64), None),
+        Err(Error::SessionEnded)
+    );
+    assert_eq!(access.session("garbage", None), Err(Error::SessionEnded));
 
     // A restart: a new store on the same database knows the session.
     drop(access);
     let access = backend.open();
-    assert_eq!(access.session(&session.id).expect("survives").user, "alice");
+    assert_eq!(
+        access.session(&session.id, None).expect("survives").user,
+        "alice"
+    );
     let other = access
         .start_session(&token.secret)
         .expect("a second session");
     assert_ne!(other.id, session.id);
 
     access.end_session(&session.id).expect("sign out");
-    assert_eq!(access.session(&session.id), Err(Error::SessionEnded));
-    assert!(access.session(&other.id).is_ok(), "only that one ended");
+    assert_eq!(access.session(&session.id, None), Err(Error::SessionEnded));
+    assert!(
+        access.session(&other.id, None).is_ok(),
+        "only that one ended"
+    );
     assert_eq!(
-        backend.open().session(&session.id),
+        backend.open().session(&session.id, None),
         Err(Error::SessionEnded),
         "ended for every store"
     );
@@ -547,15 +556,15 @@ fn sessions_end_with_their_token_or_user(backend: &dyn Backend) {
     let by_second = access.start_session(&second.secret).expect("sign in");
     let by_bob = access.start_session(&bob.secret).expect("sign in");
     let elsewhere = backend.open();
-    assert!(elsewhere.session(&by_first.id).is_ok());
+    assert!(elsewhere.session(&by_first.id, None).is_ok());
 
     access.revoke_token(first.info.id).expect("revoke");
-    assert_eq!(access.session(&by_first.id), Err(Error::SessionEnded));
+    assert_eq!(access.session(&by_first.id, None), Err(Error::SessionEnded));
     eventually(PROPAGATION, "ended in every store", || {
-        elsewhere.session(&by_first.id) == Err(Error::SessionEnded)
+        elsewhere.session(&by_first.id, None) == Err(Error::SessionEnded)
     });
     assert!(
-        access.session(&by_second.id).is_ok(),
+        access.session(&by_second.id, None).is_ok(),
         "the other token's stays"
     );
     assert_eq!(
@@ -564,8 +573,14 @@ fn sessions_end_with_their_token_or_user(backend: &dyn Backend) {
     );
 
     access.remove_user("alice").expect("remove");
-    assert_eq!(access.session(&by_second.id), Err(Error::SessionEnded));
-    assert!(access.session(&by_bob.id).is_ok(), "another user's stays");
+    assert_eq!(
+        access.session(&by_second.id, None),
+        Err(Error::SessionEnded)
+    );
+    assert!(
+        access.session(&by_bob.id, None).is_ok(),
+        "another user's stays"
+    );
     assert_eq!(
         backend
             .stored_sessions()
@@ -589,11 +604,14 @@ fn idle_sessions_end(backend: &dyn Backend) {
     backend.set_sessions_seen(now() - idle - 60);
     // A store whose view holds the idle time, as a replica restarted now.
     let later = backend.open();
-    assert_eq!(later.session(&session.id), Err(Error::SessionEnded));
+    assert_eq!(later.session(&session.id, None), Err(Error::SessionEnded));
     // Another replica used it a moment ago (not announced): the database says so.
     backend.set_sessions_seen(now() - 5);
     assert_eq!(
-        later.session(&session.id).expect("used elsewhere").user,
+        later
+            .session(&session.id, None)
+            .expect("used elsewhere")
+            .user,
         "alice"
     );
 
@@ -604,7 +622,7 @@ fn idle_sessions_end(backend: &dyn Backend) {
         [(key(&fresh.id), token.info.id)],
         "the idle session was dropped"
     );
-    assert_eq!(later.session(&session.id), Err(Error::SessionEnded));
+    assert_eq!(later.session(&session.id, None), Err(Error::SessionEnded));
 }
 
 /// A session's use is written (PostgreSQL: off the request path, polled), at most once a
@@ -619,15 +637,15 @@ fn session_last_use(backend: &dyn Backend) {
     backend.set_sessions_seen(now() - 600);
     // A store that has not seen the sessions used writes their first use at once.
     let other = backend.open();
-    other.session(&first.id).expect("live");
+    other.session(&first.id, None).expect("live");
     eventually(PROPAGATION, "the use is recorded", || {
         backend.session_seen(&first_key) >= now() - 60
     });
     // Within the minute, another use writes nothing: the older time stays. The second
     // session's first use is written after anything the first one's would have been.
     backend.set_sessions_seen(now() - 600);
-    other.session(&first.id).expect("live");
-    other.session(&second.id).expect("live");
+    other.session(&first.id, None).expect("live");
+    other.session(&second.id, None).expect("live");
     eventually(PROPAGATION, "the second session's use is recorded", || {
         backend.session_seen(&second_key) >= now() - 60
     });
@@ -646,8 +664,11 @@ fn sessions_per_token_are_bounded(backend: &dyn Backend) {
         last = Some(access.start_session(&token.secret).expect("sign in"));
     }
     assert_eq!(backend.stored_sessions().len(), 100);
-    assert_eq!(backend.open().session(&first.id), Err(Error::SessionEnded));
-    assert!(access.session(&last.expect("one").id).is_ok());
+    assert_eq!(
+        backend.open().session(&first.id, None),
+        Err(Error::SessionEnded)
+    );
+    assert!(access.session(&last.expect("one").id, None).is_ok());
 }
 
 /// Two replicas on one database: what one writes, the other's checks see within moments,
@@ -712,25 +733,27 @@ fn postgres_replicas_share_sessions() {
         let token = one.create_token("alice", None).expect("token");
         let session = one.start_session(&token.secret).expect("sign in on one");
         assert_eq!(
-            two.session(&session.id).expect("at once on the other").user,
+            two.session(&session.id, None)
+                .expect("at once on the other")
+                .user,
             "alice"
         );
         eventually(PROPAGATION, "and from its view once announced", || {
-            two.session(&session.id).is_ok()
+            two.session(&session.id, None).is_ok()
         });
         two.end_session(&session.id).expect("sign out on the other");
-        assert_eq!(two.session(&session.id), Err(Error::SessionEnded));
+        assert_eq!(two.session(&session.id, None), Err(Error::SessionEnded));
         eventually(PROPAGATION, "signed out on both", || {
-            one.session(&session.id) == Err(Error::SessionEnded)
+            one.session(&session.id, None) == Err(Error::SessionEnded)
         });
 
         let again = two.start_session(&token.secret).expect("sign in on two");
-        assert!(one.session(&again.id).is_ok());
+        assert!(one.session(&again.id, None).is_ok());
         two.revoke_token(token.info.id).expect("revoke on two");
         eventually(
             PROPAGATION,
             "a revocation on one replica ends the session on the other",
-            || one.session(&again.id) == Err(Error::SessionEnded),
+            || one.session(&again.id, None) == Err(Error::SessionEnded),
         );
     });
 }
@@ -767,7 +790,10 @@ fn postgres_outage_keeps_checks_and_refuses_writes() {
                     .expect("still granted")
             );
             assert_eq!(
-                store.session(&session.id).expect("still signed in").user,
+                store
+                    .session(&session.id, None)
+                    .expect("still signed in")
+                    .user,
                 "alice"
             );
             std::thread::sleep(Duration::from_millis(50));

@@ -1,10 +1,10 @@
 //! The access layer in front of everything under `/sourcegraph/` (the JSON API and the MCP
 //! endpoint mounted beside it): who is calling. It refuses a token in the URL,
 //! checks `Authorization: Bearer <token>` through the service (hashed lookup, never a
-//! plaintext compare), rate-limits wrong tokens per client address, and answers 401 with a
-//! `WWW-Authenticate: Bearer` challenge when a token is needed. The caller it established
-//! rides in the request's extensions as a `service::Caller`; what the caller may read is the
-//! service's decision, made on every call.
+//! plaintext compare), rate-limits wrong tokens (and wrong session ids) per client address,
+//! and answers 401 with a `WWW-Authenticate: Bearer` challenge when a token is needed. The
+//! caller it established rides in the request's extensions as a `service::Caller`; what the
+//! caller may read is the service's decision, made on every call.
 //!
 //! `/healthz`, `/readyz` and `/metrics` stay open: probes and scrapers carry no tokens, and
 //! none of them names a repository.
@@ -194,14 +194,16 @@ async fn on_store<T: Send + 'static>(
         })
 }
 
-/// Whether `error` says nothing about the credential (the store failed), so a session must
-/// not be ended for it.
+/// Whether `error` says nothing about the credential (the store failed, or may not look it
+/// up now: this client's look-ups of unknown ones are spent), so a session must not be ended
+/// for it (issue 43 finding 3).
 fn store_failed(error: &access::Error) -> bool {
     matches!(
         error,
         access::Error::Storage(_)
             | access::Error::Unavailable(_)
             | access::Error::SchemaTooNew { .. }
+            | access::Error::UnknownNow { .. }
     )
 }
 
@@ -299,11 +301,17 @@ impl Access {
 
     /// Who a site visitor is: `bearer` when the request carried a valid token, else the
     /// session of their cookie, checked again now; answers cookies to set as well (a fresh
-    /// CSRF token, the removal of a session that ended).
+    /// CSRF token, the removal of a session that ended). A session the store cannot tell
+    /// about now (it failed; or the view does not know the session and `client`'s database
+    /// look-ups are spent, or `client` presented too many wrong tokens or session ids to be
+    /// given any) is browsed anonymously this once and its cookie kept: a flood of forged
+    /// cookies from elsewhere must never sign a real visitor out (issue 43 finding 3). A
+    /// session id the store says is no session counts as a wrong token of `client`.
     async fn visit(
         &self,
         headers: &HeaderMap,
         bearer: Option<Caller>,
+        client: Option<IpAddr>,
     ) -> (Caller, Visitor, Vec<HeaderValue>) {
         let mut cookies = Vec::new();
         let csrf = match session::cookie(headers, CSRF_COOKIE).filter(|v| well_formed(v)) {
@@ -341,7 +349,16 @@ impl Access {
             return (Caller::Anonymous, anonymous(csrf), cookies);
         };
         let owned = id.to_owned();
-        match on_store(store, move |store| store.session(&owned)).await {
+        let key = client.map(client_key);
+        // Over its limit of wrong credentials, a client gets no database look-ups: a session
+        // the view knows still works (another visitor behind the same address).
+        let limited = key.is_some_and(|key| self.limiter.wait(key).is_some());
+        let checked = if limited {
+            on_store(store, move |store| store.session_in_view(&owned)).await
+        } else {
+            on_store(store, move |store| store.session(&owned, client)).await
+        };
+        match checked {
             Ok(principal) => {
                 let visitor = Visitor {
                     user: Some(principal.user.clone()),
@@ -355,8 +372,13 @@ impl Access {
                 tracing::debug!(%error, "a website session could not be checked");
                 (Caller::Anonymous, anonymous(csrf), cookies)
             }
-            // A-1, W-34: signed out, idle, its token revoked or its user removed.
+            // A-1, W-34: signed out, idle, its token revoked or its user removed; or never a
+            // session, which counts like a wrong token.
             Err(_) => {
+                tracing::debug!(?client, "a cookie naming no live session: removed");
+                if let Some(key) = key {
+                    self.limiter.failed(key);
+                }
                 cookies.extend(self.session_cookies(None));
                 (Caller::Anonymous, anonymous(csrf), cookies)
             }
@@ -371,7 +393,8 @@ fn is_site_path(path: &str) -> bool {
         && !path.starts_with("/sourcegraph/mcp")
 }
 
-/// A leaky bucket of wrong tokens per client address.
+/// A leaky bucket of wrong tokens per client address: bearer tokens, tokens pasted into the
+/// sign-in form and cookies naming no live session all count.
 #[derive(Default)]
 struct Limiter {
     clients: Mutex<HashMap<IpAddr, (f64, Instant)>>,
@@ -391,7 +414,7 @@ impl Limiter {
         (level + 1.0 > BURST).then(|| ((level + 1.0 - BURST) / REFILL_PER_SECOND).ceil() as u64)
     }
 
-    /// Counts a wrong token of `client`.
+    /// Counts a wrong token (or session id) of `client`.
     fn failed(&self, client: IpAddr) {
         let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
         let now = Instant::now();
@@ -413,15 +436,10 @@ impl Limiter {
 
 /// The limiter's key of a peer address: an IPv4 address as itself, also when a dual-stack
 /// listener reports it IPv4-mapped; an IPv6 address by its /64, the block one subscriber
-/// gets, so hopping through addresses of one network does not reset the bucket.
+/// gets, so hopping through addresses of one network does not reset the bucket. The access
+/// store keys its budgets of database look-ups by the same rule, so it is defined there.
 fn client_key(peer: IpAddr) -> IpAddr {
-    match peer.to_canonical() {
-        IpAddr::V6(v6) => {
-            let network = u128::from(v6) & !((1u128 << 64) - 1);
-            IpAddr::V6(network.into())
-        }
-        v4 => v4,
-    }
+    access::client_key(peer)
 }
 
 /// Whether a query string carries a credential: a conventional parameter name, or a value
@@ -507,7 +525,7 @@ async fn check(State(access): State<Arc<Access>>, mut request: Request, next: Ne
                 }
                 return response;
             }
-            match access.service.authenticate_or_look_up(token).await {
+            match access.service.authenticate_or_look_up(token, address).await {
                 Ok(principal) => {
                     COUNTERS.authenticated.fetch_add(1, Ordering::Relaxed);
                     Caller::User(principal)
@@ -525,6 +543,21 @@ async fn check(State(access): State<Arc<Access>>, mut request: Request, next: Ne
                     return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
                         .into_response();
                 }
+                // Nothing is known of the token (issue 43 finding 3): not a wrong one, so it is
+                // not counted, and the client is told to retry rather than to give it up.
+                Err(AuthFailure::UnknownNow {
+                    message,
+                    retry_after,
+                }) => {
+                    tracing::debug!(client = ?address, "a token unknown here, not looked up now");
+                    let mut response =
+                        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+                            .into_response();
+                    if let Ok(value) = retry_after.to_string().parse() {
+                        response.headers_mut().insert(header::RETRY_AFTER, value);
+                    }
+                    return response;
+                }
             }
         }
     };
@@ -532,7 +565,7 @@ async fn check(State(access): State<Arc<Access>>, mut request: Request, next: Ne
         return admitted(request, next, caller, address).await;
     }
     let bearer = (caller != Caller::Anonymous).then_some(caller);
-    let (caller, visitor, cookies) = access.visit(request.headers(), bearer).await;
+    let (caller, visitor, cookies) = access.visit(request.headers(), bearer, address).await;
     request.extensions_mut().insert(visitor);
     request.extensions_mut().insert(SiteAccess(access.clone()));
     let mut response = admitted(request, next, caller, address).await;

@@ -213,7 +213,7 @@ async fn a_session_survives_a_restart_and_is_not_stored_in_plaintext() {
         assert!(browser.cookie("csg_session").is_none());
         browser.cookies.push(("csg_session".into(), id.clone()));
         assert_eq!(browser.signed_in(&server).await, None, "ended in the store");
-        assert_eq!(users.session(&id), Err(access::Error::SessionEnded));
+        assert_eq!(users.session(&id, None), Err(access::Error::SessionEnded));
     })
     .await;
 }

@@ -136,7 +136,9 @@ impl From<access::Error> for ServiceError {
     fn from(error: access::Error) -> Self {
         let kind = match &error {
             access::Error::Storage(_) | access::Error::SchemaTooNew { .. } => ErrorKind::Internal,
-            access::Error::Unavailable(_) => ErrorKind::Unavailable,
+            access::Error::Unavailable(_) | access::Error::UnknownNow { .. } => {
+                ErrorKind::Unavailable
+            }
             access::Error::Malformed | access::Error::InvalidToken => ErrorKind::Unauthenticated,
             _ => ErrorKind::InvalidArgument,
         };

@@ -10,6 +10,7 @@
 
 use crate::{Inner, Service, ServiceError};
 use gitstore::RepoName;
+use std::net::IpAddr;
 
 pub use access::{NewToken, Principal, TokenInfo};
 
@@ -99,6 +100,15 @@ pub enum AuthFailure {
     Invalid(String),
     /// The store failed: nothing is known about the token.
     Unavailable(String),
+    /// The in-memory view does not know the token and this client's database look-ups are
+    /// spent: nothing is known about it (another replica may have made it a moment ago), so
+    /// the client should retry after `retry_after` seconds, not give the token up.
+    UnknownNow {
+        /// What to tell the client.
+        message: String,
+        /// Whole seconds until a look-up may be made again.
+        retry_after: u64,
+    },
 }
 
 impl Service {
@@ -125,8 +135,15 @@ impl Service {
 
     /// [`Service::authenticate`], and for a token the in-memory view refused, where the
     /// metadata database may know it already (cluster mode: a token made on another replica
-    /// a moment ago), a bounded look-up there, on the blocking pool (issue 31, behaviour 5).
-    pub async fn authenticate_or_look_up(&self, token: &str) -> Result<Principal, AuthFailure> {
+    /// a moment ago), a look-up there, on the blocking pool (issue 31, behaviour 5), within
+    /// the budget of look-ups of the `client` address (`None`: callers without one share a
+    /// budget). A spent budget is [`AuthFailure::UnknownNow`], so one client's made-up tokens
+    /// never make another's new token fail (issue 43 finding 3).
+    pub async fn authenticate_or_look_up(
+        &self,
+        token: &str,
+        client: Option<IpAddr>,
+    ) -> Result<Principal, AuthFailure> {
         let refused = match self.authenticate(token) {
             Err(AuthFailure::Invalid(message)) => message,
             other => return other,
@@ -135,8 +152,16 @@ impl Service {
             return Err(AuthFailure::Invalid(refused));
         };
         let token = token.to_owned();
-        match tokio::task::spawn_blocking(move || store.authenticate_in_database(&token)).await {
+        match tokio::task::spawn_blocking(move || store.authenticate_in_database(&token, client))
+            .await
+        {
             Ok(Ok(principal)) => Ok(principal),
+            Ok(Err(error @ access::Error::UnknownNow { retry_after })) => {
+                Err(AuthFailure::UnknownNow {
+                    message: error.to_string(),
+                    retry_after,
+                })
+            }
             Ok(Err(_)) | Err(_) => Err(AuthFailure::Invalid(refused)),
         }
     }
