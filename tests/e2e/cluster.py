@@ -424,14 +424,16 @@ class Tokens:
 
 
 class Cluster:
-    """PostgreSQL, three replicas with `--public-read false`, HAProxy in front of them, and a
+    """PostgreSQL, three replicas (`--public-read false` unless asked), HAProxy in front of them, and a
     Git source repository (a bare repository the tests push to)."""
 
     REPLICAS = 3
 
-    def __init__(self, replica_env: dict[str, str] | None = None) -> None:
+    def __init__(self, replica_env: dict[str, str] | None = None, public_read: bool = False) -> None:
         self.replica_env = replica_env or {}
         """Environment every replica starts with on top of the cluster's (server plugins, say)."""
+        self.public_read = public_read
+        """Whether anonymous callers may read public repositories (`--public-read`)."""
         # /tmp, not pytest's tmp_path: the `postgres` user the server runs as (as root) must
         # be able to enter the parents of its directory, and pytest's are closed (0700).
         self.base = Path(tempfile.mkdtemp(prefix="csg-e2e-cluster-", dir="/tmp"))
@@ -469,7 +471,7 @@ class Cluster:
             "CSG_LOG": os.environ.get("CSG_LOG", "info"),
             **self.replica_env,
         }
-        extra = ["--public-read", "false", "--trusted-proxy", "127.0.0.1"]
+        extra = ["--public-read", "true" if self.public_read else "false", "--trusted-proxy", "127.0.0.1"]
         self.replicas = [Replica(n, self.base, env, extra) for n in range(1, self.REPLICAS + 1)]
         for replica in self.replicas:
             replica.start()
@@ -636,9 +638,10 @@ class Cluster:
 
 
 @contextlib.asynccontextmanager
-async def mcp_client(url: str, token: str, mode: str = "2026-07-28") -> AsyncIterator[Client]:
-    """The official SDK's client over Streamable HTTP with a bearer token."""
-    async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as client_http:
+async def mcp_client(url: str, token: str | None, mode: str = "2026-07-28") -> AsyncIterator[Client]:
+    """The official SDK's client over Streamable HTTP with a bearer token (none: anonymous)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with create_mcp_http_client(headers=headers) as client_http:
         async with Client(streamable_http_client(url, http_client=client_http), mode=mode) as client:
             yield client
 

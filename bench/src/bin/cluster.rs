@@ -60,7 +60,8 @@ const REGISTER_TIMEOUT: Duration = Duration::from_secs(1200);
 /// How long a replica gets to exit after SIGTERM before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(20);
 const MCP_PATH: &str = "/sourcegraph/mcp?plugins=auto";
-const SECRET_HEADER: &str = "x-csg-cluster-secret";
+/// Replica identity, which the cluster's own routes (`/_cluster/…`) answer.
+const SECRET_HEADER: &str = "x-csg-replica-secret";
 
 const USAGE: &str =
     "usage: bench/cluster [--reads N] [--rounds N] [--block N] [--repo PATH | --small] \
@@ -738,7 +739,7 @@ struct Roles {
     non_owner: usize,
 }
 
-/// One replica's `/sourcegraph/api/cluster`: live members and the repository's owners.
+/// One replica's `/_cluster/status`: live members and the repository's owners.
 struct View {
     live: usize,
     owners: Vec<String>,
@@ -748,14 +749,14 @@ async fn view(replica: &Replica, secret: &str) -> Result<View> {
     let answer = call(
         &replica.authority,
         "GET",
-        "/sourcegraph/api/cluster",
+        "/_cluster/status",
         &[(SECRET_HEADER, secret)],
         None,
     )
     .await?;
     if answer.status != 200 {
         bail!(
-            "/sourcegraph/api/cluster of replica {} answered HTTP {}: {}",
+            "/_cluster/status of replica {} answered HTTP {}: {}",
             replica.number,
             answer.status,
             answer.text()

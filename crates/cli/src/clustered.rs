@@ -177,12 +177,17 @@ impl Replica {
         }))
     }
 
-    /// `app` with calls for other replicas' repositories forwarded.
+    /// `app` with calls for other replicas' repositories forwarded: the layer inside the
+    /// access layer (it routes by the caller that layer established, A-7).
     pub fn route(&self, app: axum::Router, service: service::Service) -> Result<axum::Router> {
-        // The route on which the others ask for search parts sits beside the access layer;
-        // the routing checks the cluster secret for it.
-        let app = httpserver::with_cluster_search(app, service.clone());
         httpserver::with_cluster_routing(app, service, self.routing.clone())
+            .map_err(|error| anyhow::anyhow!("{error}"))
+    }
+
+    /// `app` (access layer included) behind the replica gate, with the cluster's own routes
+    /// (search parts, the status for other replicas) beside it: the outermost layer.
+    pub fn gate(&self, app: axum::Router, service: service::Service) -> Result<axum::Router> {
+        httpserver::with_replica_gate(app, service, &self.routing)
             .map_err(|error| anyhow::anyhow!("{error}"))
     }
 

@@ -462,6 +462,13 @@ async fn serve(
     // Issue 42: the API's body limit for the MCP endpoint too, inside the access layer (a
     // refused caller's body is never read).
     let app = httpserver::with_body_limit(app);
+    // Issue 31, A-7: calls for repositories other replicas own go to them, credentials and
+    // all; routed inside the access layer, so only once the caller is known and may read the
+    // repository.
+    let app = match &replica {
+        Some(replica) => replica.route(app, service.clone())?,
+        None => app,
+    };
     // who calls, for the API, MCP and the site alike; the site's sign-in sessions
     // live in the access store, so they survive restarts and work on every replica.
     let app = match service.access_store() {
@@ -470,9 +477,10 @@ async fn serve(
         }
         None => httpserver::with_access(app, service.clone(), &site_config),
     };
-    // Issue 31: calls for repositories other replicas own go to them, credentials and all.
+    // outermost, the replica gate: the cluster's own routes answer only replicas, and a
+    // call another replica forwarded is marked before anything else sees it.
     let app = match &replica {
-        Some(replica) => replica.route(app, service.clone())?,
+        Some(replica) => replica.gate(app, service.clone())?,
         None => app,
     };
 

@@ -372,19 +372,19 @@ async fn readyz(State(state): State<AppState>) -> axum::response::Response {
 }
 
 /// `GET /sourcegraph/api/cluster`: the members and each repository's owners, for operators
-/// (a token with the prepare capability) and the other replicas (the cluster secret).
+/// (a token with the prepare capability, A-3). The other replicas ask on their own route
+/// (`replica.rs`), never here: a client route knows no replica identity.
 async fn cluster(
     State(state): State<AppState>,
     Ctx(ctx): Ctx,
-    replica: Option<axum::Extension<crate::FromReplica>>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    // Another replica (it showed the cluster secret) asks as the operator would.
-    let ctx = if replica.is_some() {
-        CallContext::default()
-    } else {
-        ctx
-    };
     let cluster = state.service.cluster(&ctx).map_err(ApiError::from)?;
+    Ok(Json(cluster_json(&cluster)))
+}
+
+/// The answer of the cluster's status routes: `self`, the members with the number of
+/// repositories each owns, and every repository's owners.
+pub(crate) fn cluster_json(cluster: &service::ClusterStatus) -> serde_json::Value {
     let members: Vec<serde_json::Value> = cluster
         .membership
         .members
@@ -408,11 +408,11 @@ async fn cluster(
         .iter()
         .map(|(name, owners)| serde_json::json!({ "name": name, "owners": owners }))
         .collect();
-    Ok(Json(serde_json::json!({
+    serde_json::json!({
         "self": cluster.self_url,
         "members": members,
         "repositories": repositories,
-    })))
+    })
 }
 
 /// `/metrics`: the Prometheus text exposition (O-4).

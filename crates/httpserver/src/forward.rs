@@ -1,35 +1,46 @@
-//! Cluster mode's routing (issue 31): a call for a repository this replica does not own is
-//! forwarded, as it came, to an owner, and to the next owner if that one cannot answer.
+//! Cluster mode's routing (issue 31, issue 43): a client's call for a repository this
+//! replica does not own is forwarded, as it came, to an owner, and to the next owner if that
+//! one cannot answer.
+//!
+//! Authenticate, then authorize, then route (A-7): this layer sits inside the access layer,
+//! so a call reaches it only once its caller is known, a token in the URL refused and a
+//! wrong token counted; and it routes only a call whose caller may read the repository (or
+//! holds `prepare`). Any other call (an unknown name, a private repository the caller may
+//! not read) is answered here on the unknown-name path, whatever the cluster's state, so
+//! "unknown" and "may not read" answer alike on every replica.
 //!
 //! The request is forwarded whole — method, path, query, body and the caller's credentials
-//! (bearer token or session cookie) — so the owner authenticates, checks access, applies
-//! aliases and plugins and renders the answer exactly as it would for a caller of its own;
-//! this replica never answers for a repository it does not hold. The cluster secret marks
-//! a forwarded request: the owner then trusts the client address it carries and never
-//! forwards it again (a replica that believes it owns nothing would otherwise bounce it).
+//! (bearer token or session cookie) — marked as a forwarded client call
+//! ([`crate::replica::FORWARDED_HEADER`]), so the owner authenticates the client again,
+//! applies aliases and plugins and renders the answer exactly as it would for a caller of
+//! its own; this replica never answers for a repository it does not hold, and the owner
+//! never forwards it again (a replica that believes it owns nothing would otherwise bounce
+//! it).
 //!
-//! Which repository a request names: `repo` in the JSON API's query string or JSON body, in
-//! a MCP `tools/call`'s arguments, or the site's `/sourcegraph/repos/<owner>/<name>/…` path.
-//! A request naming none (discovery, search over every repository, probes) is answered here.
+//! Which repository a request names — only the known routes are read: `repo` of a tool in
+//! the JSON API (query string or JSON body), of an MCP `tools/call` (after the server
+//! plugins' presets and `on_tool_call` rewrites, which may fix or change it), a
+//! registration's `name`, the site's `/sourcegraph/repos/<owner>/<name>/…` pages (parsed by
+//! the site's own parser) and its search with a `repo`. A request naming none (discovery,
+//! search over every repository, probes) is answered here.
 
+use crate::replica::{FORWARDED_HEADER, Forwarded, REPLICA_HEADER, deadline_of, refuse};
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use serde::Deserialize;
-use service::{CallContext, ErrorKind, Route, Service, ServiceError};
+use service::{CallContext, ErrorKind, ForwardedRefusal, Route, Service};
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// The header that carries the cluster secret on replica-to-replica calls.
-pub const CLUSTER_SECRET_HEADER: HeaderName = HeaderName::from_static("x-csg-cluster-secret");
 /// The header that tells the owner how long the caller still waits, in milliseconds.
 pub const DEADLINE_HEADER: HeaderName = HeaderName::from_static("x-csg-deadline-ms");
 /// The header that names the caller's client address (as the forwarding replica told it),
-/// believed only with the cluster secret.
+/// believed only on a forwarded call.
 pub const CLIENT_HEADER: HeaderName = HeaderName::from_static("x-csg-client-addr");
 /// On an owner's 503 to a forwarded call that reads the search index: the owner holds the
 /// repository but has no index of it yet (it just gained it, or restarted), so the
@@ -39,10 +50,10 @@ const NOT_INDEXED_HEADER: HeaderName = HeaderName::from_static("x-csg-not-indexe
 /// of the forwarding replica's deadline), as opposed to the owner's own answer (the metadata
 /// database is unreachable, say), which is relayed when no owner answers better.
 const ROUTING_REFUSAL_HEADER: HeaderName = HeaderName::from_static("x-csg-routing-refusal");
-/// On a forwarded call (with the cluster secret): no owner has an index of the repository
-/// yet, so an owner that holds it answers anyway (naming it as not indexed) rather than not
-/// at all.
-const INDEX_OPTIONAL_HEADER: HeaderName = HeaderName::from_static("x-csg-index-optional");
+/// On a forwarded call: no owner has an index of the repository yet, so an owner that holds
+/// it answers anyway (naming it as not indexed) rather than not at all.
+pub(crate) const INDEX_OPTIONAL_HEADER: HeaderName =
+    HeaderName::from_static("x-csg-index-optional");
 
 /// The tools answered from the search index rather than the mirror: a replica that holds a
 /// repository but has not indexed it yet answers them "not indexed", so a forwarded one goes
@@ -77,11 +88,6 @@ pub struct ClusterRouting {
     pub attempt_timeout: Duration,
 }
 
-/// A request another replica forwarded here, with the cluster secret: its client address
-/// comes from `X-Forwarded-For`, and it is never forwarded again.
-#[derive(Debug, Clone, Copy)]
-pub struct FromReplica;
-
 struct Forwarder {
     service: Service,
     secret: HeaderValue,
@@ -89,7 +95,9 @@ struct Forwarder {
     attempt_timeout: Duration,
 }
 
-/// Wraps `app` (the whole router, access layer included) with cluster routing.
+/// Wraps `app` with cluster routing. It must sit inside the access layer (it routes by the
+/// caller the access layer established), which sits inside [`crate::with_replica_gate`]:
+/// `with_replica_gate(with_access(with_cluster_routing(app)))`.
 pub fn with_cluster_routing(
     app: axum::Router,
     service: Service,
@@ -120,27 +128,10 @@ pub(crate) fn replica_client() -> Result<reqwest::Client, String> {
 }
 
 async fn route(State(state): State<Arc<Forwarder>>, request: Request, next: Next) -> Response {
-    let (mut parts, body) = request.into_parts();
-    let from_replica = match parts.headers.remove(&CLUSTER_SECRET_HEADER) {
-        Some(presented) if constant_time_eq(presented.as_bytes(), state.secret.as_bytes()) => true,
-        Some(_) => return refuse(ErrorKind::Forbidden, "wrong cluster secret"),
-        None => false,
-    };
+    let (parts, body) = request.into_parts();
     // Only bodies that may name a repository are read here, and only up to the API's limit
-    // (413 past it, before the body is held whole); others pass untouched. The part route of
-    // a search over every repository names none: it reads its own (bigger) body, after the
-    // check that only replicas call it, so nobody else gets a body read there.
-    let path = parts.uri.path();
-    if path == crate::api::shard::PATH && !from_replica {
-        return refuse(
-            ErrorKind::Forbidden,
-            "this route answers the other replicas of the cluster only (they present the \
-             cluster secret); search through /sourcegraph/api/search",
-        );
-    }
-    let needs_body = parts.method == Method::POST
-        && crate::body::limited(path)
-        && path != crate::api::shard::PATH;
+    // (413 past it, before the body is held whole); others pass untouched.
+    let needs_body = parts.method == Method::POST && crate::body::limited(parts.uri.path());
     let (bytes, body) = if needs_body {
         match crate::body::read_limited(&parts.headers, body).await {
             Ok(bytes) => (Some(bytes.clone()), Body::from(bytes)),
@@ -149,14 +140,15 @@ async fn route(State(state): State<Arc<Forwarder>>, request: Request, next: Next
     } else {
         (None, body)
     };
-    if from_replica {
-        return from_another_replica(&state, parts, body, bytes.as_deref(), next).await;
+    let ctx = crate::auth::context(&parts);
+    let call = named_call(&state.service, &ctx, &parts, bytes.as_deref()).await;
+    if let Some(forwarded) = parts.extensions.get::<Forwarded>().copied() {
+        return answer_forwarded(&state.service, &ctx, forwarded, call, parts, body, next).await;
     }
-    let Some(call) = named_call(&parts, bytes.as_deref()) else {
+    let Some(call) = call else {
         return next.run(Request::from_parts(parts, body)).await;
     };
     let repo = call.repo;
-    let ctx = CallContext::default();
     match state.service.route_call(&ctx, &repo, call.reads_index) {
         Route::Here => next.run(Request::from_parts(parts, body)).await,
         Route::Elsewhere(owners) => {
@@ -170,17 +162,13 @@ async fn route(State(state): State<Arc<Forwarder>>, request: Request, next: Next
                 },
             };
             // The caller's own deadline, if it sent one, bounds every attempt.
-            let deadline = parts
-                .headers
-                .get(&DEADLINE_HEADER)
-                .and_then(|value| value.to_str().ok()?.parse::<u64>().ok())
-                .map(|ms| Instant::now() + Duration::from_millis(ms));
+            let deadline = deadline_of(&parts.headers).map(|wait| Instant::now() + wait);
             let tried = state
                 .forward(&parts, bytes.clone(), &repo, &owners, deadline, false)
                 .await;
             let (not_indexed, last_own) = match tried {
-                Forwarded::Answered(answer) => return answer,
-                Forwarded::Unanswered {
+                Tried::Answered(answer) => return answer,
+                Tried::Unanswered {
                     not_indexed,
                     last_own,
                 } => (not_indexed, last_own),
@@ -197,7 +185,7 @@ async fn route(State(state): State<Arc<Forwarder>>, request: Request, next: Next
                 copy_here && (!call.reads_index || state.service.serves_repo(&ctx, &repo, true));
             if !whole_here
                 && !not_indexed.is_empty()
-                && let Forwarded::Answered(answer) = state
+                && let Tried::Answered(answer) = state
                     .forward(&parts, bytes.clone(), &repo, &not_indexed, deadline, true)
                     .await
             {
@@ -224,56 +212,46 @@ async fn route(State(state): State<Arc<Forwarder>>, request: Request, next: Next
 }
 
 /// A call another replica forwarded: answered here, never forwarded again, within the
-/// forwarding replica's deadline. A repository this replica does not hold (yet) is a 503, so
-/// the forwarding replica tries the next owner instead of relaying "not synced" as an answer
-/// (over MCP that would be a tool error, which nobody retries). So is a call that reads the
-/// search index of a repository held here but not indexed yet (a replica that just gained
-/// it, or restarted and is live before it is ready): answered here it would be a 200 naming
-/// the repository as not indexed, which neither the forwarding replica nor a balancer
-/// retries; the 503 says so ([`NOT_INDEXED_HEADER`]), and the forwarding replica asks again
-/// with [`INDEX_OPTIONAL_HEADER`] only if no owner has an index.
-async fn from_another_replica(
-    state: &Forwarder,
-    mut parts: http::request::Parts,
+/// forwarding replica's deadline, as its client's (the access layer authenticated the
+/// client's credentials). A repository the client may read that this replica does not hold
+/// (yet) is a 503, so the forwarding replica tries the next owner instead of relaying "not
+/// synced" as an answer (over MCP that would be a tool error, which nobody retries). So is a
+/// call that reads the search index of a repository held here but not indexed yet (a replica
+/// that just gained it, or restarted and is live before it is ready): answered here it would
+/// be a 200 naming the repository as not indexed, which neither the forwarding replica nor a
+/// balancer retries; the 503 says so ([`NOT_INDEXED_HEADER`]), and the forwarding replica
+/// asks again with [`INDEX_OPTIONAL_HEADER`] only if no owner has an index.
+async fn answer_forwarded(
+    service: &Service,
+    ctx: &CallContext,
+    forwarded: Forwarded,
+    call: Option<NamedCall>,
+    parts: http::request::Parts,
     body: Body,
-    bytes: Option<&[u8]>,
     next: Next,
 ) -> Response {
-    parts.extensions.insert(FromReplica);
-    COUNTERS.from_replicas.fetch_add(1, Ordering::Relaxed);
-    let index_optional = parts.headers.remove(&INDEX_OPTIONAL_HEADER).is_some();
-    if let Some(call) = named_call(&parts, bytes) {
-        let ctx = CallContext::default();
-        if !state.service.serves_repo(&ctx, &call.repo, false) {
-            return routing_refusal(
-                "this replica does not hold the repository yet; try another owner",
-            );
-        }
-        if call.reads_index && !index_optional && !state.service.serves_repo(&ctx, &call.repo, true)
+    if let Some(call) = call {
+        match service.forwarded_refusal(ctx, &call.repo, call.reads_index, forwarded.index_optional)
         {
-            let mut refused = routing_refusal(
-                "this replica has not indexed the repository yet; try another owner",
-            );
-            refused
-                .headers_mut()
-                .insert(NOT_INDEXED_HEADER, HeaderValue::from_static("1"));
-            return refused;
+            Some(ForwardedRefusal::NotHeld) => {
+                return routing_refusal(
+                    "this replica does not hold the repository yet; try another owner",
+                );
+            }
+            Some(ForwardedRefusal::NotIndexed) => {
+                let mut refused = routing_refusal(
+                    "this replica has not indexed the repository yet; try another owner",
+                );
+                refused
+                    .headers_mut()
+                    .insert(NOT_INDEXED_HEADER, HeaderValue::from_static("1"));
+                return refused;
+            }
+            None => {}
         }
     }
-    if let Some(client) = parts
-        .headers
-        .remove(&CLIENT_HEADER)
-        .and_then(|value| value.to_str().ok()?.parse().ok())
-    {
-        parts.extensions.insert(crate::ClientAddr(client));
-    }
-    let deadline = parts
-        .headers
-        .remove(&DEADLINE_HEADER)
-        .and_then(|value| value.to_str().ok()?.parse::<u64>().ok())
-        .map(Duration::from_millis);
     let answer = next.run(Request::from_parts(parts, body));
-    match deadline {
+    match forwarded.deadline {
         // The forwarding replica stops waiting then: work past it would be wasted.
         Some(deadline) => tokio::time::timeout(deadline, answer)
             .await
@@ -285,7 +263,7 @@ async fn from_another_replica(
 }
 
 /// What forwarding a call to its owners came to.
-enum Forwarded {
+enum Tried {
     /// An owner answered; its answer, to relay.
     Answered(Response),
     /// No owner answered; those that hold the repository but refused a call that reads the
@@ -311,7 +289,7 @@ impl Forwarder {
         owners: &[String],
         deadline: Option<Instant>,
         index_optional: bool,
-    ) -> Forwarded {
+    ) -> Tried {
         let started = Instant::now();
         let path = parts
             .uri
@@ -332,7 +310,7 @@ impl Forwarder {
             }
             let url = format!("{}{path}", owner.trim_end_matches('/'));
             let mut headers = forwarded_headers(&parts.headers);
-            headers.insert(CLUSTER_SECRET_HEADER, self.secret.clone());
+            headers.insert(FORWARDED_HEADER, self.secret.clone());
             if let Some(value) = parts
                 .extensions
                 .get::<crate::ClientAddr>()
@@ -357,7 +335,7 @@ impl Forwarder {
             match attempt {
                 Ok(answer) if !retryable(answer.status()) => {
                     COUNTERS.forwarded.fetch_add(1, Ordering::Relaxed);
-                    return Forwarded::Answered(relay(answer).await.unwrap_or_else(|| {
+                    return Tried::Answered(relay(answer).await.unwrap_or_else(|| {
                         refuse(ErrorKind::Unavailable, "the owner's answer was cut off")
                     }));
                 }
@@ -373,6 +351,8 @@ impl Forwarder {
                 }
                 Err(error) => {
                     COUNTERS.failovers.fetch_add(1, Ordering::Relaxed);
+                    // Without the URL: its query string is the caller's.
+                    let error = error.without_url();
                     tracing::info!(%repo, %owner, %error, "owner unreachable; trying the next");
                 }
             }
@@ -383,7 +363,7 @@ impl Forwarder {
             waited_ms = started.elapsed().as_millis() as u64,
             "no owner answered this pass"
         );
-        Forwarded::Unanswered {
+        Tried::Unanswered {
             not_indexed,
             last_own,
         }
@@ -417,7 +397,8 @@ fn forwarded_headers(incoming: &HeaderMap) -> HeaderMap {
     let mut headers = HeaderMap::new();
     for (name, value) in incoming {
         let ours = [
-            &CLUSTER_SECRET_HEADER,
+            &REPLICA_HEADER,
+            &FORWARDED_HEADER,
             &DEADLINE_HEADER,
             &CLIENT_HEADER,
             &INDEX_OPTIONAL_HEADER,
@@ -449,35 +430,78 @@ struct NamedCall {
     reads_index: bool,
 }
 
-/// The repository a request names, if any, and whether its tool reads the index. A body is
-/// parsed only for the fields routing needs, borrowed from it where they have no escapes;
-/// every other value is skipped unbuilt ([`serde::de::IgnoredAny`], what serde's derive does
-/// with fields a struct does not name), so a body costs no memory beyond itself. A body
+/// The repository a request names, if any, and whether its tool reads the index: only the
+/// known routes are read (see the module's documentation). A body is parsed only for the
+/// fields routing needs, borrowed from it where they have no escapes; every other value is
+/// skipped unbuilt ([`serde::de::IgnoredAny`], what serde's derive does with fields a struct
+/// does not name), so a body costs no memory beyond itself — unless server plugins adapt the
+/// MCP tool called (a preset, an `on_tool_call` hook), which need its arguments whole. A body
 /// these do not fit (not JSON, a field of another type, a field twice) names nothing: it is
 /// answered here, where the handler says what is wrong with it.
-fn named_call(parts: &http::request::Parts, body: Option<&[u8]>) -> Option<NamedCall> {
+async fn named_call(
+    service: &Service,
+    ctx: &CallContext,
+    parts: &http::request::Parts,
+    body: Option<&[u8]>,
+) -> Option<NamedCall> {
     let path = parts.uri.path();
-    if let Some(rest) = path.strip_prefix("/sourcegraph/repos/") {
-        let mut segments = rest.split('/');
-        let owner = percent_decode(segments.next()?)?;
-        let name = percent_decode(segments.next()?)?;
-        return (!owner.is_empty() && !name.is_empty()).then(|| NamedCall {
-            repo: format!("{owner}/{name}"),
-            reads_index: false,
+    if path.starts_with("/sourcegraph/mcp") {
+        let body = body?;
+        let (tool, repo) = mcp_tool_call(body)?;
+        if service.adapts_tool_call(ctx, &tool) {
+            return adapted_call(service, ctx, &tool, body).await;
+        }
+        return Some(NamedCall {
+            reads_index: INDEX_TOOLS.contains(&tool.as_str()),
+            repo: repo?,
         });
     }
-    if path.starts_with("/sourcegraph/mcp") {
-        let message: McpMessage = serde_json::from_slice(body?).ok()?;
-        if message.method?.0 != "tools/call" {
-            return None;
-        }
-        let params = message.params?;
-        return Some(NamedCall {
-            repo: params.arguments?.repo?.0.into_owned(),
-            reads_index: params
-                .name
-                .is_some_and(|tool| INDEX_TOOLS.contains(&&*tool.0)),
-        });
+    named_by_request(parts, body)
+}
+
+/// An MCP `tools/call`'s tool and the `repo` of its arguments as the caller sent them; `None`
+/// for any other message.
+fn mcp_tool_call(body: &[u8]) -> Option<(String, Option<String>)> {
+    let message: McpMessage = serde_json::from_slice(body).ok()?;
+    if message.method?.0 != "tools/call" {
+        return None;
+    }
+    let params = message.params?;
+    let repo = params
+        .arguments
+        .and_then(|arguments| arguments.repo)
+        .map(|repo| repo.0.into_owned());
+    Some((params.name?.0.into_owned(), repo))
+}
+
+/// [`named_call`] for an MCP tool call that server plugins adapt: named by the arguments
+/// the tool will run with.
+async fn adapted_call(
+    service: &Service,
+    ctx: &CallContext,
+    tool: &str,
+    body: &[u8],
+) -> Option<NamedCall> {
+    let message: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let arguments = match message.pointer("/params/arguments") {
+        Some(serde_json::Value::Object(arguments)) => arguments.clone(),
+        None | Some(serde_json::Value::Null) => serde_json::Map::new(),
+        Some(_) => return None,
+    };
+    let (tool, effective) = service.effective_tool_call(ctx, tool, arguments).await;
+    Some(NamedCall {
+        repo: effective.get("repo")?.as_str()?.to_owned(),
+        reads_index: INDEX_TOOLS.contains(&tool.as_str()),
+    })
+}
+
+/// [`named_call`] for the routes other than MCP: the JSON API's tools and registrations, the
+/// site's repository pages and its search.
+fn named_by_request(parts: &http::request::Parts, body: Option<&[u8]>) -> Option<NamedCall> {
+    let path = parts.uri.path();
+    if path.starts_with("/sourcegraph/repos/") || path == "/sourcegraph/search" {
+        let (repo, reads_index) = crate::site::named_repo(path, parts.uri.query())?;
+        return Some(NamedCall { repo, reads_index });
     }
     if path == "/sourcegraph/api/repos" && parts.method == Method::POST {
         // A registration is answered by an owner of the name: it clones and indexes the
@@ -488,23 +512,26 @@ fn named_call(parts: &http::request::Parts, body: Option<&[u8]>) -> Option<Named
             reads_index: false,
         });
     }
-    if let Some(tool) = path.strip_prefix("/sourcegraph/api/") {
-        let reads_index = INDEX_TOOLS.contains(&tool.trim_end_matches('/'));
-        let repo = if parts.method == Method::GET {
-            let query = parts.uri.query()?;
-            serde_urlencoded::from_str::<Vec<(Text, Text)>>(query)
-                .ok()?
-                .into_iter()
-                .find_map(|(key, value)| (key.0 == "repo").then_some(value))?
-                .0
-                .into_owned()
-        } else {
-            let arguments: RepoArgument = serde_json::from_slice(body?).ok()?;
-            arguments.repo?.0.into_owned()
-        };
-        return Some(NamedCall { repo, reads_index });
+    let route = path
+        .strip_prefix("/sourcegraph/api/")?
+        .trim_end_matches('/');
+    if route != "prepare" && tools::find(route).is_none() {
+        return None;
     }
-    None
+    let reads_index = INDEX_TOOLS.contains(&route);
+    let repo = if parts.method == Method::GET {
+        let query = parts.uri.query()?;
+        serde_urlencoded::from_str::<Vec<(Text, Text)>>(query)
+            .ok()?
+            .into_iter()
+            .find_map(|(key, value)| (key.0 == "repo").then_some(value))?
+            .0
+            .into_owned()
+    } else {
+        let arguments: RepoArgument = serde_json::from_slice(body?).ok()?;
+        arguments.repo?.0.into_owned()
+    };
+    Some(NamedCall { repo, reads_index })
 }
 
 /// A tool's arguments, for their `repo` alone.
@@ -568,18 +595,6 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
     }
 }
 
-fn percent_decode(segment: &str) -> Option<String> {
-    percent_encoding::percent_decode_str(segment)
-        .decode_utf8()
-        .ok()
-        .map(|text| text.into_owned())
-}
-
-/// Compares without an early exit, so the time taken says nothing about the secret.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 /// A 503 of the routing itself ([`ROUTING_REFUSAL_HEADER`]): the forwarding replica tries
 /// the next owner and never relays it.
 fn routing_refusal(message: &str) -> Response {
@@ -588,15 +603,6 @@ fn routing_refusal(message: &str) -> Response {
         .headers_mut()
         .insert(ROUTING_REFUSAL_HEADER, HeaderValue::from_static("1"));
     refused
-}
-
-/// An error answer in the one shape and status mapping of the API (`json.rs`).
-fn refuse(kind: ErrorKind, message: &str) -> Response {
-    crate::json::ApiError::from(ServiceError {
-        kind,
-        message: message.to_owned(),
-    })
-    .into_response()
 }
 
 #[cfg(test)]
@@ -613,12 +619,24 @@ mod tests {
         parts
     }
 
+    /// [`named_call`] when no server plugin adapts the call.
+    fn named_plain(parts: &http::request::Parts, body: Option<&[u8]>) -> Option<NamedCall> {
+        if parts.uri.path().starts_with("/sourcegraph/mcp") {
+            let (tool, repo) = mcp_tool_call(body?)?;
+            return Some(NamedCall {
+                reads_index: INDEX_TOOLS.contains(&tool.as_str()),
+                repo: repo?,
+            });
+        }
+        named_by_request(parts, body)
+    }
+
     fn named_repo(parts: &http::request::Parts, body: Option<&[u8]>) -> Option<String> {
-        named_call(parts, body).map(|call| call.repo)
+        named_plain(parts, body).map(|call| call.repo)
     }
 
     fn reads_index(parts: &http::request::Parts, body: Option<&[u8]>) -> Option<bool> {
-        named_call(parts, body).map(|call| call.reads_index)
+        named_plain(parts, body).map(|call| call.reads_index)
     }
 
     #[test]
@@ -724,12 +742,5 @@ mod tests {
         let escaped: RepoArgument =
             serde_json::from_slice(br#"{"repo":"acme\/web"}"#).expect("parses");
         assert!(matches!(escaped.repo, Some(Text(Cow::Owned(name))) if name == "acme/web"));
-    }
-
-    #[test]
-    fn secrets_compare_whole() {
-        assert!(constant_time_eq(b"secret", b"secret"));
-        assert!(!constant_time_eq(b"secret", b"secreT"));
-        assert!(!constant_time_eq(b"secret", b"secret2"));
     }
 }

@@ -16,6 +16,7 @@ mod forward;
 mod json;
 mod listener;
 mod peers;
+mod replica;
 mod session;
 mod site;
 
@@ -27,9 +28,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub use auth::{with_access, with_access_and_sessions};
 pub use body::{MAX_JSON_VALUES, MAX_REQUEST_BODY_BYTES, with_body_limit};
 pub use client::{ClientAddr, InvalidTrustedProxy, TrustedProxies};
-pub use forward::{ClusterRouting, FromReplica, with_cluster_routing};
+pub use forward::{ClusterRouting, with_cluster_routing};
 pub use json::ErrorBody;
-pub use peers::{PeerClient, with_cluster_search};
+pub use peers::PeerClient;
+pub use replica::{
+    FORWARDED_HEADER, Forwarded, FromReplica, INTERNAL_PREFIX, REPLICA_HEADER, with_replica_gate,
+};
 pub use site::site_budgets_table;
 pub use tools::ItemJson;
 

@@ -1,9 +1,11 @@
 //! Cluster mode (issue 31, behaviour 3): how a replica asks another for its part of a
-//! `search` or `references` over every repository — `POST /sourcegraph/api/cluster/search`
-//! on the owner (`api/shard.rs`), with the cluster secret, over the kept-alive client of
-//! forwarded calls, each attempt bounded and the owner told how long it has.
+//! `search` or `references` over every repository — `POST /_cluster/search-part` on the
+//! owner (`api/shard.rs`), one of the cluster's own routes, with replica identity
+//! ([`crate::REPLICA_HEADER`]), over the kept-alive client of forwarded calls, each attempt
+//! bounded and the owner told how long it has.
 
-use crate::forward::{CLUSTER_SECRET_HEADER, DEADLINE_HEADER, replica_client};
+use crate::forward::{DEADLINE_HEADER, replica_client};
+use crate::replica::REPLICA_HEADER;
 use http::{HeaderValue, header};
 use service::{PeerError, PeerFuture, ShardAnswer, ShardRequest};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -66,7 +68,7 @@ impl service::Peers for PeerClient {
             let mut call = self
                 .client
                 .post(&url)
-                .header(CLUSTER_SECRET_HEADER, self.secret.clone())
+                .header(REPLICA_HEADER, self.secret.clone())
                 .header(header::CONTENT_TYPE, "application/json")
                 .timeout(self.attempt_timeout)
                 .body(body);
@@ -97,11 +99,11 @@ async fn ask(
         message: format!("the part request did not serialize: {error}"),
     })?;
     let answer = call.send().await.map_err(|error| PeerError {
-        message: format!("{url}: {error}"),
+        message: format!("{url}: {}", error.without_url()),
     })?;
     let status = answer.status();
     let bytes = answer.bytes().await.map_err(|error| PeerError {
-        message: format!("{url}: the answer was cut off: {error}"),
+        message: format!("{url}: the answer was cut off: {}", error.without_url()),
     })?;
     if !status.is_success() {
         // The owner's error body says why; it is the owner's own message.
@@ -118,13 +120,4 @@ async fn ask(
     serde_json::from_slice::<ShardAnswer>(&bytes).map_err(|error| PeerError {
         message: format!("{url}: the part answer is not one: {error}"),
     })
-}
-
-/// `app` with the route on which the other replicas ask this one for its parts of a search
-/// over every repository. Merged outside `app`'s layers (the access layer: the asking
-/// replica decided access, and sends no caller token), so wrap the result with
-/// [`crate::with_cluster_routing`], which checks the cluster secret and marks the requests
-/// that present it; the route refuses every other.
-pub fn with_cluster_search(app: axum::Router, service: service::Service) -> axum::Router {
-    app.merge(crate::api::shard::router(service))
 }

@@ -374,6 +374,21 @@ fn parse_repo_page(raw: &str) -> Option<RepoPage> {
     }
 }
 
+/// The repository a site request names, parsed as the page's own handler parses it, and
+/// whether its answer comes from the search index: what cluster routing routes it by.
+/// A repository page (`/sourcegraph/repos/<owner>/<name>/…`, empty segments skipped as the
+/// page does), or the search page with a `repo` (a code search reads the index; commit and
+/// diff searches read the mirror).
+pub(crate) fn named_repo(path: &str, query: Option<&str>) -> Option<(String, bool)> {
+    if path == "/sourcegraph/search" {
+        let query: SearchQuery = serde_urlencoded::from_str(query.unwrap_or_default()).ok()?;
+        let reads_index = !matches!(query.kind.as_deref(), Some("commit" | "diff"));
+        return Some((non_empty(query.repo)?, reads_index));
+    }
+    let page = parse_repo_page(path.strip_prefix("/sourcegraph/repos/")?)?;
+    Some((page.repo().to_owned(), false))
+}
+
 /// The route of a site path (its row in [`routes::ROUTES`]).
 fn route_of(path: &str) -> Route {
     match path {
@@ -390,6 +405,20 @@ fn route_of(path: &str) -> Route {
 }
 
 impl RepoPage {
+    /// The repository the page is of, as the URL names it.
+    fn repo(&self) -> &str {
+        match self {
+            RepoPage::Home(repo) | RepoPage::Plugins(repo) => repo,
+            RepoPage::Tree { repo, .. }
+            | RepoPage::Blob { repo, .. }
+            | RepoPage::Raw { repo, .. }
+            | RepoPage::Blame { repo, .. }
+            | RepoPage::Commits { repo, .. }
+            | RepoPage::Commit { repo, .. }
+            | RepoPage::Compare { repo, .. } => repo,
+        }
+    }
+
     fn route(&self) -> Route {
         match self {
             RepoPage::Home(_) => Route::Home,

@@ -1,11 +1,11 @@
 //! Cluster mode (issue 31, behaviour 3): a search over every repository asked of one replica
-//! gets the other replicas' parts over HTTP (`POST /sourcegraph/api/cluster/search`, only with
+//! gets the other replicas' parts over HTTP (`POST /_cluster/search-part`, only with
 //! the cluster secret), and names what a replica that is down holds as not searched. Two real
 //! replicas on 127.0.0.1, each with its own data directory; the placement is fixed.
 
 mod common;
 
-use common::{Fixed, SECRET, bind, bounded, routing, serve_with_search_parts};
+use common::{Fixed, SECRET, bind, bounded, routing, serve_until};
 use serde_json::Value;
 use service::{Service, ServiceConfig};
 use std::collections::HashMap;
@@ -61,7 +61,7 @@ async fn replica(
         ..Fixed::per_repo(&base, owners.clone())
     }));
     let routes = httpserver::router(service.clone(), httpserver::Readiness::default());
-    serve_with_search_parts(listener, &base, service, routes, routing(ATTEMPT), async {
+    serve_until(listener, &base, service, routes, routing(ATTEMPT), async {
         let _ = stop.await;
     });
     (base, dir)
@@ -77,7 +77,7 @@ async fn post_part(
 ) -> reqwest::Response {
     let mut request = client.post(url).json(part);
     if let Some(secret) = secret {
-        request = request.header("x-csg-cluster-secret", secret);
+        request = request.header("x-csg-replica-secret", secret);
     }
     request.send().await.expect("send")
 }
@@ -117,20 +117,19 @@ async fn a_search_over_every_repository_asks_the_other_replica_and_names_it_when
         let (b, _b_dir) = replica(lb, &both[1..], &["acme/two"], &owners, stop).await;
         let client = reqwest::Client::new();
 
-        // The part route answers replicas only.
+        // The part route answers replicas only: to anyone else it is an unknown route.
         let part = serde_json::json!({
             "mode": {"kind": "search"},
             "query": "needle",
             "repos": ["acme/two"],
             "want": 10,
         });
-        let url = format!("{b}/sourcegraph/api/cluster/search");
+        let url = format!("{b}/_cluster/search-part");
         let refused = post_part(&client, &url, None, &part).await;
-        assert_eq!(refused.status().as_u16(), 403);
-        let body: Value = refused.json().await.expect("json");
-        assert_eq!(body["error"]["kind"], "forbidden", "{body}");
+        assert_eq!(refused.status().as_u16(), 404);
+        assert_eq!(refused.text().await.expect("text"), "");
         let wrong = post_part(&client, &url, Some("not-the-secret"), &part).await;
-        assert_eq!(wrong.status().as_u16(), 403);
+        assert_eq!(wrong.status().as_u16(), 404);
         let answered = post_part(&client, &url, Some(SECRET), &part).await;
         assert_eq!(answered.status().as_u16(), 200);
         let body: Value = answered.json().await.expect("json");

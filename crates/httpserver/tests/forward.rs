@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Fixed, Replica, SECRET, bind, bounded, routing, serve, site};
+use common::{Fixed, Replica, SECRET, bind, bounded, register_the_others, routing, serve, site};
 use serde_json::Value;
 use service::{Service, ServiceConfig};
 use std::sync::Arc;
@@ -21,7 +21,9 @@ async fn replica(
 ) -> Replica {
     let base = format!("http://{}", listener.local_addr().expect("addr"));
     let source = SourceRepo::with_files(&[("a.md", text.as_bytes())]);
-    let service = Service::new(source.store(repo, ""), ServiceConfig::default());
+    let store = source.store(repo, "");
+    register_the_others(&store, &source, repo, owners);
+    let service = Service::new(store, ServiceConfig::default());
     service.set_placement(Arc::new(Fixed::per_repo(
         &base,
         owners
@@ -160,29 +162,37 @@ async fn a_call_for_another_owners_repository_is_answered_by_that_owner() {
         assert_eq!(status, 503, "{body}");
         assert!(body.contains("did not answer"), "{body}");
 
-        // A forwarded call (with the secret) is served where it lands, even when that replica
-        // thinks another owns the repository: it answers from what it holds (here: unknown).
+        // A forwarded call (with the marker) is answered where it lands, even when that
+        // replica thinks another owns the repository: B does not hold acme/x, and says so as
+        // the routing's own refusal (the forwarding replica then tries the next owner)
+        // instead of sending it on to A.
         let answer = client
             .get(format!(
                 "{}/sourcegraph/api/read?repo=acme/x&path=a.md",
                 b.base
             ))
-            .header("x-csg-cluster-secret", SECRET)
+            .header("x-csg-forwarded-secret", SECRET)
             .send()
             .await
             .expect("send");
-        assert_eq!(answer.status().as_u16(), 404);
-        // A wrong secret is refused outright.
-        let answer = client
-            .get(format!(
-                "{}/sourcegraph/api/read?repo=acme/b&path=a.md",
-                b.base
-            ))
-            .header("x-csg-cluster-secret", "not-the-secret")
-            .send()
-            .await
-            .expect("send");
-        assert_eq!(answer.status().as_u16(), 403);
+        assert_eq!(answer.status().as_u16(), 503);
+        assert!(answer.headers().contains_key("x-csg-routing-refusal"));
+        // A wrong secret is refused outright, and so is replica identity on a client route.
+        for (marker, secret) in [
+            ("x-csg-forwarded-secret", "not-the-secret"),
+            ("x-csg-replica-secret", SECRET),
+        ] {
+            let answer = client
+                .get(format!(
+                    "{}/sourcegraph/api/read?repo=acme/b&path=a.md",
+                    b.base
+                ))
+                .header(marker, secret)
+                .send()
+                .await
+                .expect("send");
+            assert_eq!(answer.status().as_u16(), 403, "{marker}");
+        }
     })
     .await;
 }

@@ -58,7 +58,9 @@ async fn o9_a_forwarded_call_stops_on_the_owner_when_the_forwarder_gives_up() {
         );
         // A: holds nothing of it, forwards to B.
         let other = SourceRepo::with_files(&[("a.md", b"a\n")]);
-        let forwarder = Service::new(other.store("acme/other", ""), config());
+        let store = other.store("acme/other", "");
+        common::register_elsewhere(&store, &source, &["acme/hist"]);
+        let forwarder = Service::new(store, config());
         forwarder.set_placement(Arc::new(Fixed::per_repo(
             &a_url,
             owners.into_iter().collect(),

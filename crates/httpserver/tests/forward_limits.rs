@@ -46,7 +46,9 @@ async fn replica(
 ) -> Replica {
     let base = format!("http://{}", listener.local_addr().expect("addr"));
     let source = SourceRepo::with_files(&[("a.md", b"hello\n")]);
-    let service = Service::new(source.store(repo, ""), ServiceConfig::default());
+    let store = source.store(repo, "");
+    common::register_the_others(&store, &source, repo, owners);
+    let service = Service::new(store, ServiceConfig::default());
     service.set_placement(Arc::new(Fixed::per_repo(
         &base,
         owners
@@ -54,7 +56,7 @@ async fn replica(
             .map(|(repo, owners)| (repo.to_string(), owners.clone()))
             .collect(),
     )));
-    common::serve_with_search_parts(
+    common::serve_until(
         listener,
         &base,
         service.clone(),
@@ -142,16 +144,16 @@ async fn o9_a_body_over_the_limit_is_refused_before_it_is_read_whole() {
             assert_refused(&answer, path);
         }
         // The part route of a search over every repository reads bodies of its own size, for
-        // replicas only: anybody else is refused before any is read.
+        // replicas only: to anybody else it is an unknown route, answered before any is read.
         let sent: Arc<[u8]> = Arc::from(&b"{"[..]);
         let answer = raw_post(
             addr(&a),
-            "/sourcegraph/api/cluster/search",
+            "/_cluster/search-part",
             Framing::Length(8 << 20),
             sent,
         )
         .await;
-        assert_eq!(answer.status, 403, "{}", answer.body);
+        assert_eq!(answer.status, 404, "{}", answer.body);
     })
     .await;
 }
@@ -259,12 +261,12 @@ async fn o9_a_body_within_the_limit_reaches_its_owner_intact() {
         )
         .await;
         assert!(answer.body.starts_with("acme/b "), "{}", answer.body);
-        // A forwarded call over the limit (with the secret) is refused all the same.
+        // A forwarded call over the limit (with the marker) is refused all the same.
         let b_addr = b_url.trim_start_matches("http://").parse().expect("address");
         let answer = common::raw_post_with(
             b_addr,
             "/sourcegraph/mcp",
-            &format!("x-csg-cluster-secret: {SECRET}\r\n"),
+            &format!("x-csg-forwarded-secret: {SECRET}\r\n"),
             Framing::Length(8 << 20),
             body("acme/b", 64 * 1024, true),
         )

@@ -65,7 +65,9 @@ pub use navigate::{
     OutlineSymbol, Reference, ReferencesAnswer, ReferencesRequest, RepoReferences, SymbolQuery,
 };
 pub use permissions::{AuthFailure, Caller, NewToken, Principal, TOKEN_NEEDED, TokenInfo};
-pub use placement::{ClusterStatus, Member, Membership, Placement, Readiness, Route};
+pub use placement::{
+    ClusterStatus, ForwardedRefusal, Member, Membership, Placement, Readiness, Route,
+};
 pub use prepare::{AddRepoAnswer, IndexReport, PrepareAction, PrepareAnswer, PrepareRequest};
 pub use progress::TenthLog;
 pub use pyplugin::HostConfig;

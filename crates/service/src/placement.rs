@@ -81,6 +81,17 @@ pub struct Readiness {
     pub served_here: usize,
 }
 
+/// Why a replica refuses a call another replica forwarded to it, so the forwarding one
+/// tries the next owner ([`Service::forwarded_refusal`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForwardedRefusal {
+    /// This replica does not hold a synced copy of the repository (yet).
+    NotHeld,
+    /// The call reads the search index, which this replica has not built for the
+    /// repository yet.
+    NotIndexed,
+}
+
 /// Where a call for one repository runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
@@ -329,6 +340,45 @@ impl Service {
         self.serves(&self.unalias(ctx, repo.to_owned()), needs_index)
     }
 
+    /// Whether a call of `ctx`'s caller naming `name` (a real name) may be routed at all
+    /// the caller may read the repository, or holds the `prepare` capability (which
+    /// covers every repository and every name, registrations of new ones included, A-3).
+    /// Any other call, for an unknown name or a private repository the caller may not read,
+    /// is answered where it arrived, on the unknown-name path, so that nothing about the
+    /// name's owners, holders or state can tell the two apart.
+    fn routable(&self, ctx: &CallContext, name: &str) -> bool {
+        match &ctx.caller {
+            crate::Caller::Local => true,
+            crate::Caller::User(principal) if principal.prepare => true,
+            caller => {
+                gitstore::RepoName::parse(name).is_ok_and(|repo| self.inner.may_read(caller, &repo))
+            }
+        }
+    }
+
+    /// Whether a call another replica forwarded here should be answered by its owners, and
+    /// if so whether this one cannot (it does not hold the repository yet, or has no index
+    /// of it for a call that reads one): `Some(reason)` to refuse it as the routing's own
+    /// "try another owner". A call its caller may not route (see [`Service::route_call`]) is
+    /// answered, on the unknown-name path, like any other.
+    pub fn forwarded_refusal(
+        &self,
+        ctx: &CallContext,
+        repo: &str,
+        needs_index: bool,
+        index_optional: bool,
+    ) -> Option<ForwardedRefusal> {
+        let name = self.unalias(ctx, repo.to_owned());
+        if !self.routable(ctx, &name) {
+            return None;
+        }
+        if !self.holds(&name) {
+            return Some(ForwardedRefusal::NotHeld);
+        }
+        (needs_index && !index_optional && !self.index_serves(&name))
+            .then_some(ForwardedRefusal::NotIndexed)
+    }
+
     /// [`Service::serves_repo`] for a real name.
     fn serves(&self, name: &str, needs_index: bool) -> bool {
         self.holds(name) && (!needs_index || self.index_serves(name))
@@ -339,11 +389,18 @@ impl Service {
     /// call that needs one to the other owners, as one that does not hold it sends every
     /// call. [`Service::serves_repo`] then tells whether it could still answer here if they
     /// cannot (a "not indexed" answer beats none).
+    ///
+    /// Access is decided first: a call its caller may not route (an unknown name, a
+    /// private repository the caller may not read) is answered here, on the unknown-name
+    /// path, in every cluster state.
     pub fn route_call(&self, ctx: &CallContext, repo: &str, needs_index: bool) -> Route {
         let Some(placement) = self.inner.placement.get() else {
             return Route::Here;
         };
         let name = self.unalias(ctx, repo.to_owned());
+        if !self.routable(ctx, &name) {
+            return Route::Here;
+        }
         let owners = placement.owners(&name);
         if !owned_by(&owners, placement.self_url()) {
             return Route::Elsewhere(owners);

@@ -156,6 +156,42 @@ impl Service {
             .unwrap_or_default()
     }
 
+    /// Whether server plugins adapt an MCP call of the tool `name` before it runs: a
+    /// `TOOL_PRESETS` entry of that name fixes some of its arguments (P-22), or an
+    /// `on_tool_call` hook may rewrite them (P-20). Cluster routing then reads the repository
+    /// from [`Service::effective_tool_call`] rather than from the caller's arguments.
+    pub fn adapts_tool_call(&self, ctx: &CallContext, name: &str) -> bool {
+        self.epoch(ctx).is_some_and(|epoch| {
+            epoch.defines(Hook::ToolCall) || epoch.tables().tool_presets.contains_key(name)
+        })
+    }
+
+    /// The built-in tool an MCP call of `name` runs and the arguments it runs with: a
+    /// preset's fixed arguments win over the caller's (a call that passes one is refused by
+    /// the MCP face anyway), then `on_tool_call` rewrites them. What cluster routing names the
+    /// call's repository by; the replica that answers applies both again itself.
+    pub async fn effective_tool_call(
+        &self,
+        ctx: &CallContext,
+        name: &str,
+        mut arguments: Map<String, Value>,
+    ) -> (String, Map<String, Value>) {
+        let preset = self
+            .epoch(ctx)
+            .and_then(|epoch| epoch.tables().tool_presets.get(name).cloned());
+        let tool = match preset {
+            Some(preset) => {
+                for (key, value) in preset.arguments {
+                    arguments.insert(key, value);
+                }
+                preset.tool
+            }
+            None => name.to_owned(),
+        };
+        let (effective, _) = self.rewrite_tool_call(ctx, &tool, arguments).await;
+        (tool, effective)
+    }
+
     /// `on_tool_call` (P-20): the arguments the tool runs with and, when a plugin changed
     /// them, the disclosure. The transport re-parses the effective arguments strictly and
     /// falls back to the original ones when they do not parse (P-10).

@@ -114,8 +114,9 @@ async fn issue42_log_answers_partial_pages_within_its_budget() {
             "{path}: {pages:?}"
         );
     }
-    // By time: the soft deadline (40 ms of 4 s) ends each page.
-    let by_time = Cost::heavy(Class::History, Duration::from_secs(4)).walking(u64::MAX, 1);
+    // By time: the soft deadline (4 ms of 400 ms) ends each page. (At 40 ms a warm walk of
+    // the whole history fit in it on a fast run, and the page was whole, not partial.)
+    let by_time = Cost::heavy(Class::History, Duration::from_millis(400)).walking(u64::MAX, 1);
     let started = Instant::now();
     let first = page(&service, by_time, log("missing.txt", None))
         .await
@@ -124,7 +125,7 @@ async fn issue42_log_answers_partial_pages_within_its_budget() {
     assert!(first.partial && first.next_cursor.is_some(), "{first:?}");
     assert!(
         took < Duration::from_secs(4),
-        "answered before its deadline: {took:?}"
+        "answered long before any hang: {took:?}"
     );
     let (commits, _) = all_pages(&service, by_time, "rare.txt").await;
     assert_eq!(commits, git_log(&source, "rare.txt"));

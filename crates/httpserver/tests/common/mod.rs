@@ -105,8 +105,9 @@ pub async fn bounded(limit: Duration, test: impl Future<Output = ()>) {
 }
 
 /// Serves `routes` (the API and whatever the test mounts beside it) on `listener` for as
-/// long as the test runs, as the replica of `service` reached at `base`: behind the access
-/// layer, with `routing` in front.
+/// long as the test runs, as the replica of `service` reached at `base`, layered as the
+/// binary layers one: the routing inside the access layer, the replica gate (with the
+/// cluster's own routes) outside it.
 pub fn serve(
     listener: tokio::net::TcpListener,
     base: &str,
@@ -114,14 +115,18 @@ pub fn serve(
     routes: axum::Router,
     routing: httpserver::ClusterRouting,
 ) {
-    let app = httpserver::with_access(routes, service.clone(), &site(base));
-    let app = httpserver::with_cluster_routing(app, service, routing).expect("routing");
-    tokio::spawn(httpserver::serve(listener, app, std::future::pending()));
+    serve_until(
+        listener,
+        base,
+        service,
+        routes,
+        routing,
+        std::future::pending(),
+    );
 }
 
-/// [`serve`] with the part route of a search over every repository too, until `stop`
-/// resolves.
-pub fn serve_with_search_parts(
+/// [`serve`] until `stop` resolves.
+pub fn serve_until(
     listener: tokio::net::TcpListener,
     base: &str,
     service: Service,
@@ -129,10 +134,43 @@ pub fn serve_with_search_parts(
     routing: httpserver::ClusterRouting,
     stop: impl Future<Output = ()> + Send + 'static,
 ) {
-    let app = httpserver::with_access(routes, service.clone(), &site(base));
-    let app = httpserver::with_cluster_search(app, service.clone());
-    let app = httpserver::with_cluster_routing(app, service, routing).expect("routing");
+    let app = httpserver::with_cluster_routing(routes, service.clone(), routing.clone())
+        .expect("routing");
+    let app = httpserver::with_access(app, service.clone(), &site(base));
+    let app = httpserver::with_replica_gate(app, service, &routing).expect("gate");
     tokio::spawn(httpserver::serve(listener, app, stop));
+}
+
+/// [`register_elsewhere`] for every repository of `owners` but `own`.
+pub fn register_the_others(
+    store: &gitstore::GitStore,
+    source: &SourceRepo,
+    own: &str,
+    owners: &[(&str, Vec<String>)],
+) {
+    let others: Vec<&str> = owners
+        .iter()
+        .map(|(name, _)| *name)
+        .filter(|name| *name != own)
+        .collect();
+    register_elsewhere(store, source, &others);
+}
+
+/// Registers `names` in `store` (from `source`, not synced): in a real cluster
+/// every replica shares one registry, so each knows the repositories the others hold; these
+/// tests give each replica a store of its own.
+pub fn register_elsewhere(store: &gitstore::GitStore, source: &SourceRepo, names: &[&str]) {
+    for name in names {
+        store
+            .register(gitstore::Registration {
+                name: gitstore::RepoName::parse(name).expect("repository name"),
+                source: source.source(),
+                registered_path: gitstore::RepoPath::parse("").expect("registered path"),
+                branch: None,
+                private: None,
+            })
+            .expect("register");
+    }
 }
 
 /// An answer read off a raw HTTP/1.1 connection.
