@@ -26,11 +26,12 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
-# Cluster mode's tests run a real PostgreSQL (Debian's postgresql, started by the tests in a
-# temporary directory on a loopback port).
-scripts/postgres.sh install
-# The cluster's end-to-end tests put Debian's HAProxy in front of three replicas.
+# The tests only (the embedded default that `scripts/serve.sh` runs needs no external
+# service): cluster mode's tests run a real PostgreSQL (Debian's postgresql, started by the
+# tests in a temporary directory on a loopback port), and its end-to-end tests put Debian's
+# HAProxy in front of three replicas.
 if [ "${1:-}" = "--with-test-venv" ]; then
+  scripts/postgres.sh install
   scripts/haproxy.sh install
 fi
 command -v rustup >/dev/null 2>&1 || { echo "setup: rustup is missing; install Rust with rustup first (https://rustup.rs)" >&2; exit 1; }
