@@ -105,3 +105,60 @@ def test_reload_plugins_through_one_replica_reloads_every_replica(cluster: Clust
                 lambda names: PRESET not in names,
                 interval_s=0.5,
             )
+
+
+ROUTED_REPO = "acme/routed"
+ROUTING_PLUGIN = f"""\
+TOOL_PRESETS = {{
+    "read_routed_guide": {{
+        "tool": "read",
+        "description": "The guide of {ROUTED_REPO} (a preset that fixes the repository).",
+        "arguments": {{"repo": "{ROUTED_REPO}"}},
+    }},
+}}
+
+
+def on_tool_call(call):
+    arguments = dict(call["arguments"])
+    if arguments.get("repo") == "acme/nickname":
+        arguments["repo"] = "{ROUTED_REPO}"
+    return {{"arguments": arguments}}
+"""
+
+
+async def _call(replica: Replica, token: str, tool: str, arguments: dict[str, str]) -> tuple[bool, str]:
+    async with mcp_client(replica.mcp, token) as client:
+        result = await asyncio.wait_for(client.call_tool(tool, arguments), CALL_TIMEOUT_S)
+    return bool(result.is_error), text_of(result)
+
+
+def test_a7_presets_and_rewrites_are_routed_by_the_repository_they_name(cluster: Cluster, plugins_dir: Path) -> None:
+    """Issue 43 finding 5: a preset that fixes `repo`, and an `on_tool_call` rewrite that changes
+    it, are routed by the repository the tool will run on, not by the caller's arguments: the
+    replica that owns neither answers with the owners' file, as the owners do."""
+    with deadline_of(180, "preset and rewrite routing"):
+        token = cluster.tokens.operator
+        cluster.admin("repo", "add", ROUTED_REPO, str(cluster.source))
+        (plugins_dir / "20_routing.py").write_text(ROUTING_PLUGIN)
+        try:
+            is_error, text = asyncio.run(_reload(cluster.replicas[0], token))
+            assert not is_error, text
+            owners = cluster.owners(ROUTED_REPO)
+            (outsider,) = [r for r in cluster.replicas if r not in owners]
+            wait_until(
+                f"{outsider.name} lists the routing preset",
+                BROADCAST_BOUND_S,
+                lambda: tool_names(outsider, token),
+                lambda names: "read_routed_guide" in names,
+                interval_s=0.5,
+            )
+            for replica in [outsider, *owners]:
+                for tool, arguments in [
+                    ("read_routed_guide", {"path": "docs/guide.md"}),
+                    ("read", {"repo": "acme/nickname", "path": "docs/guide.md"}),
+                ]:
+                    is_error, text = asyncio.run(_call(replica, token, tool, arguments))
+                    assert not is_error and "version one" in text, (replica.name, tool, text)
+        finally:
+            (plugins_dir / "20_routing.py").unlink()
+            asyncio.run(_reload(cluster.replicas[-1], token))
