@@ -31,7 +31,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use serde::Deserialize;
-use service::{CallContext, ErrorKind, ForwardedRefusal, Route, Service};
+use service::{CallContext, ErrorKind, ForwardedRefusal, Route, RoutedCall, Service};
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -149,7 +149,7 @@ async fn route(State(state): State<Arc<Forwarder>>, request: Request, next: Next
         return next.run(Request::from_parts(parts, body)).await;
     };
     let repo = call.repo;
-    match state.service.route_call(&ctx, &repo, call.reads_index) {
+    match state.service.route_call(&ctx, &repo, call.call) {
         Route::Here => next.run(Request::from_parts(parts, body)).await,
         Route::Elsewhere(owners) => {
             let bytes = match bytes {
@@ -181,8 +181,8 @@ async fn route(State(state): State<Arc<Forwarder>>, request: Request, next: Next
             // still indexing (naming the repository as not indexed yet is an answer, which a
             // 503 is not), else here all the same.
             let copy_here = state.service.has_copy(&ctx, &repo);
-            let whole_here =
-                copy_here && (!call.reads_index || state.service.serves_repo(&ctx, &repo, true));
+            let whole_here = copy_here
+                && (!call.call.reads_index || state.service.serves_repo(&ctx, &repo, true));
             if !whole_here
                 && !not_indexed.is_empty()
                 && let Tried::Answered(answer) = state
@@ -231,8 +231,7 @@ async fn answer_forwarded(
     next: Next,
 ) -> Response {
     if let Some(call) = call {
-        match service.forwarded_refusal(ctx, &call.repo, call.reads_index, forwarded.index_optional)
-        {
+        match service.forwarded_refusal(ctx, &call.repo, call.call, forwarded.index_optional) {
             Some(ForwardedRefusal::NotHeld) => {
                 return routing_refusal(
                     "this replica does not hold the repository yet; try another owner",
@@ -424,11 +423,26 @@ fn hop_by_hop(name: &str) -> bool {
     )
 }
 
-/// The repository a request names, and whether the call reads the search index.
+/// The repository a request names, and what the call does with it.
 struct NamedCall {
     repo: String,
-    reads_index: bool,
+    call: RoutedCall,
 }
+
+/// What a call of the tool `tool` does with its repository.
+fn tool_call(tool: &str) -> RoutedCall {
+    RoutedCall {
+        reads_index: INDEX_TOOLS.contains(&tool),
+        prepares: tools::find(tool)
+            .is_some_and(|tool| tool.capability() == tools::Capability::Prepare),
+    }
+}
+
+/// A registration or `prepare`: an operator action.
+const PREPARES: RoutedCall = RoutedCall {
+    reads_index: false,
+    prepares: true,
+};
 
 /// The repository a request names, if any, and whether its tool reads the index: only the
 /// known routes are read (see the module's documentation). A body is parsed only for the
@@ -452,7 +466,7 @@ async fn named_call(
             return adapted_call(service, ctx, &tool, body).await;
         }
         return Some(NamedCall {
-            reads_index: INDEX_TOOLS.contains(&tool.as_str()),
+            call: tool_call(&tool),
             repo: repo?,
         });
     }
@@ -491,7 +505,7 @@ async fn adapted_call(
     let (tool, effective) = service.effective_tool_call(ctx, tool, arguments).await;
     Some(NamedCall {
         repo: effective.get("repo")?.as_str()?.to_owned(),
-        reads_index: INDEX_TOOLS.contains(&tool.as_str()),
+        call: tool_call(&tool),
     })
 }
 
@@ -501,7 +515,13 @@ fn named_by_request(parts: &http::request::Parts, body: Option<&[u8]>) -> Option
     let path = parts.uri.path();
     if path.starts_with("/sourcegraph/repos/") || path == "/sourcegraph/search" {
         let (repo, reads_index) = crate::site::named_repo(path, parts.uri.query())?;
-        return Some(NamedCall { repo, reads_index });
+        return Some(NamedCall {
+            repo,
+            call: RoutedCall {
+                reads_index,
+                prepares: false,
+            },
+        });
     }
     if path == "/sourcegraph/api/repos" && parts.method == Method::POST {
         // A registration is answered by an owner of the name: it clones and indexes the
@@ -509,16 +529,17 @@ fn named_by_request(parts: &http::request::Parts, body: Option<&[u8]>) -> Option
         let registration: Registration = serde_json::from_slice(body?).ok()?;
         return Some(NamedCall {
             repo: registration.name?.0.into_owned(),
-            reads_index: false,
+            call: PREPARES,
         });
     }
     let route = path
         .strip_prefix("/sourcegraph/api/")?
         .trim_end_matches('/');
-    if route != "prepare" && tools::find(route).is_none() {
-        return None;
-    }
-    let reads_index = INDEX_TOOLS.contains(&route);
+    let call = match route {
+        "prepare" => PREPARES,
+        tool if tools::find(tool).is_some() => tool_call(tool),
+        _ => return None,
+    };
     let repo = if parts.method == Method::GET {
         let query = parts.uri.query()?;
         serde_urlencoded::from_str::<Vec<(Text, Text)>>(query)
@@ -624,7 +645,7 @@ mod tests {
         if parts.uri.path().starts_with("/sourcegraph/mcp") {
             let (tool, repo) = mcp_tool_call(body?)?;
             return Some(NamedCall {
-                reads_index: INDEX_TOOLS.contains(&tool.as_str()),
+                call: tool_call(&tool),
                 repo: repo?,
             });
         }
@@ -636,7 +657,7 @@ mod tests {
     }
 
     fn reads_index(parts: &http::request::Parts, body: Option<&[u8]>) -> Option<bool> {
-        named_plain(parts, body).map(|call| call.reads_index)
+        named_plain(parts, body).map(|call| call.call.reads_index)
     }
 
     #[test]
@@ -656,6 +677,16 @@ mod tests {
     fn tells_the_calls_answered_from_the_index() {
         let get = parts(
             Method::GET,
+        // A-7: routed as an operator action, not as a read.
+        assert!(named_plain(&post, Some(body)).is_some_and(|call| call.call.prepares));
+        let prepare = parts(Method::POST, "/sourcegraph/api/prepare");
+        let body = br#"{"repo":"acme/new","action":"sync"}"#;
+        assert!(named_plain(&prepare, Some(body)).is_some_and(|call| call.call.prepares));
+        let read = parts(Method::GET, "/sourcegraph/api/read?repo=acme%2Fnew&path=a");
+        assert!(named_plain(&read, None).is_some_and(|call| !call.call.prepares));
+        // Only known routes are read.
+        let unknown = parts(Method::GET, "/sourcegraph/api/cluster?repo=acme%2Fnew");
+        assert!(named_plain(&unknown, None).is_none());
             "/sourcegraph/api/search?repo=acme%2Fweb&query=x",
         );
         assert_eq!(reads_index(&get, None), Some(true));

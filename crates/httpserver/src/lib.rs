@@ -34,7 +34,7 @@ pub use peers::PeerClient;
 pub use replica::{
     FORWARDED_HEADER, Forwarded, FromReplica, INTERNAL_PREFIX, REPLICA_HEADER, with_replica_gate,
 };
-pub use site::site_budgets_table;
+pub use site::{site_budgets_table, site_route_patterns};
 pub use tools::ItemJson;
 
 /// Whether the server is ready to answer (`/readyz`): set once start-up work is done.

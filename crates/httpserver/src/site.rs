@@ -27,7 +27,7 @@ mod readme;
 mod routes;
 
 use routes::Route;
-pub use routes::site_budgets_table;
+pub use routes::{site_budgets_table, site_route_patterns};
 
 #[derive(Clone)]
 struct SiteState {

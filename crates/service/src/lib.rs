@@ -66,7 +66,7 @@ pub use navigate::{
 };
 pub use permissions::{AuthFailure, Caller, NewToken, Principal, TOKEN_NEEDED, TokenInfo};
 pub use placement::{
-    ClusterStatus, ForwardedRefusal, Member, Membership, Placement, Readiness, Route,
+    ClusterStatus, ForwardedRefusal, Member, Membership, Placement, Readiness, Route, RoutedCall,
 };
 pub use prepare::{AddRepoAnswer, IndexReport, PrepareAction, PrepareAnswer, PrepareRequest};
 pub use progress::TenthLog;

@@ -92,6 +92,16 @@ pub enum ForwardedRefusal {
     NotIndexed,
 }
 
+/// What a call that names a repository does with it, as routing needs to know.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RoutedCall {
+    /// It answers from the search index (`search`, `definitions`, `references`).
+    pub reads_index: bool,
+    /// It is an operator action (a registration, `prepare`): routed for a caller with the
+    /// `prepare` capability, not for a reader.
+    pub prepares: bool,
+}
+
 /// Where a call for one repository runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
@@ -108,14 +118,14 @@ impl Service {
         self.inner.placement.set(placement).is_ok()
     }
 
-    /// Where a call naming `repo` (an alias, P-22, is replaced first, as the frame would)
-    /// runs. An unknown or unreadable name routes like any other: the owner answers it, and
-    /// answers it exactly as it would an unknown one.
+    /// Where a read naming `repo` (an alias, P-22, is replaced first, as the frame would)
+    /// runs: [`Service::route_call`] for a read that does not use the index. An unknown or
+    /// unreadable name is answered here, as unknown.
     ///
     /// An owner that has not fetched the repository yet (it just joined, or just gained it)
     /// sends the call to the other owners until it has.
     pub fn route(&self, ctx: &CallContext, repo: &str) -> Route {
-        self.route_call(ctx, repo, false)
+        self.route_call(ctx, repo, RoutedCall::default())
     }
 
     /// Whether this replica holds a synced copy of the repository `repo` names (an alias is
@@ -341,15 +351,17 @@ impl Service {
     }
 
     /// Whether a call of `ctx`'s caller naming `name` (a real name) may be routed at all
-    /// the caller may read the repository, or holds the `prepare` capability (which
-    /// covers every repository and every name, registrations of new ones included, A-3).
-    /// Any other call, for an unknown name or a private repository the caller may not read,
-    /// is answered where it arrived, on the unknown-name path, so that nothing about the
-    /// name's owners, holders or state can tell the two apart.
-    fn routable(&self, ctx: &CallContext, name: &str) -> bool {
+    /// for a read, the caller may read the repository; for an operator action
+    /// (`prepares`: a registration, `prepare`), the caller holds the `prepare` capability,
+    /// which covers every repository and every name, new ones included. Any other
+    /// call, for an unknown name or a repository the caller may not read (`prepare` is not
+    /// read), is answered where it arrived, on the unknown-name path, so that nothing about
+    /// the name's owners, holders or state can tell the two apart.
+    fn routable(&self, ctx: &CallContext, name: &str, prepares: bool) -> bool {
         match &ctx.caller {
             crate::Caller::Local => true,
-            crate::Caller::User(principal) if principal.prepare => true,
+            crate::Caller::User(principal) if prepares => principal.prepare,
+            _ if prepares => false,
             caller => {
                 gitstore::RepoName::parse(name).is_ok_and(|repo| self.inner.may_read(caller, &repo))
             }
@@ -365,11 +377,12 @@ impl Service {
         &self,
         ctx: &CallContext,
         repo: &str,
-        needs_index: bool,
+        call: RoutedCall,
         index_optional: bool,
     ) -> Option<ForwardedRefusal> {
+        let needs_index = call.reads_index;
         let name = self.unalias(ctx, repo.to_owned());
-        if !self.routable(ctx, &name) {
+        if !self.routable(ctx, &name, call.prepares) {
             return None;
         }
         if !self.holds(&name) {
@@ -393,12 +406,13 @@ impl Service {
     /// Access is decided first: a call its caller may not route (an unknown name, a
     /// private repository the caller may not read) is answered here, on the unknown-name
     /// path, in every cluster state.
-    pub fn route_call(&self, ctx: &CallContext, repo: &str, needs_index: bool) -> Route {
+    pub fn route_call(&self, ctx: &CallContext, repo: &str, call: RoutedCall) -> Route {
+        let needs_index = call.reads_index;
         let Some(placement) = self.inner.placement.get() else {
             return Route::Here;
         };
         let name = self.unalias(ctx, repo.to_owned());
-        if !self.routable(ctx, &name) {
+        if !self.routable(ctx, &name, call.prepares) {
             return Route::Here;
         }
         let owners = placement.owners(&name);

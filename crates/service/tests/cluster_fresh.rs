@@ -16,7 +16,9 @@ mod common;
 use common::cluster::{bounded, eventually, fresh_database, open_store, postgres, reachable};
 use common::register;
 use gitstore::{GitStore, RepoName};
-use service::{CallContext, Membership, Placement, Route, SearchRequest, Service, ServiceConfig};
+use service::{
+    CallContext, Membership, Placement, Route, RoutedCall, SearchRequest, Service, ServiceConfig,
+};
 use std::sync::Arc;
 use std::time::Duration;
 use testgit::SourceRepo;
@@ -200,7 +202,7 @@ fn an_owner_without_an_index_sends_index_calls_to_the_other_owner() {
         assert!(!b.service.serves_repo(&ctx, REPO, false));
         assert!(!b.service.serves_repo(&ctx, REPO, true));
         assert_eq!(
-            b.service.route_call(&ctx, REPO, false),
+            b.service.route_call(&ctx, REPO, RoutedCall::default()),
             Route::Elsewhere(vec![A.to_owned()])
         );
 
@@ -208,9 +210,19 @@ fn an_owner_without_an_index_sends_index_calls_to_the_other_owner() {
         b.service.sync(REPO.to_owned()).await.expect("B syncs");
         assert!(b.service.serves_repo(&ctx, REPO, false));
         assert!(!b.service.serves_repo(&ctx, REPO, true));
-        assert_eq!(b.service.route_call(&ctx, REPO, false), Route::Here);
         assert_eq!(
-            b.service.route_call(&ctx, REPO, true),
+            b.service.route_call(&ctx, REPO, RoutedCall::default()),
+            Route::Here
+        );
+        assert_eq!(
+            b.service.route_call(
+                &ctx,
+                REPO,
+                RoutedCall {
+                    reads_index: true,
+                    ..RoutedCall::default()
+                }
+            ),
             Route::Elsewhere(vec![A.to_owned()])
         );
 
@@ -220,7 +232,17 @@ fn an_owner_without_an_index_sends_index_calls_to_the_other_owner() {
             .await
             .expect("B indexes");
         assert!(b.service.serves_repo(&ctx, REPO, true));
-        assert_eq!(b.service.route_call(&ctx, REPO, true), Route::Here);
+        assert_eq!(
+            b.service.route_call(
+                &ctx,
+                REPO,
+                RoutedCall {
+                    reads_index: true,
+                    ..RoutedCall::default()
+                }
+            ),
+            Route::Here
+        );
         // An unknown name is answered here, as unknown.
         assert!(b.service.serves_repo(&ctx, "acme/unknown", true));
     });

@@ -150,6 +150,18 @@ pub fn site_budgets_table() -> String {
     out
 }
 
+/// The website's pages as the table names them (`/sourcegraph/repos/<owner>/<name>/-/blob/<rev>/<path>`,
+/// `/sourcegraph/search`, …), each a path pattern: what the access matrix walks (issue 43).
+/// The last row (the access page, tokens, sign-in, assets) names no repository and is left
+/// out.
+pub fn site_route_patterns() -> Vec<&'static str> {
+    ROUTES
+        .iter()
+        .filter(|row| row.route != Route::Other)
+        .map(|row| row.pattern.trim_matches('`'))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
