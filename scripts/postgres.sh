@@ -2,9 +2,13 @@
 # A PostgreSQL server for tests and local cluster mode (issue 31), on a loopback port.
 #
 #   scripts/postgres.sh install         installs Debian's postgresql if its server binaries are missing
-#   scripts/postgres.sh start DIR PORT  starts (creating on first use) a cluster in DIR on 127.0.0.1:PORT
+#   scripts/postgres.sh start DIR PORT [--tls]
+#                                       starts (creating on first use) a cluster in DIR on 127.0.0.1:PORT
 #                                       with a user `csg` (random password) owning a database `csg`;
-#                                       the last line printed is its URL
+#                                       the last line printed is its URL. With --tls the server takes
+#                                       TCP logins over TLS only, with a certificate for 127.0.0.1 and
+#                                       localhost signed by a throwaway CA (DIR/tls/ca.crt, made once with
+#                                       openssl), and the URL asks for sslmode=verify-full with that CA
 #   scripts/postgres.sh stop DIR        stops that cluster (its data stays in DIR)
 #
 # Every command is idempotent. PostgreSQL refuses to run as root: as root, the server binaries
@@ -18,7 +22,7 @@ die() {
 }
 
 usage() {
-  die "usage: $0 install | start DIR PORT | stop DIR"
+  die "usage: $0 install | start DIR PORT [--tls] | stop DIR"
 }
 
 # The directory of Debian's newest server binaries, else of those on PATH; empty if none.
@@ -79,8 +83,45 @@ running() {
   [ -f "$dir/data/PG_VERSION" ] && as_owner "$bin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1
 }
 
+# A throwaway CA and a server certificate it signs, for 127.0.0.1 and localhost, in $1/tls
+# (made once; the server's key readable by the server's user only).
+make_certificates() {
+  local tls=$1/tls
+  [ -f "$tls/server.crt" ] && [ -f "$tls/server.key" ] && [ -f "$tls/ca.crt" ] && return 0
+  command -v openssl >/dev/null 2>&1 || die "--tls needs openssl; run: apt-get install openssl"
+  mkdir -p "$tls"
+  cat >"$tls/openssl.cnf" <<'EOF'
+[req]
+distinguished_name = dn
+[dn]
+[ca]
+basicConstraints = critical,CA:TRUE
+keyUsage = critical,keyCertSign,cRLSign
+subjectKeyIdentifier = hash
+[server]
+basicConstraints = critical,CA:FALSE
+keyUsage = critical,digitalSignature,keyEncipherment
+extendedKeyUsage = serverAuth
+subjectAltName = DNS:localhost,IP:127.0.0.1
+EOF
+  local ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -config "$tls/openssl.cnf")
+  openssl req -x509 -days 3650 -subj "/CN=csg throwaway CA" "${ec[@]}" -extensions ca \
+    -keyout "$tls/ca.key" -out "$tls/ca.crt" 2>/dev/null || die "openssl could not make the CA"
+  openssl req -new -subj /CN=localhost "${ec[@]}" -keyout "$tls/server.key" \
+    -out "$tls/server.csr" 2>/dev/null || die "openssl could not make the server's key"
+  openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" -days 3650 \
+    -extfile "$tls/openssl.cnf" -extensions server -out "$tls/server.crt" 2>/dev/null ||
+    die "openssl could not sign the server's certificate"
+  chmod 600 "$tls/server.key" "$tls/ca.key"
+  chmod 644 "$tls/ca.crt" "$tls/server.crt"
+  chmod 755 "$tls"
+  if is_root; then
+    chown -R postgres:postgres "$tls"
+  fi
+}
+
 start() {
-  local dir=$1 port=$2
+  local dir=$1 port=$2 tls=${3:-}
   if ! [[ $port =~ ^[0-9]+$ ]] || [ "$port" -lt 1 ] || [ "$port" -gt 65535 ]; then
     die "PORT must be a number from 1 to 65535, not '$port'"
   fi
@@ -113,11 +154,18 @@ start() {
   fi
   [ -f "$dir/password" ] || die "$dir/password is missing; remove $dir and start again"
 
+  if [ "$tls" = --tls ]; then
+    make_certificates "$dir"
+  fi
+
   if running "$bin" "$dir"; then
-    local current
+    local current current_tls=""
     current=$(sed -n 's/^port = \([0-9]*\)$/\1/p' "$dir/data/csg.conf" 2>/dev/null || true)
-    [ "$current" = "$port" ] ||
-      die "the cluster in $dir already runs on port ${current:-unknown}; stop it first: $0 stop $dir"
+    if grep -q '^ssl = on' "$dir/data/csg.conf" 2>/dev/null; then
+      current_tls=--tls
+    fi
+    [ "$current" = "$port" ] && [ "$current_tls" = "$tls" ] ||
+      die "the cluster in $dir already runs on port ${current:-unknown}${current_tls:+ with TLS}; stop it first: $0 stop $dir"
   else
     cat >"$dir/data/csg.conf" <<EOF
 # Written by scripts/postgres.sh on every start.
@@ -126,6 +174,22 @@ port = $port
 unix_socket_directories = '$dir'
 fsync = off
 EOF
+    if [ "$tls" = --tls ]; then
+      # TCP logins over TLS only: a plain connection finds no pg_hba entry and is refused.
+      cat >"$dir/tls/pg_hba.conf" <<EOF
+local all all trust
+hostssl all all 127.0.0.1/32 scram-sha-256
+EOF
+      cat >>"$dir/data/csg.conf" <<EOF
+ssl = on
+ssl_cert_file = '$dir/tls/server.crt'
+ssl_key_file = '$dir/tls/server.key'
+hba_file = '$dir/tls/pg_hba.conf'
+EOF
+      if is_root; then
+        chown postgres:postgres "$dir/tls/pg_hba.conf"
+      fi
+    fi
     is_root && chown postgres:postgres "$dir/data/csg.conf"
     as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null ||
       die "the server did not start; see $dir/server.log"
@@ -140,7 +204,12 @@ EOF
   if [ -z "$("${psql[@]}" -tAc "SELECT 1 FROM pg_database WHERE datname = 'csg'")" ]; then
     "${psql[@]}" -c "CREATE DATABASE csg OWNER csg"
   fi
-  echo "postgres://csg:$password@127.0.0.1:$port/csg"
+  if [ "$tls" = --tls ]; then
+    echo "postgres.sh: TLS only; the server's CA certificate is $dir/tls/ca.crt" >&2
+    echo "postgres://csg:$password@127.0.0.1:$port/csg?sslmode=verify-full&sslrootcert=$dir/tls/ca.crt"
+  else
+    echo "postgres://csg:$password@127.0.0.1:$port/csg"
+  fi
 }
 
 stop() {
@@ -161,8 +230,8 @@ case "${1:-}" in
     install
     ;;
   start)
-    [ $# -eq 3 ] || usage
-    start "$2" "$3"
+    [ $# -eq 3 ] || { [ $# -eq 4 ] && [ "$4" = --tls ]; } || usage
+    start "$2" "$3" "${4:-}"
     ;;
   stop)
     [ $# -eq 2 ] || usage

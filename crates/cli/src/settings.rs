@@ -51,7 +51,9 @@ pub const SETTINGS: &[Def] = &[
         default: DefaultValue::Derived("none: the embedded SQLite in the data directory"),
         help: "Cluster mode: the PostgreSQL database the replicas share for their metadata \
                (`postgres://USER:PASS@HOST:PORT/DB`); the admin commands then act on it too. \
-               Mirrors and indexes stay in each replica's data directory.",
+               Mirrors and indexes stay in each replica's data directory. TLS as libpq: \
+               `?sslmode=verify-full&sslrootcert=CA.pem` (`disable`, `prefer` (default), \
+               `require`, `verify-ca`, `verify-full`; without `sslrootcert` the system's CAs).",
     },
     Def {
         key: "log_format",

@@ -3,10 +3,12 @@
 
 use std::time::Duration;
 
-use postgres::config::{Host, SslMode};
-use postgres::{Client, NoTls};
+use postgres::Client;
+use postgres::config::Host;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::error::{self, Error, Kind};
+use crate::tls::{self, Mode};
 
 /// How a [`crate::Database`] connects and how long it waits.
 #[derive(Debug, Clone)]
@@ -34,10 +36,13 @@ impl Default for Options {
     }
 }
 
-/// A checked database URL: the driver's configuration, the URL as it may be shown, and the
-/// password's spellings, which are cut from any message that might echo them.
+/// A checked database URL: the driver's configuration, its TLS (`sslmode`, `sslrootcert`),
+/// the URL as it may be shown, and the password's spellings, which are cut from any message
+/// that might echo them.
 pub(crate) struct Target {
     config: postgres::Config,
+    tls: MakeRustlsConnect,
+    mode: Mode,
     /// `postgres://user:***@host:port/db`.
     pub(crate) shown: String,
     secrets: Vec<String>,
@@ -45,7 +50,8 @@ pub(crate) struct Target {
 }
 
 impl Target {
-    /// Checks `url` and prepares its configuration; contacts nothing.
+    /// Checks `url` and prepares its configuration; contacts nothing, but reads the CA
+    /// certificates a `verify-*` mode needs (a bad file fails here, at start).
     pub(crate) fn parse(url: &str, options: &Options) -> Result<Target, Error> {
         const FORM: &str = "write it as postgres://USER:PASSWORD@HOST:PORT/DATABASE";
         let url = url.trim();
@@ -55,6 +61,9 @@ impl Target {
             )));
         }
         let secrets = password_spellings(url);
+        // The driver knows neither `verify-*` nor `sslrootcert`: they are taken out first.
+        let (url, tls_settings) = tls::split(url, percent_decode)
+            .map_err(|why| Error::InvalidUrl(redact(&secrets, why)))?;
         let mut config: postgres::Config = url.parse().map_err(|e: postgres::Error| {
             Error::InvalidUrl(redact(&secrets, format!("{}; {FORM}", error::describe(&e))))
         })?;
@@ -64,13 +73,9 @@ impl Target {
         if config.get_hosts().is_empty() && config.get_hostaddrs().is_empty() {
             return Err(Error::InvalidUrl(format!("it names no host; {FORM}")));
         }
-        if config.get_ssl_mode() == SslMode::Require {
-            return Err(Error::InvalidUrl(
-                "it asks for sslmode=require, but this build of csg connects without TLS; \
-                 reach the server over a trusted network or a TLS tunnel and drop sslmode"
-                    .to_owned(),
-            ));
-        }
+        let mode = tls_settings.mode;
+        config.ssl_mode(mode.driver());
+        let tls = tls::connector(&tls_settings).map_err(Error::InvalidUrl)?;
         config.connect_timeout(options.connect_timeout);
         if config.get_application_name().is_none() {
             config.application_name(&options.application_name);
@@ -83,9 +88,11 @@ impl Target {
         config.keepalives_interval(Duration::from_secs(5));
         config.keepalives_retries(3);
         config.tcp_user_timeout(options.call_timeout + options.connect_timeout);
-        let shown = show(&config);
+        let shown = show(&config, mode);
         Ok(Target {
             config,
+            tls,
+            mode,
             shown,
             secrets,
             statement_timeout: options.call_timeout,
@@ -98,7 +105,7 @@ impl Target {
     pub(crate) fn connect(&self, statement_timeout: bool) -> Result<Client, Error> {
         let mut client = self
             .config
-            .connect(NoTls)
+            .connect(self.tls.clone())
             .map_err(|e| self.connect_error(&e))?;
         // The server's NOTICEs (`CREATE TABLE IF NOT EXISTS` of a table that exists) would be
         // logged by the driver at INFO on every start of every command: only warnings count.
@@ -114,9 +121,22 @@ impl Target {
     }
 
     fn connect_error(&self, e: &postgres::Error) -> Error {
-        let cause = redact(&self.secrets, error::describe(e));
         let shown = &self.shown;
+        // A TLS failure is told as one, with what to change; the server stays "unreachable"
+        // to the callers (a certificate renewed on the server lets the next attempt in).
+        if let Some(why) = tls::explain(e, self.mode) {
+            let why = redact(&self.secrets, why);
+            return Error::Unreachable(format!("cannot connect to {shown} over TLS: {why}"));
+        }
+        let cause = redact(&self.secrets, error::describe(e));
         match error::kind(e) {
+            // pg_hba.conf takes this client only over TLS (`hostssl`).
+            Kind::Refused if self.mode == Mode::Disable && cause.contains("no encryption") => {
+                Error::Refused(format!(
+                    "{shown}: {cause}; the server takes this connection only over TLS: connect \
+                     with sslmode=verify-full (or require) instead of sslmode=disable"
+                ))
+            }
             Kind::Refused => Error::Refused(format!(
                 "{shown}: {cause}; check the user, password and database name in the database URL"
             )),
@@ -128,9 +148,9 @@ impl Target {
     }
 }
 
-/// The URL as it may be shown in logs and errors: everything that identifies the server, the
-/// password replaced by `***`.
-fn show(config: &postgres::Config) -> String {
+/// The URL as it may be shown in logs and errors: everything that identifies the server and
+/// its `sslmode` (unless the default), the password replaced by `***`.
+fn show(config: &postgres::Config, mode: Mode) -> String {
     let user = config.get_user().unwrap_or_default();
     let password = if config.get_password().is_some() {
         ":***"
@@ -152,7 +172,14 @@ fn show(config: &postgres::Config) -> String {
             .collect()
     };
     let database = config.get_dbname().unwrap_or(user);
-    format!("postgres://{user}{password}@{}/{database}", hosts.join(","))
+    let tls = match mode {
+        Mode::Prefer => String::new(),
+        mode => format!("?sslmode={}", mode.name()),
+    };
+    format!(
+        "postgres://{user}{password}@{}/{database}{tls}",
+        hosts.join(",")
+    )
 }
 
 /// Every spelling of the URL's password that a message could carry: as written in the URL's
@@ -240,7 +267,19 @@ mod tests {
             ("host=h user=csg password=pw", "postgres://"),
             ("postgres://h:5432/db", "no user"),
             ("postgres://csg:pw@h:notaport/db", "port"),
-            ("postgres://csg:pw@h/db?sslmode=require", "TLS"),
+            ("postgres://csg:pw@h/db?sslmode=verify", "verify-full"),
+            (
+                "postgres://csg:pw@h/db?sslcert=c.pem",
+                "client certificates",
+            ),
+            (
+                "postgres://csg:pw@h/db?sslmode=require&sslrootcert=system",
+                "sslrootcert=system",
+            ),
+            (
+                "postgres://csg:pw@h/db?sslmode=verify-ca&sslrootcert=/no/such/ca.pem",
+                "/no/such/ca.pem",
+            ),
         ];
         for (url, says) in bad {
             let e = Target::parse(url, &Options::default()).err().unwrap();
@@ -249,5 +288,37 @@ mod tests {
             assert!(text.contains(says), "{url}: {text}");
             assert!(!text.contains("pw"), "{url}: {text}");
         }
+    }
+
+    #[test]
+    fn reads_sslmode_and_sslrootcert_as_libpq_does() {
+        let split = |url: &str| tls::split(url, percent_decode).unwrap();
+        let (rest, settings) = split("postgres://u@h/db?application_name=x&sslmode=verify-full");
+        assert_eq!(rest, "postgres://u@h/db?application_name=x");
+        assert_eq!(settings.mode, Mode::VerifyFull);
+        // The default, as libpq's.
+        assert_eq!(split("postgres://u@h/db").1.mode, Mode::Prefer);
+        // `require` with a CA file checks the chain; `system` means the whole check.
+        let (rest, settings) = split("postgres://u@h/db?sslmode=require&sslrootcert=%2Fca.pem");
+        assert_eq!(
+            (rest.as_str(), settings.mode),
+            ("postgres://u@h/db", Mode::VerifyCa)
+        );
+        assert_eq!(
+            split("postgres://u@h/db?sslrootcert=system").1.mode,
+            Mode::VerifyFull
+        );
+        // The last of a repeated parameter wins.
+        let (_, settings) = split("postgres://u@h/db?sslmode=disable&sslmode=require");
+        assert_eq!(settings.mode, Mode::Require);
+        let target = Target::parse(
+            "postgres://csg:pw@db.example/meta?sslmode=require",
+            &Options::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            target.shown,
+            "postgres://csg:***@db.example:5432/meta?sslmode=require"
+        );
     }
 }

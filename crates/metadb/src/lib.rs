@@ -17,6 +17,7 @@ mod migrate;
 mod pool;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod tls;
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -10,6 +10,10 @@
 //! `restart`, `shared`) panic with a message saying what to do when they fail, as a test
 //! would; only [`TestServer::start`] returns its error.
 //!
+//! [`shared_tls`] is a second kind of server: one that takes TCP connections over TLS only
+//! (`hostssl` in `pg_hba.conf`), its certificate made by a throwaway CA with Debian's
+//! `openssl` (O-10).
+//!
 //! Beside the server, the two time bounds the stores' tests share: [`within`], for a test whose
 //! failure mode is a hang, and [`eventually`], for what another replica or thread does in the
 //! background.
@@ -37,6 +41,7 @@ pub struct TestServer {
     port: u16,
     password: String,
     databases: AtomicU64,
+    tls: Option<TlsFiles>,
     /// A process that stops the server and removes its directory once this process is gone,
     /// however it ended: the [`shared`] server is never dropped, and a test process may be
     /// killed.
@@ -64,11 +69,49 @@ pub fn shared() -> &'static TestServer {
     })
 }
 
+/// The certificates of a server that takes TLS connections only ([`shared_tls`]).
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    /// The PEM certificate of the throwaway CA that signed the server's (which names
+    /// `localhost` and `127.0.0.1`, and no other host).
+    pub ca: PathBuf,
+    /// The PEM certificate of another CA, which signed nothing of this server's.
+    pub unrelated_ca: PathBuf,
+}
+
+/// The TLS-only server of this test process ([`TestServer::start_tls`]), started on first use.
+///
+/// # Panics
+/// If it cannot be started (the message says why and what to do).
+pub fn shared_tls() -> &'static TestServer {
+    static SERVER: OnceLock<TestServer> = OnceLock::new();
+    SERVER.get_or_init(|| match TestServer::start_tls() {
+        Ok(server) => server,
+        Err(e) => panic!("cannot start the test PostgreSQL server with TLS: {e}"),
+    })
+}
+
 impl TestServer {
+    /// [`TestServer::start`] for a server that takes TCP connections only over TLS
+    /// (`hostssl`), with a certificate for `localhost` and `127.0.0.1` signed by a throwaway
+    /// CA ([`TestServer::tls`]), made with `openssl`.
+    pub fn start_tls() -> Result<TestServer, String> {
+        Self::start_with(true)
+    }
+
+    /// The CA certificates of a server started with [`TestServer::start_tls`].
+    pub fn tls(&self) -> Option<&TlsFiles> {
+        self.tls.as_ref()
+    }
+
     /// Creates a cluster (`initdb`, a superuser with a random password, scram-sha-256 logins)
     /// in a new temporary directory and starts it on a free 127.0.0.1 port, waiting until it
     /// accepts connections.
     pub fn start() -> Result<TestServer, String> {
+        Self::start_with(false)
+    }
+
+    fn start_with(tls: bool) -> Result<TestServer, String> {
         let bin = binaries()?;
         let as_postgres = running_as_root()?;
         let dir = tempfile::Builder::new()
@@ -85,6 +128,13 @@ impl TestServer {
         let password_file = dir.path().join("password");
         fs::write(&password_file, format!("{password}\n"))
             .map_err(|e| format!("cannot write {}: {e}", password_file.display()))?;
+        // Made before the directory is handed to the server's user: its key must be that
+        // user's, readable by nobody else.
+        let tls = if tls {
+            Some(make_certificates(dir.path())?)
+        } else {
+            None
+        };
         if as_postgres {
             let mut chown = Command::new("chown");
             chown.args(["-R", "postgres:postgres"]).arg(dir.path());
@@ -97,6 +147,7 @@ impl TestServer {
             port: 0,
             password,
             databases: AtomicU64::new(0),
+            tls,
             watchdog: Mutex::new(None),
         };
         let mut initdb = server.command("initdb");
@@ -123,6 +174,17 @@ impl TestServer {
             server.dir.path().display()
         );
         append(&server.data().join("postgresql.conf"), &settings)?;
+        if server.tls.is_some() {
+            let dir = server.dir.path().display();
+            let ssl = format!(
+                "ssl = on\nssl_cert_file = '{dir}/server.crt'\nssl_key_file = '{dir}/server.key'\n"
+            );
+            append(&server.data().join("postgresql.conf"), &ssl)?;
+            // TCP logins over TLS only: a plain connection finds no entry and is refused.
+            let hba = "local all all scram-sha-256\nhostssl all all 127.0.0.1/32 scram-sha-256\n";
+            let path = server.data().join("pg_hba.conf");
+            fs::write(&path, hba).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        }
         server.watchdog = Mutex::new(Some(server.spawn_watchdog()?));
         // A free port may be taken between looking and binding: try a few.
         let mut last = String::new();
@@ -158,20 +220,21 @@ impl TestServer {
     pub fn create_database(&self) -> String {
         let n = self.databases.fetch_add(1, Ordering::Relaxed);
         let name = format!("t{n}");
-        let admin = self.url("postgres");
+        let mut admin = self.url("postgres");
+        if self.tls.is_some() {
+            admin.push_str("?sslmode=require");
+        }
         let statement = format!("CREATE DATABASE {name}");
         // The driver must not run on a thread inside a Tokio runtime, which the caller's may be.
         let created = thread::spawn(move || {
-            let mut client = postgres::Client::connect(&admin, postgres::NoTls)?;
-            client.batch_execute(&statement)
+            let target = crate::config::Target::parse(&admin, &crate::Options::default())?;
+            let mut client = target.connect(false)?;
+            client.batch_execute(&statement).map_err(crate::Error::from)
         })
         .join();
         match created {
             Ok(Ok(())) => self.url(&name),
-            Ok(Err(e)) => panic!(
-                "cannot create test database {name}: {}",
-                crate::Error::from(e)
-            ),
+            Ok(Err(e)) => panic!("cannot create test database {name}: {e}"),
             Err(_) => panic!("cannot create test database {name}: its thread panicked"),
         }
     }
@@ -328,6 +391,80 @@ pub fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) 
         );
         thread::sleep(POLL);
     }
+}
+
+/// The OpenSSL configuration of [`make_certificates`]: a CA, and a server certificate for
+/// `localhost` and `127.0.0.1` as rustls (webpki) checks it (subject alternative names, the
+/// server-auth usage).
+const OPENSSL_CONFIG: &str = "[req]\ndistinguished_name = dn\n[dn]\n\
+[ca]\nbasicConstraints = critical,CA:TRUE\nkeyUsage = critical,keyCertSign,cRLSign\n\
+subjectKeyIdentifier = hash\n\
+[server]\nbasicConstraints = critical,CA:FALSE\n\
+keyUsage = critical,digitalSignature,keyEncipherment\nextendedKeyUsage = serverAuth\n\
+subjectAltName = DNS:localhost,IP:127.0.0.1\n";
+
+/// Makes a throwaway CA, a server certificate it signs (`server.crt`, `server.key`) and an
+/// unrelated CA in `dir`, with `openssl`.
+fn make_certificates(dir: &Path) -> Result<TlsFiles, String> {
+    let config = dir.join("openssl.cnf");
+    fs::write(&config, OPENSSL_CONFIG)
+        .map_err(|e| format!("cannot write {}: {e}", config.display()))?;
+    let openssl = |args: &[&str]| {
+        let mut command = Command::new("openssl");
+        command.args(args).current_dir(dir).stdin(Stdio::null());
+        run(&mut command, "openssl").map_err(|e| {
+            format!("{e}; the TLS tests need Debian's openssl (apt-get install openssl)")
+        })
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-config",
+        "openssl.cnf",
+    ];
+    for (name, subject) in [
+        ("ca", "/CN=csg test CA"),
+        ("unrelated-ca", "/CN=another CA"),
+    ] {
+        let (key, crt) = (format!("{name}.key"), format!("{name}.crt"));
+        let mut args = vec!["req", "-x509", "-days", "30", "-subj", subject];
+        args.extend(ec);
+        args.extend(["-keyout", &key, "-out", &crt, "-extensions", "ca"]);
+        openssl(&args)?;
+    }
+    let mut args = vec!["req", "-new", "-subj", "/CN=localhost"];
+    args.extend(ec);
+    args.extend(["-keyout", "server.key", "-out", "server.csr"]);
+    openssl(&args)?;
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-days",
+        "30",
+        "-out",
+        "server.crt",
+        "-extfile",
+        "openssl.cnf",
+        "-extensions",
+        "server",
+    ])?;
+    // PostgreSQL refuses a key that others may read.
+    let key = dir.join("server.key");
+    fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .map_err(|e| format!("cannot restrict {}: {e}", key.display()))?;
+    Ok(TlsFiles {
+        ca: dir.join("ca.crt"),
+        unrelated_ca: dir.join("unrelated-ca.crt"),
+    })
 }
 
 /// The directory of `initdb` and `pg_ctl`: Debian's newest `/usr/lib/postgresql/N/bin`, else
