@@ -191,6 +191,36 @@ impl FileValues {
     }
 }
 
+/// The fuzz target `config` (`fuzz/`, issue 43; the fuzz crate includes this module by path,
+/// and `fuzz_corpus` below replays its corpus in CI): a `--config` file's text read by the
+/// same table as [`resolve`] and each value applied as there (every other setting at its
+/// default), then the start's checks that need no network: cluster mode's settings, the
+/// trusted proxies, the node URL. An error is an answer; a panic is a finding.
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) fn fuzz_config_file(text: &str) -> Result<Settings> {
+    let mut file = FileValues {
+        values: FileValues::parse(text)?,
+    };
+    let mut settings = Settings::BLANK;
+    for def in SETTINGS.iter() {
+        match file.values.remove(def.key) {
+            Some(input) if def.in_file => def.apply(&mut settings, input)?,
+            _ => def.apply_default(&mut settings)?,
+        }
+    }
+    check_cluster(&settings, Some("serve"))?;
+    let proxies = settings
+        .trusted_proxies
+        .iter()
+        .flatten()
+        .map(String::as_str);
+    httpserver::TrustedProxies::from_values(proxies).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Some(url) = &settings.node_url {
+        cluster::NodeUrl::parse(url).map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    Ok(settings)
+}
+
 /// The data directory when nothing sets it: `$XDG_DATA_HOME/csg`, else `~/.local/share/csg`.
 pub fn default_data_dir() -> Result<PathBuf> {
     if let Some(xdg) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
@@ -737,5 +767,38 @@ mod tests {
                 }
             }
         }
+    }
+}
+
+/// CI's replay of the fuzz target `config` (issue 43): every committed corpus input and
+/// every regression input (`fuzz/corpus/config/`, `fuzz/regressions/config/`) through
+/// [`fuzz_config_file`], each well within a second.
+#[cfg(test)]
+mod fuzz_corpus {
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn fuzz_config_corpus_replays() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
+        let mut replayed = 0;
+        for dir in ["corpus/config", "regressions/config"] {
+            let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
+                continue;
+            };
+            for entry in entries {
+                let path = entry.unwrap().path();
+                let data = std::fs::read(&path).unwrap();
+                let started = Instant::now();
+                let _ = super::fuzz_config_file(&String::from_utf8_lossy(&data));
+                assert!(
+                    started.elapsed() < Duration::from_secs(2),
+                    "{} took {:?}",
+                    path.display(),
+                    started.elapsed()
+                );
+                replayed += 1;
+            }
+        }
+        assert!(replayed > 0, "no corpus under {}", root.display());
     }
 }

@@ -449,6 +449,15 @@ pub(crate) fn encode_cursor(
     cursor::encode(key, binding, start, frontier)
 }
 
+/// A cursor read back (see `cursor.rs`), for the fuzz target `cursor` (`fuzzing.rs`).
+pub(crate) fn decode_cursor(
+    key: &[u8; 32],
+    binding: &Binding<'_>,
+    text: &str,
+) -> Result<LogCursor, CursorError> {
+    cursor::decode(key, binding, text)
+}
+
 /// A cursor goes on only from the commit its log started from.
 pub(crate) fn check_start(commit: &CommitId, from: Option<&LogCursor>) -> Result<(), Error> {
     match from {

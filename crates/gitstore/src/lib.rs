@@ -23,6 +23,8 @@ mod db;
 mod diff;
 mod error;
 mod follow;
+#[doc(hidden)]
+pub mod fuzzing;
 mod gitcli;
 mod gitdiff;
 mod handles;

@@ -555,6 +555,17 @@ fn named_by_request(parts: &http::request::Parts, body: Option<&[u8]>) -> Option
     Some(NamedCall { repo, reads_index })
 }
 
+/// [`named_by_request`] and [`mcp_tool_call`] for the fuzz target `routing` (`fuzzing.rs`,
+/// issue 43): the repository routing takes from this request and body; an MCP body's tool
+/// and `repo`.
+pub(crate) fn named_for_fuzzing(
+    parts: &http::request::Parts,
+    body: Option<&[u8]>,
+) -> (Option<String>, Option<(String, Option<String>)>) {
+    let named = named_by_request(parts, body).map(|call| call.repo);
+    (named, body.and_then(mcp_tool_call))
+}
+
 /// A tool's arguments, for their `repo` alone.
 #[derive(Deserialize)]
 struct RepoArgument<'a> {

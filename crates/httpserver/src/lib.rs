@@ -13,6 +13,8 @@ mod auth;
 mod body;
 mod client;
 mod forward;
+#[doc(hidden)]
+pub mod fuzzing;
 mod json;
 mod listener;
 mod peers;

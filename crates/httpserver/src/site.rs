@@ -389,6 +389,26 @@ pub(crate) fn named_repo(path: &str, query: Option<&str>) -> Option<(String, boo
     Some((page.repo().to_owned(), false))
 }
 
+/// [`parse_repo_page`] for the fuzz targets `routing` and `paths` (`fuzzing.rs`, issue 43):
+/// the page's route (by name), repository, revision and path (`""` where it has none; a
+/// comparison's `base...head` as its revision).
+pub(crate) fn repo_page_for_fuzzing(raw: &str) -> Option<(String, String, String, String)> {
+    let page = parse_repo_page(raw)?;
+    let route = format!("{:?}", page.route());
+    let repo = page.repo().to_owned();
+    let (rev, path) = match page {
+        RepoPage::Home(_) | RepoPage::Plugins(_) => (String::new(), String::new()),
+        RepoPage::Tree { rev, path, .. }
+        | RepoPage::Blob { rev, path, .. }
+        | RepoPage::Raw { rev, path, .. }
+        | RepoPage::Blame { rev, path, .. }
+        | RepoPage::Commits { rev, path, .. } => (rev, path),
+        RepoPage::Commit { sha, .. } => (sha, String::new()),
+        RepoPage::Compare { base, head, .. } => (format!("{base}...{head}"), String::new()),
+    };
+    Some((route, repo, rev, path))
+}
+
 /// The route of a site path (its row in [`routes::ROUTES`]).
 fn route_of(path: &str) -> Route {
     match path {

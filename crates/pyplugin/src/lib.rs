@@ -18,6 +18,8 @@
 // feature switch cannot hide a build break in them.
 #![cfg_attr(not(feature = "python"), allow(dead_code, unused_mut))]
 
+#[doc(hidden)]
+pub mod fuzzing;
 mod hookset;
 #[cfg(feature = "python")]
 mod interp;

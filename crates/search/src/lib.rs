@@ -67,6 +67,8 @@ mod definable;
 mod disk;
 mod error;
 mod extract;
+#[doc(hidden)]
+pub mod fuzzing;
 mod history;
 mod indexes;
 mod lang;

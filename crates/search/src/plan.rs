@@ -3,6 +3,7 @@
 
 use globset::{GlobBuilder, GlobMatcher};
 use regex::bytes::{Regex, RegexBuilder};
+use regex_syntax::hir::{Capture, Hir, HirKind, Look, Repetition};
 
 use crate::error::SearchError;
 use crate::lang::LangFilter;
@@ -87,7 +88,7 @@ pub(crate) fn check_length(query: &str) -> Result<(), SearchError> {
 /// [`check_length`] already.
 pub(crate) fn compile(request: &SearchRequest) -> Result<Compiled, SearchError> {
     let pattern = if request.regex {
-        request.query.clone()
+        line_anchored(&request.query, request.case_sensitive)
     } else {
         regex::escape(&request.query)
     };
@@ -136,4 +137,43 @@ pub(crate) fn compile(request: &SearchRequest) -> Result<Compiled, SearchError> 
         word_only,
         filter,
     })
+}
+
+/// `pattern` with its absolute anchors (`\A`, `\z`, and `^`, `$` where a flag turns
+/// multi-line mode off) made line anchors. A line is matched alone (S-1, as `git grep` does),
+/// where both mean the same; but verification runs the regex over a whole document, where an
+/// absolute anchor would see only its first or last line (fuzz target `search_query`, issue
+/// 43: `\Afoo` found no line but the first). A pattern without one is returned as it is.
+fn line_anchored(pattern: &str, case_sensitive: bool) -> String {
+    let parsed = regex_syntax::ParserBuilder::new()
+        .case_insensitive(!case_sensitive)
+        .multi_line(true)
+        .build()
+        .parse(pattern);
+    match parsed {
+        Ok(hir) if hir.properties().look_set().contains_anchor_haystack() => {
+            to_line_anchors(&hir).to_string()
+        }
+        _ => pattern.to_owned(),
+    }
+}
+
+fn to_line_anchors(hir: &Hir) -> Hir {
+    match hir.kind() {
+        HirKind::Look(Look::Start) => Hir::look(Look::StartLF),
+        HirKind::Look(Look::End) => Hir::look(Look::EndLF),
+        HirKind::Repetition(rep) => Hir::repetition(Repetition {
+            sub: Box::new(to_line_anchors(&rep.sub)),
+            ..rep.clone()
+        }),
+        HirKind::Capture(capture) => Hir::capture(Capture {
+            sub: Box::new(to_line_anchors(&capture.sub)),
+            ..capture.clone()
+        }),
+        HirKind::Concat(parts) => Hir::concat(parts.iter().map(to_line_anchors).collect()),
+        HirKind::Alternation(parts) => {
+            Hir::alternation(parts.iter().map(to_line_anchors).collect())
+        }
+        _ => hir.clone(),
+    }
 }

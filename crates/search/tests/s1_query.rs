@@ -356,3 +356,39 @@ fn s1_file_name_hits_equal_matching_each_path_alone() {
         assert!(page.stats.total_hits >= expected.len().min(2) as u64);
     }
 }
+
+/// Fuzz target `search_query` (issue 43, `fuzz/regressions/search_query/absolute-anchor`):
+/// absolute anchors (`\A`, `\z`, `^`/`$` with multi-line mode off) anchor at each line, as
+/// every line is matched alone (`git grep -P '\Arow'` lists every row), never only at the
+/// document's ends.
+#[test]
+fn s1_absolute_anchors_anchor_each_line() {
+    let (_repo, _tmp, indexes, _) = fixture();
+    for query in [
+        r"\Arow",
+        r"(?-m)^row",
+        r"needle\z",
+        r"(?-m)needle$",
+        r"\A\w+ \d+ needle\z",
+    ] {
+        let hits = line_hits(&indexes, &request("o/r", query, true, true));
+        assert_eq!(
+            hits.iter()
+                .filter(|(path, _)| path == "src/many.txt")
+                .count(),
+            50,
+            "{query}"
+        );
+    }
+    // A file name is a line of its own too.
+    let names = all_hits(
+        &indexes,
+        &request("o/r", r"\Asrc/needle_name\.txt\z", true, true),
+    );
+    assert!(
+        names.iter().any(
+            |(_, _, hit)| matches!(hit, Hit::FileName { path, .. } if path == "src/needle_name.txt")
+        ),
+        "{names:?}"
+    );
+}

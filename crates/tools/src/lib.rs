@@ -16,6 +16,8 @@
 #![warn(missing_docs)]
 
 mod args;
+#[doc(hidden)]
+pub mod fuzzing;
 mod readargs;
 pub mod reference;
 pub mod render;

@@ -175,6 +175,10 @@ pub trait ToolDef: Sync {
     /// The strict input schema (JSON Schema 2020-12, nested types inlined), its property
     /// descriptions filled with `limits`.
     fn input_schema(&self, limits: &Limits) -> Arguments;
+    /// Parses `arguments` as [`ToolDef::call`] does, without running the tool: the fuzz
+    /// target `tool_args` (`fuzzing.rs`, issue 43).
+    #[doc(hidden)]
+    fn parse_arguments(&self, arguments: Arguments) -> Result<(), String>;
     /// Parses `arguments` and runs the tool for `face`.
     fn call<'a>(
         &'a self,
@@ -223,6 +227,10 @@ impl<T: Tool> ToolDef for Def<T> {
 
     fn input_schema(&self, limits: &Limits) -> Arguments {
         args::input_schema::<T::Args>(limits)
+    }
+
+    fn parse_arguments(&self, arguments: Arguments) -> Result<(), String> {
+        args::parse::<T::Args>(T::NAME, arguments).map(drop)
     }
 
     fn call<'a>(

@@ -12,6 +12,8 @@ mod catalog;
 mod config;
 mod connection;
 mod diagnostic;
+#[doc(hidden)]
+pub mod fuzzing;
 mod metadata;
 mod plan;
 pub mod runtime;

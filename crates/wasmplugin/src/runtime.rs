@@ -19,6 +19,7 @@
 mod child;
 mod compiler;
 mod host;
+pub(crate) use host::parse_paths_for_fuzzing;
 mod pool;
 mod stats;
 

@@ -14,6 +14,8 @@
 mod blob;
 mod connect;
 mod frame;
+#[doc(hidden)]
+pub mod fuzzing;
 mod history;
 mod pages;
 mod paths;

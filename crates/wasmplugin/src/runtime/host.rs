@@ -549,6 +549,12 @@ struct Paths {
     rest: u64,
 }
 
+/// [`parse_paths`] for the fuzz target `wasm_plugin` (`fuzzing.rs`, issue 43): the paths
+/// kept and how many follow them.
+pub(crate) fn parse_paths_for_fuzzing(request: &[u8], keep: usize) -> Option<(Vec<String>, u64)> {
+    parse_paths(request, keep).map(|paths| (paths.kept, paths.rest))
+}
+
 /// Parses a `read_files` request, keeping at most `keep` paths (None: not a JSON array of
 /// strings).
 fn parse_paths(request: &[u8], keep: usize) -> Option<Paths> {
