@@ -12,10 +12,10 @@ use crate::serverplugins;
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
     DiscoverResult, Implementation, InitializeRequestParams, InitializeResult, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ResultType, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
+    PaginatedRequestParams, ProtocolVersion, ResultType, ServerCapabilities, ServerConfig,
+    SubscriptionFilter, Tool, ToolAnnotations,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use service::{
     ArgumentRewrite, Budget, CallContext, Caller, ClientKey, ConnectionPlugins, ServiceError,
@@ -317,12 +317,18 @@ impl Catalogue {
 
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(
-                Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION"))
-                    .with_title("Context Source Graph"),
-            )
-            .with_instructions(self.catalogue.instructions.clone())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                // Server plugins' presets come and go with a reload (P-22).
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(
+            Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION"))
+                .with_title("Context Source Graph"),
+        )
+        .with_instructions(self.catalogue.instructions.clone())
     }
 
     /// Refuses a connection whose `plugins` parameter is invalid at the handshake already, so
@@ -347,6 +353,59 @@ impl ServerHandler for McpServer {
             self.supported_protocol_versions().into_owned(),
             self.get_info(),
         ))
+    }
+
+    /// 2026-07-28 clients ask to hear of tool list changes on a `subscriptions/listen`
+    /// stream: accepted (a reload of the server plugins may change the presets).
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        (requested.tools_list_changed == Some(true))
+            .then(|| SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    /// One `subscriptions/listen` stream: a `notifications/tools/list_changed` each time a
+    /// reload changes the presets, until the client ends the stream.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let mut changes = self.service.tool_list_changes();
+        changes.borrow_and_update();
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                changed = changes.changed() => {
+                    if changed.is_err() || context.sink().notify_tool_list_changed().await.is_err() {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Clients of the earlier revisions (2025-06-18, 2025-11-25) hear of tool list changes
+    /// on their session from its `notifications/initialized` on. The watch ends with the
+    /// session: checked at each change and once a minute.
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let mut changes = self.service.tool_list_changes();
+        changes.borrow_and_update();
+        let peer = context.peer;
+        tokio::spawn(async move {
+            let mut check = tokio::time::interval(std::time::Duration::from_secs(60));
+            loop {
+                tokio::select! {
+                    changed = changes.changed() => {
+                        if changed.is_err() || peer.notify_tool_list_changed().await.is_err() {
+                            return;
+                        }
+                    }
+                    _ = check.tick() => {
+                        if peer.is_transport_closed() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
     }
 
     async fn list_tools(

@@ -18,6 +18,8 @@ const GUIDE: &str = "# Guide\nkubernetes deploy\nline three\n";
 
 struct Fixture {
     _source: SourceRepo,
+    /// The MCP endpoint's URL.
+    url: String,
     plugins: tempfile::TempDir,
     client: RunningService<RoleClient, ()>,
     commit: String,
@@ -91,11 +93,12 @@ async fn start(files: &[(&str, &str)], caller: Option<Caller>, enabled: bool) ->
     });
     let url = format!("http://{addr}/sourcegraph/mcp");
     let client =
-        ().serve(StreamableHttpClientTransport::from_uri(url))
+        ().serve(StreamableHttpClientTransport::from_uri(url.clone()))
             .await
             .expect("client connects");
     Fixture {
         _source: source,
+        url: url.clone(),
         plugins,
         client,
         commit,
@@ -563,4 +566,94 @@ async fn p8_preset_arguments_are_checked_against_the_tool_schema_at_load() {
             .iter()
             .any(|t| t.name == "by_text" || t.name == "many")
     );
+}
+
+/// A 2026-07-28 `subscriptions/listen` stream for tool list changes, as raw SSE: its
+/// acknowledgment is read off before it is returned.
+async fn listen_for_tool_changes(url: &str) -> reqwest::Response {
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"test","version":"1"}}}}"#;
+    let mut stream = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "subscriptions/listen")
+        .body(body)
+        .send()
+        .await
+        .expect("the listen request is answered");
+    assert_eq!(stream.status().as_u16(), 200);
+    let first = next_event(&mut stream, std::time::Duration::from_secs(10))
+        .await
+        .expect("acknowledged");
+    assert!(
+        first.contains("notifications/subscriptions/acknowledged")
+            && first.contains(r#""toolsListChanged":true"#),
+        "{first}"
+    );
+    stream
+}
+
+/// The next event of an SSE stream within `within`, if any.
+async fn next_event(stream: &mut reqwest::Response, within: std::time::Duration) -> Option<String> {
+    let chunk = tokio::time::timeout(within, stream.chunk()).await.ok()?;
+    let bytes = chunk
+        .expect("the stream reads")
+        .expect("the stream is open");
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// P-22, issue 43: the server declares `tools.listChanged`, and a 2026-07-28 client that
+/// listens for tool list changes hears of each reload that adds or removes a preset, and of
+/// none that leaves the presets as they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p22_a_reload_that_changes_the_presets_is_announced() {
+    let test = async {
+        let f = start(&[], Some(operator()), true).await;
+        let declared = f.client.peer_info().and_then(|info| {
+            info.capabilities
+                .tools
+                .as_ref()
+                .and_then(|t| t.list_changed)
+        });
+        assert_eq!(declared, Some(true), "tools.listChanged is declared");
+        let mut changes = listen_for_tool_changes(&f.url).await;
+        let reload = || async {
+            let reloaded = f
+                .client
+                .call_tool(call("reload_plugins", json!({})))
+                .await
+                .unwrap();
+            assert_ne!(reloaded.is_error, Some(true), "{:?}", texts(&reloaded));
+        };
+        let changed = r#""method":"notifications/tools/list_changed""#;
+        // A reload that changes nothing is not announced.
+        reload().await;
+        let heard = next_event(&mut changes, std::time::Duration::from_millis(500)).await;
+        assert_eq!(heard, None, "no change, no notification");
+        // A preset appears: announced.
+        std::fs::write(
+            f.plugins.path().join("presets.py"),
+            "TOOL_PRESETS = {\"rust_search\": {\"tool\": \"search\", \"description\": \
+             \"Search Rust code.\", \"arguments\": {\"lang\": \"rust\"}}}\n",
+        )
+        .unwrap();
+        reload().await;
+        let heard = next_event(&mut changes, std::time::Duration::from_secs(10)).await;
+        assert!(
+            heard.as_deref().is_some_and(|e| e.contains(changed)),
+            "{heard:?}"
+        );
+        // And goes: announced again.
+        std::fs::remove_file(f.plugins.path().join("presets.py")).unwrap();
+        reload().await;
+        let heard = next_event(&mut changes, std::time::Duration::from_secs(10)).await;
+        assert!(
+            heard.as_deref().is_some_and(|e| e.contains(changed)),
+            "{heard:?}"
+        );
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(120), test)
+        .await
+        .expect("the test finished within 120 s");
 }

@@ -261,6 +261,9 @@ struct Inner {
     highlights: ::highlight::Cache,
     /// Definition links of names, per (repository, indexed commit).
     definition_links: highlight::LinkCache,
+    /// The current epoch's `TOOL_PRESETS`, as JSON text: changed by a reload that changes
+    /// them, so the MCP face can announce `notifications/tools/list_changed` (P-22).
+    tool_list: tokio::sync::watch::Sender<String>,
 }
 
 /// The access store (users, tokens, grants) on the metadata `store`'s registry uses: the
@@ -287,6 +290,9 @@ impl Service {
         server_plugins: PluginHost,
     ) -> Self {
         let access = open_access(&store).map(Arc::new).map_err(|e| e.to_string());
+        let (tool_list, _) = tokio::sync::watch::channel(serverplugins::presets_text(
+            &server_plugins,
+        ));
         Self {
             inner: Arc::new(Inner {
                 access,
@@ -311,6 +317,7 @@ impl Service {
                 overlays: Default::default(),
                 highlights: highlight::new_cache(),
                 definition_links: Default::default(),
+                tool_list,
             }),
         }
     }

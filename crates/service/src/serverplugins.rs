@@ -129,6 +129,15 @@ impl Service {
         let reloaded = tokio::task::spawn_blocking(move || host.reload())
             .await
             .map_err(|_| ServiceError::internal("the plugin reload stopped; see the server log"))?;
+        // Whatever came of it, the current epoch's presets are the tool list now.
+        let presets = presets_text(&self.inner.server_plugins);
+        self.inner.tool_list.send_if_modified(|shown| {
+            let changed = *shown != presets;
+            if changed {
+                *shown = presets;
+            }
+            changed
+        });
         match reloaded {
             // The status of the epoch this reload made: reading the host's status now would
             // show a reload that came after it (eight at once answered [2,3,4,5,6,7,9,9]).
@@ -138,6 +147,13 @@ impl Service {
             }
             Err(error) => Err(ServiceError::invalid(error.to_string())),
         }
+    }
+
+    /// Changes of the tool list (the current epoch's `TOOL_PRESETS`, P-22): marked changed
+    /// by each reload that changes them, in this process or announced by another replica.
+    /// What the MCP face's `notifications/tools/list_changed` follow.
+    pub fn tool_list_changes(&self) -> tokio::sync::watch::Receiver<String> {
+        self.inner.tool_list.subscribe()
     }
 
     /// The `TOOL_PRESETS` of the current epoch, by name (P-22).
@@ -448,4 +464,12 @@ impl Service {
             })
             .unwrap_or_default()
     }
+}
+
+/// The `TOOL_PRESETS` of `host`'s current epoch as JSON text (empty without one): what
+/// tells one tool list from another.
+pub(crate) fn presets_text(host: &PluginHost) -> String {
+    host.current()
+        .map(|epoch| serde_json::to_string(&epoch.tables().tool_presets).unwrap_or_default())
+        .unwrap_or_default()
 }
