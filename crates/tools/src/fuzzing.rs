@@ -13,6 +13,22 @@ fn limits() -> &'static Limits {
     LIMITS.get_or_init(|| Limits::new(&service::ServiceConfig::default()))
 }
 
+/// The input schema of `tool`, made once per tool (schemars is slow beside the parse).
+fn schema(tool: &dyn crate::ToolDef) -> &'static Arguments {
+    static SCHEMAS: OnceLock<Vec<Arguments>> = OnceLock::new();
+    let schemas = SCHEMAS.get_or_init(|| {
+        TOOLS
+            .iter()
+            .map(|tool| tool.input_schema(limits()))
+            .collect()
+    });
+    let index = TOOLS
+        .iter()
+        .position(|t| t.name() == tool.name())
+        .unwrap_or_default();
+    &schemas[index]
+}
+
 /// Target `tool_args`: a tool call's arguments as every face takes them (M-3, R-6): the
 /// first line names the tool (or is a number choosing one of [`TOOLS`]); the rest is its
 /// arguments as a JSON object (MCP, POST) and as a query string typed by the tool's schema
@@ -32,7 +48,7 @@ pub fn tool_arguments(data: &[u8]) {
             None => return,
         },
     };
-    let schema = tool.input_schema(limits());
+    let schema = schema(tool);
     let properties = schema.get("properties").and_then(Value::as_object);
     let named = |arguments: &Arguments| {
         arguments
@@ -59,7 +75,7 @@ pub fn tool_arguments(data: &[u8]) {
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
             (name.to_owned(), value.to_owned())
         });
-    if let Ok(arguments) = arguments_from_pairs(&schema, pairs) {
+    if let Ok(arguments) = arguments_from_pairs(schema, pairs) {
         let all_named = named(&arguments);
         let parsed = tool.parse_arguments(arguments);
         assert!(all_named || parsed.is_err());
