@@ -370,7 +370,7 @@ def on_source_file(file):
 
 
 # =============================================================================================
-# BEGIN host isolation (maintained with crates/pyplugin/src/interp.rs; not generated)
+# BEGIN host isolation (maintained with crates/pyplugin/src/interp/guard.rs; not generated)
 #
 # A plugin runs inside the server process. The host does not sandbox it; it makes sure that
 # what a plugin does by mistake costs that plugin, not the server. What it does, and what it
