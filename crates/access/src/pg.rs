@@ -665,6 +665,42 @@ mod tests {
         });
     }
 
+    /// A-1, issue 43: signing in on the website with a token another replica made a moment
+    /// ago (this replica's view does not know it yet) works: the token is looked up in the
+    /// database, within the visitor's budget, as a bearer token is.
+    #[test]
+    fn a_session_starts_with_a_token_another_replica_just_made() {
+        within(Duration::from_secs(60), || {
+            let url = metadb::testing::shared().create_database();
+            let db = metadb::Database::connect(&url, metadb::Options::default()).expect("connect");
+            let store = AccessStore::open_postgres(db).expect("open");
+            store.add_user("alice", false).expect("user");
+            let secret = format!("csg_{}", "cd".repeat(32));
+            let mut elsewhere =
+                Client::connect(&url, NoTls).expect("a connection of the test's own");
+            elsewhere
+                .execute(
+                    "INSERT INTO tokens (user_name, name, hash, created) VALUES ('alice', 'new', $1, 0)",
+                    &[&crate::token::hash(&secret).to_vec()],
+                )
+                .expect("a token row written elsewhere, unannounced");
+            assert_eq!(
+                store.authenticate(&secret).map(|p| p.user),
+                Err(Error::InvalidToken),
+                "the view does not know it yet"
+            );
+            let visitor: std::net::IpAddr = "192.0.2.3".parse().expect("an address");
+            let session = store
+                .start_session_from(&secret, Some(visitor))
+                .expect("signed in with the new token");
+            assert_eq!(session.principal.user, "alice");
+            assert_eq!(
+                store.session(&session.id, Some(visitor)).map(|p| p.user),
+                Ok("alice".to_owned())
+            );
+        });
+    }
+
     /// A writer elsewhere holding every access table locked (a migration, an operator's
     /// `LOCK TABLE`): token, grant and known-session checks answer from the view at once; a
     /// check that must ask the database (an unknown session) and a write give up within the

@@ -305,7 +305,23 @@ impl AccessStore {
     /// [`SESSION_IDLE`] are dropped on the way, and so are the oldest of the token's sessions
     /// beyond a hundred.
     pub fn start_session(&self, token: &str) -> Result<NewSession, Error> {
-        let principal = self.authenticate(token)?;
+        self.start_session_from(token, None)
+    }
+
+    /// [`AccessStore::start_session`] for a visitor at `client`: a token the view does not
+    /// know yet (another replica made it a moment ago) is looked up in the database within
+    /// `client`'s budget of such look-ups, as a bearer token is
+    /// ([`AccessStore::authenticate_in_database`]); a spent budget is
+    /// [`Error::UnknownNow`], not a wrong token.
+    pub fn start_session_from(
+        &self,
+        token: &str,
+        client: Option<IpAddr>,
+    ) -> Result<NewSession, Error> {
+        let principal = match self.authenticate(token) {
+            Err(Error::InvalidToken) => self.authenticate_in_database(token, client)?,
+            known => known?,
+        };
         let id = token::generate_session_id()
             .map_err(crate::backend::storage("drawing a random session id"))?;
         let hash = token::hash(&id);

@@ -250,7 +250,7 @@ impl Access {
             return Err(SignInRefusal::Unavailable(NO_SESSIONS.to_owned()));
         };
         let token = token.trim().to_owned();
-        match on_store(store, move |store| store.start_session(&token)).await {
+        match on_store(store, move |store| store.start_session_from(&token, client)).await {
             Ok(session) => {
                 COUNTERS.authenticated.fetch_add(1, Ordering::Relaxed);
                 let csrf = csrf_of(&session.id);
