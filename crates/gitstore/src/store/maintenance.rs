@@ -30,10 +30,8 @@
 //!   not know of them) but keep their commits here by leased refs, as before.
 
 use super::shared::{self, FileLock};
-use super::{
-    Branches, Heads, Inner, LEASED_REFS, PINNED_REFS, RepoState, SEEN_REFS, View, is_commit, lock,
-    read_refs,
-};
+use super::views::{is_commit, read_refs};
+use super::{Branches, Heads, Inner, LEASED_REFS, PINNED_REFS, RepoState, SEEN_REFS, View, lock};
 use crate::db::{SyncFence, SyncLease, SyncRecord, storage};
 use crate::error::ONLY_COPY;
 use crate::gitcli::{self, FETCH_TIMEOUT, GC_TIMEOUT, GitFailure, LOCAL_TIMEOUT, ProgressObserver};

@@ -1,3 +1,7 @@
+//! Registrations: adding a name (its source checked; the same registration again answers the
+//! existing one), removing one (its mirror moved to the trash, emptied by a later sweep once no
+//! process holds a lease record on it), and what the registry says of a name.
+//!
 //! A registration made by an admin command in cluster mode (`csg --database URL repo add`):
 //! the command's process is no replica that owns the repository, so it clones nothing. It
 //! checks the source first ([`check_source`]: a typo fails at once and nothing is recorded),
@@ -5,10 +9,15 @@
 //! repository's heads ([`Inner::wait_recorded`]). With SQLite nothing here runs: the
 //! command's own data directory is the server's, and it syncs there as it always did.
 
-use super::Inner;
+use super::{Inner, RepoState, lock, shared};
+use crate::db::storage;
 use crate::gitcli::{self, CHECK_TIMEOUT, GitFailure};
-use crate::{CommitId, Error, Registration, RepoName};
-use std::path::Path;
+use crate::objects::to_commit_id;
+use crate::revision;
+use crate::{CommitId, Error, Registration, RepoInfo, RepoName, RepoPath};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// How often a wait looks at the registration again: a cached row, re-read from the
@@ -205,6 +214,192 @@ fn describe(source: &str, failure: &GitFailure) -> String {
     }
     let secrets: Vec<(&str, &str)> = secrets.iter().map(|(s, p)| (s.as_str(), *p)).collect();
     gitcli::describe(failure, &secrets)
+}
+
+impl Inner {
+    pub(crate) fn register(&self, reg: Registration) -> Result<RepoInfo, Error> {
+        validate_source(&reg.source)?;
+        if let Some(branch) = &reg.branch {
+            revision::validate_branch(branch)?;
+        }
+        // Held across the check and the insert so two registrations cannot race (across
+        // processes the primary key decides: the loser's insert fails and it answers from
+        // the row that won). Readers never take it: they keep the published snapshot.
+        let _writes = lock(&self.writes);
+        if let Some(row) = self.db.repo(&reg.name)? {
+            return same_registration(&row, &reg);
+        }
+        let incarnation = match self.db.insert_repo(&reg) {
+            Ok(incarnation) => incarnation,
+            // Another process registered the name between our check and our insert.
+            Err(e) => {
+                return match self.db.repo(&reg.name)? {
+                    Some(row) => same_registration(&row, &reg),
+                    None => Err(e),
+                };
+            }
+        };
+        let state = Arc::new(self.new_state(
+            incarnation,
+            reg.name.clone(),
+            reg.source.clone(),
+            reg.registered_path.clone(),
+            reg.branch.clone(),
+            reg.private.unwrap_or(false),
+        ));
+        self.publish_registry(incarnation, |repos| {
+            repos.insert(reg.name.clone(), Arc::clone(&state));
+        });
+        self.repo(&reg.name)
+    }
+
+    /// Removes the registration and moves its mirror to the trash, under the mirror lock
+    /// (a sync or gc of any process finishes first). The trash entry is deleted by a later
+    /// sweep once no live process holds a lease record on this registration: a server
+    /// reading it meanwhile sees the repository as unknown on its next call.
+    pub(crate) fn unregister(&self, name: &RepoName) -> Result<(), Error> {
+        let state = self.state_fresh(name)?;
+        let _maintenance = lock(&state.maintenance);
+        let _mirror = shared::lock_exclusive(&state.mirror_lock)?;
+        {
+            let _writes = lock(&self.writes);
+            let removed = self.db.delete_repo(name, state.id)?;
+            self.publish_registry(removed.unwrap_or(0), |repos| {
+                if repos.get(name).is_some_and(|s| s.id == state.id) {
+                    repos.remove(name);
+                }
+            });
+            state.set_view(None);
+            if removed.is_none() {
+                // Another process removed (or replaced) it meanwhile.
+                return Err(Error::UnknownRepo(name.clone()));
+            }
+        }
+        self.trash_mirror(&state)
+    }
+
+    fn trash_dir(&self) -> PathBuf {
+        self.config.data_dir.join("trash")
+    }
+
+    /// Renames a removed registration's mirror into the trash (atomic: no half-deleted
+    /// mirror is ever left where a mirror is expected).
+    pub(super) fn trash_mirror(&self, state: &RepoState) -> Result<(), Error> {
+        if !state.mirror.exists() {
+            return Ok(());
+        }
+        let trash = self.trash_dir();
+        std::fs::create_dir_all(&trash).map_err(storage("creating the trash directory"))?;
+        let base = format!("{}-{}", state.id, state.name.as_str().replace('/', "-"));
+        let mut target = trash.join(format!("{base}.git"));
+        let mut n = 1;
+        while target.exists() {
+            target = trash.join(format!("{base}.{n}.git"));
+            n += 1;
+        }
+        std::fs::rename(&state.mirror, &target).map_err(storage("removing the mirror"))
+    }
+
+    /// Deletes trash entries no live process holds a lease record on.
+    pub(super) fn empty_trash(&self) -> Result<(), Error> {
+        let entries = match std::fs::read_dir(self.trash_dir()) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(storage("reading the trash directory")(e)),
+        };
+        let leases_root = self.leases_root();
+        for entry in entries {
+            let entry = entry.map_err(storage("reading the trash directory"))?;
+            let name = entry.file_name();
+            let Some(incarnation) = name.to_str().and_then(shared::trash_incarnation) else {
+                continue;
+            };
+            if shared::live_leases(&leases_root, incarnation)?.is_empty() {
+                std::fs::remove_dir_all(entry.path()).map_err(storage("emptying the trash"))?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn leases_root(&self) -> PathBuf {
+        self.config.data_dir.join("leases")
+    }
+
+    pub(crate) fn repos(&self) -> Result<Vec<RepoInfo>, Error> {
+        Ok(self.db.all_repos()?.iter().map(|r| r.info()).collect())
+    }
+
+    /// The registered path of `name` as this store knows it now (after the per-call
+    /// registry check), without a metadata query.
+    pub(crate) fn is_private(&self, name: &RepoName) -> Result<bool, Error> {
+        Ok(self.state(name)?.private.load(Ordering::SeqCst))
+    }
+
+    pub(crate) fn set_private(&self, name: &RepoName, private: bool) -> Result<(), Error> {
+        let state = self.state(name)?;
+        if !self.db.set_private(name, private)? {
+            return Err(Error::UnknownRepo(name.clone()));
+        }
+        state.private.store(private, Ordering::SeqCst);
+        Ok(())
+    }
+
+    pub(crate) fn registered_path(&self, name: &RepoName) -> Result<RepoPath, Error> {
+        Ok(self.state(name)?.registered_path.clone())
+    }
+
+    pub(crate) fn repo(&self, name: &RepoName) -> Result<RepoInfo, Error> {
+        self.db
+            .repo(name)?
+            .map(|r| r.info())
+            .ok_or_else(|| Error::UnknownRepo(name.clone()))
+    }
+
+    /// Every tracked branch head as of the last good sync, by branch name.
+    pub(crate) fn branch_heads(&self, name: &RepoName) -> Result<Vec<(String, CommitId)>, Error> {
+        let (_, view) = self.synced(name)?;
+        view.branches
+            .iter()
+            .map(|(branch, id)| Ok((branch.clone(), to_commit_id(id)?)))
+            .collect()
+    }
+}
+
+/// A `source` we are willing to hand to git as its repository argument.
+fn validate_source(source: &str) -> Result<(), Error> {
+    // No dedicated variant exists for a bad source; the message names it as the source.
+    let bad = |reason: &str| Error::InvalidName {
+        name: shown_source(source),
+        reason: format!("not a usable source ({reason})"),
+    };
+    if source.trim().is_empty() {
+        return Err(bad("it is empty"));
+    }
+    if source.len() > 4096 {
+        return Err(bad("it is longer than 4096 bytes"));
+    }
+    if source.chars().any(char::is_control) {
+        return Err(bad("it contains a control character"));
+    }
+    if source.starts_with('-') {
+        return Err(bad("it starts with `-`"));
+    }
+    Ok(())
+}
+
+/// Registering a name that is registered already: the same source and path is the existing
+/// registration (unless the visibility asked for differs), anything else is taken.
+fn same_registration(row: &crate::db::RepoRow, reg: &Registration) -> Result<RepoInfo, Error> {
+    if row.source != reg.source || row.registered_path != reg.registered_path {
+        return Err(Error::NameTaken(reg.name.clone()));
+    }
+    match reg.private {
+        Some(private) if private != row.private => Err(Error::VisibilityDiffers {
+            name: reg.name.clone(),
+            private: row.private,
+        }),
+        _ => Ok(row.info()),
+    }
 }
 
 impl Inner {
