@@ -18,6 +18,23 @@ pub struct Replica {
     routing: httpserver::ClusterRouting,
 }
 
+/// The cluster's TLS of `settings` (O-10), its files read and checked; `None` when none of
+/// `--cluster-tls-cert`, `--cluster-tls-key`, `--cluster-ca` or `--cluster-mtls` is given.
+fn cluster_tls(settings: &Settings) -> Result<Option<httpserver::ClusterTls>> {
+    let files = httpserver::ClusterTlsFiles {
+        cert: settings.cluster_tls_cert.clone(),
+        key: settings.cluster_tls_key.clone(),
+        ca: settings.cluster_ca.clone(),
+        mutual: settings.cluster_mtls,
+    };
+    if files.cert.is_none() && files.key.is_none() && files.ca.is_none() && !files.mutual {
+        return Ok(None);
+    }
+    httpserver::ClusterTls::load(&files)
+        .map(Some)
+        .map_err(|error| anyhow::anyhow!("cannot set up TLS between the replicas: {error}"))
+}
+
 /// The change topic on which a replica announces a server-plugin reload to the others.
 const PLUGINS_TOPIC: &str = "plugins";
 
@@ -112,6 +129,8 @@ impl Replica {
         service.set_cursor_secret(secret.expose().as_bytes());
         let node_url = cluster::NodeUrl::parse(&node_url)
             .map_err(|error| anyhow::anyhow!("invalid --node-url (CSG_NODE_URL): {error}"))?;
+        // Read before joining: a bad certificate stops the start before the others route here.
+        let tls = cluster_tls(settings)?;
         let config = cluster::ClusterConfig::new(node_url.clone());
         // The heartbeat gets a connection of its own: behind the stores' slow calls it could
         // miss its lease, and the others would take this replica for dead.
@@ -155,6 +174,7 @@ impl Replica {
         let routing = httpserver::ClusterRouting {
             secret: secret.expose().to_owned(),
             attempt_timeout: FORWARD_ATTEMPT_TIMEOUT,
+            tls,
         };
         let peers =
             httpserver::PeerClient::new(&routing).map_err(|error| anyhow::anyhow!("{error}"))?;
@@ -175,6 +195,14 @@ impl Replica {
             membership,
             routing,
         }))
+    }
+
+    /// What the listener serves HTTPS with (`--cluster-tls-cert`); `None`: plain HTTP.
+    pub fn server_tls(&self) -> Option<httpserver::ServerTls> {
+        self.routing
+            .tls
+            .as_ref()
+            .and_then(httpserver::ClusterTls::server)
     }
 
     /// `app` with calls for other replicas' repositories forwarded: the layer inside the

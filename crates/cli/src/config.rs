@@ -109,18 +109,32 @@ pub fn resolve(matches: &ArgMatches, env: &dyn Fn(&str) -> Option<OsString>) -> 
 const MIN_CLUSTER_SECRET_CHARS: usize = 32;
 
 /// Cluster mode's settings go together: `serve` with `--database` needs the URL the other
-/// replicas reach it at and the secret they share; without `--database` neither means
-/// anything, and a stray one is most likely a deployment mistake worth stopping for.
-/// Called at start, after [`resolve`] (which checks each setting alone).
+/// replicas reach it at and the secret they share, and a replica that serves HTTPS
+/// (`--cluster-tls-cert`) is reached at an `https://` node URL and only then; without
+/// `--database` none of them means anything, and a stray one is most likely a deployment
+/// mistake worth stopping for. Called at start, after [`resolve`] (which checks each setting
+/// alone); the TLS files themselves are read when the replica joins.
 pub fn check_cluster(settings: &Settings, subcommand: Option<&str>) -> Result<()> {
     if subcommand != Some("serve") {
         return Ok(());
     }
+    let tls = settings.cluster_tls_cert.is_some()
+        || settings.cluster_tls_key.is_some()
+        || settings.cluster_ca.is_some()
+        || settings.cluster_mtls;
     if settings.database.is_none() {
         if settings.node_url.is_some() || settings.cluster_secret.is_some() {
             anyhow::bail!(
                 "--node-url and --cluster-secret (CSG_NODE_URL, CSG_CLUSTER_SECRET) apply only \
                  in cluster mode; pass --database (CSG_DATABASE_URL) too, or drop them"
+            );
+        }
+        if tls {
+            anyhow::bail!(
+                "--cluster-tls-cert, --cluster-tls-key, --cluster-ca and --cluster-mtls \
+                 (CSG_CLUSTER_TLS_CERT, …) apply only in cluster mode, between replicas; pass \
+                 --database (CSG_DATABASE_URL) too, or drop them (HTTPS for clients is the \
+                 balancer's job)"
             );
         }
         return Ok(());
@@ -142,7 +156,23 @@ pub fn check_cluster(settings: &Settings, subcommand: Option<&str>) -> Result<()
                  characters (e.g. `openssl rand -hex 32`)"
             )
         }
-        Some(_) => Ok(()),
+        Some(_) => {}
+    }
+    let https = settings
+        .node_url
+        .as_deref()
+        .is_some_and(|url| url.trim().to_ascii_lowercase().starts_with("https://"));
+    match (settings.cluster_tls_cert.is_some(), https) {
+        (true, false) => anyhow::bail!(
+            "with --cluster-tls-cert this replica serves HTTPS only: its --node-url \
+             (CSG_NODE_URL) must start with https://, such as https://csg-1.example.internal:7878"
+        ),
+        (false, true) => anyhow::bail!(
+            "--node-url (CSG_NODE_URL) starts with https://, but this replica has no \
+             --cluster-tls-cert to serve HTTPS with; give it --cluster-tls-cert, \
+             --cluster-tls-key and --cluster-ca, or use an http:// node URL"
+        ),
+        _ => Ok(()),
     }
 }
 
@@ -235,7 +265,7 @@ pub fn default_data_dir() -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::setting::{DEFAULT_LISTEN, Field};
+    use crate::setting::{DEFAULT_LISTEN, DefaultValue, Field};
     use std::collections::HashMap;
     use std::time::Duration;
 
@@ -270,7 +300,11 @@ mod tests {
             Field::Secret(_) => "\"postgres://u:p@sample.example/db\"".to_owned(),
             Field::Listen(_) => "\"127.0.0.1:1\"".to_owned(),
             Field::Choice(choices, _) => format!("\"{}\"", choices[choices.len() - 1]),
-            Field::Bool(_) => "false".to_owned(),
+            // Never the default.
+            Field::Bool(_) => match def.default {
+                DefaultValue::Value(value) if value() == "false" => "true".to_owned(),
+                _ => "false".to_owned(),
+            },
             // Odd: never a default (twice the cores included), and in every range.
             Field::Count { .. } | Field::Size { .. } => "3".to_owned(),
             Field::Duration { .. } => "\"7s\"".to_owned(),
@@ -577,6 +611,35 @@ mod tests {
         let stray = [("CSG_NODE_URL", "http://10.0.0.5:7878")];
         let error = resolve_with(&["serve"], &stray).unwrap_err().to_string();
         assert!(error.contains("apply only in cluster mode"), "{error}");
+        let stray = [("CSG_CLUSTER_CA", "/etc/csg/ca.pem")];
+        let error = resolve_with(&["serve"], &stray).unwrap_err().to_string();
+        assert!(error.contains("apply only in cluster mode"), "{error}");
+        // O-10: a replica that serves HTTPS is reached at an https:// node URL, and only then.
+        let tls = [
+            ("CSG_DATABASE_URL", url),
+            ("CSG_CLUSTER_SECRET", secret.as_str()),
+            ("CSG_CLUSTER_TLS_CERT", "/etc/csg/replica.pem"),
+            ("CSG_CLUSTER_TLS_KEY", "/etc/csg/replica.key"),
+            ("CSG_CLUSTER_CA", "/etc/csg/ca.pem"),
+            ("CSG_CLUSTER_MTLS", "true"),
+        ];
+        let plain_node = [&tls[..], &[("CSG_NODE_URL", "http://10.0.0.5:7878")]].concat();
+        let error = resolve_with(&["serve"], &plain_node)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("must start with https://"), "{error}");
+        let node = [&tls[..], &[("CSG_NODE_URL", "https://10.0.0.5:7878")]].concat();
+        let settings = resolve_with(&["serve"], &node).unwrap();
+        assert!(settings.cluster_mtls);
+        let https_only = [
+            ("CSG_DATABASE_URL", url),
+            ("CSG_CLUSTER_SECRET", secret.as_str()),
+            ("CSG_NODE_URL", "https://10.0.0.5:7878"),
+        ];
+        let error = resolve_with(&["serve"], &https_only)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("no --cluster-tls-cert"), "{error}");
     }
 
     /// O-3: every setting's defaults are the libraries' own.
@@ -609,6 +672,10 @@ mod tests {
             database: None,
             node_url: None,
             cluster_secret: None,
+            cluster_tls_cert: None,
+            cluster_tls_key: None,
+            cluster_ca: None,
+            cluster_mtls: false,
             trusted_proxies: None,
         };
         assert_eq!(settings, expected);

@@ -422,15 +422,21 @@ async fn serve(
         .local_addr()
         .context("cannot read the bound address")?;
     let public_url = settings.public_url.clone();
-    let site = repos::site_origin(bound, public_url.as_deref())?;
+    // O-10: a replica with --cluster-tls-cert serves HTTPS only; without a public URL its own
+    // origins are https://.
+    let https = |origin: String| match replica.as_ref().and_then(clustered::Replica::server_tls) {
+        Some(_) if public_url.is_none() => origin.replacen("http://", "https://", 1),
+        _ => origin,
+    };
+    let site = https(repos::site_origin(bound, public_url.as_deref())?);
     let hosts = settings
         .allowed_hosts
         .clone()
         .unwrap_or_else(|| repos::default_allowed_hosts(bound, public_url.as_deref()));
-    let origins = settings
-        .allowed_origins
-        .clone()
-        .unwrap_or_else(|| repos::default_allowed_origins(bound, public_url.as_deref()));
+    let origins = settings.allowed_origins.clone().unwrap_or_else(|| {
+        let origins = repos::default_allowed_origins(bound, public_url.as_deref());
+        origins.into_iter().map(https).collect()
+    });
 
     let readiness = httpserver::Readiness::default();
     // MCP sessions end when the signal arrives.
@@ -494,6 +500,8 @@ async fn serve(
     let stop_accepting = signal.clone();
     let options = httpserver::ServeOptions {
         trusted_proxies,
+        // O-10: a replica with --cluster-tls-cert serves HTTPS only.
+        tls: replica.as_ref().and_then(clustered::Replica::server_tls),
         ..httpserver::ServeOptions::default()
     };
     let mut server = std::pin::pin!(httpserver::serve_with(

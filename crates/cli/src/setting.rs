@@ -475,6 +475,14 @@ pub struct Settings {
     pub node_url: Option<String>,
     /// `--cluster-secret`: authenticates replica-to-replica calls (cluster mode).
     pub cluster_secret: Option<SecretText>,
+    /// `--cluster-tls-cert`: this replica serves HTTPS with it (O-10).
+    pub cluster_tls_cert: Option<PathBuf>,
+    /// `--cluster-tls-key`: the private key of `--cluster-tls-cert`.
+    pub cluster_tls_key: Option<PathBuf>,
+    /// `--cluster-ca`: the CA the replicas verify each other with.
+    pub cluster_ca: Option<PathBuf>,
+    /// `--cluster-mtls`: replicas present their certificates to each other.
+    pub cluster_mtls: bool,
     /// `--trusted-proxy`: the proxies whose forwarded client addresses are believed.
     pub trusted_proxies: Option<Vec<String>>,
 }
@@ -507,6 +515,10 @@ impl Settings {
         database: None,
         node_url: None,
         cluster_secret: None,
+        cluster_tls_cert: None,
+        cluster_tls_key: None,
+        cluster_ca: None,
+        cluster_mtls: false,
         trusted_proxies: None,
     };
 }

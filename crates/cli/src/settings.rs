@@ -348,7 +348,7 @@ pub const SETTINGS: &[Def] = &[
         field: Field::Text(|s| &mut s.node_url),
         default: DefaultValue::Derived("none; required with `--database`"),
         help: "Cluster mode: the URL the other replicas reach this one at \
-               (`http://10.0.0.5:7878`).",
+               (`http://10.0.0.5:7878`; `https://…` with `--cluster-tls-cert`).",
     },
     Def {
         key: "cluster_secret",
@@ -362,6 +362,59 @@ pub const SETTINGS: &[Def] = &[
         help: "Cluster mode: the secret every replica shares (at least 32 characters) to \
                authenticate replica-to-replica calls. Prefer the variable or the file: a flag \
                shows in the process list.",
+    },
+    Def {
+        key: "cluster_tls_cert",
+        flag: "cluster-tls-cert",
+        env: "CSG_CLUSTER_TLS_CERT",
+        in_file: true,
+        scope: Scope::Serve,
+        value_name: "FILE",
+        field: Field::Path(|s| &mut s.cluster_tls_cert),
+        default: DefaultValue::Derived("none: plain HTTP"),
+        help: "Cluster mode: this replica's certificate chain (PEM, issued by `--cluster-ca` for \
+               the host of its `--node-url`, which then starts with `https://`). The listener \
+               then serves HTTPS only, to replicas, the balancer and probes alike. Needs \
+               `--cluster-tls-key` and `--cluster-ca`.",
+    },
+    Def {
+        key: "cluster_tls_key",
+        flag: "cluster-tls-key",
+        env: "CSG_CLUSTER_TLS_KEY",
+        in_file: true,
+        scope: Scope::Serve,
+        value_name: "FILE",
+        field: Field::Path(|s| &mut s.cluster_tls_key),
+        default: DefaultValue::Derived("none"),
+        help: "Cluster mode: the private key of `--cluster-tls-cert` (PEM, unencrypted).",
+    },
+    Def {
+        key: "cluster_ca",
+        flag: "cluster-ca",
+        env: "CSG_CLUSTER_CA",
+        in_file: true,
+        scope: Scope::Serve,
+        value_name: "FILE",
+        field: Field::Path(|s| &mut s.cluster_ca),
+        default: DefaultValue::Derived("none: `https://` node URLs cannot be called"),
+        help: "Cluster mode: the CA certificates (PEM) the replicas' certificates chain to; a \
+               replica verifies every `https://` node URL it calls with them, host name \
+               included.",
+    },
+    Def {
+        key: "cluster_mtls",
+        flag: "cluster-mtls",
+        env: "CSG_CLUSTER_MTLS",
+        in_file: true,
+        scope: Scope::Serve,
+        value_name: "BOOL",
+        field: Field::Bool(|s| &mut s.cluster_mtls),
+        default: DefaultValue::Value(|| "false".into()),
+        help: "Cluster mode, with `--cluster-tls-cert`: replicas present their certificates to \
+               each other, and a replica takes the cluster's own routes and forwarded calls \
+               only over a connection whose client certificate chains to `--cluster-ca`, in \
+               addition to the cluster secret (which stays required). Clients without a \
+               certificate are served as before.",
     },
     Def {
         key: "trusted_proxies",

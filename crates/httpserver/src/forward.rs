@@ -25,6 +25,7 @@
 //! search over every repository, probes) is answered here.
 
 use crate::replica::{FORWARDED_HEADER, Forwarded, REPLICA_HEADER, deadline_of, refuse};
+use crate::replica_client::{Answer, ReplicaClient};
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::middleware::Next;
@@ -86,12 +87,16 @@ pub struct ClusterRouting {
     pub secret: String,
     /// How long one owner gets to answer before the next is tried.
     pub attempt_timeout: Duration,
+    /// The cluster's TLS (O-10): the CA `https://` node URLs are verified with, this
+    /// replica's certificate for mutual TLS, and whether the replica gate asks for one.
+    /// `None`: replicas call each other over plain HTTP.
+    pub tls: Option<crate::ClusterTls>,
 }
 
 struct Forwarder {
     service: Service,
     secret: HeaderValue,
-    client: reqwest::Client,
+    client: ReplicaClient,
     attempt_timeout: Duration,
 }
 
@@ -105,7 +110,7 @@ pub fn with_cluster_routing(
 ) -> Result<axum::Router, String> {
     let secret = HeaderValue::from_str(&routing.secret)
         .map_err(|_| "the cluster secret must be printable ASCII".to_owned())?;
-    let client = replica_client()?;
+    let client = ReplicaClient::new(routing.tls.as_ref())?;
     let state = Arc::new(Forwarder {
         service,
         secret,
@@ -113,18 +118,6 @@ pub fn with_cluster_routing(
         attempt_timeout: routing.attempt_timeout,
     });
     Ok(app.layer(axum::middleware::from_fn_with_state(state, route)))
-}
-
-/// The HTTP client of replica-to-replica calls (forwarded calls, search parts): kept-alive
-/// connections, a short connect timeout (a dead replica is passed over at once), no
-/// redirects.
-pub(crate) fn replica_client() -> Result<reqwest::Client, String> {
-    reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(1))
-        .pool_idle_timeout(Duration::from_secs(60))
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(|error| format!("cannot build the replica-to-replica HTTP client: {error}"))
 }
 
 async fn route(State(state): State<Arc<Forwarder>>, request: Request, next: Next) -> Response {
@@ -325,14 +318,10 @@ impl Forwarder {
             }
             let attempt = self
                 .client
-                .request(parts.method.clone(), &url)
-                .headers(headers)
-                .timeout(timeout)
-                .body(body.clone())
-                .send()
+                .send(parts.method.clone(), &url, headers, body.clone(), timeout)
                 .await;
             match attempt {
-                Ok(answer) if !retryable(answer.status()) => {
+                Ok(answer) if !retryable(answer.status) => {
                     COUNTERS.forwarded.fetch_add(1, Ordering::Relaxed);
                     return Tried::Answered(relay(answer).await.unwrap_or_else(|| {
                         refuse(ErrorKind::Unavailable, "the owner's answer was cut off")
@@ -340,18 +329,18 @@ impl Forwarder {
                 }
                 Ok(answer) => {
                     COUNTERS.failovers.fetch_add(1, Ordering::Relaxed);
-                    if answer.headers().contains_key(&NOT_INDEXED_HEADER) {
+                    if answer.headers.contains_key(&NOT_INDEXED_HEADER) {
                         not_indexed.push(owner.clone());
                     }
-                    tracing::info!(%repo, %owner, status = %answer.status(), "owner could not answer; trying the next");
-                    if !answer.headers().contains_key(&ROUTING_REFUSAL_HEADER) {
+                    tracing::info!(%repo, %owner, status = %answer.status, "owner could not answer; trying the next");
+                    if !answer.headers.contains_key(&ROUTING_REFUSAL_HEADER) {
                         last_own = relay(answer).await.or(last_own);
                     }
                 }
                 Err(error) => {
                     COUNTERS.failovers.fetch_add(1, Ordering::Relaxed);
-                    // Without the URL: its query string is the caller's.
-                    let error = error.without_url();
+                    // The error never names the URL: its query string is the caller's. A TLS
+                    // failure (a certificate not from the cluster CA) says so here.
                     tracing::info!(%repo, %owner, %error, "owner unreachable; trying the next");
                 }
             }
@@ -369,20 +358,20 @@ impl Forwarder {
     }
 }
 
-fn retryable(status: reqwest::StatusCode) -> bool {
+fn retryable(status: StatusCode) -> bool {
     matches!(status.as_u16(), 502..=504)
 }
 
 /// The owner's answer, headers and body, as this replica's.
-async fn relay(answer: reqwest::Response) -> Option<Response> {
-    let status = StatusCode::from_u16(answer.status().as_u16()).ok()?;
+async fn relay(answer: Answer) -> Option<Response> {
+    let status = answer.status;
     let mut headers = HeaderMap::new();
-    for (name, value) in answer.headers() {
+    for (name, value) in &answer.headers {
         if !hop_by_hop(name.as_str()) {
             headers.append(name.clone(), value.clone());
         }
     }
-    let body = answer.bytes().await.ok()?;
+    let body = answer.bytes(usize::MAX).await.ok()?;
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;
     *response.headers_mut() = headers;
@@ -552,7 +541,7 @@ fn named_by_request(parts: &http::request::Parts, body: Option<&[u8]>) -> Option
         let arguments: RepoArgument = serde_json::from_slice(body?).ok()?;
         arguments.repo?.0.into_owned()
     };
-    Some(NamedCall { repo, reads_index })
+    Some(NamedCall { repo, call })
 }
 
 /// [`named_by_request`] and [`mcp_tool_call`] for the fuzz target `routing` (`fuzzing.rs`,
@@ -677,6 +666,16 @@ mod tests {
         let body = br#"{"name":"acme/new","source":"https://example.org/new.git"}"#;
         assert_eq!(named_repo(&post, Some(body)).as_deref(), Some("acme/new"));
         assert_eq!(reads_index(&post, Some(body)), Some(false));
+        // A-7: routed as an operator action, not as a read.
+        assert!(named_plain(&post, Some(body)).is_some_and(|call| call.call.prepares));
+        let prepare = parts(Method::POST, "/sourcegraph/api/prepare");
+        let body = br#"{"repo":"acme/new","action":"sync"}"#;
+        assert!(named_plain(&prepare, Some(body)).is_some_and(|call| call.call.prepares));
+        let read = parts(Method::GET, "/sourcegraph/api/read?repo=acme%2Fnew&path=a");
+        assert!(named_plain(&read, None).is_some_and(|call| !call.call.prepares));
+        // Only known routes are read.
+        let unknown = parts(Method::GET, "/sourcegraph/api/cluster?repo=acme%2Fnew");
+        assert!(named_plain(&unknown, None).is_none());
         // Listing the registrations names none.
         assert_eq!(
             named_repo(&parts(Method::GET, "/sourcegraph/api/repos"), None),
@@ -688,16 +687,6 @@ mod tests {
     fn tells_the_calls_answered_from_the_index() {
         let get = parts(
             Method::GET,
-        // A-7: routed as an operator action, not as a read.
-        assert!(named_plain(&post, Some(body)).is_some_and(|call| call.call.prepares));
-        let prepare = parts(Method::POST, "/sourcegraph/api/prepare");
-        let body = br#"{"repo":"acme/new","action":"sync"}"#;
-        assert!(named_plain(&prepare, Some(body)).is_some_and(|call| call.call.prepares));
-        let read = parts(Method::GET, "/sourcegraph/api/read?repo=acme%2Fnew&path=a");
-        assert!(named_plain(&read, None).is_some_and(|call| !call.call.prepares));
-        // Only known routes are read.
-        let unknown = parts(Method::GET, "/sourcegraph/api/cluster?repo=acme%2Fnew");
-        assert!(named_plain(&unknown, None).is_none());
             "/sourcegraph/api/search?repo=acme%2Fweb&query=x",
         );
         assert_eq!(reads_index(&get, None), Some(true));

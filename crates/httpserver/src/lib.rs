@@ -19,8 +19,10 @@ mod json;
 mod listener;
 mod peers;
 mod replica;
+mod replica_client;
 mod session;
 mod site;
+mod tls;
 
 use axum::Router;
 use std::future::Future;
@@ -37,6 +39,7 @@ pub use replica::{
     FORWARDED_HEADER, Forwarded, FromReplica, INTERNAL_PREFIX, REPLICA_HEADER, with_replica_gate,
 };
 pub use site::{site_budgets_table, site_route_patterns};
+pub use tls::{ClusterTls, ClusterTlsFiles, PeerCertified, ServerTls, TlsError};
 pub use tools::ItemJson;
 
 /// Whether the server is ready to answer (`/readyz`): set once start-up work is done.
@@ -116,6 +119,9 @@ pub struct ServeOptions {
     /// How long a connection from a trusted proxy may take to show whether it opens with a
     /// PROXY header, and to send it whole (5 s); then it is closed.
     pub proxy_header_timeout: std::time::Duration,
+    /// Serve HTTPS: every connection is TLS with this configuration ([`ClusterTls::server`]).
+    /// `None` (the default): plain HTTP.
+    pub tls: Option<ServerTls>,
 }
 
 impl Default for ServeOptions {
@@ -123,6 +129,7 @@ impl Default for ServeOptions {
         Self {
             trusted_proxies: TrustedProxies::none(),
             proxy_header_timeout: std::time::Duration::from_secs(5),
+            tls: None,
         }
     }
 }
@@ -155,6 +162,7 @@ pub async fn serve_with(
         shutdown,
         options.trusted_proxies,
         options.proxy_header_timeout,
+        options.tls,
     )
     .await
 }

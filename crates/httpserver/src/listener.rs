@@ -20,9 +20,17 @@
 //! up nothing but itself. Bytes read past the header (the HTTP request) are handed to hyper
 //! first. A connection from any other peer is served as it came: a PROXY header from it is
 //! not honoured (hyper refuses it as a malformed request).
+//!
+//! With TLS (`--cluster-tls-cert`, O-10) every connection is TLS: the handshake runs after the
+//! PROXY header, if any, in a task of its own like the header, bounded by
+//! [`HANDSHAKE_TIMEOUT`]. With mutual TLS a connection whose client certificate chains to the
+//! cluster CA carries [`crate::PeerCertified`] in each of its requests.
 
 use crate::client::{self, Connection, PRELUDE_MAX, Prelude, TrustedProxies};
 use axum::Router;
+use axum::extract::{ConnectInfo, Request};
+use axum::middleware::Next;
+use axum::response::Response;
 use axum::serve::ListenerExt;
 use std::future::Future;
 use std::io;
@@ -35,7 +43,12 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
+
+/// How long a TLS handshake may take; then the connection is closed. A replica on the same
+/// network needs milliseconds; this bounds a client that opens and stalls.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves `app` on `listener` until `shutdown` completes, then lets in-flight requests finish
 /// (O-6). Connections are served by as many worker threads as the calling runtime has workers.
@@ -46,16 +59,21 @@ pub(crate) async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
     trusted: TrustedProxies,
     proxy_header_timeout: Duration,
+    tls: Option<crate::ServerTls>,
 ) -> io::Result<()> {
     let local = listener.local_addr()?;
     let trusted = Arc::new(trusted);
-    let app = app.layer(axum::middleware::from_fn_with_state(
-        trusted.clone(),
-        client::mark,
-    ));
+    // `accepted` runs first: it hands `client::mark` the connection it reads.
+    let app = app
+        .layer(axum::middleware::from_fn_with_state(
+            trusted.clone(),
+            client::mark,
+        ))
+        .layer(axum::middleware::from_fn(accepted));
     let prelude = Arc::new(Preludes {
         trusted,
         timeout: proxy_header_timeout,
+        tls: tls.map(|tls| TlsAcceptor::from(tls.0)),
     });
     let count = tokio::runtime::Handle::current()
         .metrics()
@@ -164,7 +182,7 @@ impl Worker {
                     let listener = listener.tap_io(|_| {});
                     axum::serve(
                         listener,
-                        app.into_make_service_with_connect_info::<Connection>(),
+                        app.into_make_service_with_connect_info::<Accepted>(),
                     )
                     .with_graceful_shutdown(stop.cancelled_owned())
                     .await
@@ -196,11 +214,35 @@ impl Worker {
     }
 }
 
-/// How connections from trusted proxies are opened: who is trusted, how long a PROXY header
-/// may take.
+/// How connections are opened: who is trusted, how long a PROXY header may take, and the TLS
+/// every connection is served with, if any.
 struct Preludes {
     trusted: Arc<TrustedProxies>,
     timeout: Duration,
+    tls: Option<TlsAcceptor>,
+}
+
+/// What the listener knows of a connection once it is open: what `client` reads, and whether
+/// its client certificate chains to the cluster CA (mutual TLS only).
+#[derive(Debug, Clone, Copy)]
+struct Accepted {
+    connection: Connection,
+    certified: bool,
+}
+
+/// Puts the connection in each request's extensions as `client::mark` reads it, and
+/// [`crate::PeerCertified`] when its client certificate chains to the cluster CA.
+async fn accepted(mut request: Request, next: Next) -> Response {
+    if let Some(ConnectInfo(accepted)) =
+        request.extensions().get::<ConnectInfo<Accepted>>().copied()
+    {
+        let extensions = request.extensions_mut();
+        extensions.insert(ConnectInfo(accepted.connection));
+        if accepted.certified {
+            extensions.insert(crate::PeerCertified);
+        }
+    }
+    next.run(request).await
 }
 
 /// A worker's side of the hand-over: axum accepts from it.
@@ -210,16 +252,17 @@ struct Handed {
     load: Arc<AtomicUsize>,
     local: SocketAddr,
     prelude: Arc<Preludes>,
-    /// Where a trusted peer's connection goes once its prelude is read.
-    read: mpsc::UnboundedSender<(Counted, Connection)>,
-    prelude_read: mpsc::UnboundedReceiver<(Counted, Connection)>,
+    /// Where a connection opened in a task of its own (a trusted peer's prelude read, a TLS
+    /// handshake done) goes.
+    read: mpsc::UnboundedSender<(Stream, Accepted)>,
+    prelude_read: mpsc::UnboundedReceiver<(Stream, Accepted)>,
 }
 
 impl axum::serve::Listener for Handed {
-    type Io = Counted;
-    type Addr = Connection;
+    type Io = Stream;
+    type Addr = Accepted;
 
-    async fn accept(&mut self) -> (Counted, Connection) {
+    async fn accept(&mut self) -> (Stream, Accepted) {
         loop {
             // Both receivers are cancel-safe: axum drops this future at shutdown.
             let handed = match &mut self.incoming {
@@ -253,18 +296,24 @@ impl axum::serve::Listener for Handed {
                 early_at: 0,
                 _open: open,
             };
-            if !self.prelude.trusted.trusts(peer.ip()) {
+            let trusted = self.prelude.trusted.trusts(peer.ip());
+            if !trusted && self.prelude.tls.is_none() {
                 let connection = Connection {
                     peer,
                     proxied: None,
                 };
-                return (counted, connection);
+                let accepted = Accepted {
+                    connection,
+                    certified: false,
+                };
+                return (Stream::Plain(counted), accepted);
             }
-            // A trusted peer may open with a PROXY header: read on a task of its own, so a
-            // slow one keeps no other connection waiting.
+            // A trusted peer may open with a PROXY header, and a TLS handshake takes round
+            // trips: both on a task of their own, so a slow one keeps no other connection
+            // waiting.
             let (prelude, read) = (self.prelude.clone(), self.read.clone());
             tokio::spawn(async move {
-                if let Some(ready) = open_proxied(counted, peer, prelude.timeout).await {
+                if let Some(ready) = open_connection(counted, peer, trusted, &prelude).await {
                     let _ = read.send(ready);
                 }
             });
@@ -272,12 +321,71 @@ impl axum::serve::Listener for Handed {
     }
 
     /// This end of the connections (axum asks only to log it).
-    fn local_addr(&self) -> io::Result<Connection> {
-        Ok(Connection {
+    fn local_addr(&self) -> io::Result<Accepted> {
+        let connection = Connection {
             peer: self.local,
             proxied: None,
+        };
+        Ok(Accepted {
+            connection,
+            certified: false,
         })
     }
+}
+
+/// Opens a connection that needs more than its TCP handshake: a trusted peer's PROXY header
+/// read, then the TLS handshake if the listener serves TLS. `None` when it is closed instead.
+async fn open_connection(
+    counted: Counted,
+    peer: SocketAddr,
+    trusted: bool,
+    prelude: &Preludes,
+) -> Option<(Stream, Accepted)> {
+    let (counted, connection) = if trusted {
+        open_proxied(counted, peer, prelude.timeout).await?
+    } else {
+        let connection = Connection {
+            peer,
+            proxied: None,
+        };
+        (counted, connection)
+    };
+    let Some(acceptor) = &prelude.tls else {
+        let accepted = Accepted {
+            connection,
+            certified: false,
+        };
+        return Some((Stream::Plain(counted), accepted));
+    };
+    let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(counted)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(error)) => {
+            // A client that does not trust this replica's certificate, speaks plain HTTP to
+            // it, or presents a certificate of another CA: its own business, at debug.
+            tracing::debug!(%peer, %error, "closing a connection: its TLS handshake failed");
+            return None;
+        }
+        Err(_) => {
+            tracing::debug!(
+                %peer,
+                "closing a connection: no TLS handshake within {} s",
+                HANDSHAKE_TIMEOUT.as_secs()
+            );
+            return None;
+        }
+    };
+    // With mutual TLS the verifier let in only certificates that chain to the cluster CA; a
+    // client without one has none here. Without mutual TLS none is asked for.
+    let certified = stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .is_some_and(|certificates| !certificates.is_empty());
+    let accepted = Accepted {
+        connection,
+        certified,
+    };
+    Some((Stream::Tls(Box::new(stream)), accepted))
 }
 
 /// Reads a trusted peer's PROXY header, if it sent one, within `timeout`; `None` when the
@@ -427,5 +535,68 @@ impl AsyncWrite for Counted {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+/// A served connection: as it came, or inside TLS (`--cluster-tls-cert`).
+enum Stream {
+    Plain(Counted),
+    Tls(Box<tokio_rustls::server::TlsStream<Counted>>),
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(stream) => Pin::new(stream).poll_read(cx, buf),
+            Stream::Tls(stream) => Pin::new(stream.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(stream) => Pin::new(stream).poll_write(cx, buf),
+            Stream::Tls(stream) => Pin::new(stream.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(stream) => Pin::new(stream).poll_write_vectored(cx, bufs),
+            Stream::Tls(stream) => Pin::new(stream.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Stream::Plain(stream) => stream.is_write_vectored(),
+            Stream::Tls(stream) => stream.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(stream) => Pin::new(stream).poll_flush(cx),
+            Stream::Tls(stream) => Pin::new(stream.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(stream) => Pin::new(stream).poll_shutdown(cx),
+            Stream::Tls(stream) => Pin::new(stream.as_mut()).poll_shutdown(cx),
+        }
     }
 }

@@ -4,9 +4,11 @@
 //! ([`crate::REPLICA_HEADER`]), over the kept-alive client of forwarded calls, each attempt
 //! bounded and the owner told how long it has.
 
-use crate::forward::{DEADLINE_HEADER, replica_client};
+use crate::forward::DEADLINE_HEADER;
 use crate::replica::REPLICA_HEADER;
-use http::{HeaderValue, header};
+use crate::replica_client::ReplicaClient;
+use axum::body::Bytes;
+use http::{HeaderMap, HeaderValue, Method, header};
 use service::{PeerError, PeerFuture, ShardAnswer, ShardRequest};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -32,7 +34,7 @@ pub(crate) static COUNTERS: Counters = Counters {
 /// Asks other replicas for their parts ([`service::Peers`]); plug it in with the placement.
 #[derive(Clone)]
 pub struct PeerClient {
-    client: reqwest::Client,
+    client: ReplicaClient,
     secret: HeaderValue,
     attempt_timeout: Duration,
 }
@@ -47,13 +49,13 @@ impl std::fmt::Debug for PeerClient {
 }
 
 impl PeerClient {
-    /// A client presenting `routing`'s secret, each attempt bounded by its
-    /// `attempt_timeout`.
+    /// A client presenting `routing`'s secret (and with mutual TLS its certificate), each
+    /// attempt bounded by its `attempt_timeout`.
     pub fn new(routing: &crate::ClusterRouting) -> Result<Self, String> {
         let secret = HeaderValue::from_str(&routing.secret)
             .map_err(|_| "the cluster secret must be printable ASCII".to_owned())?;
         Ok(Self {
-            client: replica_client()?,
+            client: ReplicaClient::new(routing.tls.as_ref())?,
             secret,
             attempt_timeout: routing.attempt_timeout,
         })
@@ -64,22 +66,18 @@ impl service::Peers for PeerClient {
     fn search_shard(&self, owner: &str, request: ShardRequest) -> PeerFuture {
         let url = format!("{}{}", owner.trim_end_matches('/'), crate::api::shard::PATH);
         let body = serde_json::to_vec(&request);
-        let attempt = body.map(|body| {
-            let mut call = self
-                .client
-                .post(&url)
-                .header(REPLICA_HEADER, self.secret.clone())
-                .header(header::CONTENT_TYPE, "application/json")
-                .timeout(self.attempt_timeout)
-                .body(body);
-            if let Ok(value) = HeaderValue::from_str(&self.attempt_timeout.as_millis().to_string())
-            {
-                call = call.header(DEADLINE_HEADER, value);
-            }
-            call
-        });
+        let mut headers = HeaderMap::new();
+        headers.insert(REPLICA_HEADER, self.secret.clone());
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        if let Ok(value) = HeaderValue::from_str(&self.attempt_timeout.as_millis().to_string()) {
+            headers.insert(DEADLINE_HEADER, value);
+        }
+        let (client, timeout) = (self.client.clone(), self.attempt_timeout);
         Box::pin(async move {
-            let part = ask(attempt, url).await;
+            let part = ask(&client, body, headers, timeout, url).await;
             let counter = match &part {
                 Ok(_) => &COUNTERS.answered,
                 Err(_) => &COUNTERS.failed,
@@ -92,29 +90,34 @@ impl service::Peers for PeerClient {
 
 /// One part request, sent and its answer read.
 async fn ask(
-    attempt: Result<reqwest::RequestBuilder, serde_json::Error>,
+    client: &ReplicaClient,
+    body: Result<Vec<u8>, serde_json::Error>,
+    headers: HeaderMap,
+    timeout: Duration,
     url: String,
 ) -> Result<ShardAnswer, PeerError> {
-    let call = attempt.map_err(|error| PeerError {
+    let body = body.map_err(|error| PeerError {
         message: format!("the part request did not serialize: {error}"),
     })?;
-    let answer = call.send().await.map_err(|error| PeerError {
-        message: format!("{url}: {}", error.without_url()),
-    })?;
-    let status = answer.status();
-    let bytes = answer.bytes().await.map_err(|error| PeerError {
-        message: format!("{url}: the answer was cut off: {}", error.without_url()),
-    })?;
+    let answer = client
+        .send(Method::POST, &url, headers, Bytes::from(body), timeout)
+        .await
+        .map_err(|error| PeerError {
+            message: format!("{url}: {error}"),
+        })?;
+    let status = answer.status;
+    // Past the limit the body is not read on: the part is refused as too large.
+    let bytes = answer
+        .bytes(MAX_PART_BYTES)
+        .await
+        .map_err(|error| PeerError {
+            message: format!("{url}: the answer was cut off or too large: {error}"),
+        })?;
     if !status.is_success() {
         // The owner's error body says why; it is the owner's own message.
         let why: String = String::from_utf8_lossy(&bytes).chars().take(300).collect();
         return Err(PeerError {
             message: format!("{url} answered {status}: {why}"),
-        });
-    }
-    if bytes.len() > MAX_PART_BYTES {
-        return Err(PeerError {
-            message: format!("{url}: the part answer is too large"),
         });
     }
     serde_json::from_slice::<ShardAnswer>(&bytes).map_err(|error| PeerError {

@@ -18,6 +18,13 @@
 //! A request with a wrong secret, or with replica identity on a client route, is refused
 //! (403); the cluster's headers are stripped from every request before the rest of the stack
 //! sees it, so nothing further in can be fooled by a client that sends them.
+//!
+//! With mutual TLS (`--cluster-mtls`, O-10) a marker counts only on a connection whose client
+//! certificate chains to the cluster CA ([`crate::PeerCertified`]): the certificate is a
+//! second factor beside the secret, not a replacement for it (the secret also keys the
+//! cursors every replica must accept, so every replica has it anyway). A right secret over a
+//! connection without such a certificate is refused as a wrong one: a `/_cluster/` route
+//! answers 404, a client route 403.
 
 use crate::ClientAddr;
 use crate::forward::{CLIENT_HEADER, COUNTERS, DEADLINE_HEADER, INDEX_OPTIONAL_HEADER};
@@ -70,13 +77,18 @@ enum Marker {
 
 struct Gate {
     secret: HeaderValue,
+    /// Mutual TLS: a marker counts only from a peer with a certificate of the cluster CA.
+    mutual: bool,
 }
 
 impl Gate {
-    fn marker(&self, presented: Option<HeaderValue>) -> Marker {
+    fn marker(&self, presented: Option<HeaderValue>, certified: bool) -> Marker {
         match presented {
             None => Marker::Absent,
-            Some(value) if constant_time_eq(value.as_bytes(), self.secret.as_bytes()) => {
+            Some(value)
+                if constant_time_eq(value.as_bytes(), self.secret.as_bytes())
+                    && (certified || !self.mutual) =>
+            {
                 Marker::Valid
             }
             Some(_) => Marker::Wrong,
@@ -97,16 +109,18 @@ pub fn with_replica_gate(
         .route(STATUS_PATH, get(status))
         .with_state(service.clone())
         .merge(crate::api::shard::router(service));
-    let gate = Arc::new(Gate { secret });
+    let mutual = routing.tls.as_ref().is_some_and(crate::ClusterTls::mutual);
+    let gate = Arc::new(Gate { secret, mutual });
     Ok(app
         .merge(internal)
         .layer(axum::middleware::from_fn_with_state(gate, check)))
 }
 
 async fn check(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) -> Response {
+    let certified = request.extensions().get::<crate::PeerCertified>().is_some();
     let headers = request.headers_mut();
-    let replica = gate.marker(headers.remove(&REPLICA_HEADER));
-    let forwarded = gate.marker(headers.remove(&FORWARDED_HEADER));
+    let replica = gate.marker(headers.remove(&REPLICA_HEADER), certified);
+    let forwarded = gate.marker(headers.remove(&FORWARDED_HEADER), certified);
     let client = headers.remove(&CLIENT_HEADER);
     let index_optional = headers.remove(&INDEX_OPTIONAL_HEADER).is_some();
     if request.uri().path().starts_with(INTERNAL_PREFIX) {
@@ -136,9 +150,10 @@ async fn check(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) 
         }
         _ => refuse(
             ErrorKind::Forbidden,
-            "wrong cluster credentials: a replica marker with a wrong secret, or one that \
-             does not belong on this route; check that every replica has the same \
-             CSG_CLUSTER_SECRET",
+            "wrong cluster credentials: a replica marker with a wrong secret, one that does \
+             not belong on this route, or (with --cluster-mtls) one sent without a client \
+             certificate of the cluster CA; check that every replica has the same \
+             CSG_CLUSTER_SECRET and, with mutual TLS, its --cluster-tls-cert",
         ),
     }
 }

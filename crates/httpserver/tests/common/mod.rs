@@ -78,6 +78,7 @@ pub fn routing(attempt_timeout: Duration) -> httpserver::ClusterRouting {
     httpserver::ClusterRouting {
         secret: SECRET.into(),
         attempt_timeout,
+        tls: None,
     }
 }
 
