@@ -19,6 +19,8 @@ python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 if [ "${1:-}" = "--with-test-venv" ]; then
   [ -x /usr/bin/chromium ] || need_apt+=(chromium chromium-driver)
   command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
+  # The TLS tests of the metadata database make their throwaway CA with openssl (O-10).
+  command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]}" >&2
