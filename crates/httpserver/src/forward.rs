@@ -11,7 +11,7 @@
 //!
 //! The request is forwarded whole — method, path, query, body and the caller's credentials
 //! (bearer token or session cookie) — marked as a forwarded client call
-//! ([`crate::replica::FORWARDED_HEADER`]), so the owner authenticates the client again,
+//! ([`crate::wire::FORWARDED_HEADER`]), so the owner authenticates the client again,
 //! applies aliases and plugins and renders the answer exactly as it would for a caller of
 //! its own; this replica never answers for a repository it does not hold, and the owner
 //! never forwards it again (a replica that believes it owns nothing would otherwise bounce
@@ -24,8 +24,11 @@
 //! the site's own parser) and its search with a `repo`. A request naming none (discovery,
 //! search over every repository, probes) is answered here.
 
-use crate::replica::{FORWARDED_HEADER, Forwarded, REPLICA_HEADER, deadline_of, refuse};
 use crate::replica_client::{Answer, ReplicaClient};
+use crate::wire::{
+    CLIENT_HEADER, COUNTERS, DEADLINE_HEADER, FORWARDED_HEADER, Forwarded, INDEX_OPTIONAL_HEADER,
+    REPLICA_HEADER, deadline_of, refuse,
+};
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::middleware::Next;
@@ -35,14 +38,9 @@ use serde::Deserialize;
 use service::{CallContext, ErrorKind, ForwardedRefusal, Route, RoutedCall, Service};
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// The header that tells the owner how long the caller still waits, in milliseconds.
-pub const DEADLINE_HEADER: HeaderName = HeaderName::from_static("x-csg-deadline-ms");
-/// The header that names the caller's client address (as the forwarding replica told it),
-/// believed only on a forwarded call.
-pub const CLIENT_HEADER: HeaderName = HeaderName::from_static("x-csg-client-addr");
 /// On an owner's 503 to a forwarded call that reads the search index: the owner holds the
 /// repository but has no index of it yet (it just gained it, or restarted), so the
 /// forwarding replica may ask it again with [`INDEX_OPTIONAL_HEADER`] if no owner has one.
@@ -51,34 +49,10 @@ const NOT_INDEXED_HEADER: HeaderName = HeaderName::from_static("x-csg-not-indexe
 /// of the forwarding replica's deadline), as opposed to the owner's own answer (the metadata
 /// database is unreachable, say), which is relayed when no owner answers better.
 const ROUTING_REFUSAL_HEADER: HeaderName = HeaderName::from_static("x-csg-routing-refusal");
-/// On a forwarded call: no owner has an index of the repository yet, so an owner that holds
-/// it answers anyway (naming it as not indexed) rather than not at all.
-pub(crate) const INDEX_OPTIONAL_HEADER: HeaderName =
-    HeaderName::from_static("x-csg-index-optional");
-
 /// The tools answered from the search index rather than the mirror: a replica that holds a
 /// repository but has not indexed it yet answers them "not indexed", so a forwarded one goes
 /// to an owner with an index first.
 const INDEX_TOOLS: [&str; 3] = ["search", "definitions", "references"];
-
-/// What routing did, for `/metrics` (cluster mode only).
-pub(crate) struct Counters {
-    /// Calls forwarded to an owner and answered by one.
-    pub(crate) forwarded: AtomicU64,
-    /// Attempts that moved on to the next owner (connection failure, timeout, 502-504).
-    pub(crate) failovers: AtomicU64,
-    /// Calls no owner answered (503).
-    pub(crate) unanswered: AtomicU64,
-    /// Calls other replicas forwarded here.
-    pub(crate) from_replicas: AtomicU64,
-}
-
-pub(crate) static COUNTERS: Counters = Counters {
-    forwarded: AtomicU64::new(0),
-    failovers: AtomicU64::new(0),
-    unanswered: AtomicU64::new(0),
-    from_replicas: AtomicU64::new(0),
-};
 
 /// How a replica forwards calls.
 #[derive(Clone)]

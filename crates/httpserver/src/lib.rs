@@ -23,6 +23,7 @@ mod replica_client;
 mod session;
 mod site;
 mod tls;
+mod wire;
 
 use axum::Router;
 use std::future::Future;
@@ -35,12 +36,11 @@ pub use client::{ClientAddr, InvalidTrustedProxy, TrustedProxies};
 pub use forward::{ClusterRouting, with_cluster_routing};
 pub use json::ErrorBody;
 pub use peers::PeerClient;
-pub use replica::{
-    FORWARDED_HEADER, Forwarded, FromReplica, INTERNAL_PREFIX, REPLICA_HEADER, with_replica_gate,
-};
+pub use replica::{INTERNAL_PREFIX, with_replica_gate};
 pub use site::{site_budgets_table, site_route_patterns};
 pub use tls::{ClusterTls, ClusterTlsFiles, PeerCertified, ServerTls, TlsError};
 pub use tools::ItemJson;
+pub use wire::{FORWARDED_HEADER, Forwarded, FromReplica, REPLICA_HEADER};
 
 /// Whether the server is ready to answer (`/readyz`): set once start-up work is done.
 #[derive(Debug, Clone, Default)]

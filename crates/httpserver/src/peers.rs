@@ -4,9 +4,8 @@
 //! ([`crate::REPLICA_HEADER`]), over the kept-alive client of forwarded calls, each attempt
 //! bounded and the owner told how long it has.
 
-use crate::forward::DEADLINE_HEADER;
-use crate::replica::REPLICA_HEADER;
 use crate::replica_client::ReplicaClient;
+use crate::wire::{DEADLINE_HEADER, REPLICA_HEADER};
 use axum::body::Bytes;
 use http::{HeaderMap, HeaderValue, Method, header};
 use service::{PeerError, PeerFuture, ShardAnswer, ShardRequest};

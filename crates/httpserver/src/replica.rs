@@ -27,23 +27,21 @@
 //! answers 404, a client route 403.
 
 use crate::ClientAddr;
-use crate::forward::{CLIENT_HEADER, COUNTERS, DEADLINE_HEADER, INDEX_OPTIONAL_HEADER};
+use crate::wire::{
+    CLIENT_HEADER, COUNTERS, FORWARDED_HEADER, Forwarded, FromReplica, INDEX_OPTIONAL_HEADER,
+    REPLICA_HEADER, deadline_of, refuse,
+};
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Extension, Json};
-use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
-use service::{CallContext, ErrorKind, Service, ServiceError};
+use http::{HeaderValue, StatusCode};
+use service::{CallContext, ErrorKind, Service};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
-/// Replica identity: a replica calling one of the cluster's own routes, with the secret.
-pub const REPLICA_HEADER: HeaderName = HeaderName::from_static("x-csg-replica-secret");
-/// A client call another replica forwarded here, with the secret.
-pub const FORWARDED_HEADER: HeaderName = HeaderName::from_static("x-csg-forwarded-secret");
 /// Where the cluster's own routes live: outside `/sourcegraph/`, which clients use (an
 /// ingress that passes only `/sourcegraph/` never even reaches them).
 pub const INTERNAL_PREFIX: &str = "/_cluster/";
@@ -51,21 +49,6 @@ pub const INTERNAL_PREFIX: &str = "/_cluster/";
 /// whoever holds the secret on the replicas' own network (clients ask
 /// `/sourcegraph/api/cluster` with an operator's token).
 pub(crate) const STATUS_PATH: &str = "/_cluster/status";
-
-/// A request another replica made on one of the cluster's own routes ([`REPLICA_HEADER`]).
-#[derive(Debug, Clone, Copy)]
-pub struct FromReplica;
-
-/// A client's call that another replica forwarded here ([`FORWARDED_HEADER`]): answered
-/// here, never forwarded again, as the client's (its credentials came along).
-#[derive(Debug, Clone, Copy)]
-pub struct Forwarded {
-    /// How long the forwarding replica waits for the answer.
-    pub(crate) deadline: Option<Duration>,
-    /// No owner has an index of the repository yet: answer a call that reads the index
-    /// anyway (naming it as not indexed) rather than refuse it.
-    pub(crate) index_optional: bool,
-}
 
 /// How a marker header came.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,14 +141,6 @@ async fn check(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) 
     }
 }
 
-/// How long the caller still waits, as [`DEADLINE_HEADER`] says (milliseconds).
-pub(crate) fn deadline_of(headers: &HeaderMap) -> Option<Duration> {
-    headers
-        .get(&DEADLINE_HEADER)
-        .and_then(|value| value.to_str().ok()?.parse::<u64>().ok())
-        .map(Duration::from_millis)
-}
-
 /// `GET /_cluster/status`: the cluster as this replica sees it, for another replica.
 async fn status(
     State(service): State<Service>,
@@ -183,15 +158,6 @@ async fn status(
 /// Compares without an early exit, so the time taken says nothing about the secret.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// An error answer in the one shape and status mapping of the API (`json.rs`).
-pub(crate) fn refuse(kind: ErrorKind, message: &str) -> Response {
-    crate::json::ApiError::from(ServiceError {
-        kind,
-        message: message.to_owned(),
-    })
-    .into_response()
 }
 
 #[cfg(test)]

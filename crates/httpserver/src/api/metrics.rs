@@ -302,7 +302,7 @@ fn cluster(out: &mut String, service: &Service) {
     let Some(cluster) = service.cluster_status() else {
         return;
     };
-    let routed = &crate::forward::COUNTERS;
+    let routed = &crate::wire::COUNTERS;
     let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
     single_series(
         out,

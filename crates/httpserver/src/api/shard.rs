@@ -6,8 +6,8 @@
 //! access. The route is one of the cluster's own, outside the access layer (there is no
 //! caller token to check), never routed or forwarded.
 
-use crate::FromReplica;
 use crate::json::ApiError;
+use crate::wire::FromReplica;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::routing::post;
