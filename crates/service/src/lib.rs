@@ -36,7 +36,7 @@ pub use access::{TOKEN_PREFIX, contains_token};
 pub use background::{Shutdown, spawn_maintenance};
 pub use budget::{Budget, Stop};
 pub use cost::{Admit, Class, ClassStats, ClientKey, Cost, MAX_HEAVY_CALLS, share_of};
-pub use enrich::CATALOG_IDLE;
+pub use enrich::catalog_cache::CATALOG_IDLE;
 pub use error::{ErrorKind, ServiceError};
 pub use fanout::{
     PeerError, PeerFuture, Peers, ShardAnswer, ShardHit, ShardMode, ShardPathOnly, ShardRequest,
