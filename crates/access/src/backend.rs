@@ -7,7 +7,7 @@
 //! last use is written. So both answer alike, and the same tests run against both.
 
 use crate::Error;
-use crate::store::{GrantInfo, TokenInfo, UserInfo};
+use crate::records::{GrantInfo, TokenInfo, UserInfo};
 use crate::token::{SessionHash, TokenHash};
 use arc_swap::ArcSwap;
 use std::collections::{HashMap, HashSet};

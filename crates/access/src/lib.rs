@@ -34,14 +34,17 @@ mod backend;
 mod lookups;
 mod names;
 mod pg;
+mod records;
 mod reload;
 mod sqlite;
 mod store;
+mod tables;
 mod token;
 
 pub use lookups::client_key;
 pub use names::valid_user_name;
-pub use store::{AccessStore, GrantInfo, SESSION_IDLE, TokenInfo, UserInfo};
+pub use records::{GrantInfo, TokenInfo, UserInfo};
+pub use store::{AccessStore, SESSION_IDLE};
 pub use token::{TOKEN_PREFIX, contains_token, looks_like_token};
 
 use std::fmt;

@@ -12,7 +12,7 @@
 
 use crate::Error;
 use crate::backend::{AccessBackend, SessionRow, View, default_token_name, storage};
-use crate::store::{GrantInfo, TokenInfo, UserInfo, from_secs};
+use crate::records::{GrantInfo, TokenInfo, UserInfo, from_secs};
 use crate::token::{SessionHash, TokenHash};
 use arc_swap::ArcSwap;
 use metadb::postgres::error::SqlState;

@@ -7,7 +7,7 @@
 //! more, whatever its size. The thread ends when the store (its [`Worker`]) is dropped.
 
 use crate::Error;
-use crate::store::{Tables, lock};
+use crate::tables::{Tables, lock};
 use crate::token::SessionHash;
 use std::sync::{Arc, Condvar, Mutex, PoisonError, Weak};
 use std::thread::JoinHandle;

@@ -3,7 +3,8 @@
 
 use crate::Error;
 use crate::backend::{AccessBackend, SessionRow, View, default_token_name, storage};
-use crate::store::{GrantInfo, TokenInfo, UserInfo, from_secs, lock};
+use crate::records::{GrantInfo, TokenInfo, UserInfo, from_secs};
+use crate::tables::lock;
 use crate::token::{SessionHash, TokenHash};
 use arc_swap::ArcSwap;
 use changecounter::{Changes, Seen};

@@ -5,15 +5,17 @@ use crate::backend::{AccessBackend, SessionRow, View};
 use crate::lookups::LookUps;
 use crate::names::{valid_token_name, valid_user_name};
 use crate::pg::PgAccess;
+use crate::records::from_secs;
+pub use crate::records::{GrantInfo, TokenInfo, UserInfo};
 use crate::reload::Worker;
 use crate::sqlite::SqliteAccess;
+use crate::tables::{Tables, lock};
 use crate::token::{self, SessionHash};
 use crate::{Error, NewSession, NewToken, Principal};
-use arc_swap::ArcSwap;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How often the last-use time of one token (or website session) is written at most: a write
@@ -34,63 +36,6 @@ enum LookUp {
     For(Option<IpAddr>),
     /// No: the transport gives this client no look-ups now.
     Never,
-}
-
-/// A user as `csg user list` shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UserInfo {
-    /// The name.
-    pub name: String,
-    /// Holds the `prepare` capability.
-    pub prepare: bool,
-    /// When the user was added.
-    pub created: SystemTime,
-}
-
-/// A token as `csg token list` shows it (never the secret: it is not stored).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TokenInfo {
-    /// Its id, for `csg token revoke`.
-    pub id: i64,
-    /// Whose it is.
-    pub user: String,
-    /// Its name.
-    pub name: String,
-    /// When it was created.
-    pub created: SystemTime,
-    /// When it was last used (to the minute), if ever.
-    pub last_used: Option<SystemTime>,
-    /// When it was revoked, if it was.
-    pub revoked: Option<SystemTime>,
-}
-
-/// A read grant of a user on a (private) repository.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GrantInfo {
-    /// The user.
-    pub user: String,
-    /// The repository's name.
-    pub repo: String,
-}
-
-/// The tables and the view published from them, shared with the reload thread.
-pub(crate) struct Tables {
-    pub(crate) backend: Box<dyn AccessBackend>,
-    /// The published view: loaded without a lock by every check, replaced whole by a reload.
-    pub(crate) view: ArcSwap<View>,
-    /// Held from a load to its publication, so views are published in the order they were
-    /// read: a reload that read before a write never replaces one that read after it.
-    reloading: Mutex<()>,
-}
-
-impl Tables {
-    /// Loads the tables and publishes the view.
-    pub(crate) fn reload(&self) -> Result<(), Error> {
-        let _order = lock(&self.reloading);
-        let view = self.backend.load()?;
-        self.view.store(Arc::new(view));
-        Ok(())
-    }
 }
 
 /// Users, tokens and grants: of one data directory (SQLite) or of a cluster (PostgreSQL).
@@ -120,10 +65,6 @@ struct SessionSeen {
     written: Option<Instant>,
 }
 
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 fn idle_secs() -> i64 {
     i64::try_from(SESSION_IDLE.as_secs()).unwrap_or(i64::MAX)
 }
@@ -135,10 +76,6 @@ fn now_secs() -> i64 {
 fn to_secs(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-}
-
-pub(crate) fn from_secs(secs: i64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).unwrap_or(0))
 }
 
 impl AccessStore {
@@ -172,11 +109,7 @@ impl AccessStore {
     /// A store over `backend` with an empty view and no worker.
     fn over(backend: Box<dyn AccessBackend>) -> Self {
         Self {
-            tables: Arc::new(Tables {
-                backend,
-                view: ArcSwap::from_pointee(View::default()),
-                reloading: Mutex::new(()),
-            }),
+            tables: Arc::new(Tables::new(backend)),
             last_use: Mutex::new(HashMap::new()),
             sessions_seen: Mutex::new(HashMap::new()),
             fallbacks: Mutex::new(LookUps::new(Instant::now())),
