@@ -118,7 +118,7 @@ pub(crate) fn compile(request: &SearchRequest) -> Result<Compiled, SearchError> 
     let filter = DocFilter::new(request.path.as_deref(), request.lang.as_deref())?;
     // A non-ASCII character in the pattern can fold to an ASCII one (`ſ` to `s`, the Kelvin
     // sign to `k`), which only Unicode mode knows: such patterns keep the Unicode regex.
-    let ascii = if request.regex && pattern.is_ascii() {
+    let ascii = if request.regex && pattern.is_ascii() && !escapes_beyond_ascii(&pattern) {
         RegexBuilder::new(&pattern)
             .unicode(false)
             .case_insensitive(!request.case_sensitive)
@@ -137,6 +137,16 @@ pub(crate) fn compile(request: &SearchRequest) -> Result<Compiled, SearchError> 
         word_only,
         filter,
     })
+}
+
+/// Whether `pattern` may name a character outside ASCII with an escape (`\u212A`,
+/// `\x{17F}`, `\U…`, a Unicode class `\p{…}`), judged by its text, conservatively: such a
+/// character can fold to an ASCII one too, which the ASCII twin would not know (fuzz target
+/// `search_query`, issue 43: `(?i)\u212a` matched no `k` in an ASCII file).
+fn escapes_beyond_ascii(pattern: &str) -> bool {
+    ["\\u", "\\U", "\\x{", "\\p", "\\P"]
+        .iter()
+        .any(|escape| pattern.contains(escape))
 }
 
 /// `pattern` with its absolute anchors (`\A`, `\z`, and `^`, `$` where a flag turns

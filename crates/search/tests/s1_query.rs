@@ -392,3 +392,26 @@ fn s1_absolute_anchors_anchor_each_line() {
         "{names:?}"
     );
 }
+
+/// Fuzz target `search_query` (issue 43, `fuzz/regressions/search_query/escaped-kelvin-sign`):
+/// a character outside ASCII written as an escape folds as the character does (`(?i)\u017F`,
+/// the long s, is `s` and `S` too), in ASCII files as in the others.
+#[test]
+fn s1_escaped_characters_fold_like_written_ones() {
+    let (_repo, _tmp, indexes, _) = fixture();
+    let plain = line_hits(&indexes, &request("o/r", "(?i)see", true, false));
+    assert!(!plain.is_empty());
+    for query in [
+        "(?i)\u{17F}ee",
+        r"(?i)\u017Fee",
+        r"(?i)\x{17F}ee",
+        r"(?i)[\x{17F}]ee",
+        "(?i)\\u{17f}EE",
+    ] {
+        assert_eq!(
+            line_hits(&indexes, &request("o/r", query, true, false)),
+            plain,
+            "{query}"
+        );
+    }
+}
