@@ -36,8 +36,9 @@ use wasmtime::{
 };
 
 use crate::abi::{self, TABLE_ELEMENTS, attachments_of, memory_bytes, static_limits};
+pub use crate::config::{COMPILE_CHILD_ARG, CompileCommand};
 use crate::{Code, Diagnostic, PluginConfig};
-pub use child::{COMPILE_CHILD_ARG, CompileCommand, compile_child_if_asked};
+pub use child::compile_child_if_asked;
 use host::{Budget, ExecCounters, GuestFns, HostFault, HostState};
 use pool::IdlePool;
 use stats::{Counters, add, bump};

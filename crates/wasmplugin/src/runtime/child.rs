@@ -14,18 +14,15 @@
 //!   closes, so a parent that dies or stops waiting leaves no compile behind.
 //! - out: `0` and the compiled module, or `1` and wasmtime's reason (for the debug log only).
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::io::{self, Read, Write};
-use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitCode, Stdio};
 use std::sync::Arc;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::Duration;
 
 use super::{EngineSettings, wasm_config};
-
-/// The first argument that turns the host program into its own compile child.
-pub const COMPILE_CHILD_ARG: &str = "--wasmplugin-compile-child";
+use crate::config::{COMPILE_CHILD_ARG, CompileCommand};
 
 /// Starts the request on the child's stdin (and names the exchange's version: parent and
 /// child are one program, so they always agree).
@@ -38,38 +35,6 @@ const POLL: Duration = Duration::from_millis(10);
 
 /// Largest reason the child may give for a refused module (it only goes to the debug log).
 const REASON_BYTES: u64 = 4096;
-
-/// How a runtime starts its compile child (see [`crate::PluginConfig::compiler`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CompileCommand {
-    /// The program: one whose `main` calls [`compile_child_if_asked`] first.
-    pub program: PathBuf,
-    /// Its arguments; [`COMPILE_CHILD_ARG`] must come first.
-    pub args: Vec<OsString>,
-}
-
-impl CompileCommand {
-    /// The running program itself as its compile child. On Linux it is `/proc/self/exe`: the
-    /// image that is running even after its file was replaced by an upgrade (a newer binary
-    /// would compile for another wasmtime version, which the parent refuses to load).
-    pub fn this_program() -> io::Result<Self> {
-        let proc = Path::new("/proc/self/exe");
-        let program = if proc.exists() {
-            proc.to_path_buf()
-        } else {
-            std::env::current_exe()?
-        };
-        Ok(Self::program(program))
-    }
-
-    /// `program` started with [`COMPILE_CHILD_ARG`].
-    pub fn program(program: impl Into<PathBuf>) -> Self {
-        Self {
-            program: program.into(),
-            args: vec![COMPILE_CHILD_ARG.into()],
-        }
-    }
-}
 
 /// Runs the compile child and answers its exit code when this process was started as one
 /// (its first argument is [`COMPILE_CHILD_ARG`]); `None` otherwise. A program that gives

@@ -46,10 +46,11 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::child::{self, CompileCommand, Failure};
+use super::child::{self, Failure};
 use super::stats::bump;
 use super::{Module, Shared};
 use crate::abi;
+use crate::config::CompileCommand;
 use crate::config::format_duration;
 use crate::{Code, Diagnostic, PluginConfig};
 
