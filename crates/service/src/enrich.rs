@@ -8,10 +8,10 @@
 
 pub(crate) mod catalog_cache;
 mod discovery;
-mod prepare;
+pub(crate) mod prepare;
 
 use crate::model::{Enrichment, ReadItem};
-use crate::{CallContext, Inner};
+use crate::{CallContext, Inner, Service};
 use catalog_cache::{CatalogCache, CatalogKey};
 use discovery::{Flight, Gate, discovery_slots};
 use gitstore::{CommitId, Lease, RepoName, RepoPath};
@@ -81,6 +81,39 @@ impl Plugins {
     /// Catalog lookups answered from the cache so far.
     pub(crate) fn catalog_hits(&self) -> u64 {
         self.cache().hits
+    }
+}
+
+impl Service {
+    /// Figures of the repository-plugin runtime (W-38), kept apart from the base-query
+    /// statistics; `None` when plugins are disabled.
+    pub fn plugin_stats(&self) -> Option<wasmplugin::runtime::RuntimeStats> {
+        self.inner.plugins.runtime().map(|r| r.stats())
+    }
+
+    /// Plugin discoveries run so far (catalog cache misses that did the work, W-29).
+    pub fn plugin_discoveries(&self) -> u64 {
+        self.inner
+            .plugins
+            .discoveries
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Drops plugin catalogs unused for 10 minutes as of `now` (W-29; the maintenance loop
+    /// calls it with the current time). Answers how many were dropped.
+    pub fn sweep_plugin_catalogs(&self, now: std::time::Instant) -> usize {
+        self.inner.plugins.sweep_catalogs(now)
+    }
+
+    /// Plugin catalogs cached now (W-29).
+    pub fn plugin_catalogs(&self) -> usize {
+        self.inner.plugins.cached_catalogs()
+    }
+
+    /// Plugin catalog lookups answered from the cache (W-29; with
+    /// [`Service::plugin_discoveries`], the hit ratio).
+    pub fn plugin_catalog_hits(&self) -> u64 {
+        self.inner.plugins.catalog_hits()
     }
 }
 
