@@ -7,8 +7,8 @@
 
 use crate::Chrome;
 use crate::frame::{Tab, breadcrumbs, layout, permalink, repo_header, short_sha};
-use crate::pages::human_size;
 use crate::paths::{blame_url, blob_url, commits_url, raw_url};
+use crate::size::human_size;
 use maud::{Markup, html};
 use service::{DefinitionLink, HighlightStatus, HighlightedFile, HighlightedText, OutlineEntry};
 

@@ -20,6 +20,7 @@ mod history;
 mod pages;
 mod paths;
 mod readme;
+mod size;
 
 pub use blob::{FileView, blob};
 pub use connect::ClientConfig;
@@ -30,8 +31,7 @@ pub use history::{
     relative_date,
 };
 pub use pages::{
-    connect_page, error_page, human_size, plugins, repositories, repository, search, sign_in,
-    tokens, tree,
+    connect_page, error_page, plugins, repositories, repository, search, sign_in, tokens, tree,
 };
 pub use paths::{
     blame_url, blob_url, commit_url, commits_url, compare_url, plugins_url, raw_url, repo_url,
@@ -41,6 +41,7 @@ pub use readme::{
     README_HTML_BYTES, Readme, RenderedReadme, known_paths, readme_path, readme_renders,
     render_readme,
 };
+pub use size::human_size;
 
 /// The site's style sheet, served at [`CSS_PATH`]: one file per concern under `assets/`, served
 /// as one.

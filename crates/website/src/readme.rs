@@ -23,8 +23,8 @@
 
 mod shape;
 
-use crate::pages::human_size;
 use crate::paths::{blob_url, raw_url, tree_url};
+use crate::size::human_size;
 use budget::{Budget, Stop, Ticker};
 use maud::{Markup, PreEscaped, html};
 use pulldown_cmark::{CodeBlockKind, CowStr, Event, LinkType, Options, Parser, Tag, TagEnd};
