@@ -14,8 +14,9 @@ use std::sync::mpsc;
 use crate::error::SearchError;
 use crate::lang::DocLang;
 use crate::order::static_rank;
+use crate::postings::PostingBuf;
 use crate::source::{BuildProgress, MAX_FAILURE_MESSAGES, Source, SourceEntry, Transform};
-use crate::store::{Doc, DocKind, Generation, PostingBuf, write_postings};
+use crate::store::{Doc, DocKind, Generation, write_postings};
 use crate::trigram::{Trigram, TrigramScratch, doc_trigrams};
 use crate::words::{WORDS_FILE, WordsBuilder, doc_words};
 

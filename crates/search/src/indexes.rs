@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 use crate::cache::ResultCache;
 use crate::config::IndexConfig;
 use crate::error::SearchError;
-use crate::overlay::{BlobCache, OverlayCache};
+use crate::overlay_cache::{BlobCache, OverlayCache};
 use crate::rank::MAX_HITS;
 use crate::repodir::{LOCK_FILE, generation_number, repo_components, repo_dir_idle};
 use crate::store::Generation;

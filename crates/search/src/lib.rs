@@ -72,18 +72,22 @@ pub mod fuzzing;
 mod history;
 mod indexes;
 mod lang;
+mod limits;
 mod links;
 mod navigate;
 mod order;
 mod overlay;
+mod overlay_cache;
 mod page;
 mod plan;
+mod postings;
 mod publish;
 mod rank;
 mod repodir;
 mod request;
 mod search;
 mod shard;
+mod snippet;
 mod source;
 mod store;
 mod symtab;
@@ -100,18 +104,19 @@ pub use history::{
 };
 pub use indexes::{IndexInfo, Indexes, IndexesStats};
 pub use lang::{DocLang, MAX_LANG_BYTES, known_langs, lang_of};
+pub use limits::SEARCH_BUDGET;
 pub use links::{DefinitionSite, NameSites, SitesAnswer};
 pub use navigate::{
     Definition, Definitions, DefinitionsRequest, IndexedOutline, MAX_DEFINITIONS, MAX_SYMBOL_BYTES,
 };
 pub use overlay::{Overlay, OverlayDoc};
-pub use page::{MAX_LIMIT, MAX_MARKS, SNIPPET_CHARS, marks_fit};
+pub use page::MAX_LIMIT;
 pub use plan::{MAX_QUERY_BYTES, REGEX_SIZE_LIMIT};
 pub use rank::{COUNT_CAP, MAX_HITS, Tier};
 pub use request::{Hit, PathOnly, RepoHits, SearchRequest, SearchResults, SearchStats};
 pub use shard::{
     Mode, RankedHit, TopHits, check_definitions, merge, merge_definitions, page_offset,
 };
+pub use snippet::{MAX_MARKS, SNIPPET_CHARS, marks_fit};
 pub use source::{BuildProgress, BuildStats, MAX_FAILURE_MESSAGES, Source, SourceEntry, Transform};
 pub use symbols::{Symbol, SymbolKind};
-pub use verify::SEARCH_BUDGET;

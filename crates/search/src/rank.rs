@@ -268,7 +268,7 @@ fn hit_marks(search: &Collect<'_>, ranked: &Ranked) -> Vec<Range<u32>> {
         Some(ascii) if line.is_ascii() => ascii,
         _ => &search.compiled.regex,
     };
-    crate::page::marks(line, hit.at, regex)
+    crate::snippet::marks(line, hit.at, regex)
 }
 
 /// Verifies `input`'s candidates; for a word-only pattern (module `words`) whose candidates

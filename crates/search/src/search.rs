@@ -9,13 +9,13 @@ use std::time::Instant;
 use crate::cache;
 use crate::error::SearchError;
 use crate::indexes::Indexes;
+use crate::limits::SEARCH_BUDGET;
 use crate::page::{self, MAX_LIMIT};
 use crate::plan;
 use crate::rank::{self, COUNT_CAP, Pos, RankedList};
 use crate::request::{SearchRequest, SearchResults, SearchStats, canonical_request, request_hash};
 use crate::shard::{RankedHit, TopHits};
 use crate::store::Generation;
-use crate::verify::SEARCH_BUDGET;
 
 /// Pinned generations, and the requested repositories without one.
 pub(crate) type Pinned = (Vec<(String, Arc<Generation>)>, Vec<String>);

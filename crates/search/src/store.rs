@@ -26,6 +26,7 @@ use crate::disk::{FORMAT_VERSION, map};
 use crate::error::SearchError;
 use crate::lang::DocLang;
 use crate::order::{doc_order, static_rank};
+use crate::postings::PostingBuf;
 use crate::symtab::SymbolTable;
 use crate::trigram::Trigram;
 use crate::words::{Vocabulary, WORDS_FILE};
@@ -490,7 +491,7 @@ impl Generation {
             let Some(found) = added.symbols.get() else {
                 // Not parsed: the deadline passed first.
                 return Err(SearchError::Timeout {
-                    seconds: crate::verify::SEARCH_BUDGET.as_secs(),
+                    seconds: crate::limits::SEARCH_BUDGET.as_secs(),
                 });
             };
             lines.extend(
@@ -745,31 +746,6 @@ impl Generation {
             out.push(acc);
         }
         out
-    }
-}
-
-/// Accumulates one posting list while documents arrive in ascending id order.
-#[derive(Default)]
-pub(crate) struct PostingBuf {
-    last: u32,
-    pub(crate) count: u32,
-    pub(crate) bytes: Vec<u8>,
-}
-
-impl PostingBuf {
-    pub(crate) fn push(&mut self, doc: u32) {
-        let mut delta = doc - if self.count == 0 { 0 } else { self.last };
-        loop {
-            let byte = (delta & 0x7F) as u8;
-            delta >>= 7;
-            if delta == 0 {
-                self.bytes.push(byte);
-                break;
-            }
-            self.bytes.push(byte | 0x80);
-        }
-        self.last = doc;
-        self.count += 1;
     }
 }
 

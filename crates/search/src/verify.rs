@@ -5,17 +5,15 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use regex::bytes::Regex;
 
 use crate::error::SearchError;
+use crate::limits::SEARCH_BUDGET;
 use crate::plan::Compiled;
 use crate::store::Generation;
 
-/// Time budget of one search (the regex engine is linear, but a corpus times a pattern that
-/// matches everywhere can still take long).
-pub const SEARCH_BUDGET: Duration = Duration::from_secs(20);
 /// Candidates per unit of work handed to a verification thread.
 const CHUNK: usize = 16;
 /// Text the calling thread verifies alone before helper threads join.

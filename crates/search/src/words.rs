@@ -28,7 +28,7 @@ use regex_syntax::hir::{Class, ClassBytes, ClassUnicode, Hir, HirKind, Look};
 
 use crate::disk::FORMAT_VERSION;
 use crate::error::SearchError;
-use crate::store::PostingBuf;
+use crate::postings::PostingBuf;
 
 /// The vocabulary's file in a generation directory.
 pub(crate) const WORDS_FILE: &str = "words.bin";

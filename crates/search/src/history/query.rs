@@ -351,7 +351,7 @@ fn subject_marked(message: &[u8], regex: Option<&Regex>) -> (String, Vec<Range<u
             continue;
         };
         let lead = line.len() - line.trim_start().len();
-        crate::page::marks_shown(line, lead..lead + kept.len(), regex, base, &mut marks);
+        crate::snippet::marks_shown(line, lead..lead + kept.len(), regex, base, &mut marks);
     }
     (subject, marks)
 }
@@ -572,7 +572,7 @@ impl Scan<'_> {
         let kind = self.kind;
         let hit = |path: Option<String>, line: Option<u32>, added: Option<bool>, text: &[u8]| {
             let at = plan.regex.find(text).map_or(0, |m| m.start());
-            let (snippet, marks) = crate::page::snippet_marked(text, at, &plan.regex);
+            let (snippet, marks) = crate::snippet::snippet_marked(text, at, &plan.regex);
             // A diff search's regex matched the diff's lines, not the message.
             let (subject, subject_marks) = subject_marked(
                 message,
