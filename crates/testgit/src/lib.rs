@@ -7,6 +7,7 @@
 #[cfg(unix)]
 pub mod answers;
 pub mod fastimport;
+pub mod fuzz;
 mod hang;
 pub mod hostile;
 mod http;
