@@ -624,25 +624,32 @@ mod tests {
         });
     }
 
+    /// A store on a fresh database whose user `alice` has the token `secret`, written by
+    /// another connection without an announcement: as another replica made it a moment ago,
+    /// so the store's view does not know it.
+    fn with_a_token_made_elsewhere(secret: &str) -> AccessStore {
+        let url = metadb::testing::shared().create_database();
+        let db = metadb::Database::connect(&url, metadb::Options::default()).expect("connect");
+        let store = AccessStore::open_postgres(db).expect("open");
+        store.add_user("alice", false).expect("user");
+        let mut elsewhere = Client::connect(&url, NoTls).expect("a connection of the test's own");
+        elsewhere
+            .execute(
+                "INSERT INTO tokens (user_name, name, hash, created) VALUES ('alice', 'new', $1, 0)",
+                &[&crate::token::hash(secret).to_vec()],
+            )
+            .expect("a token row written elsewhere, unannounced");
+        store
+    }
+
     /// A-1, issue 43 finding 3: made-up tokens from one client address spend that client's
     /// look-ups only: beyond them it is told "unknown now" (retry), never "invalid", and a
     /// token another replica made a moment ago still works for another client at once.
     #[test]
     fn made_up_tokens_spend_only_their_clients_lookups() {
         within(Duration::from_secs(60), || {
-            let url = metadb::testing::shared().create_database();
-            let db = metadb::Database::connect(&url, metadb::Options::default()).expect("connect");
-            let store = AccessStore::open_postgres(db).expect("open");
-            store.add_user("alice", false).expect("user");
             let secret = format!("csg_{}", "ab".repeat(32));
-            let mut elsewhere =
-                Client::connect(&url, NoTls).expect("a connection of the test's own");
-            elsewhere
-                .execute(
-                    "INSERT INTO tokens (user_name, name, hash, created) VALUES ('alice', 'new', $1, 0)",
-                    &[&crate::token::hash(&secret).to_vec()],
-                )
-                .expect("a token row written elsewhere, unannounced");
+            let store = with_a_token_made_elsewhere(&secret);
 
             let flood: std::net::IpAddr = "192.0.2.1".parse().expect("an address");
             let (mut invalid, mut unknown) = (0, 0);
@@ -671,19 +678,8 @@ mod tests {
     #[test]
     fn a_session_starts_with_a_token_another_replica_just_made() {
         within(Duration::from_secs(60), || {
-            let url = metadb::testing::shared().create_database();
-            let db = metadb::Database::connect(&url, metadb::Options::default()).expect("connect");
-            let store = AccessStore::open_postgres(db).expect("open");
-            store.add_user("alice", false).expect("user");
             let secret = format!("csg_{}", "cd".repeat(32));
-            let mut elsewhere =
-                Client::connect(&url, NoTls).expect("a connection of the test's own");
-            elsewhere
-                .execute(
-                    "INSERT INTO tokens (user_name, name, hash, created) VALUES ('alice', 'new', $1, 0)",
-                    &[&crate::token::hash(&secret).to_vec()],
-                )
-                .expect("a token row written elsewhere, unannounced");
+            let store = with_a_token_made_elsewhere(&secret);
             assert_eq!(
                 store.authenticate(&secret).map(|p| p.user),
                 Err(Error::InvalidToken),
