@@ -8,7 +8,8 @@ use budget::Budget;
 use std::collections::HashSet;
 use std::time::Duration;
 
-/// The first line is the README's path (`README.md`, `docs/readme.rst`, …), the second the
+/// The first line is the README's path (`README.md`, `docs/readme.rst`, …; one that is not
+/// a normal repository path, which no listing gives, is read as `README.md`), the second the
 /// files and directories beside it (comma-separated: relative links and images to these
 /// resolve), the rest its text.
 pub fn readme(data: &[u8]) {
@@ -22,10 +23,14 @@ pub fn readme(data: &[u8]) {
         .filter(|s| !s.is_empty())
         .collect();
     let readme = Readme {
-        path: if path.trim().is_empty() {
-            "README.md".into()
-        } else {
+        // A listing's path: normal (`gitstore::RepoPath`), so the README's directory is too.
+        path: if path
+            .split('/')
+            .all(|segment| !segment.is_empty() && segment != "." && segment != "..")
+        {
             path
+        } else {
+            "README.md".into()
         },
         commit: "0123456789abcdef0123456789abcdef01234567".into(),
         text: Ok(text),
@@ -40,10 +45,12 @@ pub fn readme(data: &[u8]) {
         .into_iter()
         .map(str::to_owned)
         .collect();
+    // Relative images are repository paths: normal, inside the repository.
     assert!(
-        images
-            .iter()
-            .all(|image| !image.starts_with('/') && !image.contains(".."))
+        images.iter().all(|image| image
+            .split('/')
+            .all(|segment| !segment.is_empty() && segment != "." && segment != "..")),
+        "{images:?}"
     );
     rendered.show_images(&known);
     let html = readme_section(&rendered).into_string();
