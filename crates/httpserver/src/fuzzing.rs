@@ -157,9 +157,11 @@ pub fn paths(data: &[u8]) {
             "Plugins" => Some(website::plugins_url(&repo, None)),
             _ => None,
         };
-        let well_formed =
-            repo.split('/').count() == 2 && !repo.split('/').any(str::is_empty) && !rev.is_empty()
-                || matches!(route.as_str(), "Home" | "Plugins");
+        // Only a page of a valid name and a normal path is the same page written again: a
+        // segment `%2F` or an empty revision is refused by the page's handler anyway.
+        let well_formed = gitstore_like_repo(&repo)
+            && normal_path(&path)
+            && (matches!(route.as_str(), "Home" | "Plugins") || normal_rev(&rev));
         if let Some(url) = again
             && well_formed
         {
@@ -184,7 +186,7 @@ pub fn paths(data: &[u8]) {
         && path
             .split('/')
             .all(|s| !s.is_empty() && s != "." && s != "..");
-    if valid_repo && valid_path && !rev.is_empty() && !rev.contains("..") {
+    if valid_repo && valid_path && normal_rev(rev) {
         for (route, url) in [
             ("Tree", website::tree_url(repo, rev, path)),
             ("Blob", website::blob_url(repo, rev, path)),
@@ -238,4 +240,18 @@ fn gitstore_like_repo(name: &str) -> bool {
                 && s.bytes()
                     .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
         })
+}
+
+/// A repository-relative path as `gitstore::RepoPath` keeps it (G-6), or the root.
+fn normal_path(path: &str) -> bool {
+    path.is_empty()
+        || path
+            .split('/')
+            .all(|s| !s.is_empty() && s != "." && s != "..")
+}
+
+/// A revision a comparison can hold on either side of its `...`: not empty, no `..` (git's
+/// ranges), neither starting nor ending with `.` (no ref name does, G-4).
+fn normal_rev(rev: &str) -> bool {
+    !rev.is_empty() && !rev.contains("..") && !rev.starts_with('.') && !rev.ends_with('.')
 }
