@@ -207,10 +207,16 @@ pub(crate) fn connector(settings: &Settings) -> Result<MakeRustlsConnect, String
                     .build()
                     .map_err(|error| format!("cannot use the CA certificates: {error}"))?
             }
-            _ => Arc::new(ChainOnly { roots, provider }),
+            _ => Arc::new(ShortOfName {
+                roots: Some(roots),
+                provider,
+            }),
         }
     } else {
-        Arc::new(Unverified { provider })
+        Arc::new(ShortOfName {
+            roots: None,
+            provider,
+        })
     };
     let config = builder
         .dangerous()
@@ -272,14 +278,17 @@ fn roots(roots: &Roots) -> Result<RootCertStore, String> {
     Ok(store)
 }
 
-/// `verify-ca`: the chain to a trusted root, valid now; the name is not checked.
+/// A certificate check short of `verify-full`: `verify-ca` (`roots`: the chain to a trusted
+/// root, valid now; the name is not checked), or `prefer` and `require` (no roots, libpq's
+/// meaning: encrypted, any certificate taken). Either way the handshake must be signed by the
+/// key of the certificate sent.
 #[derive(Debug)]
-struct ChainOnly {
-    roots: Arc<RootCertStore>,
+struct ShortOfName {
+    roots: Option<Arc<RootCertStore>>,
     provider: Arc<CryptoProvider>,
 }
 
-impl ServerCertVerifier for ChainOnly {
+impl ServerCertVerifier for ShortOfName {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -288,68 +297,16 @@ impl ServerCertVerifier for ChainOnly {
         _ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        let cert = ParsedCertificate::try_from(end_entity)?;
-        verify_server_cert_signed_by_trust_anchor(
-            &cert,
-            &self.roots,
-            intermediates,
-            now,
-            self.provider.signature_verification_algorithms.all,
-        )?;
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
-}
-
-/// `prefer` and `require` (libpq's meaning): encrypted, any certificate taken, but the
-/// handshake must be signed by the key of the certificate sent.
-#[derive(Debug)]
-struct Unverified {
-    provider: Arc<CryptoProvider>,
-}
-
-impl ServerCertVerifier for Unverified {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
+        if let Some(roots) = &self.roots {
+            let cert = ParsedCertificate::try_from(end_entity)?;
+            verify_server_cert_signed_by_trust_anchor(
+                &cert,
+                roots,
+                intermediates,
+                now,
+                self.provider.signature_verification_algorithms.all,
+            )?;
+        }
         Ok(ServerCertVerified::assertion())
     }
 
