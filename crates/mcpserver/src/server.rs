@@ -386,6 +386,12 @@ impl ServerHandler for McpServer {
     /// on their session from its `notifications/initialized` on. The watch ends with the
     /// session: checked at each change and once a minute.
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // Over HTTP the endpoint is stateless: there is no session to notify (GET answers
+        // 405), and a watch per `notifications/initialized` POST would let a caller pile
+        // up tasks. Only a session that lives (stdio) gets one.
+        if context.extensions.get::<http::request::Parts>().is_some() {
+            return;
+        }
         let mut changes = self.service.tool_list_changes();
         changes.borrow_and_update();
         let peer = context.peer;
