@@ -434,6 +434,10 @@ impl Service {
     /// whose commit it can lease (as `RepoCall::targets` does). Without search at all, every
     /// replica answers alike: counted as served; so is a name no mirror here answers for
     /// (unknown: answered here, as unknown).
+    ///
+    /// Asked by the routing on an async worker: the lease never walks the history (issue
+    /// 42 point 7). A commit only the retention walk could vouch for counts as served; the
+    /// call's own lease, on the blocking pool, then decides.
     fn index_serves(&self, name: &str) -> bool {
         let Ok(indexes) = self.inner.indexes() else {
             return true;
@@ -444,10 +448,12 @@ impl Service {
         if self.inner.store.branch_heads(&repo).is_err() {
             return true;
         }
-        indexes
-            .indexed_commit(name)
-            .and_then(|commit| gitstore::CommitId::parse(&commit))
-            .is_some_and(|commit| self.inner.store.lease(&repo, &commit).is_ok())
+        indexes.indexed_commit(name).is_some_and(|commit| {
+            self.inner
+                .store
+                .lease_revision_inline(&repo, Some(&commit))
+                .is_ok()
+        })
     }
 }
 
