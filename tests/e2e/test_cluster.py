@@ -1064,7 +1064,34 @@ def fanned(cluster: Cluster, registered: Registered) -> list[str]:
                 lambda a: a.status == 200 and a.json()["not_indexed"] == [] and len(a.json()["repos"]) == 1,
                 interval_s=0.5,
             )
-    return sorted([REPO, *names])
+    repos = sorted([REPO, *names])
+    wait_indexed_by_owners(cluster, repos)
+    return repos
+
+
+def wait_indexed_by_owners(cluster: Cluster, repos: list[str]) -> None:
+    """Waits until every live owner of each of `repos` searches it from an index of its own
+    (before that, its searches over every repository ask the other owner: a search above
+    answered through that one proves nothing about this one)."""
+    for replica in cluster.replicas:
+        if not replica.alive():
+            continue
+
+        def unindexed(answer: Answer, me: str = replica.url) -> list[str]:
+            assert answer.status == 200, answer
+            return [
+                entry["name"]
+                for entry in answer.json()["repositories"]
+                if entry["name"] in repos and me in entry["owners"] and not entry["indexed_here"]
+            ]
+
+        wait_until(
+            f"{replica.name} holds an index of each of {repos} it owns",
+            SERVED_BOUND_S,
+            lambda r=replica: http("GET", f"{r.url}/sourcegraph/api/cluster", token=cluster.tokens.operator),
+            lambda a, check=unindexed: check(a) == [],
+            interval_s=0.5,
+        )
 
 
 def owners_by_repo(cluster: Cluster, repos: list[str]) -> dict[str, set[str]]:
@@ -1147,6 +1174,9 @@ def test_a_search_over_every_repository_names_what_owners_that_are_down_hold_and
     cluster: Cluster, fanned: list[str]
 ) -> None:
     cluster.healthy()
+    # The premise: a replica searches what it owns itself, so only what the downed replicas
+    # alone own goes unsearched.
+    wait_indexed_by_owners(cluster, fanned)
     token = cluster.tokens.reader
     owners = owners_by_repo(cluster, fanned)
     # A replica that owns some of the repositories and not another: that one's owners go down.

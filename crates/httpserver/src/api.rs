@@ -383,7 +383,8 @@ async fn cluster(
 }
 
 /// The answer of the cluster's status routes: `self`, the members with the number of
-/// repositories each owns, and every repository's owners.
+/// repositories each owns, and every repository's owners with whether `self` serves it
+/// (owns and holds it) and, on the operator's route, searches it from an index of its own.
 pub(crate) fn cluster_json(cluster: &service::ClusterStatus) -> serde_json::Value {
     let members: Vec<serde_json::Value> = cluster
         .membership
@@ -393,7 +394,7 @@ pub(crate) fn cluster_json(cluster: &service::ClusterStatus) -> serde_json::Valu
             let owned = cluster
                 .repositories
                 .iter()
-                .filter(|(_, owners)| owners.contains(&member.node_url))
+                .filter(|repo| repo.owners.contains(&member.node_url))
                 .count();
             serde_json::json!({
                 "node_url": member.node_url,
@@ -406,7 +407,17 @@ pub(crate) fn cluster_json(cluster: &service::ClusterStatus) -> serde_json::Valu
     let repositories: Vec<serde_json::Value> = cluster
         .repositories
         .iter()
-        .map(|(name, owners)| serde_json::json!({ "name": name, "owners": owners }))
+        .map(|repo| {
+            let mut entry = serde_json::json!({
+                "name": repo.name,
+                "owners": repo.owners,
+                "served_here": repo.served_here,
+            });
+            if let Some(indexed) = repo.indexed_here {
+                entry["indexed_here"] = indexed.into();
+            }
+            entry
+        })
         .collect();
     serde_json::json!({
         "self": cluster.self_url,

@@ -70,7 +70,8 @@ pub use navigate::{
 };
 pub use permissions::{AuthFailure, Caller, NewToken, Principal, TOKEN_NEEDED, TokenInfo};
 pub use placement::{
-    ClusterStatus, ForwardedRefusal, Member, Membership, Placement, Readiness, Route, RoutedCall,
+    ClusterStatus, ForwardedRefusal, Member, Membership, Placement, Readiness, RepoPlacement,
+    Route, RoutedCall,
 };
 pub use prepare::{AddRepoAnswer, IndexReport, PrepareAction, PrepareAnswer, PrepareRequest};
 pub use progress::TenthLog;

@@ -66,10 +66,26 @@ pub struct ClusterStatus {
     pub self_url: String,
     /// The membership.
     pub membership: Membership,
-    /// Each registered repository with its owners, by name.
-    pub repositories: Vec<(String, Vec<String>)>,
+    /// Each registered repository with its owners and this replica's standing, by name.
+    pub repositories: Vec<RepoPlacement>,
     /// Repositories this replica owns and holds a synced mirror of.
     pub served_here: usize,
+}
+
+/// One registered repository in a [`ClusterStatus`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepoPlacement {
+    /// Its name.
+    pub name: String,
+    /// The replicas that own it (node URLs, the preferred first).
+    pub owners: Vec<String>,
+    /// Whether this replica owns it and holds a synced mirror of it.
+    pub served_here: bool,
+    /// Whether this replica owns it and has an index a search can use, so that searches
+    /// over every repository search it here rather than asking another owner. Asked only
+    /// by the operator's status route ([`Service::cluster`]); `None` elsewhere (a metrics
+    /// scrape must not lease every index).
+    pub indexed_here: Option<bool>,
 }
 
 /// A replica's standing for `/readyz`.
@@ -164,10 +180,14 @@ impl Service {
             .map(|repo| {
                 let name = repo.name.as_str().to_owned();
                 let owners = placement.owners(&name);
-                if owners.contains(&self_url) && self.holds(&name) {
-                    served_here += 1;
+                let served = owners.contains(&self_url) && self.holds(&name);
+                served_here += usize::from(served);
+                RepoPlacement {
+                    name,
+                    owners,
+                    served_here: served,
+                    indexed_here: None,
                 }
-                (name, owners)
             })
             .collect();
         Some(ClusterStatus {
@@ -208,15 +228,20 @@ impl Service {
     }
 
     /// [`Service::cluster_status`] for an operator (the prepare capability, A-3): the
-    /// members and every repository's owners.
+    /// members, every repository's owners, and which of them this replica serves and can
+    /// search here.
     pub fn cluster(&self, ctx: &CallContext) -> Result<ClusterStatus, crate::ServiceError> {
         self.inner
             .check_prepare(&ctx.caller, "the cluster's status")?;
-        self.cluster_status().ok_or_else(|| crate::ServiceError {
+        let mut status = self.cluster_status().ok_or_else(|| crate::ServiceError {
             kind: crate::ErrorKind::NotFound,
             message: "this server does not run in cluster mode (start it with --database)"
                 .to_owned(),
-        })
+        })?;
+        for repo in &mut status.repositories {
+            repo.indexed_here = Some(repo.served_here && self.index_serves(&repo.name));
+        }
+        Ok(status)
     }
 
     /// Whether this replica holds a synced copy of the repository `name` (a real name), at

@@ -344,7 +344,7 @@ fn cluster(out: &mut String, service: &Service) {
     let owned = cluster
         .repositories
         .iter()
-        .filter(|(_, owners)| owners.contains(me))
+        .filter(|repo| repo.owners.contains(me))
         .count();
     let live = cluster.membership.members.iter().filter(|m| m.live).count();
     single_series(
