@@ -1,0 +1,205 @@
+//! Access-token validation (OAuth 2.1 §5.2, RFC 9068, RFC 8707): a JWS signed with one of
+//! the provider's asymmetric keys (`none` and HMAC never), issued by the configured issuer
+//! for this server's audience, within its validity (with [`LEEWAY`]).
+
+use crate::keys::{AlgorithmFamily, Known, Provider};
+use crate::{LEEWAY, MAX_TOKEN_BYTES, TokenError};
+use jsonwebtoken::{Algorithm, Validation};
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+/// The most groups (and scopes) taken from one token; the rest are ignored.
+const MAX_ITEMS: usize = 256;
+/// The longest group or scope name taken; longer ones are ignored.
+const MAX_ITEM_BYTES: usize = 256;
+
+/// Who a valid access token names and what it allows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// The `sub` claim: the user at the provider.
+    pub subject: String,
+    /// `preferred_username`, if the token has one (for display).
+    pub preferred_username: Option<String>,
+    /// The scopes granted (`scope`, space-separated; or `scp`, as Entra ID and Okta put it).
+    pub scopes: Vec<String>,
+    /// The groups of the configured claim.
+    pub groups: Vec<String>,
+    /// `exp`, in seconds since the epoch.
+    pub expires: u64,
+}
+
+impl Identity {
+    /// Whether the token grants `scope`.
+    pub fn has_scope(&self, scope: &str) -> bool {
+        self.scopes.iter().any(|s| s == scope)
+    }
+}
+
+pub(crate) async fn validate(provider: &Provider, token: &str) -> Result<Identity, TokenError> {
+    let invalid = |why: &str| TokenError::Invalid(why.to_owned());
+    if token.len() > MAX_TOKEN_BYTES {
+        return Err(invalid(
+            "it is longer than any access token this server accepts",
+        ));
+    }
+    let header = jsonwebtoken::decode_header(token)
+        .map_err(|_| invalid("it is not a signed JWT with an asymmetric algorithm"))?;
+    let Some(family) = AlgorithmFamily::of(header.alg) else {
+        return Err(invalid(
+            "its algorithm is not accepted (RS*, PS*, ES256, ES384 or EdDSA only)",
+        ));
+    };
+    let known = provider.known().ok_or(TokenError::KeysUnavailable)?;
+    let known = match &header.kid {
+        Some(kid) if !known.keys.iter().any(|key| key.id.as_deref() == Some(kid)) => provider
+            .refresh_for_unknown_key()
+            .await
+            .ok_or(TokenError::KeysUnavailable)?,
+        _ => known,
+    };
+    let claims = verify(
+        provider,
+        &known,
+        token,
+        (header.alg, family),
+        header.kid.as_deref(),
+    )?;
+    identity(&provider.config.groups_claim, claims)
+}
+
+/// The claims of `token`, verified with the matching key of `known`.
+fn verify(
+    provider: &Provider,
+    known: &Arc<Known>,
+    token: &str,
+    (alg, family): (Algorithm, AlgorithmFamily),
+    kid: Option<&str>,
+) -> Result<Map<String, Value>, TokenError> {
+    let mut candidates = known
+        .keys
+        .iter()
+        .filter(|key| key.family == family && (kid.is_none() || key.id.as_deref() == kid))
+        .peekable();
+    if candidates.peek().is_none() {
+        return Err(TokenError::Invalid(
+            "it was signed with a key the identity provider does not publish".to_owned(),
+        ));
+    }
+    let config = &provider.config;
+    let mut validation = Validation::new(alg);
+    validation.leeway = LEEWAY.as_secs();
+    validation.validate_nbf = true;
+    let issuer = config.issuer.trim_end_matches('/');
+    validation.set_issuer(&[issuer.to_owned(), format!("{issuer}/")]);
+    validation.set_audience(&[config.audience.as_str()]);
+    validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+    let mut last = None;
+    for key in candidates {
+        match jsonwebtoken::decode::<Map<String, Value>>(token, &key.key, &validation) {
+            Ok(data) => return Ok(data.claims),
+            Err(error) => last = Some(error),
+        }
+    }
+    Err(TokenError::Invalid(match last.as_ref().map(|e| e.kind()) {
+        Some(jsonwebtoken::errors::ErrorKind::ExpiredSignature) => "it has expired".to_owned(),
+        Some(jsonwebtoken::errors::ErrorKind::ImmatureSignature) => {
+            "it is not valid yet (nbf)".to_owned()
+        }
+        Some(jsonwebtoken::errors::ErrorKind::InvalidAudience) => format!(
+            "it was issued for another resource, not {} (RFC 8707 audience)",
+            config.audience
+        ),
+        Some(jsonwebtoken::errors::ErrorKind::InvalidIssuer) => {
+            format!("it was not issued by {}", config.issuer)
+        }
+        Some(jsonwebtoken::errors::ErrorKind::MissingRequiredClaim(claim)) => {
+            format!("it has no {claim:?} claim")
+        }
+        Some(jsonwebtoken::errors::ErrorKind::InvalidSignature) => {
+            "its signature does not verify".to_owned()
+        }
+        _ => "it is not a valid access token of this server's identity provider".to_owned(),
+    }))
+}
+
+/// The identity the verified `claims` name.
+fn identity(groups_claim: &str, claims: Map<String, Value>) -> Result<Identity, TokenError> {
+    let subject = match claims.get("sub") {
+        Some(Value::String(sub)) if !sub.is_empty() && sub.len() <= MAX_ITEM_BYTES => sub.clone(),
+        _ => {
+            return Err(TokenError::Invalid(
+                "its \"sub\" claim is not a short string".to_owned(),
+            ));
+        }
+    };
+    let mut scopes = names(claims.get("scope"));
+    scopes.extend(names(claims.get("scp")));
+    Ok(Identity {
+        subject,
+        preferred_username: claims
+            .get("preferred_username")
+            .and_then(Value::as_str)
+            .filter(|name| name.len() <= MAX_ITEM_BYTES)
+            .map(str::to_owned),
+        scopes,
+        groups: names(claims.get(groups_claim)),
+        expires: claims.get("exp").and_then(Value::as_u64).unwrap_or(0),
+    })
+}
+
+/// A claim that lists names: an array of strings, or one string of space-separated names.
+/// Bounded: at most [`MAX_ITEMS`] names of at most [`MAX_ITEM_BYTES`] each.
+fn names(claim: Option<&Value>) -> Vec<String> {
+    let fits = |name: &&str| !name.is_empty() && name.len() <= MAX_ITEM_BYTES;
+    match claim {
+        Some(Value::String(text)) => text
+            .split_ascii_whitespace()
+            .filter(fits)
+            .take(MAX_ITEMS)
+            .map(str::to_owned)
+            .collect(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(Value::as_str)
+            .filter(fits)
+            .take(MAX_ITEMS)
+            .map(str::to_owned)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a5_scopes_and_groups_of_either_shape() {
+        let claims = json!({
+            "sub": "alice", "scope": "csg:read  openid", "scp": ["csg:prepare"],
+            "roles": ["eng", 7, "", "ops"], "exp": 9
+        });
+        let Value::Object(claims) = claims else {
+            unreachable!()
+        };
+        let id = identity("roles", claims).unwrap();
+        assert_eq!(id.scopes, ["csg:read", "openid", "csg:prepare"]);
+        assert_eq!(id.groups, ["eng", "ops"]);
+        assert!(id.has_scope("csg:prepare"));
+        assert_eq!(id.expires, 9);
+    }
+
+    #[test]
+    fn a5_a_token_without_a_subject_is_refused() {
+        let Value::Object(claims) = json!({"sub": ""}) else {
+            unreachable!()
+        };
+        assert!(identity("groups", claims).is_err());
+        let many: Vec<String> = (0..1000).map(|i| format!("g{i}")).collect();
+        let Value::Object(claims) = json!({"sub": "a", "groups": many}) else {
+            unreachable!()
+        };
+        assert_eq!(identity("groups", claims).unwrap().groups.len(), MAX_ITEMS);
+    }
+}
