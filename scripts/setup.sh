@@ -71,13 +71,16 @@ if [ "${1:-}" = "--with-test-venv" ]; then
     .venv/bin/pip install -q --disable-pip-version-check -r tests/e2e/requirements.txt
     echo "$want" > "$stamp"
   fi
-  # playwright-core for the browser tests, as package-lock.json pins it (it downloads no
-  # browser: the tests drive /usr/bin/chromium).
-  stamp=tests/browser/node_modules/.lock.sha256
-  want=$(sha256sum tests/browser/package-lock.json | cut -d' ' -f1)
-  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    echo "setup: installing the browser tests' npm packages" >&2
-    (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)
-    echo "$want" > "$stamp"
-  fi
+  # The npm packages as each package-lock.json pins them: playwright-core for the browser tests
+  # (it downloads no browser: the tests drive /usr/bin/chromium), and oidc-provider for the
+  # identity provider of the OAuth tests (tests/oidc, started by scripts/oidc.sh).
+  for npm_dir in tests/browser tests/oidc; do
+    stamp=$npm_dir/node_modules/.lock.sha256
+    want=$(sha256sum "$npm_dir/package-lock.json" | cut -d' ' -f1)
+    if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+      echo "setup: installing the npm packages of $npm_dir" >&2
+      (cd "$npm_dir" && npm ci --no-audit --no-fund --loglevel=error)
+      echo "$want" > "$stamp"
+    fi
+  done
 fi
