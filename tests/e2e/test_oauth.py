@@ -401,18 +401,27 @@ async def bearer_client(server: OAuthServer, token: str) -> AsyncIterator[Client
             yield client
 
 
-def post_mcp(server: OAuthServer, body: dict[str, Any], token: str | None) -> httpx2.Response:
+def client(source: str | None) -> httpx2.Client:
+    """An HTTP client, calling from the loopback address `source` if given: the server limits
+    wrong tokens per client address, so a test that presents many uses an address of its own."""
+    transport = httpx2.HTTPTransport(local_address=source) if source else None
+    return httpx2.Client(timeout=HTTP_TIMEOUT_S, trust_env=False, transport=transport)
+
+
+def post_mcp(server: OAuthServer, body: dict[str, Any], token: str | None, source: str | None = None) -> httpx2.Response:
     """One raw MCP POST (for status codes and headers, which the SDK hides)."""
     headers = {"Accept": MCP_ACCEPT, "MCP-Protocol-Version": "2025-11-25"}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
-    with httpx2.Client(timeout=HTTP_TIMEOUT_S, trust_env=False) as http:
+    with client(source) as http:
         return http.post(server.resource, json=body, headers=headers)
 
 
-def call_api(server: OAuthServer, method: str, path: str, token: str | None, **kwargs: Any) -> httpx2.Response:
+def call_api(
+    server: OAuthServer, method: str, path: str, token: str | None, source: str | None = None, **kwargs: Any
+) -> httpx2.Response:
     headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
-    with httpx2.Client(timeout=HTTP_TIMEOUT_S, trust_env=False) as http:
+    with client(source) as http:
         return http.request(method, server.base + path, headers=headers, **kwargs)
 
 
@@ -552,9 +561,11 @@ REFUSED = [
 @pytest.mark.parametrize("kind", REFUSED)
 def test_a_refused_token_answers_401_invalid_token(server: OAuthServer, idp: IdentityProvider, kind: str) -> None:
     token = forged(idp, server, kind)
+    # Each kind from an address of its own: wrong tokens are limited per address (10 at once).
+    source = f"127.0.0.{20 + REFUSED.index(kind)}"
     for response in (
-        post_mcp(server, INITIALIZE, token),
-        call_api(server, "GET", "/sourcegraph/api/read", token, params=READ_GUIDE),
+        post_mcp(server, INITIALIZE, token, source),
+        call_api(server, "GET", "/sourcegraph/api/read", token, source, params=READ_GUIDE),
     ):
         assert response.status_code == 401, f"{kind}: HTTP {response.status_code}: {response.text[:300]}"
         _, params = challenge(response.headers.get("www-authenticate", ""))

@@ -56,8 +56,23 @@ pub struct Principal {
     pub user: String,
     /// Whether the user holds the `prepare` capability.
     pub prepare: bool,
-    /// The id of the token used (`csg token list` shows it).
+    /// The id of the API token used (`csg token list` shows it); 0 for a caller of the
+    /// identity provider ([`Principal::provider`]).
     pub token_id: i64,
+    /// What the identity provider's access token carried, for a caller signed in through it
+    /// (A-5, issue 44); `None` for an API token of this server.
+    pub provider: Option<ProviderGrant>,
+}
+
+/// What an identity provider's access token granted its caller (A-5, issue 44).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProviderGrant {
+    /// The provider's name of the user (`sub`).
+    pub subject: String,
+    /// The scopes the token grants.
+    pub scopes: Vec<String>,
+    /// The groups the token lists.
+    pub groups: Vec<String>,
 }
 
 /// A token that was just created: the only time its secret is known.

@@ -160,6 +160,7 @@ impl AccessStore {
             user: user.clone(),
             prepare,
             token_id: *id,
+            provider: None,
         })
     }
 
@@ -197,6 +198,7 @@ impl AccessStore {
                     user,
                     prepare,
                     token_id,
+                    provider: None,
                 })
             }
             Ok(None) => Err(Error::InvalidToken),
@@ -330,6 +332,7 @@ impl AccessStore {
             user: row.user,
             prepare,
             token_id: row.token_id,
+            provider: None,
         })
     }
 
@@ -400,6 +403,11 @@ impl AccessStore {
             .current()?
             .grants
             .contains(&(user.to_owned(), repo.to_owned())))
+    }
+
+    /// Whether `user` is known, and then whether it holds `prepare`, as the view has it.
+    pub fn user_prepare(&self, user: &str) -> Result<Option<bool>, Error> {
+        Ok(self.current()?.users.get(user).copied())
     }
 
     /// Adds a user, with the `prepare` capability or not.

@@ -105,6 +105,48 @@ pub fn resolve(matches: &ArgMatches, env: &dyn Fn(&str) -> Option<OsString>) -> 
     Ok(settings)
 }
 
+/// The identity provider's settings (A-5, issue 44) go together: `--oauth-issuer` needs the
+/// public URL (the canonical MCP URL tokens are issued for is under it), and the others mean
+/// nothing without it. Answers the group grants, parsed. Contacts nothing: an issuer that does
+/// not answer at start is retried in the background.
+pub fn check_oauth(
+    settings: &Settings,
+    subcommand: Option<&str>,
+) -> Result<Vec<service::GroupGrant>> {
+    if subcommand != Some("serve") {
+        return Ok(Vec::new());
+    }
+    let Some(issuer) = &settings.oauth_issuer else {
+        let stray = settings.oauth_audience.is_some()
+            || settings.oauth_group_grants.is_some()
+            || settings.oauth_prepare_groups.is_some();
+        if stray {
+            anyhow::bail!(
+                "--oauth-audience, --oauth-group-grant and --oauth-prepare-group (CSG_OAUTH_…) \
+                 apply only with --oauth-issuer (CSG_OAUTH_ISSUER); pass it too, or drop them"
+            );
+        }
+        return Ok(Vec::new());
+    };
+    if settings.public_url.is_none() {
+        anyhow::bail!(
+            "--oauth-issuer {issuer} needs --public-url (CSG_PUBLIC_URL): access tokens are \
+             issued for this server's canonical MCP URL, <public URL>/sourcegraph/mcp, which \
+             MCP clients also check"
+        );
+    }
+    settings
+        .oauth_group_grants
+        .iter()
+        .flatten()
+        .map(|grant| {
+            grant
+                .parse::<service::GroupGrant>()
+                .map_err(|why| anyhow::anyhow!("invalid --oauth-group-grant: {why}"))
+        })
+        .collect()
+}
+
 /// The shortest cluster secret accepted: guessing it must be out of reach.
 const MIN_CLUSTER_SECRET_CHARS: usize = 32;
 
@@ -225,7 +267,7 @@ impl FileValues {
 /// and `fuzz_corpus` below replays its corpus in CI): a `--config` file's text read by the
 /// same table as [`resolve`] and each value applied as there (every other setting at its
 /// default), then the start's checks that need no network: cluster mode's settings, the
-/// trusted proxies, the node URL. An error is an answer; a panic is a finding.
+/// identity provider's, the trusted proxies, the node URL. An error is an answer; a panic is a finding.
 #[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn fuzz_config_file(text: &str) -> Result<Settings> {
     let mut file = FileValues {
@@ -239,6 +281,7 @@ pub(crate) fn fuzz_config_file(text: &str) -> Result<Settings> {
         }
     }
     check_cluster(&settings, Some("serve"))?;
+    check_oauth(&settings, Some("serve"))?;
     let proxies = settings
         .trusted_proxies
         .iter()
@@ -564,6 +607,45 @@ mod tests {
     /// Issue 31: cluster mode's settings go together, and neither the database password nor
     /// the cluster secret is ever repeated in an error or `Debug` output.
     #[test]
+    fn a5_identity_provider_settings_go_together() {
+        let check = |args: &[&str], env: &[(&str, &str)]| {
+            let settings = resolve_with(args, env)?;
+            check_oauth(&settings, args.first().copied())
+        };
+        let issuer = ("CSG_OAUTH_ISSUER", "https://id.example.org/realms/acme");
+        let error = check(&["serve"], &[issuer]).unwrap_err().to_string();
+        assert!(error.contains("needs --public-url"), "{error}");
+        let public = ("CSG_PUBLIC_URL", "https://csg.example.org");
+        assert_eq!(check(&["serve"], &[issuer, public]).unwrap(), []);
+        let grants = check(
+            &[
+                "serve",
+                "--oauth-group-grant",
+                "eng=acme/*",
+                "--oauth-group-grant",
+                "*=docs",
+            ],
+            &[issuer, public],
+        )
+        .unwrap();
+        assert_eq!(grants.len(), 2);
+        assert_eq!(
+            (grants[1].group.as_str(), grants[1].repo.as_str()),
+            ("*", "docs")
+        );
+        let error = check(&["serve", "--oauth-group-grant", "eng"], &[issuer, public])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("GROUP=REPO"), "{error}");
+        let error = check(&["serve", "--oauth-prepare-group", "ops"], &[public])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("only with --oauth-issuer"), "{error}");
+        // Other commands ignore them.
+        assert_eq!(check(&["repo", "list"], &[]).unwrap(), []);
+    }
+
+    #[test]
     fn cluster_settings_go_together_and_stay_secret() {
         let resolve_with = |args: &[&str], env: &[(&str, &str)]| {
             let settings = resolve_with(args, env)?;
@@ -677,6 +759,11 @@ mod tests {
             cluster_ca: None,
             cluster_mtls: false,
             trusted_proxies: None,
+            oauth_issuer: None,
+            oauth_audience: None,
+            oauth_groups_claim: Some("groups".to_owned()),
+            oauth_group_grants: None,
+            oauth_prepare_groups: None,
         };
         assert_eq!(settings, expected);
         // Another command's settings hold their defaults too, never blanks.
@@ -785,10 +872,18 @@ mod tests {
         let path = dir.path().join("one.toml");
         let config = path.to_str().unwrap();
         let defaults = resolve_with(&["serve"], &[]).unwrap();
-        // As many fields as settings (each field's line in `{:#?}` is indented once).
+        // As many fields as settings (each field's line in `{:#?}` is indented once and names
+        // it; a `Some(` value's closing line is indented once too).
         let fields = format!("{defaults:#?}")
             .lines()
-            .filter(|line| line.starts_with("    ") && !line.starts_with("     "))
+            .filter(|line| {
+                line.strip_prefix("    ")
+                    .and_then(|rest| rest.split_once(':'))
+                    .is_some_and(|(name, _)| {
+                        !name.is_empty()
+                            && name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+                    })
+            })
             .count();
         assert_eq!(fields, SETTINGS.len(), "a field without a setting");
         let with_config = resolve_with(&["--config", config, "serve"], &[]);

@@ -174,6 +174,7 @@ fn run(cli: Cli, matches: &clap::ArgMatches) -> Result<()> {
     // Every setting of this command is read and checked here, before anything starts (O-3).
     let settings = config::resolve(matches, &|name| std::env::var_os(name))?;
     config::check_cluster(&settings, matches.subcommand_name())?;
+    let group_grants = config::check_oauth(&settings, matches.subcommand_name())?;
     init_tracing(settings.log_format)?;
     // `csg mcp` serves one client over one pipe: a single-threaded runtime answers it with
     // no wake-ups between worker threads (its Git work and maintenance still go to the
@@ -197,13 +198,13 @@ fn run(cli: Cli, matches: &clap::ArgMatches) -> Result<()> {
         let store = || open_store(&settings);
         match cli.command {
             Command::Serve(args) => {
-                let wiring = Wiring::new(&settings)?;
+                let wiring = Wiring::new(&settings, &group_grants)?;
                 let store = store()?;
                 wiring.apply_to(&store);
                 serve(store, &settings, args, wiring, signal.clone()).await
             }
             Command::Mcp(args) => {
-                let wiring = Wiring::new(&settings)?;
+                let wiring = Wiring::new(&settings, &group_grants)?;
                 let store = store()?;
                 wiring.apply_to(&store);
                 mcp(store, args, wiring, signal.clone()).await
@@ -301,7 +302,7 @@ struct Wiring {
 }
 
 impl Wiring {
-    fn new(settings: &Settings) -> Result<Self> {
+    fn new(settings: &Settings, group_grants: &[service::GroupGrant]) -> Result<Self> {
         let defaults = ServiceConfig::default();
         // Repository-plugin budgets come from SOURCEGRAPH_PLUGINS_* only (seed 000), read once.
         let mut plugins = wasmplugin::PluginConfig::from_env()?;
@@ -325,6 +326,10 @@ impl Wiring {
                 },
                 history_depth: (settings.history_depth > 0)
                     .then(|| usize::try_from(settings.history_depth).unwrap_or(usize::MAX)),
+                identity: service::IdentityPolicy {
+                    group_grants: group_grants.to_vec(),
+                    prepare_groups: settings.oauth_prepare_groups.clone().unwrap_or_default(),
+                },
                 ..defaults
             },
             sync_interval: settings.sync_interval,
@@ -339,6 +344,33 @@ impl Wiring {
         store.set_blob_cache_bytes(self.blob_cache_bytes);
         store.set_max_text_bytes(self.max_text_bytes as u64);
     }
+}
+
+/// The identity provider's side of the access layer (A-5, issue 44), if `--oauth-issuer` is
+/// set: its keys are fetched in the background from now on (an unreachable provider is a
+/// warning and a retry; its tokens are refused as "try again" meanwhile).
+fn oauth_resource(settings: &Settings) -> Result<Option<httpserver::OAuthResource>> {
+    let (Some(issuer), Some(public_url)) = (&settings.oauth_issuer, &settings.public_url) else {
+        return Ok(None);
+    };
+    let public_url = public_url.trim_end_matches('/');
+    let validator = oauth::Validator::new(oauth::OAuthConfig {
+        issuer: issuer.clone(),
+        audience: settings
+            .oauth_audience
+            .clone()
+            .unwrap_or_else(|| format!("{public_url}/sourcegraph/mcp")),
+        groups_claim: settings
+            .oauth_groups_claim
+            .clone()
+            .unwrap_or_else(|| "groups".to_owned()),
+    })?;
+    validator.start();
+    progress(&format!(
+        "access tokens of the identity provider {issuer} are taken (scopes {})",
+        oauth::SCOPES.join(", ")
+    ));
+    Ok(Some(httpserver::OAuthResource::new(validator, public_url)))
 }
 
 /// Registers (or reuses) and syncs every `--repo`.
@@ -477,12 +509,11 @@ async fn serve(
     };
     // who calls, for the API, MCP and the site alike; the site's sign-in sessions
     // live in the access store, so they survive restarts and work on every replica.
-    let app = match service.access_store() {
-        Some(sessions) => {
-            httpserver::with_access_and_sessions(app, service.clone(), &site_config, sessions)
-        }
-        None => httpserver::with_access(app, service.clone(), &site_config),
+    let options = httpserver::AccessOptions {
+        sessions: service.access_store(),
+        oauth: oauth_resource(settings)?,
     };
+    let app = httpserver::with_access_options(app, service.clone(), &site_config, options);
     // outermost, the replica gate: the cluster's own routes answer only replicas, and a
     // call another replica forwarded is marked before anything else sees it.
     let app = match &replica {

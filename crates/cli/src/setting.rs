@@ -485,6 +485,16 @@ pub struct Settings {
     pub cluster_mtls: bool,
     /// `--trusted-proxy`: the proxies whose forwarded client addresses are believed.
     pub trusted_proxies: Option<Vec<String>>,
+    /// `--oauth-issuer`: the identity provider whose access tokens are taken.
+    pub oauth_issuer: Option<String>,
+    /// `--oauth-audience`; `None`: the canonical MCP URL.
+    pub oauth_audience: Option<String>,
+    /// `--oauth-groups-claim`.
+    pub oauth_groups_claim: Option<String>,
+    /// `--oauth-group-grant GROUP=REPO`.
+    pub oauth_group_grants: Option<Vec<String>>,
+    /// `--oauth-prepare-group`.
+    pub oauth_prepare_groups: Option<Vec<String>>,
 }
 
 impl Settings {
@@ -520,6 +530,11 @@ impl Settings {
         cluster_ca: None,
         cluster_mtls: false,
         trusted_proxies: None,
+        oauth_issuer: None,
+        oauth_audience: None,
+        oauth_groups_claim: None,
+        oauth_group_grants: None,
+        oauth_prepare_groups: None,
     };
 }
 

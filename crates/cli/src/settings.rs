@@ -429,4 +429,66 @@ pub const SETTINGS: &[Def] = &[
                header names the client that rate limits, logs and metrics key on. \
                Repeatable or comma-separated.",
     },
+    Def {
+        key: "oauth_issuer",
+        flag: "oauth-issuer",
+        env: "CSG_OAUTH_ISSUER",
+        in_file: true,
+        scope: Scope::Serve,
+        value_name: "URL",
+        field: Field::Text(|s| &mut s.oauth_issuer),
+        default: DefaultValue::Derived("none: API tokens only"),
+        help: "The identity provider (OAuth 2.1 authorization server) whose access tokens \
+               are taken beside API tokens (A-5): its issuer URL, whose metadata gives its \
+               keys. MCP clients then sign in through it by themselves. Needs `--public-url`.",
+    },
+    Def {
+        key: "oauth_audience",
+        flag: "oauth-audience",
+        env: "CSG_OAUTH_AUDIENCE",
+        in_file: true,
+        scope: Scope::Serve,
+        value_name: "URL",
+        field: Field::Text(|s| &mut s.oauth_audience),
+        default: DefaultValue::Derived("`<--public-url>/sourcegraph/mcp`, the canonical MCP URL"),
+        help: "The resource access tokens must be issued for (their `aud`, RFC 8707); a token \
+               for any other resource is refused.",
+    },
+    Def {
+        key: "oauth_groups_claim",
+        flag: "oauth-groups-claim",
+        env: "CSG_OAUTH_GROUPS_CLAIM",
+        in_file: true,
+        scope: Scope::Serve,
+        value_name: "NAME",
+        field: Field::Text(|s| &mut s.oauth_groups_claim),
+        default: DefaultValue::Value(|| "groups".into()),
+        help: "The access-token claim that lists the caller's groups (an array of names, or \
+               one space-separated string).",
+    },
+    Def {
+        key: "oauth_group_grants",
+        flag: "oauth-group-grant",
+        env: "CSG_OAUTH_GROUP_GRANTS",
+        in_file: true,
+        scope: Scope::Serve,
+        value_name: "GROUP=REPO",
+        field: Field::List(|s| &mut s.oauth_group_grants),
+        default: DefaultValue::Derived("none"),
+        help: "Members of the identity provider's group GROUP read the private repository \
+               REPO; a `*` in either matches any text (`eng=acme/*`). Repeatable or \
+               comma-separated.",
+    },
+    Def {
+        key: "oauth_prepare_groups",
+        flag: "oauth-prepare-group",
+        env: "CSG_OAUTH_PREPARE_GROUPS",
+        in_file: true,
+        scope: Scope::Serve,
+        value_name: "GROUP",
+        field: Field::List(|s| &mut s.oauth_prepare_groups),
+        default: DefaultValue::Derived("none"),
+        help: "Members of the identity provider's group GROUP hold the `prepare` capability, \
+               as tokens with the `csg:prepare` scope do. Repeatable or comma-separated.",
+    },
 ];

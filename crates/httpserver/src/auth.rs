@@ -17,6 +17,7 @@
 use crate::ClientAddr;
 use crate::SiteConfig;
 use crate::json::{ApiError, INVALID_TOKEN, UNAUTHENTICATED};
+use crate::oauth::{METADATA_PATH, OAuthResource, PREPARE_SCOPES, READ_SCOPE, ROOT_METADATA_PATH};
 use crate::session::{
     self, CSRF_COOKIE, SESSION_COOKIE, csrf_of, random_hex, set_cookie, well_formed,
 };
@@ -103,7 +104,15 @@ pub(crate) fn context(parts: &Parts) -> CallContext {
 /// else its client address as the wrong-token limiter keys it (an IPv6 client by its /64).
 fn client_of(caller: &Caller, address: Option<IpAddr>) -> ClientKey {
     match (caller, address) {
-        (Caller::User(principal), _) => ClientKey::Token(principal.token_id),
+        (Caller::User(principal), _) => match &principal.provider {
+            Some(grant) => {
+                use std::hash::{Hash, Hasher};
+                let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                grant.subject.hash(&mut hasher);
+                ClientKey::ProviderUser(hasher.finish())
+            }
+            None => ClientKey::Token(principal.token_id),
+        },
         (_, Some(address)) => ClientKey::Address(client_key(address)),
         (_, None) => ClientKey::Unknown,
     }
@@ -133,7 +142,18 @@ async fn admitted(
 /// website's sign-in is refused (there is nowhere to keep sessions): serve the site through
 /// [`with_access_and_sessions`].
 pub fn with_access(app: Router, service: Service, site: &SiteConfig) -> Router {
-    layer(app, service, site, None)
+    with_access_options(app, service, site, AccessOptions::default())
+}
+
+/// What the access layer works with besides the service.
+#[derive(Clone, Default)]
+pub struct AccessOptions {
+    /// Where website sessions live (see [`with_access_and_sessions`]); none: signing in to
+    /// the website is refused.
+    pub sessions: Option<Arc<access::AccessStore>>,
+    /// The identity provider whose access tokens are taken beside API tokens, and the
+    /// challenges that send clients to it (A-5, issue 44); none: API tokens only.
+    pub oauth: Option<OAuthResource>,
 }
 
 /// [`with_access`] whose website sessions live in `sessions`, the access store of the
@@ -146,19 +166,25 @@ pub fn with_access_and_sessions(
     site: &SiteConfig,
     sessions: Arc<access::AccessStore>,
 ) -> Router {
-    layer(app, service, site, Some(sessions))
+    let options = AccessOptions {
+        sessions: Some(sessions),
+        oauth: None,
+    };
+    with_access_options(app, service, site, options)
 }
 
-fn layer(
+/// [`with_access`] with everything [`AccessOptions`] can give it.
+pub fn with_access_options(
     app: Router,
     service: Service,
     site: &SiteConfig,
-    sessions: Option<Arc<access::AccessStore>>,
+    options: AccessOptions,
 ) -> Router {
     let state = Arc::new(Access {
         service,
         limiter: Limiter::default(),
-        sessions,
+        sessions: options.sessions,
+        oauth: options.oauth,
         secure_cookies: site.secure(),
     });
     app.layer(axum::middleware::from_fn_with_state(state, check))
@@ -169,6 +195,8 @@ pub(crate) struct Access {
     limiter: Limiter,
     /// Where website sessions live; none: signing in is refused.
     sessions: Option<Arc<access::AccessStore>>,
+    /// The identity provider's tokens are taken too (A-5).
+    oauth: Option<OAuthResource>,
     secure_cookies: bool,
 }
 
@@ -386,6 +414,155 @@ impl Access {
     }
 }
 
+/// What a call without a token is told when the server takes the identity provider's.
+const OAUTH_TOKEN_NEEDED: &str = "this server needs an access token: sign in through the \
+     identity provider (MCP clients do so by themselves from this answer), or send \
+     `Authorization: Bearer <token>` with an API token (`csg token create USER`)";
+
+impl Access {
+    /// The caller of an identity provider's access token: validated (keys cached, no
+    /// round trip), then mapped to a user with its groups and scopes. A token without the
+    /// read scope is a 403 step-up; a refused one counts as a wrong token of `client`.
+    async fn provider_caller(
+        &self,
+        oauth: &OAuthResource,
+        token: &str,
+        client: Option<IpAddr>,
+    ) -> Result<Caller, Response> {
+        let identity = match oauth.validator().validate(token).await {
+            Ok(identity) => identity,
+            Err(oauth::TokenError::Invalid(message)) => {
+                COUNTERS.refused.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(?client, %message, "an access token was refused");
+                if let Some(client) = client {
+                    self.limiter.failed(client);
+                }
+                return Err(oauth.invalid_token(&message));
+            }
+            Err(error @ oauth::TokenError::KeysUnavailable) => {
+                let mut response = ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    error.to_string(),
+                )
+                .into_response();
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+                return Err(response);
+            }
+        };
+        if !identity.has_scope(READ_SCOPE) {
+            return Err(oauth.insufficient_scope(READ_SCOPE));
+        }
+        let grant = service::ProviderGrant {
+            subject: identity.subject,
+            scopes: identity.scopes,
+            groups: identity.groups,
+        };
+        match self.service.provider_principal(grant).await {
+            Ok(principal) => {
+                COUNTERS.authenticated.fetch_add(1, Ordering::Relaxed);
+                Ok(Caller::User(principal))
+            }
+            Err(error) => Err(ApiError::from(error).into_response()),
+        }
+    }
+
+    /// The caller of one of this server's API tokens (A-1): looked up by hash; a wrong one
+    /// counts against `client`.
+    async fn api_token_caller(
+        &self,
+        token: &str,
+        address: Option<IpAddr>,
+        client: Option<IpAddr>,
+    ) -> Result<Caller, Response> {
+        match self.service.authenticate_or_look_up(token, address).await {
+            Ok(principal) => {
+                COUNTERS.authenticated.fetch_add(1, Ordering::Relaxed);
+                Ok(Caller::User(principal))
+            }
+            Err(AuthFailure::Invalid(message)) => {
+                COUNTERS.refused.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(client = ?address, "a wrong API token: refused");
+                if let Some(client) = client {
+                    self.limiter.failed(client);
+                }
+                Err(match &self.oauth {
+                    Some(oauth) => oauth.invalid_token(&message),
+                    None => ApiError::new(StatusCode::UNAUTHORIZED, INVALID_TOKEN, message)
+                        .into_response(),
+                })
+            }
+            Err(AuthFailure::Unavailable(message)) => {
+                Err(
+                    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+                        .into_response(),
+                )
+            }
+            // Nothing is known of the token (issue 43 finding 3): not a wrong one, so it is
+            // not counted, and the client is told to retry rather than to give it up.
+            Err(AuthFailure::UnknownNow {
+                message,
+                retry_after,
+            }) => {
+                tracing::debug!(client = ?address, "a token unknown here, not looked up now");
+                let mut response =
+                    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+                        .into_response();
+                if let Ok(value) = retry_after.to_string().parse() {
+                    response.headers_mut().insert(header::RETRY_AFTER, value);
+                }
+                Err(response)
+            }
+        }
+    }
+
+    /// A-5 step-up: with the identity provider on, an operator action by an anonymous caller
+    /// or a provider caller without `prepare` is refused here with a challenge naming the
+    /// scopes it needs (an MCP tool's refusal would be a tool error, which sends no client
+    /// to the provider). API-token callers are answered by the operation, as before.
+    async fn refuse_unscoped(
+        &self,
+        request: Request,
+        caller: &Caller,
+    ) -> Result<Request, Response> {
+        let Some(oauth) = &self.oauth else {
+            return Ok(request);
+        };
+        let asks = match caller {
+            Caller::Anonymous => true,
+            Caller::User(principal) => principal.provider.is_some() && !principal.prepare,
+            Caller::Local => false,
+        };
+        let path = request.uri().path();
+        if !asks || !(path.starts_with("/sourcegraph/api/") || path.starts_with("/sourcegraph/mcp"))
+        {
+            return Ok(request);
+        }
+        let (parts, body) = request.into_parts();
+        let (bytes, body) = if parts.method == http::Method::POST {
+            match crate::body::read_limited(&parts.headers, body).await {
+                Ok(bytes) => (Some(bytes.clone()), axum::body::Body::from(bytes)),
+                Err(refused) => return Err(refused),
+            }
+        } else {
+            (None, body)
+        };
+        let ctx = CallContext {
+            caller: caller.clone(),
+            ..CallContext::default()
+        };
+        if crate::forward::prepares(&self.service, &ctx, &parts, bytes.as_deref()).await {
+            return Err(match caller {
+                Caller::Anonymous => oauth.token_needed(OAUTH_TOKEN_NEEDED, PREPARE_SCOPES),
+                _ => oauth.insufficient_scope(PREPARE_SCOPES),
+            });
+        }
+        Ok(Request::from_parts(parts, body))
+    }
+}
+
 /// Whether `path` is one of the website's pages (not the API, not MCP, not a probe).
 fn is_site_path(path: &str) -> bool {
     path.starts_with("/sourcegraph")
@@ -477,7 +654,19 @@ fn bearer(headers: &HeaderMap) -> Result<Option<&str>, &'static str> {
     Ok(Some(token))
 }
 
-async fn check(State(access): State<Arc<Access>>, mut request: Request, next: Next) -> Response {
+async fn check(State(access): State<Arc<Access>>, request: Request, next: Next) -> Response {
+    let Some(oauth) = access.oauth.clone() else {
+        return checked(access, request, next).await;
+    };
+    let path = request.uri().path();
+    if path == METADATA_PATH || path == ROOT_METADATA_PATH {
+        return oauth.metadata();
+    }
+    // Every 401, whoever answered it, names the metadata (the MCP authorization spec).
+    oauth.rechallenged(checked(access, request, next).await)
+}
+
+async fn checked(access: Arc<Access>, mut request: Request, next: Next) -> Response {
     if !request.uri().path().starts_with("/sourcegraph") {
         return next.run(request).await;
     }
@@ -500,6 +689,9 @@ async fn check(State(access): State<Arc<Access>>, mut request: Request, next: Ne
         }
         Ok(None) if site || access.service.public_read() => Caller::Anonymous,
         Ok(None) => {
+            if let Some(oauth) = &access.oauth {
+                return oauth.token_needed(OAUTH_TOKEN_NEEDED, READ_SCOPE);
+            }
             return ApiError::new(
                 StatusCode::UNAUTHORIZED,
                 UNAUTHENTICATED,
@@ -525,43 +717,26 @@ async fn check(State(access): State<Arc<Access>>, mut request: Request, next: Ne
                 }
                 return response;
             }
-            match access.service.authenticate_or_look_up(token, address).await {
-                Ok(principal) => {
-                    COUNTERS.authenticated.fetch_add(1, Ordering::Relaxed);
-                    Caller::User(principal)
+            if let Some(oauth) = &access.oauth
+                && oauth::looks_like_jwt(token)
+            {
+                match access.provider_caller(oauth, token, client).await {
+                    Ok(caller) => caller,
+                    Err(refused) => return refused,
                 }
-                Err(AuthFailure::Invalid(message)) => {
-                    COUNTERS.refused.fetch_add(1, Ordering::Relaxed);
-                    tracing::debug!(client = ?address, "a wrong API token: refused");
-                    if let Some(client) = client {
-                        access.limiter.failed(client);
-                    }
-                    return ApiError::new(StatusCode::UNAUTHORIZED, INVALID_TOKEN, message)
-                        .into_response();
-                }
-                Err(AuthFailure::Unavailable(message)) => {
-                    return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
-                        .into_response();
-                }
-                // Nothing is known of the token (issue 43 finding 3): not a wrong one, so it is
-                // not counted, and the client is told to retry rather than to give it up.
-                Err(AuthFailure::UnknownNow {
-                    message,
-                    retry_after,
-                }) => {
-                    tracing::debug!(client = ?address, "a token unknown here, not looked up now");
-                    let mut response =
-                        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
-                            .into_response();
-                    if let Ok(value) = retry_after.to_string().parse() {
-                        response.headers_mut().insert(header::RETRY_AFTER, value);
-                    }
-                    return response;
+            } else {
+                match access.api_token_caller(token, address, client).await {
+                    Ok(caller) => caller,
+                    Err(refused) => return refused,
                 }
             }
         }
     };
     if !site {
+        let request = match access.refuse_unscoped(request, &caller).await {
+            Ok(request) => request,
+            Err(refused) => return refused,
+        };
         return admitted(request, next, caller, address).await;
     }
     let bearer = (caller != Caller::Anonymous).then_some(caller);

@@ -436,6 +436,42 @@ async fn named_call(
     named_by_request(parts, body)
 }
 
+/// Whether a request is an operator action (it needs the `prepare` capability, A-3): an MCP
+/// `tools/call` of a prepare tool (as server plugins adapt it: a preset, an `on_tool_call`
+/// hook), the JSON API's `prepare`, registrations, prepare tools and the cluster's status.
+/// Asked by the access layer for a caller without `prepare` when the server takes the
+/// identity provider's tokens, so the refusal is a challenge a client can step up from.
+pub(crate) async fn prepares(
+    service: &Service,
+    ctx: &CallContext,
+    parts: &http::request::Parts,
+    body: Option<&[u8]>,
+) -> bool {
+    let path = parts.uri.path();
+    if path.starts_with("/sourcegraph/mcp") {
+        let Some((tool, _)) = body.and_then(mcp_tool_call) else {
+            return false;
+        };
+        if !service.adapts_tool_call(ctx, &tool) {
+            return tool_call(&tool).prepares;
+        }
+        let Some(arguments) = body.and_then(tool_arguments) else {
+            // Arguments the tool will refuse: it runs (and fails) as the tool named.
+            return tool_call(&tool).prepares;
+        };
+        let (tool, _) = service.effective_tool_call(ctx, &tool, arguments).await;
+        return tool_call(&tool).prepares;
+    }
+    let Some(route) = path.strip_prefix("/sourcegraph/api/") else {
+        return false;
+    };
+    match route.trim_end_matches('/') {
+        "prepare" | "cluster" | "plugins/reload" => true,
+        "repos" => parts.method == Method::POST,
+        tool => tool_call(tool).prepares,
+    }
+}
+
 /// An MCP `tools/call`'s tool and the `repo` of its arguments as the caller sent them; `None`
 /// for any other message.
 fn mcp_tool_call(body: &[u8]) -> Option<(String, Option<String>)> {
@@ -459,17 +495,23 @@ async fn adapted_call(
     tool: &str,
     body: &[u8],
 ) -> Option<NamedCall> {
-    let message: serde_json::Value = serde_json::from_slice(body).ok()?;
-    let arguments = match message.pointer("/params/arguments") {
-        Some(serde_json::Value::Object(arguments)) => arguments.clone(),
-        None | Some(serde_json::Value::Null) => serde_json::Map::new(),
-        Some(_) => return None,
-    };
+    let arguments = tool_arguments(body)?;
     let (tool, effective) = service.effective_tool_call(ctx, tool, arguments).await;
     Some(NamedCall {
         repo: effective.get("repo")?.as_str()?.to_owned(),
         call: tool_call(&tool),
     })
+}
+
+/// The arguments of an MCP `tools/call` body, whole (none: an empty object); `None` when
+/// they are not an object.
+fn tool_arguments(body: &[u8]) -> Option<serde_json::Map<String, serde_json::Value>> {
+    let message: serde_json::Value = serde_json::from_slice(body).ok()?;
+    match message.pointer("/params/arguments") {
+        Some(serde_json::Value::Object(arguments)) => Some(arguments.clone()),
+        None | Some(serde_json::Value::Null) => Some(serde_json::Map::new()),
+        Some(_) => None,
+    }
 }
 
 /// [`named_call`] for the routes other than MCP: the JSON API's tools and registrations, the

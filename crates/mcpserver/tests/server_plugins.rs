@@ -38,6 +38,7 @@ fn operator() -> Caller {
         user: "ops".into(),
         prepare: true,
         token_id: 1,
+        provider: None,
     })
 }
 
@@ -423,6 +424,7 @@ async fn p12_plugin_status_shows_tracebacks_and_paths_to_operators_only() {
         user: "reader".into(),
         prepare: false,
         token_id: 2,
+        provider: None,
     });
     for (caller, full) in [
         (None, false),

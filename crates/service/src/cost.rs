@@ -244,6 +244,8 @@ pub enum ClientKey {
     Local,
     /// A caller with a token, by the token's id.
     Token(i64),
+    /// A caller of the identity provider, by a hash of its user (issue 44).
+    ProviderUser(u64),
     /// A caller without a token, by its address.
     Address(IpAddr),
     /// An HTTP caller whose address the server was not told (the app served without its

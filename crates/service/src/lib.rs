@@ -19,6 +19,7 @@ mod frame;
 mod highlight;
 mod history;
 mod history_search;
+mod identity;
 mod index;
 mod lines;
 mod lookup;
@@ -57,6 +58,7 @@ pub use history::{
     DiffAnswer, DiffFile, DiffRequest, LogAnswer, LogEntry, LogRequest, MAX_BLAME_LINES,
     MAX_COMMIT_FILES, MAX_LOG_LIMIT, MAX_MESSAGE_BYTES, MergeBaseAnswer,
 };
+pub use identity::{GroupGrant, IdentityPolicy, SCOPE_PREPARE, user_name_of};
 pub use index::{
     BuildProgress, BuildStats, DEFAULT_SEARCH_LIMIT, IndexConfig, IndexInfo, IndexesStats,
     LineChange, MAX_CONCURRENT_SEARCHES, SearchAnswer, SearchHit, SearchKind, SearchRepoHits,
@@ -68,7 +70,9 @@ pub use navigate::{
     MAX_OUTLINE_BYTES, MAX_OUTLINE_SYMBOLS, OutlineAnswer, OutlineEntry, OutlineRequest,
     OutlineSymbol, Reference, ReferencesAnswer, ReferencesRequest, RepoReferences, SymbolQuery,
 };
-pub use permissions::{AuthFailure, Caller, NewToken, Principal, TOKEN_NEEDED, TokenInfo};
+pub use permissions::{
+    AuthFailure, Caller, NewToken, Principal, ProviderGrant, TOKEN_NEEDED, TokenInfo,
+};
 pub use placement::{
     ClusterStatus, ForwardedRefusal, Member, Membership, Placement, Readiness, RepoPlacement,
     Route, RoutedCall,
@@ -198,6 +202,8 @@ pub struct ServiceConfig {
     /// Commits of a repository's history the commit and diff search index keeps, newest
     /// first (S-9); `None` (the default): the whole retained history.
     pub history_depth: Option<usize>,
+    /// What callers of the identity provider may do by their groups (A-5, issue 44).
+    pub identity: identity::IdentityPolicy,
 }
 
 impl Default for ServiceConfig {
@@ -217,6 +223,7 @@ impl Default for ServiceConfig {
             search_queue_wait: std::time::Duration::from_secs(1),
             public_read: true,
             history_depth: None,
+            identity: identity::IdentityPolicy::default(),
         }
     }
 }

@@ -12,7 +12,7 @@ use crate::{Inner, Service, ServiceError};
 use gitstore::RepoName;
 use std::net::IpAddr;
 
-pub use access::{NewToken, Principal, TokenInfo};
+pub use access::{NewToken, Principal, ProviderGrant, TokenInfo};
 
 /// Who is calling, as the transport established it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -56,7 +56,8 @@ impl Inner {
             Caller::User(principal) => Some(principal),
         };
         if let Some(user) = user
-            && self.access()?.granted(&user.user, name.as_str())?
+            && (self.group_granted(user, name.as_str())
+                || self.access()?.granted(&user.user, name.as_str())?)
         {
             return Ok(());
         }
