@@ -148,6 +148,23 @@ class IdentityProvider:
         ) as response:
             return json.loads(response.read())
 
+    def register_web_client(self, redirect_uri: str) -> tuple[str, str]:
+        """A confidential client for a website (client id and secret), registered dynamically
+        with `redirect_uri`: what an administrator would set up at the provider for csg's own
+        sign-in."""
+        registration = {
+            "client_name": "csg website",
+            "redirect_uris": [redirect_uri],
+            "grant_types": ["authorization_code"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": "client_secret_basic",
+        }
+        with httpx2.Client(timeout=HTTP_TIMEOUT_S, trust_env=False) as http:
+            registered = http.post(self.metadata()["registration_endpoint"], json=registration)
+            assert registered.status_code == 201, registered.text
+            answer = registered.json()
+            return answer["client_id"], answer["client_secret"]
+
     async def authorize(self, authorization_url: str, redirect_uri: str) -> Authorization:
         """Follows `authorization_url` through the provider's automatic login and consent, as a
         browser would (one cookie jar, a fresh session), up to the redirect to `redirect_uri`,

@@ -270,6 +270,8 @@ def server(
         # --public-url must be the URL served: the audience and the metadata's URLs derive from it.
         port = free_port()
         base = f"http://127.0.0.1:{port}"
+        # The website's own client at the provider (A-6).
+        client_id, client_secret = idp.register_web_client(base + CALLBACK_PATH)
         log_path = tmp_path_factory.mktemp("oauth-log") / "csg.stderr"
         command = [
             str(csg_bin()),
@@ -288,6 +290,8 @@ def server(
             f"eng={PRIVATE_REPO}",
             "--oauth-prepare-group",
             "ops",
+            "--oauth-client-id",
+            client_id,
         ]
         with log_path.open("w") as log:
             process = subprocess.Popen(
@@ -296,7 +300,11 @@ def server(
                 stdout=subprocess.PIPE,
                 stderr=log,
                 text=True,
-                env={**os.environ, "CSG_LOG": os.environ.get("CSG_LOG", "info")},
+                env={
+                    **os.environ,
+                    "CSG_LOG": os.environ.get("CSG_LOG", "info"),
+                    "CSG_OAUTH_CLIENT_SECRET": client_secret,
+                },
             )
     lines: queue.Queue[str | None] = queue.Queue()
 
@@ -670,3 +678,112 @@ async def test_static_tokens_work_beside_oauth(server: OAuthServer) -> None:
     assert f"Commit: {server.public_commit}" in text_of(result)
     response = call_api(server, "GET", "/sourcegraph/api/read", server.static_token, params=READ_GUIDE)
     assert response.status_code == 200, f"HTTP {response.status_code}: {response.text[:300]}"
+
+
+# ---------------------------------------------------------------------------------------------
+# The website's sign-in through the provider (A-6)
+
+CALLBACK_PATH = "/sourcegraph/oauth/callback"
+
+
+async def sign_in_through_the_provider(server: OAuthServer, browser: httpx2.AsyncClient) -> httpx2.Response:
+    """What a browser does from the sign-in link: to the provider (which signs the current
+    account in by itself) and back to the callback, one cookie jar throughout. Answers the
+    callback's response."""
+    page = await browser.get(server.base + "/sourcegraph/sign-in")
+    assert page.status_code == 200 and "Sign in with your company account" in page.text, page.text
+    url = server.base + "/sourcegraph/sign-in/provider"
+    for _ in range(20):
+        response = await browser.get(url)
+        if url.startswith(server.base + CALLBACK_PATH):
+            return response
+        location = response.headers.get("location")
+        assert response.status_code in (302, 303) and location, f"{url}: HTTP {response.status_code} {response.text[:300]}"
+        url = urllib.parse.urljoin(url, location)
+    raise AssertionError(f"never back at the callback; last: {url}")
+
+
+def csrf_of_page(text: str) -> str:
+    found = re.search(r'name="csrf" value="([0-9a-f]{64})"', text)
+    assert found, text[:500]
+    return found.group(1)
+
+
+@deadline(90)
+async def test_the_website_signs_in_through_the_provider_with_pkce_state_and_nonce(
+    server: OAuthServer, idp: IdentityProvider
+) -> None:
+    idp.set_account("alice")
+    async with httpx2.AsyncClient(timeout=HTTP_TIMEOUT_S, trust_env=False) as browser:
+        start = await browser.get(server.base + "/sourcegraph/sign-in/provider")
+        assert start.status_code in (302, 303), start.text
+        target = urllib.parse.urlsplit(start.headers["location"])
+        query = urllib.parse.parse_qs(target.query)
+        assert target.geturl().startswith(idp.issuer), target.geturl()
+        # PKCE S256, a state and a nonce, the resource this server is, the scopes it needs.
+        assert query["code_challenge_method"] == ["S256"] and len(query["code_challenge"][0]) == 43, query
+        assert len(query["state"][0]) == 43 and len(query["nonce"][0]) == 43, query
+        assert query["resource"] == [server.resource], query
+        assert query["redirect_uri"] == [server.base + CALLBACK_PATH], query
+        assert set(query["scope"][0].split()) == {"openid", "profile", "csg:read"}, query
+        pending = start.headers["set-cookie"]
+        assert "csg_signin=" in pending and "HttpOnly" in pending and "SameSite=Lax" in pending, pending
+
+    async with httpx2.AsyncClient(timeout=HTTP_TIMEOUT_S, trust_env=False) as browser:
+        callback = await sign_in_through_the_provider(server, browser)
+        assert callback.status_code == 200, callback.text
+        assert "Signed in" in callback.text and 'http-equiv="refresh"' in callback.text, callback.text
+        assert browser.cookies.get("csg_session"), callback.headers
+        home = await browser.get(server.base + "/sourcegraph/")
+        assert home.status_code == 200 and "alice" in home.text, home.text
+        # Her group reads the private repository on the website too.
+        assert PRIVATE_REPO in home.text, home.text
+        private = await browser.get(f"{server.base}/sourcegraph/repos/{PRIVATE_REPO}")
+        assert private.status_code == 200, private.text
+        # Signing out ends the session.
+        signed_out = await browser.post(
+            server.base + "/sourcegraph/sign-out", data={"csrf": csrf_of_page(home.text)}
+        )
+        assert signed_out.status_code in (302, 303), signed_out.text
+        home = await browser.get(server.base + "/sourcegraph/")
+        assert "alice" not in home.text and PRIVATE_REPO not in home.text, home.text
+    listed = server.csg("token", "list")
+    assert "website sign-in (identity provider)" in listed, listed
+
+
+@deadline(90)
+async def test_a_website_sign_in_of_another_user_sees_only_what_their_groups_grant(
+    server: OAuthServer, idp: IdentityProvider
+) -> None:
+    idp.set_account("carol")
+    async with httpx2.AsyncClient(timeout=HTTP_TIMEOUT_S, trust_env=False) as browser:
+        callback = await sign_in_through_the_provider(server, browser)
+        assert callback.status_code == 200, callback.text
+        home = await browser.get(server.base + "/sourcegraph/")
+        assert "carol" in home.text and PRIVATE_REPO not in home.text, home.text
+        private = await browser.get(f"{server.base}/sourcegraph/repos/{PRIVATE_REPO}")
+        missing = await browser.get(f"{server.base}/sourcegraph/repos/acme/missing")
+        assert private.status_code == missing.status_code == 404, (private.status_code, missing.status_code)
+
+
+@deadline(60)
+async def test_a_callback_that_is_not_this_browsers_sign_in_is_refused(
+    server: OAuthServer, idp: IdentityProvider
+) -> None:
+    idp.set_account("alice")
+    async with httpx2.AsyncClient(timeout=HTTP_TIMEOUT_S, trust_env=False) as browser:
+        # No sign-in started in this browser: no pending cookie.
+        forged = await browser.get(server.base + CALLBACK_PATH, params={"code": "x", "state": "y" * 43})
+        assert forged.status_code == 401 and "does not belong" in forged.text, forged.text
+        # A sign-in started here, answered with another state (a login CSRF).
+        start = await browser.get(server.base + "/sourcegraph/sign-in/provider")
+        assert start.status_code in (302, 303)
+        wrong = await browser.get(server.base + CALLBACK_PATH, params={"code": "x", "state": "z" * 43})
+        assert wrong.status_code == 401 and "does not belong" in wrong.text, wrong.text
+        assert not browser.cookies.get("csg_session")
+        # The provider's refusal is shown, not a session.
+        refused = await browser.get(
+            server.base + CALLBACK_PATH, params={"error": "access_denied", "error_description": "<b>no</b>"}
+        )
+        assert refused.status_code == 401 and "access_denied" in refused.text, refused.text
+        assert "<b>no</b>" not in refused.text, "escaped"

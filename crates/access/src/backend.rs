@@ -6,9 +6,9 @@
 //! (the [`View`]) and decides the rules both backends share: naming, timestamps, when the
 //! last use is written. So both answer alike, and the same tests run against both.
 
-use crate::Error;
 use crate::records::{GrantInfo, TokenInfo, UserInfo};
 use crate::token::{SessionHash, TokenHash};
+use crate::{Error, ProviderGrant};
 use arc_swap::ArcSwap;
 use std::collections::{HashMap, HashSet};
 
@@ -21,6 +21,38 @@ pub(crate) struct SessionRow {
     pub(crate) user: String,
     /// When it was last used, as last written (seconds since the epoch).
     pub(crate) last_seen: i64,
+    /// What the identity provider granted, for a session signed in through it.
+    pub(crate) provider: Option<ProviderGrant>,
+}
+
+/// The name of the token a user's website sign-ins through the identity provider hang on.
+pub(crate) const PROVIDER_TOKEN_NAME: &str = "website sign-in (identity provider)";
+
+/// A provider grant's scopes or groups as a column keeps them: one name a line (the names
+/// hold no control characters, `oauth` drops those that do).
+pub(crate) fn join_names(names: &[String]) -> String {
+    names.join("\n")
+}
+
+/// [`join_names`] read back.
+pub(crate) fn split_names(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A grant from its row's columns (`subject`, `scopes`, `groups`), if it has one.
+pub(crate) fn provider_grant(
+    subject: Option<String>,
+    scopes: Option<String>,
+    groups: Option<String>,
+) -> Option<ProviderGrant> {
+    Some(ProviderGrant {
+        subject: subject?,
+        scopes: split_names(&scopes.unwrap_or_default()),
+        groups: split_names(&groups.unwrap_or_default()),
+    })
 }
 
 /// What the decisions need, loaded at once from the tables.
@@ -106,6 +138,17 @@ pub(crate) trait AccessBackend: Send + Sync {
         idle_before: i64,
         per_token: i64,
     ) -> Result<(), Error>;
+
+    /// The active token `user`'s website sign-ins through the identity provider hang on
+    /// ([`PROVIDER_TOKEN_NAME`]), its grant replaced by `grant`; made (with `hash`, a secret
+    /// nobody keeps) if the user has none. [`Error::UnknownUser`] if there is no such user.
+    fn provider_token(
+        &self,
+        user: &str,
+        grant: &ProviderGrant,
+        hash: &TokenHash,
+        now: i64,
+    ) -> Result<i64, Error>;
 
     /// Ends the session of this hash, if there is one.
     fn end_session(&self, hash: &SessionHash) -> Result<(), Error>;

@@ -10,10 +10,13 @@
 //! reloads its view when told (see `reload.rs`). Last-use times are not announced: no view
 //! holds them, and announcing them would make every replica reload for each token used.
 
-use crate::Error;
-use crate::backend::{AccessBackend, SessionRow, View, default_token_name, storage};
+use crate::backend::{
+    AccessBackend, PROVIDER_TOKEN_NAME, SessionRow, View, default_token_name, join_names,
+    provider_grant, storage,
+};
 use crate::records::{GrantInfo, TokenInfo, UserInfo, from_secs};
 use crate::token::{SessionHash, TokenHash};
+use crate::{Error, ProviderGrant};
 use arc_swap::ArcSwap;
 use metadb::postgres::error::SqlState;
 use metadb::postgres::{self, Client, IsolationLevel, Transaction};
@@ -65,6 +68,21 @@ CREATE TABLE sessions (
 );
 CREATE INDEX sessions_token ON sessions (token_id);
 CREATE INDEX sessions_last_seen ON sessions (last_seen);
+",
+    },
+    metadb::Migration {
+        version: 3,
+        name: "identity-provider grants of website sign-ins",
+        // What the provider granted a user at their last website sign-in, on the token their
+        // sessions hang on (issue 44): names one a line.
+        sql: "
+CREATE TABLE provider_grants (
+    token_id BIGINT PRIMARY KEY,
+    subject TEXT NOT NULL,
+    scopes TEXT NOT NULL,
+    groups TEXT NOT NULL,
+    updated BIGINT NOT NULL
+);
 ",
     },
 ];
@@ -241,8 +259,10 @@ impl AccessBackend for PgAccess {
                 view.grants.insert((row.try_get(0)?, row.try_get(1)?));
             }
             for row in tx.query(
-                "SELECT s.hash, s.token_id, t.user_name, s.last_seen FROM sessions s
-                 JOIN tokens t ON t.id = s.token_id WHERE t.revoked IS NULL",
+                "SELECT s.hash, s.token_id, t.user_name, s.last_seen, p.subject, p.scopes, p.groups
+                 FROM sessions s JOIN tokens t ON t.id = s.token_id
+                 LEFT JOIN provider_grants p ON p.token_id = s.token_id
+                 WHERE t.revoked IS NULL",
                 &[],
             )? {
                 let hash: Vec<u8> = row.try_get(0)?;
@@ -251,6 +271,7 @@ impl AccessBackend for PgAccess {
                         token_id: row.try_get(1)?,
                         user: row.try_get(2)?,
                         last_seen: row.try_get(3)?,
+                        provider: provider_grant(row.try_get(4)?, row.try_get(5)?, row.try_get(6)?),
                     };
                     view.sessions.insert(hash, session);
                 }
@@ -507,6 +528,49 @@ impl AccessBackend for PgAccess {
         })
     }
 
+    fn provider_token(
+        &self,
+        user: &str,
+        grant: &ProviderGrant,
+        hash: &TokenHash,
+        now: i64,
+    ) -> Result<i64, Error> {
+        let (user, hash) = (user.to_owned(), hash.to_vec());
+        let (subject, scopes, groups) = (
+            grant.subject.clone(),
+            join_names(&grant.scopes),
+            join_names(&grant.groups),
+        );
+        self.write("signing in through the identity provider", move |tx| {
+            // FOR UPDATE: two first sign-ins of one user take turns, so one token is made.
+            if !lock_user(tx, &user, "UPDATE")? {
+                return Err(Failure::Answer(Error::UnknownUser(user)));
+            }
+            let existing = tx.query_opt(
+                "SELECT id FROM tokens WHERE user_name = $1 AND name = $2 AND revoked IS NULL",
+                &[&user, &PROVIDER_TOKEN_NAME],
+            )?;
+            let id: i64 = match existing {
+                Some(row) => row.try_get(0)?,
+                None => tx
+                    .query_one(
+                        "INSERT INTO tokens (user_name, name, hash, created)
+                         VALUES ($1, $2, $3, $4) RETURNING id",
+                        &[&user, &PROVIDER_TOKEN_NAME, &hash, &now],
+                    )?
+                    .try_get(0)?,
+            };
+            tx.execute(
+                "INSERT INTO provider_grants (token_id, subject, scopes, groups, updated)
+                 VALUES ($1, $2, $3, $4, $5)
+                 ON CONFLICT (token_id) DO UPDATE SET subject = excluded.subject,
+                     scopes = excluded.scopes, groups = excluded.groups, updated = excluded.updated",
+                &[&id, &subject, &scopes, &groups, &now],
+            )?;
+            Ok(id)
+        })
+    }
+
     fn end_session(&self, hash: &SessionHash) -> Result<(), Error> {
         let hash = hash.to_vec();
         self.write("ending a session", move |tx| {
@@ -519,8 +583,11 @@ impl AccessBackend for PgAccess {
         let hash = hash.to_vec();
         self.look_up("reading a session", SESSIONS, move |client| {
             let row = client.query_opt(
-                "SELECT s.token_id, t.user_name, s.last_seen, u.prepare FROM sessions s
-                 JOIN tokens t ON t.id = s.token_id JOIN users u ON u.name = t.user_name
+                "SELECT s.token_id, t.user_name, s.last_seen, u.prepare, p.subject, p.scopes,
+                     p.groups
+                 FROM sessions s JOIN tokens t ON t.id = s.token_id
+                 JOIN users u ON u.name = t.user_name
+                 LEFT JOIN provider_grants p ON p.token_id = s.token_id
                  WHERE s.hash = $1 AND t.revoked IS NULL",
                 &[&hash],
             )?;
@@ -531,6 +598,7 @@ impl AccessBackend for PgAccess {
                 token_id: row.try_get(0)?,
                 user: row.try_get(1)?,
                 last_seen: row.try_get(2)?,
+                provider: provider_grant(row.try_get(4)?, row.try_get(5)?, row.try_get(6)?),
             };
             Ok(Some((session, row.try_get(3)?)))
         })

@@ -1,11 +1,14 @@
 //! The access tables in the embedded metadata database, `<data>/csg.sqlite`, shared with the
 //! registry (`gitstore`) and with every `csg` process on the data directory.
 
-use crate::Error;
-use crate::backend::{AccessBackend, SessionRow, View, default_token_name, storage};
+use crate::backend::{
+    AccessBackend, PROVIDER_TOKEN_NAME, SessionRow, View, default_token_name, join_names,
+    provider_grant, storage,
+};
 use crate::records::{GrantInfo, TokenInfo, UserInfo, from_secs};
 use crate::tables::lock;
 use crate::token::{SessionHash, TokenHash};
+use crate::{Error, ProviderGrant};
 use arc_swap::ArcSwap;
 use changecounter::{Changes, Seen};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -65,6 +68,21 @@ CREATE TABLE sessions (
 );
 CREATE INDEX sessions_token ON sessions (token_id);
 CREATE INDEX sessions_last_seen ON sessions (last_seen);
+",
+    },
+    Migration {
+        version: 3,
+        name: "identity-provider grants of website sign-ins",
+        // What the provider granted a user at their last website sign-in, on the token their
+        // sessions hang on (issue 44): names one a line.
+        sql: "
+CREATE TABLE provider_grants (
+    token_id INTEGER PRIMARY KEY NOT NULL,
+    subject TEXT NOT NULL,
+    scopes TEXT NOT NULL,
+    groups TEXT NOT NULL,
+    updated INTEGER NOT NULL
+);
 ",
     },
 ];
@@ -254,8 +272,10 @@ impl AccessBackend for SqliteAccess {
         }
         let mut stmt = conn
             .prepare(
-                "SELECT s.hash, s.token_id, t.user, s.last_seen FROM sessions s
-                 JOIN tokens t ON t.id = s.token_id WHERE t.revoked IS NULL",
+                "SELECT s.hash, s.token_id, t.user, s.last_seen, p.subject, p.scopes, p.groups
+                 FROM sessions s JOIN tokens t ON t.id = s.token_id
+                 LEFT JOIN provider_grants p ON p.token_id = s.token_id
+                 WHERE t.revoked IS NULL",
             )
             .map_err(fail())?;
         let rows = stmt
@@ -266,6 +286,7 @@ impl AccessBackend for SqliteAccess {
                         token_id: row.get(1)?,
                         user: row.get(2)?,
                         last_seen: row.get(3)?,
+                        provider: provider_grant(row.get(4)?, row.get(5)?, row.get(6)?),
                     },
                 ))
             })
@@ -561,6 +582,56 @@ impl AccessBackend for SqliteAccess {
         })
     }
 
+    fn provider_token(
+        &self,
+        user: &str,
+        grant: &ProviderGrant,
+        hash: &TokenHash,
+        now: i64,
+    ) -> Result<i64, Error> {
+        const WHAT: &str = "signing in through the identity provider";
+        self.write(WHAT, |tx| {
+            let fail = || storage(WHAT);
+            if !Self::user_exists(tx, user, WHAT)? {
+                return Err(Error::UnknownUser(user.to_owned()));
+            }
+            let existing: Option<i64> = tx
+                .query_row(
+                    "SELECT id FROM tokens WHERE user = ?1 AND name = ?2 AND revoked IS NULL",
+                    params![user, PROVIDER_TOKEN_NAME],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(fail())?;
+            let id = match existing {
+                Some(id) => id,
+                None => {
+                    tx.execute(
+                        "INSERT INTO tokens (user, name, hash, created) VALUES (?1, ?2, ?3, ?4)",
+                        params![user, PROVIDER_TOKEN_NAME, hash.as_slice(), now],
+                    )
+                    .map_err(fail())?;
+                    tx.last_insert_rowid()
+                }
+            };
+            tx.execute(
+                "INSERT INTO provider_grants (token_id, subject, scopes, groups, updated)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (token_id) DO UPDATE SET subject = excluded.subject,
+                     scopes = excluded.scopes, groups = excluded.groups, updated = excluded.updated",
+                params![
+                    id,
+                    grant.subject,
+                    join_names(&grant.scopes),
+                    join_names(&grant.groups),
+                    now
+                ],
+            )
+            .map_err(fail())?;
+            Ok(id)
+        })
+    }
+
     fn end_session(&self, hash: &SessionHash) -> Result<(), Error> {
         self.write("ending a session", |tx| {
             tx.execute("DELETE FROM sessions WHERE hash = ?1", [hash.as_slice()])
@@ -572,8 +643,10 @@ impl AccessBackend for SqliteAccess {
     fn find_session(&self, hash: &SessionHash) -> Result<Option<(SessionRow, bool)>, Error> {
         lock(&self.watch)
             .query_row(
-                "SELECT s.token_id, t.user, s.last_seen, u.prepare FROM sessions s
-                 JOIN tokens t ON t.id = s.token_id JOIN users u ON u.name = t.user
+                "SELECT s.token_id, t.user, s.last_seen, u.prepare, p.subject, p.scopes, p.groups
+                 FROM sessions s JOIN tokens t ON t.id = s.token_id
+                 JOIN users u ON u.name = t.user
+                 LEFT JOIN provider_grants p ON p.token_id = s.token_id
                  WHERE s.hash = ?1 AND t.revoked IS NULL",
                 [hash.as_slice()],
                 |r| {
@@ -582,6 +655,7 @@ impl AccessBackend for SqliteAccess {
                             token_id: r.get(0)?,
                             user: r.get(1)?,
                             last_seen: r.get(2)?,
+                            provider: provider_grant(r.get(4)?, r.get(5)?, r.get(6)?),
                         },
                         r.get(3)?,
                     ))

@@ -11,7 +11,7 @@ use crate::reload::Worker;
 use crate::sqlite::SqliteAccess;
 use crate::tables::{Tables, lock};
 use crate::token::{self, SessionHash};
-use crate::{Error, NewSession, NewToken, Principal};
+use crate::{Error, NewSession, NewToken, Principal, ProviderGrant};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::Path;
@@ -279,6 +279,53 @@ impl AccessStore {
         Ok(NewSession { id, principal })
     }
 
+    /// A website session for `user`, signed in through the identity provider with `grant`
+    /// on the user's sign-in token (made on the first sign-in, its secret kept by
+    /// nobody; `csg token list` shows it, and revoking it ends these sessions), whose grant
+    /// is replaced by this one. The principal holds `prepare` as the user does; the service
+    /// adds what the grant's scopes and groups give.
+    pub fn start_provider_session(
+        &self,
+        user: &str,
+        grant: ProviderGrant,
+    ) -> Result<NewSession, Error> {
+        let fail = || crate::backend::storage("drawing a random session id");
+        let secret = token::generate().map_err(fail())?;
+        let id = token::generate_session_id().map_err(fail())?;
+        let hash = token::hash(&id);
+        let now = now_secs();
+        let token_id = self.wrote(self.tables.backend.provider_token(
+            user,
+            &grant,
+            &token::hash(&secret),
+            now,
+        ))?;
+        self.wrote(self.tables.backend.create_session(
+            &hash,
+            token_id,
+            now,
+            now.saturating_sub(idle_secs()),
+            SESSIONS_PER_TOKEN,
+        ))?;
+        lock(&self.sessions_seen).insert(
+            hash,
+            SessionSeen {
+                at: now,
+                written: Some(Instant::now()),
+            },
+        );
+        let prepare = self.user_prepare(user)?.unwrap_or(false);
+        Ok(NewSession {
+            id,
+            principal: Principal {
+                user: user.to_owned(),
+                prepare,
+                token_id,
+                provider: Some(grant),
+            },
+        })
+    }
+
     /// Takes a database look-up from `client`'s budget, or answers [`Error::UnknownNow`].
     fn take_lookup(&self, client: Option<IpAddr>) -> Result<(), Error> {
         lock(&self.fallbacks)
@@ -332,7 +379,7 @@ impl AccessStore {
             user: row.user,
             prepare,
             token_id: row.token_id,
-            provider: None,
+            provider: row.provider,
         })
     }
 

@@ -201,7 +201,70 @@ on_both!(
     idle_sessions_end,
     session_last_use,
     sessions_per_token_are_bounded,
+    provider_sessions,
 );
+
+/// A-6 (issue 44): website sessions of the identity provider's users carry the grant of
+/// their last sign-in, on one sign-in token per user, and end like any session.
+fn provider_sessions(backend: &dyn Backend) {
+    let access = backend.open();
+    let grant = |groups: &[&str]| access::ProviderGrant {
+        subject: "alice".into(),
+        scopes: vec!["openid".into(), "csg:read".into()],
+        groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+    };
+    assert_eq!(
+        access
+            .start_provider_session("alice", grant(&[]))
+            .map(|s| s.principal),
+        Err(Error::UnknownUser("alice".into()))
+    );
+    access.add_user("alice", false).expect("user");
+    let first = access
+        .start_provider_session("alice", grant(&["eng", "the ops team"]))
+        .expect("sign in");
+    assert_eq!(
+        first.principal.provider,
+        Some(grant(&["eng", "the ops team"]))
+    );
+    assert!(!first.principal.prepare);
+    let who = access.session(&first.id, None).expect("live");
+    assert_eq!(who, first.principal, "the grant comes back from the tables");
+    // A second sign-in: the same token, the newer grant, both sessions live.
+    let second = access
+        .start_provider_session("alice", grant(&["ops"]))
+        .expect("sign in again");
+    assert_eq!(second.principal.token_id, first.principal.token_id);
+    let tokens = access.tokens(Some("alice")).expect("tokens");
+    assert_eq!(tokens.len(), 1, "{tokens:?}");
+    assert_eq!(tokens[0].name, "website sign-in (identity provider)");
+    // A fresh store reads the grant from the tables, for either session.
+    let fresh = backend.open();
+    let who = fresh.session(&first.id, None).expect("live");
+    assert_eq!(who.provider, Some(grant(&["ops"])));
+    // The user's own capability counts.
+    access.set_prepare("alice", true).expect("prepare");
+    assert!(
+        backend
+            .open()
+            .session(&second.id, None)
+            .expect("live")
+            .prepare
+    );
+    // Revoking the sign-in token signs every website session out.
+    access.revoke_token(tokens[0].id).expect("revoke");
+    assert_eq!(access.session(&first.id, None), Err(Error::SessionEnded));
+    assert_eq!(access.session(&second.id, None), Err(Error::SessionEnded));
+    // The next sign-in makes a new token.
+    let third = access
+        .start_provider_session("alice", grant(&[]))
+        .expect("sign in after the revocation");
+    assert_ne!(third.principal.token_id, tokens[0].id);
+    assert_eq!(
+        access.session(&third.id, None).expect("live").provider,
+        Some(grant(&[]))
+    );
+}
 
 fn users(backend: &dyn Backend) {
     let access = backend.open();

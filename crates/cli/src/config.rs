@@ -119,15 +119,24 @@ pub fn check_oauth(
     let Some(issuer) = &settings.oauth_issuer else {
         let stray = settings.oauth_audience.is_some()
             || settings.oauth_group_grants.is_some()
-            || settings.oauth_prepare_groups.is_some();
+            || settings.oauth_prepare_groups.is_some()
+            || settings.oauth_client_id.is_some()
+            || settings.oauth_client_secret.is_some();
         if stray {
             anyhow::bail!(
-                "--oauth-audience, --oauth-group-grant and --oauth-prepare-group (CSG_OAUTH_…) \
-                 apply only with --oauth-issuer (CSG_OAUTH_ISSUER); pass it too, or drop them"
+                "--oauth-audience, --oauth-group-grant, --oauth-prepare-group, --oauth-client-id \
+                 and CSG_OAUTH_CLIENT_SECRET apply only with --oauth-issuer (CSG_OAUTH_ISSUER); \
+                 pass it too, or drop them"
             );
         }
         return Ok(Vec::new());
     };
+    if settings.oauth_client_secret.is_some() && settings.oauth_client_id.is_none() {
+        anyhow::bail!(
+            "CSG_OAUTH_CLIENT_SECRET is the secret of the website's client: give its \
+             --oauth-client-id (CSG_OAUTH_CLIENT_ID) too"
+        );
+    }
     if settings.public_url.is_none() {
         anyhow::bail!(
             "--oauth-issuer {issuer} needs --public-url (CSG_PUBLIC_URL): access tokens are \
@@ -764,6 +773,8 @@ mod tests {
             oauth_groups_claim: Some("groups".to_owned()),
             oauth_group_grants: None,
             oauth_prepare_groups: None,
+            oauth_client_id: None,
+            oauth_client_secret: None,
         };
         assert_eq!(settings, expected);
         // Another command's settings hold their defaults too, never blanks.

@@ -370,7 +370,24 @@ fn oauth_resource(settings: &Settings) -> Result<Option<httpserver::OAuthResourc
         "access tokens of the identity provider {issuer} are taken (scopes {})",
         oauth::SCOPES.join(", ")
     ));
-    Ok(Some(httpserver::OAuthResource::new(validator, public_url)))
+    let resource = httpserver::OAuthResource::new(validator, public_url);
+    let Some(id) = &settings.oauth_client_id else {
+        return Ok(Some(resource));
+    };
+    progress(&format!(
+        "the website signs in through the identity provider as client {id} (redirect URI \
+         {public_url}{})",
+        httpserver::CALLBACK_PATH
+    ));
+    Ok(Some(
+        resource.with_web_client(oauth::WebClient {
+            id: id.clone(),
+            secret: settings
+                .oauth_client_secret
+                .as_ref()
+                .map(|secret| secret.expose().to_owned()),
+        }),
+    ))
 }
 
 /// Registers (or reuses) and syncs every `--repo`.

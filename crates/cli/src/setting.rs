@@ -495,6 +495,10 @@ pub struct Settings {
     pub oauth_group_grants: Option<Vec<String>>,
     /// `--oauth-prepare-group`.
     pub oauth_prepare_groups: Option<Vec<String>>,
+    /// `--oauth-client-id`: the website's client at the identity provider.
+    pub oauth_client_id: Option<String>,
+    /// `CSG_OAUTH_CLIENT_SECRET`: its secret.
+    pub oauth_client_secret: Option<SecretText>,
 }
 
 impl Settings {
@@ -535,6 +539,8 @@ impl Settings {
         oauth_groups_claim: None,
         oauth_group_grants: None,
         oauth_prepare_groups: None,
+        oauth_client_id: None,
+        oauth_client_secret: None,
     };
 }
 

@@ -491,4 +491,29 @@ pub const SETTINGS: &[Def] = &[
         help: "Members of the identity provider's group GROUP hold the `prepare` capability, \
                as tokens with the `csg:prepare` scope do. Repeatable or comma-separated.",
     },
+    Def {
+        key: "oauth_client_id",
+        flag: "oauth-client-id",
+        env: "CSG_OAUTH_CLIENT_ID",
+        in_file: true,
+        scope: Scope::Serve,
+        value_name: "ID",
+        field: Field::Text(|s| &mut s.oauth_client_id),
+        default: DefaultValue::Derived("none: the website signs in with API tokens only"),
+        help: "The website's own client at the identity provider (A-6): visitors then sign in \
+               through it (OpenID Connect, authorization code with PKCE). Register the \
+               redirect URI `<--public-url>/sourcegraph/oauth/callback`.",
+    },
+    Def {
+        key: "oauth_client_secret",
+        flag: "oauth-client-secret",
+        env: "CSG_OAUTH_CLIENT_SECRET",
+        in_file: true,
+        scope: Scope::Serve,
+        value_name: "SECRET",
+        field: Field::Secret(|s| &mut s.oauth_client_secret),
+        default: DefaultValue::Derived("none: a public client (PKCE alone)"),
+        help: "The secret of `--oauth-client-id` (a confidential client). Prefer the variable \
+               or the file: a flag shows in the process list.",
+    },
 ];

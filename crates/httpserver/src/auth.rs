@@ -244,6 +244,8 @@ pub(crate) struct Visitor {
     pub(crate) csrf: String,
     /// The session id, when signed in through the site.
     pub(crate) session: Option<String>,
+    /// Whether the site offers signing in through the identity provider.
+    pub(crate) provider_sign_in: bool,
 }
 
 /// The access layer's state, for the site's sign-in and sign-out handlers.
@@ -298,6 +300,88 @@ impl Access {
         }
     }
 
+    /// Whether the website signs in through the identity provider (A-6).
+    pub(crate) fn provider_sign_in(&self) -> bool {
+        self.oauth
+            .as_ref()
+            .is_some_and(|o| o.web_client().is_some())
+            && self.sessions.is_some()
+    }
+
+    /// Starts a website sign-in through the identity provider: where to send the browser,
+    /// and the cookie that keeps the sign-in's secrets until it comes back.
+    pub(crate) fn start_provider_sign_in(
+        &self,
+    ) -> Result<(String, Option<HeaderValue>), oauth::SignInError> {
+        let (Some(oauth), true) = (&self.oauth, self.sessions.is_some()) else {
+            return Err(oauth::SignInError::NotReady);
+        };
+        let client = oauth.web_client().ok_or(oauth::SignInError::NotReady)?;
+        let pending = oauth::Pending::new()?;
+        let url = oauth
+            .validator()
+            .authorization_url(client, oauth.redirect_uri(), &pending)?;
+        let cookie = crate::oauth::pending_cookie(Some(&pending.to_cookie()), self.secure_cookies);
+        Ok((url, cookie))
+    }
+
+    /// Finishes a website sign-in through the identity provider: the callback's `code` and
+    /// `state` against the pending sign-in of the browser's cookie, the provider's tokens
+    /// checked, the user (added on first use) signed in with the grant of this sign-in.
+    /// Answers the new session's id and CSRF token.
+    pub(crate) async fn finish_provider_sign_in(
+        &self,
+        headers: &HeaderMap,
+        code: &str,
+        state: &str,
+    ) -> Result<(String, String), String> {
+        let (Some(oauth), Some(store)) = (&self.oauth, &self.sessions) else {
+            return Err(oauth::SignInError::NotReady.to_string());
+        };
+        let client = oauth
+            .web_client()
+            .ok_or(oauth::SignInError::NotReady.to_string())?;
+        let pending = session::cookie(headers, crate::oauth::PENDING_COOKIE)
+            .and_then(oauth::Pending::from_cookie)
+            .filter(|pending| session::same_secret(&pending.state, state))
+            .ok_or(oauth::SignInError::Mismatch.to_string())?;
+        let identity = oauth
+            .validator()
+            .finish_sign_in(client, oauth.redirect_uri(), code, &pending)
+            .await
+            .map_err(|e| e.to_string())?;
+        if !identity.has_scope(READ_SCOPE) {
+            return Err(format!(
+                "the identity provider did not grant the {READ_SCOPE} scope this website needs; \
+                 ask its administrator to allow it for your account"
+            ));
+        }
+        let grant = service::ProviderGrant {
+            subject: identity.subject,
+            scopes: identity.scopes,
+            groups: identity.groups,
+        };
+        let principal = self
+            .service
+            .provider_principal(grant.clone())
+            .await
+            .map_err(|e| e.message)?;
+        let user = principal.user;
+        let session = on_store(store, move |store| {
+            store.start_provider_session(&user, grant)
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+        COUNTERS.authenticated.fetch_add(1, Ordering::Relaxed);
+        let csrf = csrf_of(&session.id);
+        Ok((session.id, csrf))
+    }
+
+    /// Whether the secure flag goes on the site's cookies.
+    pub(crate) fn secure_cookies(&self) -> bool {
+        self.secure_cookies
+    }
+
     /// Ends session `id` (sign-out), on every replica; a store that cannot be written now is
     /// logged (the visitor's cookie is removed all the same, and the session ends when idle).
     pub(crate) async fn sign_out(&self, id: &str) {
@@ -350,10 +434,12 @@ impl Access {
                 fresh
             }
         };
+        let provider_sign_in = self.provider_sign_in();
         let anonymous = |csrf| Visitor {
             user: None,
             csrf,
             session: None,
+            provider_sign_in,
         };
         if let Some(caller) = bearer {
             let user = match &caller {
@@ -388,10 +474,12 @@ impl Access {
         };
         match checked {
             Ok(principal) => {
+                let principal = self.service.with_provider_capabilities(principal);
                 let visitor = Visitor {
                     user: Some(principal.user.clone()),
                     csrf: csrf_of(id),
                     session: Some(id.to_owned()),
+                    provider_sign_in,
                 };
                 (Caller::User(principal), visitor, cookies)
             }

@@ -36,7 +36,7 @@ pub use body::{MAX_JSON_VALUES, MAX_REQUEST_BODY_BYTES, with_body_limit};
 pub use client::{ClientAddr, InvalidTrustedProxy, TrustedProxies};
 pub use forward::{ClusterRouting, with_cluster_routing};
 pub use json::ErrorBody;
-pub use oauth::{METADATA_PATH, OAuthResource, ROOT_METADATA_PATH};
+pub use oauth::{CALLBACK_PATH, METADATA_PATH, OAuthResource, ROOT_METADATA_PATH};
 pub use peers::PeerClient;
 pub use replica::{INTERNAL_PREFIX, with_replica_gate};
 pub use site::{site_budgets_table, site_route_patterns};

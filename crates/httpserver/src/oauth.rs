@@ -14,6 +14,29 @@ use axum::response::{IntoResponse, Response};
 pub const METADATA_PATH: &str = "/.well-known/oauth-protected-resource/sourcegraph/mcp";
 /// The root form of the same document, for clients that look there first.
 pub const ROOT_METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
+/// Where the identity provider sends a browser back after a website sign-in; the redirect
+/// URI to register for the website's client is the public URL followed by it.
+pub const CALLBACK_PATH: &str = "/sourcegraph/oauth/callback";
+/// The cookie that keeps a website sign-in under way (`state`, `nonce`, PKCE verifier) until
+/// the provider sends the browser back: `SameSite=Lax`, as that return is a navigation from
+/// the provider's site, and only on the callback's path.
+pub(crate) const PENDING_COOKIE: &str = "csg_signin";
+/// How long a sign-in may take at the provider.
+const PENDING_SECONDS: u32 = 600;
+
+/// The `Set-Cookie` value that keeps (`Some`) or drops (`None`) a pending sign-in.
+pub(crate) fn pending_cookie(value: Option<&str>, secure: bool) -> Option<HeaderValue> {
+    let mut text = match value {
+        Some(value) => format!("{PENDING_COOKIE}={value}; Max-Age={PENDING_SECONDS}"),
+        None => format!("{PENDING_COOKIE}=; Max-Age=0"),
+    };
+    text.push_str("; Path=/sourcegraph/oauth; HttpOnly; SameSite=Lax");
+    if secure {
+        text.push_str("; Secure");
+    }
+    HeaderValue::from_str(&text).ok()
+}
+
 /// The name clients show for this resource.
 const RESOURCE_NAME: &str = "Context Source Graph";
 /// The scope of a call that only reads.
@@ -31,6 +54,10 @@ pub struct OAuthResource {
     resource: String,
     /// Where [`METADATA_PATH`] is served, absolute.
     metadata_url: String,
+    /// The website's own client at the provider, for signing in through it.
+    web_client: Option<oauth::WebClient>,
+    /// Where the provider sends a browser back after a sign-in.
+    redirect_uri: String,
 }
 
 impl OAuthResource {
@@ -42,7 +69,27 @@ impl OAuthResource {
             validator,
             resource: format!("{base}/sourcegraph/mcp"),
             metadata_url: format!("{base}{METADATA_PATH}"),
+            web_client: None,
+            redirect_uri: format!("{base}{CALLBACK_PATH}"),
         }
+    }
+
+    /// The same, with the website signing in through the provider as `client`.
+    pub fn with_web_client(self, client: oauth::WebClient) -> Self {
+        Self {
+            web_client: Some(client),
+            ..self
+        }
+    }
+
+    /// The website's client, if the website signs in through the provider.
+    pub(crate) fn web_client(&self) -> Option<&oauth::WebClient> {
+        self.web_client.as_ref()
+    }
+
+    /// The redirect URI of the website's sign-in.
+    pub(crate) fn redirect_uri(&self) -> &str {
+        &self.redirect_uri
     }
 
     pub(crate) fn validator(&self) -> &oauth::Validator {

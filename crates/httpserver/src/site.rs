@@ -153,6 +153,8 @@ pub(crate) fn router(service: Service, site: &SiteConfig, origin: ConnectOrigin)
         .route("/sourcegraph/settings/tokens/revoke", post(revoke_token))
         .route("/sourcegraph/sign-in", get(sign_in_form).post(sign_in))
         .route("/sourcegraph/sign-out", post(sign_out))
+        .route(website::PROVIDER_SIGN_IN_PATH, get(provider_sign_in))
+        .route(crate::oauth::CALLBACK_PATH, get(provider_callback))
         .route(
             website::CSS_PATH,
             get(|| async { asset("text/css", website::SITE_CSS) }),
@@ -189,11 +191,13 @@ impl<S: Send + Sync> FromRequestParts<S> for Page {
                 user: None,
                 csrf: String::new(),
                 session: None,
+                provider_sign_in: false,
             });
         Ok(Page {
             chrome: Chrome {
                 user: visitor.user.clone(),
                 csrf: visitor.csrf.clone(),
+                provider_sign_in: visitor.provider_sign_in,
             },
             // The page's route states what it may spend (O-9): every service call it makes
             // runs under that cost.
@@ -775,6 +779,92 @@ async fn sign_in(
         Err(SignInRefusal::Unavailable(message)) => (StatusCode::SERVICE_UNAVAILABLE, message),
     };
     html(status, website::sign_in(&page.chrome, Some(&message)))
+}
+
+/// `GET /sourcegraph/sign-in/provider`: off to the identity provider, the sign-in's
+/// secrets in a cookie until it sends the browser back.
+async fn provider_sign_in(page: Page, access: Option<axum::Extension<SiteAccess>>) -> Response {
+    let Some(access) = access else {
+        return not_found(&page.chrome, "This page");
+    };
+    match access.0.0.start_provider_sign_in() {
+        Ok((url, cookie)) => {
+            let mut response = Redirect::to(&url).into_response();
+            if let Some(cookie) = cookie {
+                response.headers_mut().append(header::SET_COOKIE, cookie);
+            }
+            response
+        }
+        Err(error) => html(
+            StatusCode::SERVICE_UNAVAILABLE,
+            website::sign_in(&page.chrome, Some(&error.to_string())),
+        ),
+    }
+}
+
+/// What the identity provider sends back to [`crate::oauth::CALLBACK_PATH`].
+#[derive(Deserialize)]
+struct Callback {
+    code: Option<String>,
+    state: Option<String>,
+    error: Option<String>,
+    error_description: Option<String>,
+}
+
+/// `GET /sourcegraph/oauth/callback`: the provider's answer to a sign-in. A session
+/// on success; the sign-in page saying what went wrong otherwise. The pending sign-in's
+/// cookie is dropped either way (a code is used once).
+async fn provider_callback(
+    page: Page,
+    access: Option<axum::Extension<SiteAccess>>,
+    headers: HeaderMap,
+    Query(callback): Query<Callback>,
+) -> Response {
+    let Some(access) = access else {
+        return not_found(&page.chrome, "This page");
+    };
+    let access = &access.0.0;
+    let outcome = match (&callback.code, &callback.state, &callback.error) {
+        (_, _, Some(error)) => Err(format!(
+            "the identity provider refused the sign-in: {error}{}",
+            callback
+                .error_description
+                .as_deref()
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default()
+        )),
+        (Some(code), Some(state), None) => {
+            access.finish_provider_sign_in(&headers, code, state).await
+        }
+        _ => Err("the identity provider's answer has no code and state; start again".to_owned()),
+    };
+    let drop_pending = crate::oauth::pending_cookie(None, access.secure_cookies());
+    let mut response = match outcome {
+        Ok((id, csrf)) => {
+            if let Some(old) = &page.visitor.session {
+                access.sign_out(old).await;
+            }
+            // A page that moves on by itself rather than a redirect: the session cookie is
+            // `SameSite=Strict`, and a redirect still belongs to the navigation that began at
+            // the provider's site, which would not send it.
+            let mut response = html(StatusCode::OK, website::signed_in_page(&page.chrome));
+            for cookie in access.session_cookies(Some((&id, &csrf))) {
+                response.headers_mut().append(header::SET_COOKIE, cookie);
+            }
+            response
+        }
+        Err(message) => {
+            tracing::info!(%message, "a sign-in through the identity provider failed");
+            html(
+                StatusCode::UNAUTHORIZED,
+                website::sign_in(&page.chrome, Some(&message)),
+            )
+        }
+    };
+    if let Some(cookie) = drop_pending {
+        response.headers_mut().append(header::SET_COOKIE, cookie);
+    }
+    response
 }
 
 #[derive(Deserialize)]

@@ -14,12 +14,14 @@
 mod fetch;
 mod keys;
 mod metadata;
+mod signin;
 mod token;
 
 #[cfg(feature = "testing")]
 pub mod testing;
 
 pub use metadata::ProviderMetadata;
+pub use signin::{Pending, SignInError, WebClient};
 pub use token::Identity;
 
 use std::sync::Arc;

@@ -36,6 +36,18 @@ impl Identity {
 }
 
 pub(crate) async fn validate(provider: &Provider, token: &str) -> Result<Identity, TokenError> {
+    let claims = verified_claims(provider, token, &provider.config.audience).await?;
+    identity(&provider.config.groups_claim, claims)
+}
+
+/// The claims of `token`, a JWS of the provider for `audience`, verified (signature, `iss`,
+/// `aud`, `exp`, `nbf`, a `sub`): an access token for this server, or an ID token for the
+/// website's client.
+pub(crate) async fn verified_claims(
+    provider: &Provider,
+    token: &str,
+    audience: &str,
+) -> Result<Map<String, Value>, TokenError> {
     let invalid = |why: &str| TokenError::Invalid(why.to_owned());
     if token.len() > MAX_TOKEN_BYTES {
         return Err(invalid(
@@ -57,14 +69,13 @@ pub(crate) async fn validate(provider: &Provider, token: &str) -> Result<Identit
             .ok_or(TokenError::KeysUnavailable)?,
         _ => known,
     };
-    let claims = verify(
+    verify(
         provider,
         &known,
         token,
-        (header.alg, family),
+        (header.alg, family, audience),
         header.kid.as_deref(),
-    )?;
-    identity(&provider.config.groups_claim, claims)
+    )
 }
 
 /// The claims of `token`, verified with the matching key of `known`.
@@ -72,7 +83,7 @@ fn verify(
     provider: &Provider,
     known: &Arc<Known>,
     token: &str,
-    (alg, family): (Algorithm, AlgorithmFamily),
+    (alg, family, audience): (Algorithm, AlgorithmFamily, &str),
     kid: Option<&str>,
 ) -> Result<Map<String, Value>, TokenError> {
     let mut candidates = known
@@ -91,7 +102,7 @@ fn verify(
     validation.validate_nbf = true;
     let issuer = config.issuer.trim_end_matches('/');
     validation.set_issuer(&[issuer.to_owned(), format!("{issuer}/")]);
-    validation.set_audience(&[config.audience.as_str()]);
+    validation.set_audience(&[audience]);
     validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
     let mut last = None;
     for key in candidates {
@@ -105,10 +116,9 @@ fn verify(
         Some(jsonwebtoken::errors::ErrorKind::ImmatureSignature) => {
             "it is not valid yet (nbf)".to_owned()
         }
-        Some(jsonwebtoken::errors::ErrorKind::InvalidAudience) => format!(
-            "it was issued for another resource, not {} (RFC 8707 audience)",
-            config.audience
-        ),
+        Some(jsonwebtoken::errors::ErrorKind::InvalidAudience) => {
+            format!("it was issued for another resource, not {audience} (RFC 8707 audience)")
+        }
         Some(jsonwebtoken::errors::ErrorKind::InvalidIssuer) => {
             format!("it was not issued by {}", config.issuer)
         }
@@ -150,7 +160,10 @@ fn identity(groups_claim: &str, claims: Map<String, Value>) -> Result<Identity, 
 /// A claim that lists names: an array of strings, or one string of space-separated names.
 /// Bounded: at most [`MAX_ITEMS`] names of at most [`MAX_ITEM_BYTES`] each.
 fn names(claim: Option<&Value>) -> Vec<String> {
-    let fits = |name: &&str| !name.is_empty() && name.len() <= MAX_ITEM_BYTES;
+    // Control characters never: the names are stored one a line and shown on pages.
+    let fits = |name: &&str| {
+        !name.is_empty() && name.len() <= MAX_ITEM_BYTES && !name.chars().any(char::is_control)
+    };
     match claim {
         Some(Value::String(text)) => text
             .split_ascii_whitespace()
@@ -178,7 +191,7 @@ mod tests {
     fn a5_scopes_and_groups_of_either_shape() {
         let claims = json!({
             "sub": "alice", "scope": "csg:read  openid", "scp": ["csg:prepare"],
-            "roles": ["eng", 7, "", "ops"], "exp": 9
+            "roles": ["eng", 7, "", "ops", "two\nlines"], "exp": 9
         });
         let Value::Object(claims) = claims else {
             unreachable!()

@@ -120,6 +120,15 @@ impl Inner {
 }
 
 impl Service {
+    /// A website session's principal of the identity provider with what its grant's
+    /// scopes and groups give now: the access store knows only the user's own capability.
+    pub fn with_provider_capabilities(&self, mut principal: Principal) -> Principal {
+        if let Some(grant) = &principal.provider {
+            principal.prepare |= self.inner.config.identity.prepares(grant);
+        }
+        principal
+    }
+
     /// The principal of a validated access token: the user its subject names (added to the
     /// users, as `csg user list` shows them, on first use), holding `prepare` by the token's
     /// `csg:prepare` scope, a prepare group, or the user's own capability.

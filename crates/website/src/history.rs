@@ -631,6 +631,7 @@ mod tests {
         Chrome {
             user: None,
             csrf: "t".into(),
+            provider_sign_in: false,
         }
     }
 

@@ -31,7 +31,8 @@ pub use history::{
     relative_date,
 };
 pub use pages::{
-    connect_page, error_page, plugins, repositories, repository, search, sign_in, tokens, tree,
+    PROVIDER_SIGN_IN_PATH, connect_page, error_page, plugins, repositories, repository, search,
+    sign_in, signed_in_page, tokens, tree,
 };
 pub use paths::{
     blame_url, blob_url, commit_url, commits_url, compare_url, plugins_url, raw_url, repo_url,
@@ -77,4 +78,6 @@ pub struct Chrome {
     pub user: Option<String>,
     /// The value every form posts back as `csrf`.
     pub csrf: String,
+    /// Whether visitors sign in through the company's identity provider.
+    pub provider_sign_in: bool,
 }

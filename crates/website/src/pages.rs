@@ -522,7 +522,11 @@ pub fn tokens(chrome: &Chrome, list: &[TokenInfo], created: Option<&str>) -> Str
     )
 }
 
-/// `/sourcegraph/sign-in`: paste a token.
+/// The path that starts a sign-in through the identity provider.
+pub const PROVIDER_SIGN_IN_PATH: &str = "/sourcegraph/sign-in/provider";
+
+/// `/sourcegraph/sign-in`: through the identity provider when the server has a website
+/// client there, or by pasting a token.
 pub fn sign_in(chrome: &Chrome, error: Option<&str>) -> String {
     layout(
         chrome,
@@ -530,6 +534,10 @@ pub fn sign_in(chrome: &Chrome, error: Option<&str>) -> String {
         html! {
             h1 { "Sign in" }
             @if let Some(error) = error { p.error { (error) } }
+            @if chrome.provider_sign_in {
+                p { a.button #provider-sign-in href=(PROVIDER_SIGN_IN_PATH) { "Sign in with your company account" } }
+                p.meta { "Or with an API token:" }
+            }
             form method="post" action="/sourcegraph/sign-in" {
                 input type="hidden" name="csrf" value=(chrome.csrf);
                 label { "API token " input type="password" name="token" autocomplete="off" required; }
@@ -537,6 +545,24 @@ pub fn sign_in(chrome: &Chrome, error: Option<&str>) -> String {
             }
             p.meta { "An operator creates your first token with " code { "csg token create USER" } "." }
         },
+    )
+}
+
+/// The page a sign-in through the identity provider ends on: it moves on to the repository
+/// list by itself (a navigation that starts here, which sends the new session's cookie).
+pub fn signed_in_page(chrome: &Chrome) -> String {
+    let page = layout(
+        chrome,
+        "Signed in",
+        html! {
+            h1 { "Signed in" }
+            p { a #continue href="/sourcegraph/" { "Continue to the repositories" } }
+        },
+    );
+    page.replacen(
+        "<head>",
+        "<head><meta http-equiv=\"refresh\" content=\"0;url=/sourcegraph/\">",
+        1,
     )
 }
 
