@@ -23,6 +23,10 @@ pub struct ClientConfig {
     pub codex_toml: String,
     /// Every caller needs a token: the deployment has public read off.
     pub token_required: bool,
+    /// The server takes its identity provider's access tokens (`--oauth-issuer`): MCP
+    /// clients can sign in by themselves from the URL alone. Off unless
+    /// [`ClientConfig::with_oauth`] turns it on.
+    pub oauth: bool,
 }
 
 impl ClientConfig {
@@ -60,8 +64,52 @@ impl ClientConfig {
             codex_toml: format!("[mcp_servers.{SERVER_NAME}]\nurl = {quoted}\n{token}"),
             url,
             token_required,
+            oauth: false,
         }
     }
+
+    /// The same configurations, saying whether the server takes its identity provider's
+    /// access tokens (`--oauth-issuer`): the access page then explains how each MCP client
+    /// signs in by itself. The configurations themselves do not change.
+    #[must_use]
+    pub fn with_oauth(self, on: bool) -> Self {
+        Self { oauth: on, ..self }
+    }
+
+    /// The name clients know this server by (`context-sourcegraph`), for the commands that
+    /// add it.
+    pub fn server_name(&self) -> &'static str {
+        SERVER_NAME
+    }
+
+    /// Claude Code's command that adds this server without a token (it signs in through the
+    /// identity provider when the server asks): `claude mcp add --transport http NAME 'URL'`.
+    pub fn claude_add_command(&self) -> String {
+        format!(
+            "claude mcp add --transport http {SERVER_NAME} {}",
+            shell_quoted(&self.url)
+        )
+    }
+
+    /// Codex's command that adds this server without a token:
+    /// `codex mcp add NAME --url 'URL'`.
+    pub fn codex_add_command(&self) -> String {
+        format!(
+            "codex mcp add {SERVER_NAME} --url {}",
+            shell_quoted(&self.url)
+        )
+    }
+
+    /// Codex's command that signs in to this server through the identity provider.
+    pub fn codex_login_command(&self) -> String {
+        format!("codex mcp login {SERVER_NAME}")
+    }
+}
+
+/// `text` as one POSIX shell word: in single quotes (a URL's `?` is a glob pattern to zsh),
+/// each `'` written as `'\''`.
+fn shell_quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "'\\''"))
 }
 
 #[cfg(test)]
@@ -122,5 +170,62 @@ mod tests {
         assert!(config.codex_toml.lines().all(|line| {
             line.starts_with('[') || line.starts_with('#') || line.contains(" = ")
         }));
+    }
+
+    /// Issue 44: the access page explains the OAuth way to connect each client only when the
+    /// server takes its identity provider's tokens, and still offers the token forms.
+    #[test]
+    fn issue44_the_oauth_section_appears_only_with_oauth() {
+        let chrome = crate::Chrome::default();
+        let plain = ClientConfig::for_origin("https://csg.example.com", true);
+        assert!(!plain.oauth, "off unless asked for");
+        let page = crate::connect_page(&chrome, &plain);
+        assert!(!page.contains("oauth-clients"), "{page}");
+        assert!(!page.contains("codex mcp login"), "{page}");
+        assert!(page.contains("This server needs an API token"), "{page}");
+
+        let oauth = plain.clone().with_oauth(true);
+        assert_eq!(oauth.json, plain.json, "the configurations do not change");
+        assert_eq!(oauth.codex_toml, plain.codex_toml);
+        let page = crate::connect_page(&chrome, &oauth);
+        assert!(page.contains("id=\"oauth-clients\""), "{page}");
+        for client in ["Claude Code", "VS Code", "Cursor", "Codex"] {
+            assert!(page.contains(client), "{client}: {page}");
+        }
+        assert!(
+            page.contains(
+                "claude mcp add --transport http context-sourcegraph \
+                 'https://csg.example.com/sourcegraph/mcp?plugins=auto'"
+            ),
+            "{page}"
+        );
+        assert!(
+            page.contains("codex mcp login context-sourcegraph"),
+            "{page}"
+        );
+        // The token forms stay, for clients and scripts that do not sign in.
+        assert!(page.contains("config-json-token"), "{page}");
+        assert!(page.contains("Bearer &lt;your-api-token&gt;"), "{page}");
+        assert!(!page.contains("This server needs an API token"), "{page}");
+
+        let open = ClientConfig::for_origin("https://csg.example.com", false).with_oauth(true);
+        let page = crate::connect_page(&chrome, &open);
+        assert!(
+            page.contains("Calls without a token read public repositories"),
+            "{page}"
+        );
+        assert!(!oauth.clone().with_oauth(false).oauth);
+    }
+
+    /// The commands quote the URL for the shell, whatever it holds.
+    #[test]
+    fn issue44_commands_quote_the_url() {
+        let config = ClientConfig::for_origin("https://csg.example.com/it's", false);
+        assert_eq!(
+            config.codex_add_command(),
+            "codex mcp add context-sourcegraph --url \
+             'https://csg.example.com/it'\\''s/sourcegraph/mcp?plugins=auto'"
+        );
+        assert_eq!(config.server_name(), "context-sourcegraph");
     }
 }

@@ -450,8 +450,69 @@ pub fn connect_page(chrome: &Chrome, config: &ClientConfig) -> String {
         html! {
             h1 { "Connect an agent" }
             p { "MCP endpoint (Streamable HTTP): " code id="endpoint" { (config.url) } }
+            @if config.oauth {
+                section.oauth #oauth-clients {
+                    h2 { "Sign in with your company account" }
+                    p {
+                        "This server takes access tokens of your company's identity provider. "
+                        "Claude Code, VS Code, Cursor and Codex sign in by themselves from the "
+                        "endpoint URL alone: add the server without a token, and the client "
+                        "opens your browser to sign in when the server asks for it."
+                    }
+                    @if !config.token_required {
+                        p {
+                            "Calls without a token read public repositories here, so a client "
+                            "is not asked to sign in for reading, and without signing in it sees "
+                            "no private repository. To read the private repositories granted to "
+                            "you, start the sign-in from a client that lets you (Codex: "
+                            code { (config.codex_login_command()) }
+                            ") or use an API token."
+                        }
+                    }
+                    ul {
+                        li {
+                            strong { "Claude Code: " }
+                            code { (config.claude_add_command()) }
+                            ", then "
+                            code { "/mcp" }
+                            " in Claude Code: choose the server and sign in."
+                        }
+                        li {
+                            strong { "VS Code: " }
+                            "run "
+                            em { "MCP: Add Server" }
+                            ", choose HTTP and paste the endpoint URL; VS Code opens the browser to sign in."
+                        }
+                        li {
+                            strong { "Cursor: " }
+                            "the JSON configuration below, without "
+                            code { "headers" }
+                            " (an entry with just its "
+                            code { "url" }
+                            "); Cursor offers to log in to the server."
+                        }
+                        li {
+                            strong { "Codex: " }
+                            code { (config.codex_add_command()) }
+                            ", then "
+                            code { (config.codex_login_command()) }
+                            " (without a "
+                            code { "bearer_token_env_var" }
+                            " line, which would send a token instead)."
+                        }
+                    }
+                    p {
+                        "API tokens keep working beside this, for clients and scripts that do "
+                        "not sign in: the configurations with a token header below."
+                    }
+                }
+            }
             @if config.token_required {
-                p { "This server needs an API token: use the form with the header. " }
+                @if config.oauth {
+                    p { "Every call needs a token here: the client's own sign-in above, or an API token in the header. " }
+                } @else {
+                    p { "This server needs an API token: use the form with the header. " }
+                }
             }
             p {
                 "Tokens go in the "
