@@ -35,12 +35,15 @@ export function tempDir(prefix = "csg-browser-") {
 }
 
 /// Starts `csg serve --repo <source>` over `<tmp>/data` and a headless Chromium with a fresh
-/// profile; answers `{ base, browser, stop }`. `stop` ends both and removes `tmp`.
-export async function startSite(tmp, sources) {
+/// profile; answers `{ base, browser, stop }`. `stop` ends both and removes `tmp`. `options`:
+/// `port` to listen on (default: any free one), more `args` for `serve`, more `env`.
+export async function startSite(tmp, sources, options = {}) {
   const repoArgs = sources.flatMap((s) => ["--repo", s]);
-  const server = spawn(csg, ["--data-dir", join(tmp, "data"), "serve", ...repoArgs, "--listen", "127.0.0.1:0"], {
+  const listen = `127.0.0.1:${options.port ?? 0}`;
+  const args = ["--data-dir", join(tmp, "data"), "serve", ...repoArgs, "--listen", listen, ...(options.args ?? [])];
+  const server = spawn(csg, args, {
     stdio: ["ignore", "pipe", "inherit"],
-    env: { ...process.env, CSG_LOG: "warn" },
+    env: { ...process.env, CSG_LOG: "warn", ...(options.env ?? {}) },
   });
   const base = await new Promise((resolveBase, reject) => {
     let seen = "";

@@ -290,8 +290,8 @@ def server(
             f"eng={PRIVATE_REPO}",
             "--oauth-prepare-group",
             "ops",
-            "--oauth-client-id",
-            client_id,
+            # `=`: a generated client id may start with `-`.
+            f"--oauth-client-id={client_id}",
         ]
         with log_path.open("w") as log:
             process = subprocess.Popen(
