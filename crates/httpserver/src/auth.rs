@@ -300,6 +300,12 @@ impl Access {
         }
     }
 
+    /// Whether the identity provider's access tokens are taken (A-5): MCP clients sign in by
+    /// themselves.
+    pub(crate) fn takes_provider_tokens(&self) -> bool {
+        self.oauth.is_some()
+    }
+
     /// Whether the website signs in through the identity provider (A-6).
     pub(crate) fn provider_sign_in(&self) -> bool {
         self.oauth
@@ -770,52 +776,65 @@ async fn checked(access: Arc<Access>, mut request: Request, next: Next) -> Respo
         .get::<ClientAddr>()
         .map(|ClientAddr(addr)| *addr);
     let client = address.map(client_key);
-    let caller = match bearer(request.headers()) {
-        Err(message) => {
-            return ApiError::new(StatusCode::UNAUTHORIZED, UNAUTHENTICATED, message)
-                .into_response();
+    // A call another replica forwarded with the identity it validated (issue 44 point 7):
+    // that identity, without a token to validate again.
+    let forwarded = request
+        .extensions_mut()
+        .remove::<crate::wire::ForwardedIdentity>()
+        .filter(|_| access.oauth.is_some());
+    let caller = if let Some(crate::wire::ForwardedIdentity(grant)) = forwarded {
+        match access.service.provider_principal(grant).await {
+            Ok(principal) => Caller::User(principal),
+            Err(error) => return ApiError::from(error).into_response(),
         }
-        Ok(None) if site || access.service.public_read() => Caller::Anonymous,
-        Ok(None) => {
-            if let Some(oauth) = &access.oauth {
-                return oauth.token_needed(OAUTH_TOKEN_NEEDED, READ_SCOPE);
+    } else {
+        match bearer(request.headers()) {
+            Err(message) => {
+                return ApiError::new(StatusCode::UNAUTHORIZED, UNAUTHENTICATED, message)
+                    .into_response();
             }
-            return ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                UNAUTHENTICATED,
-                service::TOKEN_NEEDED,
-            )
-            .into_response();
-        }
-        Ok(Some(token)) => {
-            if let Some(wait) = client.and_then(|c| access.limiter.wait(c)) {
-                COUNTERS.rate_limited.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(client = ?address, wait, "too many wrong API tokens: refused");
-                let mut response = ApiError::new(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "rate_limited",
-                    format!(
-                        "too many wrong API tokens from this address; wait {wait} s before \
-                         trying again"
-                    ),
+            Ok(None) if site || access.service.public_read() => Caller::Anonymous,
+            Ok(None) => {
+                if let Some(oauth) = &access.oauth {
+                    return oauth.token_needed(OAUTH_TOKEN_NEEDED, READ_SCOPE);
+                }
+                return ApiError::new(
+                    StatusCode::UNAUTHORIZED,
+                    UNAUTHENTICATED,
+                    service::TOKEN_NEEDED,
                 )
                 .into_response();
-                if let Ok(value) = wait.to_string().parse() {
-                    response.headers_mut().insert(header::RETRY_AFTER, value);
-                }
-                return response;
             }
-            if let Some(oauth) = &access.oauth
-                && oauth::looks_like_jwt(token)
-            {
-                match access.provider_caller(oauth, token, client).await {
-                    Ok(caller) => caller,
-                    Err(refused) => return refused,
+            Ok(Some(token)) => {
+                if let Some(wait) = client.and_then(|c| access.limiter.wait(c)) {
+                    COUNTERS.rate_limited.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(client = ?address, wait, "too many wrong API tokens: refused");
+                    let mut response = ApiError::new(
+                        StatusCode::TOO_MANY_REQUESTS,
+                        "rate_limited",
+                        format!(
+                            "too many wrong API tokens from this address; wait {wait} s before \
+                         trying again"
+                        ),
+                    )
+                    .into_response();
+                    if let Ok(value) = wait.to_string().parse() {
+                        response.headers_mut().insert(header::RETRY_AFTER, value);
+                    }
+                    return response;
                 }
-            } else {
-                match access.api_token_caller(token, address, client).await {
-                    Ok(caller) => caller,
-                    Err(refused) => return refused,
+                if let Some(oauth) = &access.oauth
+                    && oauth::looks_like_jwt(token)
+                {
+                    match access.provider_caller(oauth, token, client).await {
+                        Ok(caller) => caller,
+                        Err(refused) => return refused,
+                    }
+                } else {
+                    match access.api_token_caller(token, address, client).await {
+                        Ok(caller) => caller,
+                        Err(refused) => return refused,
+                    }
                 }
             }
         }

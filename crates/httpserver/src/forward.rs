@@ -26,8 +26,8 @@
 
 use crate::replica_client::{Answer, ReplicaClient};
 use crate::wire::{
-    CLIENT_HEADER, COUNTERS, DEADLINE_HEADER, FORWARDED_HEADER, Forwarded, INDEX_OPTIONAL_HEADER,
-    REPLICA_HEADER, deadline_of, refuse,
+    CLIENT_HEADER, COUNTERS, DEADLINE_HEADER, FORWARDED_HEADER, Forwarded, IDENTITY_HEADER,
+    INDEX_OPTIONAL_HEADER, REPLICA_HEADER, deadline_of, refuse,
 };
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
@@ -277,6 +277,12 @@ impl Forwarder {
             let url = format!("{}{path}", owner.trim_end_matches('/'));
             let mut headers = forwarded_headers(&parts.headers);
             headers.insert(FORWARDED_HEADER, self.secret.clone());
+            // An identity provider's caller goes as the identity validated here, not as the
+            // access token (issue 44 point 7).
+            if let Some(identity) = forwarded_identity(parts) {
+                headers.remove(http::header::AUTHORIZATION);
+                headers.insert(IDENTITY_HEADER, identity);
+            }
             if let Some(value) = parts
                 .extensions
                 .get::<crate::ClientAddr>()
@@ -332,6 +338,20 @@ impl Forwarder {
     }
 }
 
+/// The [`IDENTITY_HEADER`] of a call by an identity provider's caller with a bearer token
+/// (not a website session, whose cookie goes along as it is).
+fn forwarded_identity(parts: &http::request::Parts) -> Option<HeaderValue> {
+    if !parts.headers.contains_key(http::header::AUTHORIZATION) {
+        return None;
+    }
+    match parts.extensions.get::<service::Caller>()? {
+        service::Caller::User(principal) => {
+            crate::wire::encode_identity(principal.provider.as_ref()?)
+        }
+        _ => None,
+    }
+}
+
 fn retryable(status: StatusCode) -> bool {
     matches!(status.as_u16(), 502..=504)
 }
@@ -364,6 +384,7 @@ fn forwarded_headers(incoming: &HeaderMap) -> HeaderMap {
             &DEADLINE_HEADER,
             &CLIENT_HEADER,
             &INDEX_OPTIONAL_HEADER,
+            &IDENTITY_HEADER,
         ];
         if !hop_by_hop(name.as_str()) && !ours.contains(&name) {
             headers.append(name.clone(), value.clone());

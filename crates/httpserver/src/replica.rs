@@ -28,8 +28,8 @@
 
 use crate::ClientAddr;
 use crate::wire::{
-    CLIENT_HEADER, COUNTERS, FORWARDED_HEADER, Forwarded, FromReplica, INDEX_OPTIONAL_HEADER,
-    REPLICA_HEADER, deadline_of, refuse,
+    CLIENT_HEADER, COUNTERS, FORWARDED_HEADER, Forwarded, FromReplica, IDENTITY_HEADER,
+    INDEX_OPTIONAL_HEADER, REPLICA_HEADER, deadline_of, refuse,
 };
 use axum::Router;
 use axum::extract::{Request, State};
@@ -106,6 +106,7 @@ async fn check(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) 
     let forwarded = gate.marker(headers.remove(&FORWARDED_HEADER), certified);
     let client = headers.remove(&CLIENT_HEADER);
     let index_optional = headers.remove(&INDEX_OPTIONAL_HEADER).is_some();
+    let identity = headers.remove(&IDENTITY_HEADER);
     if request.uri().path().starts_with(INTERNAL_PREFIX) {
         if (replica, forwarded) == (Marker::Valid, Marker::Absent) {
             request.extensions_mut().insert(FromReplica);
@@ -128,6 +129,10 @@ async fn check(State(gate): State<Arc<Gate>>, mut request: Request, next: Next) 
             // share of heavy work are the client's, not the forwarding replica's.
             if let Some(address) = client.and_then(|value| value.to_str().ok()?.parse().ok()) {
                 extensions.insert(ClientAddr(address));
+            }
+            // Who the forwarding replica validated the caller's access token as.
+            if let Some(grant) = identity.as_ref().and_then(crate::wire::decode_identity) {
+                extensions.insert(crate::wire::ForwardedIdentity(grant));
             }
             next.run(request).await
         }

@@ -660,11 +660,14 @@ async fn search(
 async fn connect(
     State(state): State<SiteState>,
     page: Page,
+    access: Option<axum::Extension<SiteAccess>>,
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
     let origin = state.connect.origin(&headers, &uri);
-    let config = website::ClientConfig::for_origin(&origin, !state.service.public_read());
+    let oauth = access.is_some_and(|access| access.0.0.takes_provider_tokens());
+    let config =
+        website::ClientConfig::for_origin(&origin, !state.service.public_read()).with_oauth(oauth);
     html(StatusCode::OK, website::connect_page(&page.chrome, &config))
 }
 

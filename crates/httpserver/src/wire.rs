@@ -25,6 +25,56 @@ pub const CLIENT_HEADER: HeaderName = HeaderName::from_static("x-csg-client-addr
 pub(crate) const INDEX_OPTIONAL_HEADER: HeaderName =
     HeaderName::from_static("x-csg-index-optional");
 
+/// On a forwarded call of an identity provider's caller (A-5, issue 44 point 7): who the
+/// forwarding replica validated the access token as (its grant: subject, scopes, groups),
+/// instead of the token itself, which never goes to another replica. Believed only with a
+/// valid [`FORWARDED_HEADER`]; dropped from any other request.
+pub(crate) const IDENTITY_HEADER: HeaderName = HeaderName::from_static("x-csg-forwarded-identity");
+/// The longest [`IDENTITY_HEADER`] value sent; a grant that does not fit (hundreds of long
+/// group names) goes as the token, which the owner validates again.
+const MAX_IDENTITY_BYTES: usize = 16 * 1024;
+
+/// The validated identity a forwarded call carries ([`IDENTITY_HEADER`]).
+#[derive(Debug, Clone)]
+pub(crate) struct ForwardedIdentity(pub(crate) service::ProviderGrant);
+
+/// `grant` as an [`IDENTITY_HEADER`] value: its JSON, percent-encoded (group names may be
+/// any text); `None` when it is too long to send.
+pub(crate) fn encode_identity(grant: &service::ProviderGrant) -> Option<http::HeaderValue> {
+    let json = serde_json::json!({
+        "sub": grant.subject, "scopes": grant.scopes, "groups": grant.groups,
+    })
+    .to_string();
+    let encoded = percent_encoding::utf8_percent_encode(&json, percent_encoding::NON_ALPHANUMERIC)
+        .to_string();
+    if encoded.len() > MAX_IDENTITY_BYTES {
+        return None;
+    }
+    http::HeaderValue::from_str(&encoded).ok()
+}
+
+/// [`encode_identity`] read back; `None` for anything else.
+pub(crate) fn decode_identity(value: &http::HeaderValue) -> Option<service::ProviderGrant> {
+    if value.len() > MAX_IDENTITY_BYTES {
+        return None;
+    }
+    let json = percent_encoding::percent_decode(value.as_bytes())
+        .decode_utf8()
+        .ok()?;
+    #[derive(serde::Deserialize)]
+    struct Wire {
+        sub: String,
+        scopes: Vec<String>,
+        groups: Vec<String>,
+    }
+    let wire: Wire = serde_json::from_str(&json).ok()?;
+    Some(service::ProviderGrant {
+        subject: wire.sub,
+        scopes: wire.scopes,
+        groups: wire.groups,
+    })
+}
+
 /// A request another replica made on one of the cluster's own routes ([`REPLICA_HEADER`]).
 #[derive(Debug, Clone, Copy)]
 pub struct FromReplica;

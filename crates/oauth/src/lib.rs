@@ -110,7 +110,7 @@ impl Validator {
     /// A validator for `config`, its URLs checked; nothing is fetched until [`Self::start`].
     pub fn new(config: OAuthConfig) -> Result<Self, ConfigError> {
         check_url("oauth-issuer", &config.issuer)?;
-        check_url("oauth-audience", &config.audience)?;
+        check_audience(&config.audience)?;
         if config.groups_claim.trim().is_empty() {
             return Err(ConfigError::EmptyGroupsClaim);
         }
@@ -167,6 +167,26 @@ pub fn looks_like_jwt(token: &str) -> bool {
         && parts.next().is_none()
 }
 
+/// An audience: this server's URL as [`check_url`] takes it, or any other identifier a
+/// provider puts in `aud` (Entra ID's application id, an `api://` URI): one word.
+fn check_audience(value: &str) -> Result<(), ConfigError> {
+    let looks_like_web_url = value.starts_with("http://") || value.starts_with("https://");
+    if looks_like_web_url {
+        return check_url("oauth-audience", value);
+    }
+    if value.is_empty()
+        || value.len() > 1024
+        || value.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(ConfigError::Url {
+            setting: "oauth-audience",
+            value: value.to_owned(),
+            why: "it is empty, too long or holds spaces".to_owned(),
+        });
+    }
+    Ok(())
+}
+
 /// An absolute `https://` URL, or `http://` on a loopback host.
 fn check_url(setting: &'static str, value: &str) -> Result<(), ConfigError> {
     let refuse = |why: &str| ConfigError::Url {
@@ -220,6 +240,15 @@ mod tests {
         ] {
             assert!(check_url("oauth-issuer", bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a5_audiences_of_other_shapes() {
+        assert!(check_audience("api://csg").is_ok());
+        assert!(check_audience("3f2a0c1e-1111-2222-3333-444455556666").is_ok());
+        assert!(check_audience("http://csg.example.org/sourcegraph/mcp").is_err());
+        assert!(check_audience("a b").is_err());
+        assert!(check_audience("").is_err());
     }
 
     #[test]

@@ -102,12 +102,20 @@ fn verify(
     validation.validate_nbf = true;
     let issuer = config.issuer.trim_end_matches('/');
     validation.set_issuer(&[issuer.to_owned(), format!("{issuer}/")]);
-    validation.set_audience(&[audience]);
+    // The audience is checked below: a client that names the resource with the query of the
+    // URL it calls (`…/sourcegraph/mcp?plugins=auto`) asked for this resource all the same.
+    validation.validate_aud = false;
     validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
     let mut last = None;
     for key in candidates {
         match jsonwebtoken::decode::<Map<String, Value>>(token, &key.key, &validation) {
-            Ok(data) => return Ok(data.claims),
+            Ok(data) if names_audience(data.claims.get("aud"), audience) => return Ok(data.claims),
+            Ok(_) => {
+                last = Some(jsonwebtoken::errors::Error::from(
+                    jsonwebtoken::errors::ErrorKind::InvalidAudience,
+                ));
+                break;
+            }
             Err(error) => last = Some(error),
         }
     }
@@ -130,6 +138,22 @@ fn verify(
         }
         _ => "it is not a valid access token of this server's identity provider".to_owned(),
     }))
+}
+
+/// Whether the `aud` claim (a string or an array of them) names `audience`: exactly, or
+/// with a query after it (RFC 8707 discourages one, and some clients send the URL they call).
+fn names_audience(claim: Option<&Value>, audience: &str) -> bool {
+    let names = |value: &str| {
+        value == audience
+            || value
+                .strip_prefix(audience)
+                .is_some_and(|rest| rest.starts_with('?'))
+    };
+    match claim {
+        Some(Value::String(value)) => names(value),
+        Some(Value::Array(values)) => values.iter().filter_map(Value::as_str).any(names),
+        _ => false,
+    }
 }
 
 /// The identity the verified `claims` name.
@@ -201,6 +225,24 @@ mod tests {
         assert_eq!(id.groups, ["eng", "ops"]);
         assert!(id.has_scope("csg:prepare"));
         assert_eq!(id.expires, 9);
+    }
+
+    #[test]
+    fn a5_audience_exactly_or_with_a_query() {
+        let mcp = "https://csg.example.org/sourcegraph/mcp";
+        for (aud, expected) in [
+            (json!(mcp), true),
+            (json!(format!("{mcp}?plugins=auto")), true),
+            (json!(["https://other.example", mcp]), true),
+            (json!(format!("{mcp}x")), false),
+            (json!(format!("{mcp}/admin")), false),
+            (json!("https://csg.example.org/sourcegraph"), false),
+            (json!([]), false),
+            (json!(7), false),
+        ] {
+            assert_eq!(names_audience(Some(&aud), mcp), expected, "{aud}");
+        }
+        assert!(!names_audience(None, mcp));
     }
 
     #[test]

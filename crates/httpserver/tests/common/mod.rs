@@ -135,9 +135,23 @@ pub fn serve_until(
     routing: httpserver::ClusterRouting,
     stop: impl Future<Output = ()> + Send + 'static,
 ) {
+    let options = httpserver::AccessOptions::default();
+    serve_with(listener, base, service, routes, routing, options, stop);
+}
+
+/// [`serve_until`] with the access layer's `options` (an identity provider, say).
+pub fn serve_with(
+    listener: tokio::net::TcpListener,
+    base: &str,
+    service: Service,
+    routes: axum::Router,
+    routing: httpserver::ClusterRouting,
+    options: httpserver::AccessOptions,
+    stop: impl Future<Output = ()> + Send + 'static,
+) {
     let app = httpserver::with_cluster_routing(routes, service.clone(), routing.clone())
         .expect("routing");
-    let app = httpserver::with_access(app, service.clone(), &site(base));
+    let app = httpserver::with_access_options(app, service.clone(), &site(base), options);
     let app = httpserver::with_replica_gate(app, service, &routing).expect("gate");
     tokio::spawn(httpserver::serve(listener, app, stop));
 }
