@@ -317,9 +317,9 @@ class Balancer:
     the file reads, started and stopped by `scripts/haproxy.sh`. Its request log (with the
     retries each request took) is received on a loopback UDP port and written to a file."""
 
-    def __init__(self, base: Path, replicas: list[Replica]) -> None:
+    def __init__(self, base: Path, replicas: list[Replica], port: int | None = None) -> None:
         self.base = base
-        self.port = free_port()
+        self.port = port or free_port()
         self.stats_port = free_port()
         self.pidfile = base / "haproxy.pid"
         self.log = base / "haproxy.log"
@@ -423,17 +423,37 @@ class Tokens:
     """A token of a user without it."""
 
 
+def metric_of(replica: Replica, name: str) -> float:
+    """One series without labels of `replica`'s `/metrics` (scraped at its node URL)."""
+    answer = http("GET", f"{replica.url}/metrics")
+    assert answer.status == 200, answer
+    text = answer.body if isinstance(answer.body, str) else str(answer.body)
+    for line in text.splitlines():
+        if line.startswith(f"{name} "):
+            return float(line.split()[1])
+    raise AssertionError(f"{replica.name}'s /metrics has no {name}")
+
+
 class Cluster:
     """PostgreSQL, three replicas (`--public-read false` unless asked), HAProxy in front of them, and a
     Git source repository (a bare repository the tests push to)."""
 
     REPLICAS = 3
 
-    def __init__(self, replica_env: dict[str, str] | None = None, public_read: bool = False) -> None:
+    def __init__(
+        self,
+        replica_env: dict[str, str] | None = None,
+        public_read: bool = False,
+        replica_args: Callable[[str], list[str]] | None = None,
+    ) -> None:
         self.replica_env = replica_env or {}
         """Environment every replica starts with on top of the cluster's (server plugins, say)."""
         self.public_read = public_read
         """Whether anonymous callers may read public repositories (`--public-read`)."""
+        self.replica_args = replica_args
+        """More `serve` arguments of every replica, given the balancer's URL (the deployment's
+        public URL: an identity provider's settings, say)."""
+        self.balancer_port = free_port()
         # /tmp, not pytest's tmp_path: the `postgres` user the server runs as (as root) must
         # be able to enter the parents of its directory, and pytest's are closed (0700).
         self.base = Path(tempfile.mkdtemp(prefix="csg-e2e-cluster-", dir="/tmp"))
@@ -449,6 +469,11 @@ class Cluster:
         self.tokens = Tokens(operator="", reader="")
         self.git_daemon: subprocess.Popen[bytes] | None = None
         self.git_port = 0
+
+    @property
+    def balancer_url(self) -> str:
+        """HAProxy's URL: what clients call, the deployment's public URL."""
+        return f"http://127.0.0.1:{self.balancer_port}"
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -472,12 +497,14 @@ class Cluster:
             **self.replica_env,
         }
         extra = ["--public-read", "true" if self.public_read else "false", "--trusted-proxy", "127.0.0.1"]
+        if self.replica_args is not None:
+            extra += self.replica_args(self.balancer_url)
         self.replicas = [Replica(n, self.base, env, extra) for n in range(1, self.REPLICAS + 1)]
         for replica in self.replicas:
             replica.start()
         for replica in self.replicas:
             replica.wait_ready()
-        self.balancer = Balancer(self.base, self.replicas)
+        self.balancer = Balancer(self.base, self.replicas, self.balancer_port)
         self.balancer.start()
         wait_until("HAProxy puts every replica in rotation", BALANCER_UP_S, self.balancer.all_up)
         self._make_source()

@@ -46,6 +46,7 @@ from cluster import (
     deadline_of,
     http,
     mcp_client,
+    metric_of,
     rendezvous_owners,
     text_of,
     wait_until,
@@ -1194,7 +1195,7 @@ def test_a_search_over_every_repository_names_what_owners_that_are_down_hold_and
     down_urls = {r.url for r in down}
     not_searched = sorted(repo for repo in fanned if owners[repo] == down_urls)
     print(f"\n{asker.name} asks; down: {[r.name for r in down]}; expected not searched: {not_searched}")
-    failed_before = metric(asker, "csg_cluster_search_parts_failed_total")
+    failed_before = metric_of(asker, "csg_cluster_search_parts_failed_total")
     try:
         for replica in down:
             replica.kill()
@@ -1218,20 +1219,9 @@ def test_a_search_over_every_repository_names_what_owners_that_are_down_hold_and
         for repo in kept:
             assert f"Repo: {repo}\n" in text, text
         # Each search asked the downed owners for a part at least once, and counted it.
-        assert metric(asker, "csg_cluster_search_parts_failed_total") >= failed_before + 2
+        assert metric_of(asker, "csg_cluster_search_parts_failed_total") >= failed_before + 2
     finally:
         cluster.healthy()
-
-
-def metric(replica: Replica, name: str) -> float:
-    """One series without labels of `replica`'s `/metrics` (scraped at its node URL)."""
-    answer = http("GET", f"{replica.url}/metrics")
-    assert answer.status == 200, answer
-    text = answer.body if isinstance(answer.body, str) else str(answer.body)
-    for line in text.splitlines():
-        if line.startswith(f"{name} "):
-            return float(line.split()[1])
-    raise AssertionError(f"{replica.name}'s /metrics has no {name}")
 
 
 @deadline(180)

@@ -13,6 +13,11 @@ official Python MCP SDK.
    double-slash page path serves the page.
 6. A token in a URL is refused by the replica that received it, and no replica logs it.
 
+Issue 44 point 7 on the same cluster: the replicas take an identity provider's access tokens
+(tests/oidc), each validating on its own; a call forwarded to an owner carries the identity,
+not the token; groups grant private reads through every replica, over the API and MCP, and
+"unknown" and "may not read" still answer alike for a provider's user.
+
 A cluster of its own (about 10 s to start). Run alone with
 `.venv/bin/python -m pytest -q -s -rA tests/e2e/test_cluster_boundaries.py`.
 """
@@ -30,7 +35,8 @@ from typing import Any
 
 import pytest
 
-from cluster import Answer, Cluster, deadline_of, http, mcp_client, wait_until
+from cluster import Answer, Cluster, deadline_of, http, mcp_client, metric_of, wait_until
+from oidc import IdentityProvider
 
 OPEN = "acme/open"
 CLOSED = "acme/closed"
@@ -41,8 +47,22 @@ NEEDLE = "cluster_needle"
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    running = Cluster(public_read=True)
+def idp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IdentityProvider]:
+    provider = IdentityProvider(tmp_path_factory.mktemp("oidc"))
+    try:
+        provider.start()
+        yield provider
+    finally:
+        provider.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(idp: IdentityProvider) -> Iterator[Cluster]:
+    # Every replica with the same identity provider settings and the balancer's public URL.
+    def oauth(balancer: str) -> list[str]:
+        return ["--public-url", balancer, "--oauth-issuer", idp.issuer, "--oauth-group-grant", f"eng={CLOSED}"]
+
+    running = Cluster(public_read=True, replica_args=oauth)
     try:
         with deadline_of(600, "starting the cluster (PostgreSQL, 3 replicas, HAProxy)"):
             running.start()
@@ -181,3 +201,47 @@ def test_a7_a_token_in_the_url_is_refused_where_it_arrives(cluster: Cluster) -> 
             assert answer.status == 400 and "URL" in str(answer.body), (replica.name, answer)
         for log in cluster.base.glob("csg*.log"):
             assert token not in log.read_text(errors="replace"), f"{log.name} logs the token"
+
+
+def _provider_token(cluster: Cluster, idp: IdentityProvider, account: str) -> str:
+    """An access token of `account` for the deployment's MCP URL (the balancer's)."""
+    answer = asyncio.run(idp.issue_token(cluster.balancer_url + "/sourcegraph/mcp", account=account))
+    return str(answer["access_token"])
+
+
+def test_a5_provider_tokens_work_through_every_replica_and_forward_as_identities(
+    cluster: Cluster, idp: IdentityProvider
+) -> None:
+    with deadline_of(240, "issue 44 point 7"):
+        alice = _provider_token(cluster, idp, "alice")
+        carol = _provider_token(cluster, idp, "carol")
+        wait_until(
+            f"{CLOSED} readable by the group eng",
+            60,
+            lambda: http("GET", f"{cluster.balancer_url}/sourcegraph/api/read?repo={CLOSED}&path=docs/guide.md", token=alice),
+            lambda answer: answer.status == 200,
+        )
+        forwarded_before = sum(metric_of(replica, "csg_cluster_forwarded_total") for replica in cluster.replicas)
+        for replica in cluster.replicas:
+            read = http("GET", f"{replica.url}/sourcegraph/api/read?repo={CLOSED}&path=docs/guide.md", token=alice)
+            assert read.status == 200 and "version one" in str(read.body), (replica.name, read)
+            is_error, text = asyncio.run(_mcp_read(replica.mcp, alice, CLOSED))
+            assert not is_error and "version one" in text, (replica.name, text)
+            # carol's group has no grant: the private repository answers as an unknown one.
+            private = http("GET", f"{replica.url}/sourcegraph/api/read?repo={CLOSED}&path=docs/guide.md", token=carol)
+            unknown = http("GET", f"{replica.url}/sourcegraph/api/read?repo={UNKNOWN}&path=docs/guide.md", token=carol)
+            assert private.status == unknown.status == 404, (replica.name, private, unknown)
+            assert _same_apart_from_names(private.body, unknown.body, CLOSED) == (str(unknown.body), str(unknown.body))
+        # Two owners of three replicas: the non-owner's calls were forwarded, as identities.
+        forwarded = sum(metric_of(replica, "csg_cluster_forwarded_total") for replica in cluster.replicas)
+        assert forwarded > forwarded_before, (forwarded_before, forwarded)
+        # A token for another resource is refused by every replica, as its own decision.
+        foreign = asyncio.run(idp.issue_token("https://elsewhere.example/mcp", account="alice"))["access_token"]
+        for replica in cluster.replicas:
+            refused = http("GET", f"{replica.url}/sourcegraph/api/read?repo={CLOSED}&path=docs/guide.md", token=foreign)
+            assert refused.status == 401 and "another resource" in str(refused.body), (replica.name, refused)
+        # Each replica names the balancer's URL as the resource.
+        for replica in cluster.replicas:
+            metadata = http("GET", f"{replica.url}/.well-known/oauth-protected-resource/sourcegraph/mcp")
+            assert metadata.status == 200, metadata
+            assert metadata.json()["resource"] == cluster.balancer_url + "/sourcegraph/mcp", metadata.json()

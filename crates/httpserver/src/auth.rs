@@ -180,6 +180,17 @@ pub fn with_access_options(
     site: &SiteConfig,
     options: AccessOptions,
 ) -> Router {
+    // The protected-resource metadata (RFC 9728) as routes of their own: a layer's answer to
+    // a path no route has would be lost where a replica merges its own routes beside these.
+    let app = match &options.oauth {
+        Some(oauth) => {
+            let metadata =
+                |oauth: OAuthResource| axum::routing::get(move || async move { oauth.metadata() });
+            app.route(METADATA_PATH, metadata(oauth.clone()))
+                .route(ROOT_METADATA_PATH, metadata(oauth.clone()))
+        }
+        None => app,
+    };
     let state = Arc::new(Access {
         service,
         limiter: Limiter::default(),
@@ -752,10 +763,6 @@ async fn check(State(access): State<Arc<Access>>, request: Request, next: Next) 
     let Some(oauth) = access.oauth.clone() else {
         return checked(access, request, next).await;
     };
-    let path = request.uri().path();
-    if path == METADATA_PATH || path == ROOT_METADATA_PATH {
-        return oauth.metadata();
-    }
     // Every 401, whoever answered it, names the metadata (the MCP authorization spec).
     oauth.rechallenged(checked(access, request, next).await)
 }
