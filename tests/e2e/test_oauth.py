@@ -787,3 +787,24 @@ async def test_a_callback_that_is_not_this_browsers_sign_in_is_refused(
         )
         assert refused.status_code == 401 and "access_denied" in refused.text, refused.text
         assert "<b>no</b>" not in refused.text, "escaped"
+
+
+@deadline(90)
+async def test_csg_grant_group_gives_its_members_a_private_repository(
+    server: OAuthServer, idp: IdentityProvider
+) -> None:
+    """`csg grant --group ops acme/private`: bob (group ops) reads it, then not once the grant
+    is taken back; the store tells every server on its next call."""
+    bob = (await idp.issue_token(server.resource, account="bob"))["access_token"]
+
+    def read() -> httpx2.Response:
+        return call_api(server, "GET", "/sourcegraph/api/read", bob, params={"repo": PRIVATE_REPO, "path": "docs/secret.md"})
+
+    assert read().status_code == 404, "no grant yet: as unknown"
+    granted = server.csg("grant", "--group", "ops", PRIVATE_REPO)
+    assert 'the group "ops" may read' in granted, granted
+    assert "group:ops\tgroup\tacme/private" in server.csg("user", "list")
+    answer = read()
+    assert answer.status_code == 200, answer.text
+    server.csg("grant", "--group", "ops", PRIVATE_REPO, "--remove")
+    assert read().status_code == 404

@@ -66,6 +66,8 @@ pub(crate) struct View {
     pub(crate) users: HashMap<String, bool>,
     /// (user, repo) pairs.
     pub(crate) grants: HashSet<(String, String)>,
+    /// (identity-provider group, repo) pairs (issue 44).
+    pub(crate) group_grants: HashSet<(String, String)>,
 }
 
 /// The users, tokens and grants tables of one metadata database. Times are whole seconds
@@ -116,7 +118,17 @@ pub(crate) trait AccessBackend: Send + Sync {
     /// Takes a grant back; answers whether there was one.
     fn ungrant(&self, user: &str, repo: &str) -> Result<bool, Error>;
 
-    /// Drops every grant on `repo`.
+    /// Grants the members of the identity provider's group `group` read on `repo`.
+    fn grant_group(&self, group: &str, repo: &str, now: i64) -> Result<(), Error>;
+
+    /// Takes a group grant back; answers whether there was one.
+    fn ungrant_group(&self, group: &str, repo: &str) -> Result<bool, Error>;
+
+    /// Every group grant, by group then repository (as `GrantInfo`s whose `user` is the
+    /// group).
+    fn group_grants(&self) -> Result<Vec<GrantInfo>, Error>;
+
+    /// Drops every grant on `repo`, of users and of groups.
     fn forget_repo(&self, repo: &str) -> Result<(), Error>;
 
     /// Every grant, by user then repository.

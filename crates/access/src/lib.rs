@@ -156,6 +156,9 @@ pub enum Error {
          letter or digit"
     )]
     InvalidUserName(String),
+    /// A group name that breaks the naming rule.
+    #[error("invalid group name {0:?}: use 1 to 256 bytes without control characters")]
+    InvalidGroupName(String),
     /// A token name that breaks the naming rule.
     #[error("invalid token name {0:?}: use 1 to 64 printable characters without control codes")]
     InvalidTokenName(String),

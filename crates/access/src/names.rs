@@ -40,3 +40,9 @@ mod tests {
         assert!(!valid_token_name(&"x".repeat(65)));
     }
 }
+
+/// An identity provider's group name as a grant may name it: 1 to 256 bytes without control
+/// characters (providers allow spaces and most punctuation in group names).
+pub(crate) fn valid_group_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= 256 && !name.chars().any(char::is_control)
+}

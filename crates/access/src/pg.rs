@@ -85,6 +85,20 @@ CREATE TABLE provider_grants (
 );
 ",
     },
+    metadb::Migration {
+        version: 4,
+        name: "group grants",
+        // Read of a repository for the members of an identity provider's group (issue 44).
+        sql: "
+CREATE TABLE group_grants (
+    group_name TEXT NOT NULL,
+    repo TEXT NOT NULL,
+    created BIGINT NOT NULL,
+    PRIMARY KEY (group_name, repo)
+);
+CREATE INDEX group_grants_repo ON group_grants (repo);
+",
+    },
 ];
 
 /// The longest a request waits for a look-up the view could not answer (a token or website
@@ -130,6 +144,21 @@ pub(crate) struct PgAccess {
 }
 
 impl PgAccess {
+    /// The grants a listing query selects (grantee, repository).
+    fn listed_grants(&self, sql: &'static str) -> Result<Vec<GrantInfo>, Error> {
+        self.call("listing grants", LISTINGS, move |client| {
+            let rows = client.query(sql, &[])?;
+            let mut grants = Vec::with_capacity(rows.len());
+            for row in rows {
+                grants.push(GrantInfo {
+                    user: row.try_get(0)?,
+                    repo: row.try_get(1)?,
+                });
+            }
+            Ok(grants)
+        })
+    }
+
     /// Brings the tables to the newest schema; fails if the database cannot be reached.
     pub(crate) fn open(db: metadb::Database) -> Result<Self, Error> {
         db.migrate(TOPIC, MIGRATIONS).map_err(|e| match e {
@@ -257,6 +286,9 @@ impl AccessBackend for PgAccess {
             }
             for row in tx.query("SELECT user_name, repo FROM grants", &[])? {
                 view.grants.insert((row.try_get(0)?, row.try_get(1)?));
+            }
+            for row in tx.query("SELECT group_name, repo FROM group_grants", &[])? {
+                view.group_grants.insert((row.try_get(0)?, row.try_get(1)?));
             }
             for row in tx.query(
                 "SELECT s.hash, s.token_id, t.user_name, s.last_seen, p.subject, p.scopes, p.groups
@@ -454,30 +486,50 @@ impl AccessBackend for PgAccess {
         })
     }
 
+    fn grant_group(&self, group: &str, repo: &str, now: i64) -> Result<(), Error> {
+        let (group, repo) = (group.to_owned(), repo.to_owned());
+        self.write("granting to a group", move |tx| {
+            tx.execute(
+                "INSERT INTO group_grants (group_name, repo, created) VALUES ($1, $2, $3)
+                 ON CONFLICT (group_name, repo) DO NOTHING",
+                &[&group, &repo, &now],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn ungrant_group(&self, group: &str, repo: &str) -> Result<bool, Error> {
+        let (group, repo) = (group.to_owned(), repo.to_owned());
+        self.write("taking a group grant back", move |tx| {
+            let removed = tx.execute(
+                "DELETE FROM group_grants WHERE group_name = $1 AND repo = $2",
+                &[&group, &repo],
+            )?;
+            Ok(removed > 0)
+        })
+    }
+
+    fn group_grants(&self) -> Result<Vec<GrantInfo>, Error> {
+        self.listed_grants(
+            "SELECT group_name, repo FROM group_grants
+             ORDER BY group_name COLLATE \"C\", repo COLLATE \"C\"",
+        )
+    }
+
     fn forget_repo(&self, repo: &str) -> Result<(), Error> {
         let repo = repo.to_owned();
         self.write("dropping grants", move |tx| {
             tx.execute("DELETE FROM grants WHERE repo = $1", &[&repo])?;
+            tx.execute("DELETE FROM group_grants WHERE repo = $1", &[&repo])?;
             Ok(())
         })
     }
 
     fn grants(&self) -> Result<Vec<GrantInfo>, Error> {
-        self.call("listing grants", LISTINGS, |client| {
-            let rows = client.query(
-                "SELECT user_name, repo FROM grants
-                 ORDER BY user_name COLLATE \"C\", repo COLLATE \"C\"",
-                &[],
-            )?;
-            let mut grants = Vec::with_capacity(rows.len());
-            for row in rows {
-                grants.push(GrantInfo {
-                    user: row.try_get(0)?,
-                    repo: row.try_get(1)?,
-                });
-            }
-            Ok(grants)
-        })
+        self.listed_grants(
+            "SELECT user_name, repo FROM grants
+             ORDER BY user_name COLLATE \"C\", repo COLLATE \"C\"",
+        )
     }
 
     /// Runs on the store's thread, never on a request's. Not announced (see the module).

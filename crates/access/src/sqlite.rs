@@ -85,6 +85,19 @@ CREATE TABLE provider_grants (
 );
 ",
     },
+    Migration {
+        version: 4,
+        name: "group grants",
+        // Read of a repository for the members of an identity provider's group (issue 44).
+        sql: "
+CREATE TABLE group_grants (
+    group_name TEXT NOT NULL,
+    repo TEXT NOT NULL,
+    created INTEGER NOT NULL,
+    PRIMARY KEY (group_name, repo)
+);
+",
+    },
 ];
 
 /// The versions applied, a table of this crate's own: the file is shared with the registry,
@@ -269,6 +282,15 @@ impl AccessBackend for SqliteAccess {
             .map_err(fail())?;
         for row in rows {
             view.grants.insert(row.map_err(fail())?);
+        }
+        let mut stmt = conn
+            .prepare("SELECT group_name, repo FROM group_grants")
+            .map_err(fail())?;
+        let rows = stmt
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+            .map_err(fail())?;
+        for row in rows {
+            view.group_grants.insert(row.map_err(fail())?);
         }
         let mut stmt = conn
             .prepare(
@@ -506,9 +528,48 @@ impl AccessBackend for SqliteAccess {
         })
     }
 
+    fn grant_group(&self, group: &str, repo: &str, now: i64) -> Result<(), Error> {
+        self.write("granting to a group", |tx| {
+            tx.execute(
+                "INSERT INTO group_grants (group_name, repo, created) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (group_name, repo) DO NOTHING",
+                params![group, repo, now],
+            )
+            .map(|_| ())
+            .map_err(storage("granting to a group"))
+        })
+    }
+
+    fn ungrant_group(&self, group: &str, repo: &str) -> Result<bool, Error> {
+        self.write("taking a group grant back", |tx| {
+            tx.execute(
+                "DELETE FROM group_grants WHERE group_name = ?1 AND repo = ?2",
+                params![group, repo],
+            )
+            .map(|n| n > 0)
+            .map_err(storage("taking a group grant back"))
+        })
+    }
+
+    fn group_grants(&self) -> Result<Vec<GrantInfo>, Error> {
+        self.list(
+            "listing group grants",
+            "SELECT group_name, repo FROM group_grants ORDER BY group_name, repo",
+            [],
+            |row| {
+                Ok(GrantInfo {
+                    user: row.get(0)?,
+                    repo: row.get(1)?,
+                })
+            },
+        )
+    }
+
     fn forget_repo(&self, repo: &str) -> Result<(), Error> {
         self.write("dropping grants", |tx| {
             tx.execute("DELETE FROM grants WHERE repo = ?1", [repo])
+                .map_err(storage("dropping grants"))?;
+            tx.execute("DELETE FROM group_grants WHERE repo = ?1", [repo])
                 .map(|_| ())
                 .map_err(storage("dropping grants"))
         })

@@ -3,7 +3,7 @@
 
 use crate::backend::{AccessBackend, SessionRow, View};
 use crate::lookups::LookUps;
-use crate::names::{valid_token_name, valid_user_name};
+use crate::names::{valid_group_name, valid_token_name, valid_user_name};
 use crate::pg::PgAccess;
 use crate::records::from_secs;
 pub use crate::records::{GrantInfo, TokenInfo, UserInfo};
@@ -452,6 +452,19 @@ impl AccessStore {
             .contains(&(user.to_owned(), repo.to_owned())))
     }
 
+    /// Whether a member of one of `groups` (an identity provider's) may read `repo` by a
+    /// group grant (`csg grant --group`).
+    pub fn granted_to_groups(&self, groups: &[String], repo: &str) -> Result<bool, Error> {
+        let view = self.current()?;
+        if view.group_grants.is_empty() {
+            return Ok(false);
+        }
+        Ok(groups.iter().any(|group| {
+            view.group_grants
+                .contains(&(group.clone(), repo.to_owned()))
+        }))
+    }
+
     /// Whether `user` is known, and then whether it holds `prepare`, as the view has it.
     pub fn user_prepare(&self, user: &str) -> Result<Option<bool>, Error> {
         Ok(self.current()?.users.get(user).copied())
@@ -526,6 +539,25 @@ impl AccessStore {
     /// Takes a grant back; answers whether there was one.
     pub fn ungrant(&self, user: &str, repo: &str) -> Result<bool, Error> {
         self.wrote(self.tables.backend.ungrant(user, repo))
+    }
+
+    /// Grants the members of the identity provider's group `group` read on `repo` (issue
+    /// 44): whoever presents a token or signs in with the group in their groups claim.
+    pub fn grant_group(&self, group: &str, repo: &str) -> Result<(), Error> {
+        if !valid_group_name(group) {
+            return Err(Error::InvalidGroupName(group.to_owned()));
+        }
+        self.wrote(self.tables.backend.grant_group(group, repo, now_secs()))
+    }
+
+    /// Takes a group grant back; answers whether there was one.
+    pub fn ungrant_group(&self, group: &str, repo: &str) -> Result<bool, Error> {
+        self.wrote(self.tables.backend.ungrant_group(group, repo))
+    }
+
+    /// Every group grant, by group then repository (`user` names the group).
+    pub fn group_grants(&self) -> Result<Vec<GrantInfo>, Error> {
+        self.tables.backend.group_grants()
     }
 
     /// Drops every grant on `repo` (its registration was removed: a repository registered

@@ -202,7 +202,45 @@ on_both!(
     session_last_use,
     sessions_per_token_are_bounded,
     provider_sessions,
+    group_grants,
 );
+
+/// Issue 44 point 4: `csg grant --group`: read for the members of an identity provider's
+/// group, seen by every store, dropped with the repository's registration.
+fn group_grants(backend: &dyn Backend) {
+    let access = backend.open();
+    let groups = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+    assert_eq!(access.granted_to_groups(&groups(&["eng"]), "acme/a"), Ok(false));
+    access.grant_group("eng team", "acme/a").expect("grant");
+    access.grant_group("eng team", "acme/a").expect("granting again changes nothing");
+    access.grant_group("ops", "acme/b").expect("grant");
+    assert_eq!(
+        access.grant_group("a\nb", "acme/a"),
+        Err(Error::InvalidGroupName("a\nb".into()))
+    );
+    let fresh = backend.open();
+    assert_eq!(fresh.granted_to_groups(&groups(&["x", "eng team"]), "acme/a"), Ok(true));
+    assert_eq!(fresh.granted_to_groups(&groups(&["eng team"]), "acme/b"), Ok(false));
+    assert_eq!(fresh.granted_to_groups(&groups(&[]), "acme/a"), Ok(false));
+    let listed: Vec<(String, String)> = fresh
+        .group_grants()
+        .expect("list")
+        .into_iter()
+        .map(|g| (g.user, g.repo))
+        .collect();
+    assert_eq!(
+        listed,
+        [("eng team".into(), "acme/a".into()), ("ops".into(), "acme/b".into())]
+    );
+    assert!(access.grants().expect("user grants").is_empty(), "groups are not users");
+    assert_eq!(access.ungrant_group("ops", "acme/b"), Ok(true));
+    assert_eq!(access.ungrant_group("ops", "acme/b"), Ok(false));
+    access.forget_repo("acme/a").expect("forget");
+    assert_eq!(
+        backend.open().granted_to_groups(&groups(&["eng team"]), "acme/a"),
+        Ok(false)
+    );
+}
 
 /// A-6 (issue 44): website sessions of the identity provider's users carry the grant of
 /// their last sign-in, on one sign-in token per user, and end like any session.

@@ -48,13 +48,17 @@ pub enum TokenCommand {
 
 #[derive(Debug, clap::Args)]
 pub struct GrantArgs {
-    /// The user.
+    /// The user (with `--group`: the identity provider's group).
     user: String,
     /// The repository, `owner/name`.
     repo: String,
     /// Take the grant back instead.
     #[arg(long)]
     remove: bool,
+    /// Grant the members of an identity provider's group (as its groups claim names it,
+    /// issue 44) rather than a user.
+    #[arg(long)]
+    group: bool,
 }
 
 fn open(store: &GitStore) -> Result<access::AccessStore> {
@@ -82,22 +86,21 @@ pub fn user(store: &GitStore, command: UserCommand) -> Result<()> {
         }
         UserCommand::List => {
             let grants = access.grants()?;
+            let group_grants = access.group_grants()?;
             for user in access.users()? {
-                let repos: Vec<&str> = grants
-                    .iter()
-                    .filter(|g| g.user == user.name)
-                    .map(|g| g.repo.as_str())
-                    .collect();
+                let capability = if user.prepare { "prepare" } else { "read" };
                 println!(
-                    "{}\t{}\t{}",
+                    "{}\t{capability}\t{}",
                     user.name,
-                    if user.prepare { "prepare" } else { "read" },
-                    if repos.is_empty() {
-                        "-".to_owned()
-                    } else {
-                        repos.join(",")
-                    }
+                    repos_of(&grants, &user.name)
                 );
+            }
+            // The identity provider's groups with grants (`csg grant --group`), after the
+            // users: `group:NAME`, which no user name can be.
+            let mut groups: Vec<&str> = group_grants.iter().map(|g| g.user.as_str()).collect();
+            groups.dedup();
+            for group in groups {
+                println!("group:{group}\tgroup\t{}", repos_of(&group_grants, group));
             }
         }
         UserCommand::Remove { name } => {
@@ -145,28 +148,54 @@ pub fn token(store: &GitStore, command: TokenCommand) -> Result<()> {
     Ok(())
 }
 
-/// `csg grant USER REPO [--remove]`.
+/// `csg grant [--group] WHO REPO [--remove]`.
 pub fn grant(store: &GitStore, args: GrantArgs) -> Result<()> {
     let access = open(store)?;
     let repo = RepoName::parse(&args.repo)?;
+    let who = if args.group {
+        format!("the group {:?}", args.user)
+    } else {
+        args.user.clone()
+    };
     if args.remove {
-        let had = access.ungrant(&args.user, repo.as_str())?;
+        let had = if args.group {
+            access.ungrant_group(&args.user, repo.as_str())?
+        } else {
+            access.ungrant(&args.user, repo.as_str())?
+        };
         println!(
-            "{} {} read on {repo}",
-            args.user,
+            "{who} {} read on {repo}",
             if had { "no longer has" } else { "did not have" }
         );
         return Ok(());
     }
     let info = store.repo(&repo)?;
-    access.grant(&args.user, repo.as_str())?;
+    if args.group {
+        access.grant_group(&args.user, repo.as_str())?;
+    } else {
+        access.grant(&args.user, repo.as_str())?;
+    }
     let note = if info.private {
         ""
     } else {
         " (it is public: everyone may read it anyway)"
     };
-    println!("{} may read {repo}{note}", args.user);
+    println!("{who} may read {repo}{note}");
     Ok(())
+}
+
+/// The repositories `grants` give `who`, comma-separated, or `-`.
+fn repos_of(grants: &[access::GrantInfo], who: &str) -> String {
+    let repos: Vec<&str> = grants
+        .iter()
+        .filter(|g| g.user == who)
+        .map(|g| g.repo.as_str())
+        .collect();
+    if repos.is_empty() {
+        "-".to_owned()
+    } else {
+        repos.join(",")
+    }
 }
 
 /// A time as RFC 3339 UTC to the second, or `never`.

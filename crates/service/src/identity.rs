@@ -110,12 +110,20 @@ pub fn user_name_of(subject: &str) -> String {
 }
 
 impl Inner {
-    /// Whether the provider caller `principal` reads `repo` by a group grant.
-    pub(crate) fn group_granted(&self, principal: &Principal, repo: &str) -> bool {
-        principal
-            .provider
-            .as_ref()
-            .is_some_and(|grant| self.config.identity.grants_read(grant, repo))
+    /// Whether the provider caller `principal` reads `repo` by a group grant: the
+    /// operator's `--oauth-group-grant` patterns, or a `csg grant --group`.
+    pub(crate) fn group_granted(
+        &self,
+        principal: &Principal,
+        repo: &str,
+    ) -> Result<bool, ServiceError> {
+        let Some(grant) = &principal.provider else {
+            return Ok(false);
+        };
+        if self.config.identity.grants_read(grant, repo) {
+            return Ok(true);
+        }
+        Ok(self.access()?.granted_to_groups(&grant.groups, repo)?)
     }
 }
 

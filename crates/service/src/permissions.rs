@@ -56,8 +56,8 @@ impl Inner {
             Caller::User(principal) => Some(principal),
         };
         if let Some(user) = user
-            && (self.group_granted(user, name.as_str())
-                || self.access()?.granted(&user.user, name.as_str())?)
+            && (self.access()?.granted(&user.user, name.as_str())?
+                || self.group_granted(user, name.as_str())?)
         {
             return Ok(());
         }
