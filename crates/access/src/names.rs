@@ -18,6 +18,12 @@ pub(crate) fn valid_token_name(name: &str) -> bool {
     (1..=MAX_NAME).contains(&name.len()) && !name.chars().any(char::is_control)
 }
 
+/// An identity provider's group name as a grant may name it: 1 to 256 bytes without control
+/// characters (providers allow spaces and most punctuation in group names).
+pub(crate) fn valid_group_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= 256 && !name.chars().any(char::is_control)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -39,10 +45,4 @@ mod tests {
         assert!(!valid_token_name("a\nb"));
         assert!(!valid_token_name(&"x".repeat(65)));
     }
-}
-
-/// An identity provider's group name as a grant may name it: 1 to 256 bytes without control
-/// characters (providers allow spaces and most punctuation in group names).
-pub(crate) fn valid_group_name(name: &str) -> bool {
-    !name.is_empty() && name.len() <= 256 && !name.chars().any(char::is_control)
 }
