@@ -423,6 +423,29 @@ class Tokens:
     """A token of a user without it."""
 
 
+def deadline(seconds: float) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A test's own deadline, which a module's autouse fixture reads (`with_deadlines`)."""
+
+    def mark(test: Callable[..., Any]) -> Callable[..., Any]:
+        test.deadline_s = seconds  # type: ignore[attr-defined]
+        return test
+
+    return mark
+
+
+def with_deadlines(default_s: float) -> Callable[..., Iterator[None]]:
+    """The autouse fixture that runs each test of a module within its `deadline` (else
+    `default_s`): `_deadline = with_deadlines(120)` at module level."""
+
+    @pytest.fixture(autouse=True)
+    def _deadline(request: pytest.FixtureRequest) -> Iterator[None]:
+        seconds = getattr(request.function, "deadline_s", default_s)
+        with deadline_of(seconds, request.node.name):
+            yield
+
+    return _deadline
+
+
 def metric_of(replica: Replica, name: str) -> float:
     """One series without labels of `replica`'s `/metrics` (scraped at its node URL)."""
     answer = http("GET", f"{replica.url}/metrics")

@@ -5,6 +5,7 @@ The binary is `$CSG_BIN`, or `<repo>/target/debug/csg` (build it first: `cargo b
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import subprocess
@@ -200,17 +201,18 @@ def _serve(
 ) -> Iterator[Server]:
     data_dir = data_dir or tmp_path_factory.mktemp("data")
     log_path = tmp_path_factory.mktemp("log") / "csg.stderr"
-    command = [
-        str(csg_bin()),
-        "--data-dir",
-        str(data_dir),
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--repo",
-        f"{name}={repo.path}",
-        *(extra or []),
-    ]
+    args = ["--listen", "127.0.0.1:0", "--repo", f"{name}={repo.path}", *(extra or [])]
+    with serving(data_dir, args, log_path, env) as endpoint:
+        yield Server(endpoint=endpoint, commit=repo.commit, repo=name)
+
+
+@contextlib.contextmanager
+def serving(
+    data_dir: Path, args: list[str], log_path: Path, env: dict[str, str] | None = None
+) -> Iterator[str]:
+    """`csg --data-dir DATA_DIR serve ARGS` (its log in `log_path`, `env` on top of ours) until
+    the block ends: the MCP endpoint it printed. Always stopped, SIGTERM then SIGKILL."""
+    command = [str(csg_bin()), "--data-dir", str(data_dir), "serve", *args]
     with log_path.open("w") as log:
         process = subprocess.Popen(
             command,
@@ -223,8 +225,8 @@ def _serve(
         lines: queue.Queue[str | None] = queue.Queue()
 
         def pump() -> None:
-            # Keeps draining stdout for the whole session so the server never blocks on a
-            # full pipe.
+            # Keeps draining stdout for the server's whole life so it never blocks on a full
+            # pipe.
             assert process.stdout is not None
             for line in process.stdout:
                 lines.put(line)
@@ -232,8 +234,7 @@ def _serve(
 
         threading.Thread(target=pump, daemon=True).start()
         try:
-            endpoint = _wait_for_endpoint(process, lines, log_path)
-            yield Server(endpoint=endpoint, commit=repo.commit, repo=name)
+            yield _wait_for_endpoint(process, lines, log_path)
         finally:
             process.terminate()
             try:

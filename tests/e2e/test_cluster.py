@@ -43,6 +43,7 @@ from cluster import (
     Cluster,
     Replica,
     commits_in,
+    deadline,
     deadline_of,
     http,
     mcp_client,
@@ -50,6 +51,7 @@ from cluster import (
     rendezvous_owners,
     text_of,
     wait_until,
+    with_deadlines,
 )
 
 REPO = "acme/cluster"
@@ -70,25 +72,7 @@ CALL_TIMEOUT_S = 30.0
 MODES = ["2026-07-28", "legacy"]
 
 
-# ---------------------------------------------------------------------------------------------
-# Deadlines
-
-
-def deadline(seconds: float) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """A test's own deadline (read by the `_deadline` fixture)."""
-
-    def mark(test: Callable[..., Any]) -> Callable[..., Any]:
-        test.deadline_s = seconds  # type: ignore[attr-defined]
-        return test
-
-    return mark
-
-
-@pytest.fixture(autouse=True)
-def _deadline(request: pytest.FixtureRequest) -> Iterator[None]:
-    seconds = getattr(request.function, "deadline_s", 120)
-    with deadline_of(seconds, request.node.name):
-        yield
+_deadline = with_deadlines(120)
 
 
 # ---------------------------------------------------------------------------------------------

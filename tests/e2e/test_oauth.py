@@ -23,15 +23,12 @@ and one `csg serve` are started per module; every test has its own deadline (SIG
 
 from __future__ import annotations
 
-import os
-import queue
 import re
 import secrets
 import subprocess
-import threading
 import time
 import urllib.parse
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,8 +43,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
-from cluster import deadline_of, free_port, text_of
-from conftest import GitRepo, _git, _wait_for_endpoint, csg_bin
+from cluster import deadline, deadline_of, free_port, text_of, with_deadlines
+from conftest import GitRepo, _git, csg_bin, serving
 from oidc import IdentityProvider
 
 PUBLIC_REPO = "test/e2e"
@@ -68,25 +65,7 @@ INITIALIZE = {
 }
 
 
-# ---------------------------------------------------------------------------------------------
-# Deadlines (as in test_cluster.py)
-
-
-def deadline(seconds: float) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """A test's own deadline (read by the `_deadline` fixture)."""
-
-    def mark(test: Callable[..., Any]) -> Callable[..., Any]:
-        test.deadline_s = seconds  # type: ignore[attr-defined]
-        return test
-
-    return mark
-
-
-@pytest.fixture(autouse=True)
-def _deadline(request: pytest.FixtureRequest) -> Iterator[None]:
-    seconds = getattr(request.function, "deadline_s", 60)
-    with deadline_of(seconds, request.node.name):
-        yield
+_deadline = with_deadlines(60)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -273,11 +252,7 @@ def server(
         # The website's own client at the provider (A-6).
         client_id, client_secret = idp.register_web_client(base + CALLBACK_PATH)
         log_path = tmp_path_factory.mktemp("oauth-log") / "csg.stderr"
-        command = [
-            str(csg_bin()),
-            "--data-dir",
-            str(data_dir),
-            "serve",
+        args = [
             "--listen",
             f"127.0.0.1:{port}",
             "--public-url",
@@ -293,40 +268,9 @@ def server(
             # `=`: a generated client id may start with `-`.
             f"--oauth-client-id={client_id}",
         ]
-        with log_path.open("w") as log:
-            process = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                text=True,
-                env={
-                    **os.environ,
-                    "CSG_LOG": os.environ.get("CSG_LOG", "info"),
-                    "CSG_OAUTH_CLIENT_SECRET": client_secret,
-                },
-            )
-    lines: queue.Queue[str | None] = queue.Queue()
-
-    def pump() -> None:
-        # Drains stdout for the module's whole life so the server never blocks on a full pipe.
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.put(line)
-        lines.put(None)
-
-    threading.Thread(target=pump, daemon=True).start()
-    try:
-        endpoint = _wait_for_endpoint(process, lines, log_path)
+    with serving(data_dir, args, log_path, {"CSG_OAUTH_CLIENT_SECRET": client_secret}) as endpoint:
         assert endpoint.startswith(base + RESOURCE_PATH), endpoint
         yield OAuthServer(base=base, data_dir=data_dir, public_commit=git_repo.commit, static_token=static_token)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
 
 
 class MemoryStorage(TokenStorage):

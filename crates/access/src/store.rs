@@ -257,13 +257,19 @@ impl AccessStore {
             Err(Error::InvalidToken) => self.authenticate_in_database(token, client)?,
             known => known?,
         };
+        let id = self.begin_session(principal.token_id)?;
+        Ok(NewSession { id, principal })
+    }
+
+    /// A new session of token `token_id`, stored: its id (the cookie value).
+    fn begin_session(&self, token_id: i64) -> Result<String, Error> {
         let id = token::generate_session_id()
             .map_err(crate::backend::storage("drawing a random session id"))?;
         let hash = token::hash(&id);
         let now = now_secs();
         self.wrote(self.tables.backend.create_session(
             &hash,
-            principal.token_id,
+            token_id,
             now,
             now.saturating_sub(idle_secs()),
             SESSIONS_PER_TOKEN,
@@ -276,7 +282,7 @@ impl AccessStore {
                 written: Some(Instant::now()),
             },
         );
-        Ok(NewSession { id, principal })
+        Ok(id)
     }
 
     /// A website session for `user`, signed in through the identity provider with `grant`
@@ -289,31 +295,15 @@ impl AccessStore {
         user: &str,
         grant: ProviderGrant,
     ) -> Result<NewSession, Error> {
-        let fail = || crate::backend::storage("drawing a random session id");
-        let secret = token::generate().map_err(fail())?;
-        let id = token::generate_session_id().map_err(fail())?;
-        let hash = token::hash(&id);
-        let now = now_secs();
+        let secret =
+            token::generate().map_err(crate::backend::storage("drawing a random token"))?;
         let token_id = self.wrote(self.tables.backend.provider_token(
             user,
             &grant,
             &token::hash(&secret),
-            now,
+            now_secs(),
         ))?;
-        self.wrote(self.tables.backend.create_session(
-            &hash,
-            token_id,
-            now,
-            now.saturating_sub(idle_secs()),
-            SESSIONS_PER_TOKEN,
-        ))?;
-        lock(&self.sessions_seen).insert(
-            hash,
-            SessionSeen {
-                at: now,
-                written: Some(Instant::now()),
-            },
-        );
+        let id = self.begin_session(token_id)?;
         let prepare = self.user_prepare(user)?.unwrap_or(false);
         Ok(NewSession {
             id,
