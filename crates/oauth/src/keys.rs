@@ -59,6 +59,8 @@ pub(crate) struct Provider {
     /// When the keys were last fetched for an unknown key id; held across that fetch, so
     /// concurrent tokens naming unknown keys make one fetch, not one each.
     refreshed: tokio::sync::Mutex<Option<Instant>>,
+    /// Tokens checked lately.
+    pub(crate) checked: crate::token::Checked,
 }
 
 impl Provider {
@@ -67,6 +69,7 @@ impl Provider {
             config,
             known: RwLock::new(None),
             refreshed: tokio::sync::Mutex::new(None),
+            checked: crate::token::Checked::default(),
         }
     }
 

@@ -6,7 +6,10 @@ use crate::keys::{AlgorithmFamily, Known, Provider};
 use crate::{LEEWAY, MAX_TOKEN_BYTES, TokenError};
 use jsonwebtoken::{Algorithm, Validation};
 use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// The most groups (and scopes) taken from one token; the rest are ignored.
 const MAX_ITEMS: usize = 256;
@@ -36,8 +39,75 @@ impl Identity {
 }
 
 pub(crate) async fn validate(provider: &Provider, token: &str) -> Result<Identity, TokenError> {
+    if token.len() > MAX_TOKEN_BYTES {
+        return Err(TokenError::Invalid(
+            "it is longer than any access token this server accepts".to_owned(),
+        ));
+    }
+    let key = Checked::key(token);
+    if let Some(identity) = provider.checked.get(&key) {
+        return Ok(identity);
+    }
     let claims = verified_claims(provider, token, &provider.config.audience).await?;
-    identity(&provider.config.groups_claim, claims)
+    let identity = identity(&provider.config.groups_claim, claims)?;
+    provider.checked.keep(key, &identity);
+    Ok(identity)
+}
+
+/// Tokens checked lately, by their SHA-256, with what they named: a client presents one
+/// token for many calls, and a signature check costs tens of microseconds where a look-up
+/// here costs one. Kept until the token expires, at most [`CHECKED_FOR`]; never a refused
+/// token (a forged one costs its check every time, as the wrong-token limiter intends).
+#[derive(Default)]
+pub(crate) struct Checked {
+    tokens: std::sync::Mutex<HashMap<[u8; 32], (Identity, Instant)>>,
+}
+
+/// The longest a checked token is believed without checking it again: a key the provider
+/// withdrew stops being trusted within this, whatever the token's `exp`.
+const CHECKED_FOR: Duration = Duration::from_secs(300);
+/// The most tokens remembered.
+const CHECKED_MAX: usize = 4096;
+
+impl Checked {
+    fn key(token: &str) -> [u8; 32] {
+        Sha256::digest(token.as_bytes()).into()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], (Identity, Instant)>> {
+        self.tokens
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn get(&self, key: &[u8; 32]) -> Option<Identity> {
+        let mut tokens = self.lock();
+        match tokens.get(key) {
+            Some((identity, until)) if Instant::now() < *until => Some(identity.clone()),
+            Some(_) => {
+                tokens.remove(key);
+                None
+            }
+            None => None,
+        }
+    }
+
+    fn keep(&self, key: [u8; 32], identity: &Identity) {
+        let left = identity
+            .expires
+            .saturating_sub(unix_now())
+            .min(CHECKED_FOR.as_secs());
+        let until = Instant::now() + Duration::from_secs(left);
+        let mut tokens = self.lock();
+        if tokens.len() >= CHECKED_MAX {
+            let now = Instant::now();
+            tokens.retain(|_, (_, until)| *until > now);
+            if tokens.len() >= CHECKED_MAX {
+                tokens.clear();
+            }
+        }
+        tokens.insert(key, (identity.clone(), until));
+    }
 }
 
 /// The claims of `token`, a JWS of the provider for `audience`, verified (signature, `iss`,
@@ -138,6 +208,13 @@ fn verify(
         }
         _ => "it is not a valid access token of this server's identity provider".to_owned(),
     }))
+}
+
+/// Seconds since the epoch now.
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// Whether the `aud` claim (a string or an array of them) names `audience`: exactly, or
