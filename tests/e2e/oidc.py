@@ -22,7 +22,9 @@ import subprocess
 import time
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,6 +32,12 @@ import httpx2
 import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+
+from mcp import Client
+from mcp.client.auth import OAuthClientProvider, TokenStorage
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from cluster import free_port, tail
 from conftest import REPO_ROOT
@@ -320,3 +328,80 @@ class IdentityProvider:
             mac = hmac.new(public_pem, signing_input.encode(), hashlib.sha256).digest()
             return f"{signing_input}.{_b64url(mac)}"
         raise ValueError(f"unknown key {key!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The official MCP SDK's OAuth client, driven by this provider
+
+
+class MemoryStorage(TokenStorage):
+    """The SDK's token storage, in memory: one client's registration and tokens."""
+
+    def __init__(self) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client_info: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client_info
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client_info = client_info
+
+
+@dataclass
+class OAuthFlow:
+    """What one SDK client did: the authorization URLs it opened, what came back, its storage."""
+
+    storage: MemoryStorage = field(default_factory=MemoryStorage)
+    urls: list[str] = field(default_factory=list)
+    answers: list[Any] = field(default_factory=list)
+
+    def requested(self, index: int) -> dict[str, str]:
+        """The query parameters of the `index`th authorization URL."""
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.urls[index]).query)
+        return {name: values[0] for name, values in query.items()}
+
+    @property
+    def access_token(self) -> str:
+        assert self.storage.tokens is not None, "the SDK got no token"
+        return self.storage.tokens.access_token
+
+
+@asynccontextmanager
+async def sdk_client(resource: str, idp: IdentityProvider) -> AsyncIterator[tuple[Client, OAuthFlow]]:
+    """The official SDK's client of the MCP endpoint `resource` with its `OAuthClientProvider`
+    and nothing else: no token, no registration, no knowledge of the provider. Its browser is
+    `IdentityProvider.authorize`."""
+    redirect_uri = f"http://127.0.0.1:{free_port()}/callback"
+    flow = OAuthFlow()
+
+    async def open_in_browser(url: str) -> None:
+        flow.urls.append(url)
+        flow.answers.append(await idp.authorize(url, redirect_uri))
+
+    async def receive_callback() -> AuthorizationCodeResult:
+        answer = flow.answers[-1]
+        return AuthorizationCodeResult(code=answer.code, state=answer.params.get("state"), iss=answer.params.get("iss"))
+
+    auth = OAuthClientProvider(
+        server_url=resource,
+        client_metadata=OAuthClientMetadata(
+            client_name="csg e2e",
+            redirect_uris=[redirect_uri],
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+            token_endpoint_auth_method="none",
+        ),
+        storage=flow.storage,
+        redirect_handler=open_in_browser,
+        callback_handler=receive_callback,
+    )
+    async with create_mcp_http_client(auth=auth) as http:
+        async with Client(streamable_http_client(resource, http_client=http)) as client:
+            yield client, flow

@@ -36,7 +36,7 @@ from typing import Any
 import pytest
 
 from cluster import Answer, Cluster, deadline_of, http, mcp_client, metric_of, wait_until
-from oidc import IdentityProvider
+from oidc import IdentityProvider, sdk_client
 
 OPEN = "acme/open"
 CLOSED = "acme/closed"
@@ -245,3 +245,33 @@ def test_a5_provider_tokens_work_through_every_replica_and_forward_as_identities
             metadata = http("GET", f"{replica.url}/.well-known/oauth-protected-resource/sourcegraph/mcp")
             assert metadata.status == 200, metadata
             assert metadata.json()["resource"] == cluster.balancer_url + "/sourcegraph/mcp", metadata.json()
+
+
+def test_a5_the_sdk_signs_in_through_the_balancer_from_nothing_but_the_401(
+    cluster: Cluster, idp: IdentityProvider
+) -> None:
+    """The official SDK's OAuth client against the balancer's URL: an operator action without a
+    token is challenged (public read lets anonymous reads through), the SDK discovers,
+    registers and authorizes, and its token works on whichever replica each call lands."""
+
+    async def flow() -> tuple[str, str]:
+        idp.set_account("alice")
+        async with sdk_client(cluster.balancer_url + "/sourcegraph/mcp", idp) as (client, oauth):
+            reload = await asyncio.wait_for(client.call_tool("reload_plugins", {}), CALL_TIMEOUT_S)
+            # It ran (this cluster has no server plugins to reload): authorized.
+            said = "\n".join(block.text for block in reload.content)
+            assert "server plugins are disabled" in said, said
+            texts = []
+            for _ in range(3):
+                read = await asyncio.wait_for(
+                    client.call_tool("read", {"repo": CLOSED, "path": "docs/guide.md"}), CALL_TIMEOUT_S
+                )
+                assert not read.is_error, read
+                texts.append("\n".join(block.text for block in read.content))
+            assert len(oauth.urls) == 1, oauth.urls
+            return oauth.requested(0)["resource"], texts[-1]
+
+    with deadline_of(120, "the SDK's sign-in through the balancer"):
+        resource, text = asyncio.run(flow())
+        assert resource == cluster.balancer_url + "/sourcegraph/mcp"
+        assert "version one" in text, text

@@ -30,7 +30,7 @@ import time
 import urllib.parse
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,14 +38,12 @@ import httpx2
 import jwt
 import pytest
 from mcp import Client
-from mcp.client.auth import OAuthClientProvider, TokenStorage
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from cluster import deadline, deadline_of, free_port, text_of, with_deadlines
 from conftest import GitRepo, _git, csg_bin, serving
-from oidc import IdentityProvider
+from oidc import IdentityProvider, sdk_client
 
 PUBLIC_REPO = "test/e2e"
 PRIVATE_REPO = "acme/private"
@@ -273,78 +271,6 @@ def server(
         yield OAuthServer(base=base, data_dir=data_dir, public_commit=git_repo.commit, static_token=static_token)
 
 
-class MemoryStorage(TokenStorage):
-    """The SDK's token storage, in memory: one client's registration and tokens."""
-
-    def __init__(self) -> None:
-        self.tokens: OAuthToken | None = None
-        self.client_info: OAuthClientInformationFull | None = None
-
-    async def get_tokens(self) -> OAuthToken | None:
-        return self.tokens
-
-    async def set_tokens(self, tokens: OAuthToken) -> None:
-        self.tokens = tokens
-
-    async def get_client_info(self) -> OAuthClientInformationFull | None:
-        return self.client_info
-
-    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        self.client_info = client_info
-
-
-@dataclass
-class OAuthFlow:
-    """What one SDK client did: the authorization URLs it opened, what came back, its storage."""
-
-    storage: MemoryStorage = field(default_factory=MemoryStorage)
-    urls: list[str] = field(default_factory=list)
-    answers: list[Any] = field(default_factory=list)
-
-    def requested(self, index: int) -> dict[str, str]:
-        """The query parameters of the `index`th authorization URL."""
-        query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.urls[index]).query)
-        return {name: values[0] for name, values in query.items()}
-
-    @property
-    def access_token(self) -> str:
-        assert self.storage.tokens is not None, "the SDK got no token"
-        return self.storage.tokens.access_token
-
-
-@asynccontextmanager
-async def sdk_client(server: OAuthServer, idp: IdentityProvider) -> AsyncIterator[tuple[Client, OAuthFlow]]:
-    """The official SDK's client with its `OAuthClientProvider` and nothing else: no token, no
-    registration, no knowledge of the provider. Its browser is `IdentityProvider.authorize`."""
-    redirect_uri = f"http://127.0.0.1:{free_port()}/callback"
-    flow = OAuthFlow()
-
-    async def open_in_browser(url: str) -> None:
-        flow.urls.append(url)
-        flow.answers.append(await idp.authorize(url, redirect_uri))
-
-    async def receive_callback() -> AuthorizationCodeResult:
-        answer = flow.answers[-1]
-        return AuthorizationCodeResult(code=answer.code, state=answer.params.get("state"), iss=answer.params.get("iss"))
-
-    auth = OAuthClientProvider(
-        server_url=server.resource,
-        client_metadata=OAuthClientMetadata(
-            client_name="csg e2e",
-            redirect_uris=[redirect_uri],
-            grant_types=["authorization_code", "refresh_token"],
-            response_types=["code"],
-            token_endpoint_auth_method="none",
-        ),
-        storage=flow.storage,
-        redirect_handler=open_in_browser,
-        callback_handler=receive_callback,
-    )
-    async with create_mcp_http_client(auth=auth) as http:
-        async with Client(streamable_http_client(server.resource, http_client=http)) as client:
-            yield client, flow
-
-
 @asynccontextmanager
 async def bearer_client(server: OAuthServer, token: str) -> AsyncIterator[Client]:
     """The SDK's client with a fixed bearer token (as an agent configured by hand)."""
@@ -431,7 +357,7 @@ async def test_the_sdk_authorizes_from_nothing_but_the_401_and_reads(
 ) -> None:
     """Discovery, dynamic registration, authorization code with PKCE for the resource, then
     tools and a read as alice; afterwards csg knows the user alice."""
-    async with sdk_client(server, idp) as (client, flow):
+    async with sdk_client(server.resource, idp) as (client, flow):
         tools = await client.list_tools()
         result = await client.call_tool("read", READ_GUIDE)
     assert "read" in {tool.name for tool in tools.tools}
@@ -457,7 +383,7 @@ async def test_step_up_a_read_token_gets_csg_prepare_for_reload_plugins(
     answers 403 insufficient_scope, and the SDK authorizes again, now for csg:prepare too (the
     limit lifted), and the call goes through."""
     idp.limit_scopes("csg:read")
-    async with sdk_client(server, idp) as (client, flow):
+    async with sdk_client(server.resource, idp) as (client, flow):
         await client.list_tools()
         assert unverified_claims(flow.access_token)["scope"] == "csg:read"
         idp.limit_scopes(None)

@@ -167,17 +167,23 @@ impl OAuthResource {
     }
 
     /// A 401 some handler answered (with the plain challenge of `json.rs`): the same with
-    /// this resource's challenge, its `error` kept.
+    /// this resource's challenge, its `error` kept. One of this resource's own challenges
+    /// (naming the scopes its call needs) is left as it is.
     pub(crate) fn rechallenged(&self, response: Response) -> Response {
         if response.status() != StatusCode::UNAUTHORIZED {
             return response;
         }
-        let invalid = response
+        let challenge = response
             .headers()
             .get(header::WWW_AUTHENTICATE)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.contains("invalid_token"));
-        let error = invalid.then_some("invalid_token");
+            .unwrap_or_default();
+        if challenge.contains("resource_metadata=") {
+            return response;
+        }
+        let error = challenge
+            .contains("invalid_token")
+            .then_some("invalid_token");
         self.challenged(response, error, READ_SCOPE)
     }
 }
@@ -212,5 +218,26 @@ mod tests {
             .to_str()
             .unwrap();
         assert!(challenge.starts_with("Bearer scope=\"csg:read\", resource_metadata="));
+    }
+
+    /// A handler's plain 401 gets this resource's challenge; one of its own keeps its scopes.
+    #[test]
+    fn a5_every_401_names_the_metadata_and_keeps_the_scopes_it_asked_for() {
+        let resource = resource();
+        let kept = resource.rechallenged(resource.token_needed("a token, please", PREPARE_SCOPES));
+        let challenge = kept.headers()[header::WWW_AUTHENTICATE].to_str().unwrap();
+        assert!(
+            challenge.contains("scope=\"csg:read csg:prepare\""),
+            "{challenge}"
+        );
+        let plain = ApiError::new(StatusCode::UNAUTHORIZED, INVALID_TOKEN, "no").into_response();
+        let named = resource.rechallenged(plain);
+        let challenge = named.headers()[header::WWW_AUTHENTICATE].to_str().unwrap();
+        assert!(
+            challenge.starts_with(
+                "Bearer error=\"invalid_token\", scope=\"csg:read\", resource_metadata="
+            ),
+            "{challenge}"
+        );
     }
 }
