@@ -210,17 +210,28 @@ on_both!(
 fn group_grants(backend: &dyn Backend) {
     let access = backend.open();
     let groups = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
-    assert_eq!(access.granted_to_groups(&groups(&["eng"]), "acme/a"), Ok(false));
+    assert_eq!(
+        access.granted_to_groups(&groups(&["eng"]), "acme/a"),
+        Ok(false)
+    );
     access.grant_group("eng team", "acme/a").expect("grant");
-    access.grant_group("eng team", "acme/a").expect("granting again changes nothing");
+    access
+        .grant_group("eng team", "acme/a")
+        .expect("granting again changes nothing");
     access.grant_group("ops", "acme/b").expect("grant");
     assert_eq!(
         access.grant_group("a\nb", "acme/a"),
         Err(Error::InvalidGroupName("a\nb".into()))
     );
     let fresh = backend.open();
-    assert_eq!(fresh.granted_to_groups(&groups(&["x", "eng team"]), "acme/a"), Ok(true));
-    assert_eq!(fresh.granted_to_groups(&groups(&["eng team"]), "acme/b"), Ok(false));
+    assert_eq!(
+        fresh.granted_to_groups(&groups(&["x", "eng team"]), "acme/a"),
+        Ok(true)
+    );
+    assert_eq!(
+        fresh.granted_to_groups(&groups(&["eng team"]), "acme/b"),
+        Ok(false)
+    );
     assert_eq!(fresh.granted_to_groups(&groups(&[]), "acme/a"), Ok(false));
     let listed: Vec<(String, String)> = fresh
         .group_grants()
@@ -230,14 +241,22 @@ fn group_grants(backend: &dyn Backend) {
         .collect();
     assert_eq!(
         listed,
-        [("eng team".into(), "acme/a".into()), ("ops".into(), "acme/b".into())]
+        [
+            ("eng team".into(), "acme/a".into()),
+            ("ops".into(), "acme/b".into())
+        ]
     );
-    assert!(access.grants().expect("user grants").is_empty(), "groups are not users");
+    assert!(
+        access.grants().expect("user grants").is_empty(),
+        "groups are not users"
+    );
     assert_eq!(access.ungrant_group("ops", "acme/b"), Ok(true));
     assert_eq!(access.ungrant_group("ops", "acme/b"), Ok(false));
     access.forget_repo("acme/a").expect("forget");
     assert_eq!(
-        backend.open().granted_to_groups(&groups(&["eng team"]), "acme/a"),
+        backend
+            .open()
+            .granted_to_groups(&groups(&["eng team"]), "acme/a"),
         Ok(false)
     );
 }
