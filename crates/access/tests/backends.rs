@@ -989,7 +989,7 @@ fn postgres_newer_schema_is_refused() {
             .run(|client| {
                 client.execute(
                     "INSERT INTO csg_schema_migrations (component, version, name)
-                     VALUES ('access', 3, 'later')",
+                     VALUES ('access', 99, 'later')",
                     &[],
                 )
             })
