@@ -17,7 +17,7 @@
 use crate::ClientAddr;
 use crate::SiteConfig;
 use crate::json::{ApiError, INVALID_TOKEN, UNAUTHENTICATED};
-use crate::oauth::{METADATA_PATH, OAuthResource, PREPARE_SCOPES, READ_SCOPE, ROOT_METADATA_PATH};
+use crate::oauth::{METADATA_PATH, OAuthResource, READ_SCOPE, ROOT_METADATA_PATH};
 use crate::session::{
     self, CSRF_COOKIE, SESSION_COOKIE, csrf_of, random_hex, set_cookie, well_formed,
 };
@@ -27,12 +27,15 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use provider::OAUTH_TOKEN_NEEDED;
 use service::{AuthFailure, Budget, CallContext, Caller, ClientKey, Service};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
+
+mod provider;
 
 /// Wrong tokens one client address may present at once before it is slowed down.
 const BURST: f64 = 10.0;
@@ -311,89 +314,6 @@ impl Access {
         }
     }
 
-    /// Whether the identity provider's access tokens are taken (A-5): MCP clients sign in by
-    /// themselves.
-    pub(crate) fn takes_provider_tokens(&self) -> bool {
-        self.oauth.is_some()
-    }
-
-    /// Whether the website signs in through the identity provider (A-6).
-    pub(crate) fn provider_sign_in(&self) -> bool {
-        self.oauth
-            .as_ref()
-            .is_some_and(|o| o.web_client().is_some())
-            && self.sessions.is_some()
-    }
-
-    /// Starts a website sign-in through the identity provider: where to send the browser,
-    /// and the cookie that keeps the sign-in's secrets until it comes back.
-    pub(crate) fn start_provider_sign_in(
-        &self,
-    ) -> Result<(String, Option<HeaderValue>), oauth::SignInError> {
-        let (Some(oauth), true) = (&self.oauth, self.sessions.is_some()) else {
-            return Err(oauth::SignInError::NotReady);
-        };
-        let client = oauth.web_client().ok_or(oauth::SignInError::NotReady)?;
-        let pending = oauth::Pending::new()?;
-        let url = oauth
-            .validator()
-            .authorization_url(client, oauth.redirect_uri(), &pending)?;
-        let cookie = crate::oauth::pending_cookie(Some(&pending.to_cookie()), self.secure_cookies);
-        Ok((url, cookie))
-    }
-
-    /// Finishes a website sign-in through the identity provider: the callback's `code` and
-    /// `state` against the pending sign-in of the browser's cookie, the provider's tokens
-    /// checked, the user (added on first use) signed in with the grant of this sign-in.
-    /// Answers the new session's id and CSRF token.
-    pub(crate) async fn finish_provider_sign_in(
-        &self,
-        headers: &HeaderMap,
-        code: &str,
-        state: &str,
-    ) -> Result<(String, String), String> {
-        let (Some(oauth), Some(store)) = (&self.oauth, &self.sessions) else {
-            return Err(oauth::SignInError::NotReady.to_string());
-        };
-        let client = oauth
-            .web_client()
-            .ok_or(oauth::SignInError::NotReady.to_string())?;
-        let pending = session::cookie(headers, crate::oauth::PENDING_COOKIE)
-            .and_then(oauth::Pending::from_cookie)
-            .filter(|pending| session::same_secret(&pending.state, state))
-            .ok_or(oauth::SignInError::Mismatch.to_string())?;
-        let identity = oauth
-            .validator()
-            .finish_sign_in(client, oauth.redirect_uri(), code, &pending)
-            .await
-            .map_err(|e| e.to_string())?;
-        if !identity.has_scope(READ_SCOPE) {
-            return Err(format!(
-                "the identity provider did not grant the {READ_SCOPE} scope this website needs; \
-                 ask its administrator to allow it for your account"
-            ));
-        }
-        let grant = service::ProviderGrant {
-            subject: identity.subject,
-            scopes: identity.scopes,
-            groups: identity.groups,
-        };
-        let principal = self
-            .service
-            .provider_principal(grant.clone())
-            .await
-            .map_err(|e| e.message)?;
-        let user = principal.user;
-        let session = on_store(store, move |store| {
-            store.start_provider_session(&user, grant)
-        })
-        .await
-        .map_err(|e| e.to_string())?;
-        COUNTERS.authenticated.fetch_add(1, Ordering::Relaxed);
-        let csrf = csrf_of(&session.id);
-        Ok((session.id, csrf))
-    }
-
     /// Whether the secure flag goes on the site's cookies.
     pub(crate) fn secure_cookies(&self) -> bool {
         self.secure_cookies
@@ -519,61 +439,7 @@ impl Access {
     }
 }
 
-/// What a call without a token is told when the server takes the identity provider's.
-const OAUTH_TOKEN_NEEDED: &str = "this server needs an access token: sign in through the \
-     identity provider (MCP clients do so by themselves from this answer), or send \
-     `Authorization: Bearer <token>` with an API token (`csg token create USER`)";
-
 impl Access {
-    /// The caller of an identity provider's access token: validated (keys cached, no
-    /// round trip), then mapped to a user with its groups and scopes. A token without the
-    /// read scope is a 403 step-up; a refused one counts as a wrong token of `client`.
-    async fn provider_caller(
-        &self,
-        oauth: &OAuthResource,
-        token: &str,
-        client: Option<IpAddr>,
-    ) -> Result<Caller, Response> {
-        let identity = match oauth.validator().validate(token).await {
-            Ok(identity) => identity,
-            Err(oauth::TokenError::Invalid(message)) => {
-                COUNTERS.refused.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(?client, %message, "an access token was refused");
-                if let Some(client) = client {
-                    self.limiter.failed(client);
-                }
-                return Err(oauth.invalid_token(&message));
-            }
-            Err(error @ oauth::TokenError::KeysUnavailable) => {
-                let mut response = ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "unavailable",
-                    error.to_string(),
-                )
-                .into_response();
-                response
-                    .headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
-                return Err(response);
-            }
-        };
-        if !identity.has_scope(READ_SCOPE) {
-            return Err(oauth.insufficient_scope(READ_SCOPE));
-        }
-        let grant = service::ProviderGrant {
-            subject: identity.subject,
-            scopes: identity.scopes,
-            groups: identity.groups,
-        };
-        match self.service.provider_principal(grant).await {
-            Ok(principal) => {
-                COUNTERS.authenticated.fetch_add(1, Ordering::Relaxed);
-                Ok(Caller::User(principal))
-            }
-            Err(error) => Err(ApiError::from(error).into_response()),
-        }
-    }
-
     /// The caller of one of this server's API tokens (A-1): looked up by hash; a wrong one
     /// counts against `client`.
     async fn api_token_caller(
@@ -621,50 +487,6 @@ impl Access {
                 Err(response)
             }
         }
-    }
-
-    /// A-5 step-up: with the identity provider on, an operator action by an anonymous caller
-    /// or a provider caller without `prepare` is refused here with a challenge naming the
-    /// scopes it needs (an MCP tool's refusal would be a tool error, which sends no client
-    /// to the provider). API-token callers are answered by the operation, as before.
-    async fn refuse_unscoped(
-        &self,
-        request: Request,
-        caller: &Caller,
-    ) -> Result<Request, Response> {
-        let Some(oauth) = &self.oauth else {
-            return Ok(request);
-        };
-        let asks = match caller {
-            Caller::Anonymous => true,
-            Caller::User(principal) => principal.provider.is_some() && !principal.prepare,
-            Caller::Local => false,
-        };
-        let path = request.uri().path();
-        if !asks || !(path.starts_with("/sourcegraph/api/") || path.starts_with("/sourcegraph/mcp"))
-        {
-            return Ok(request);
-        }
-        let (parts, body) = request.into_parts();
-        let (bytes, body) = if parts.method == http::Method::POST {
-            match crate::body::read_limited(&parts.headers, body).await {
-                Ok(bytes) => (Some(bytes.clone()), axum::body::Body::from(bytes)),
-                Err(refused) => return Err(refused),
-            }
-        } else {
-            (None, body)
-        };
-        let ctx = CallContext {
-            caller: caller.clone(),
-            ..CallContext::default()
-        };
-        if crate::forward::prepares(&self.service, &ctx, &parts, bytes.as_deref()).await {
-            return Err(match caller {
-                Caller::Anonymous => oauth.token_needed(OAUTH_TOKEN_NEEDED, PREPARE_SCOPES),
-                _ => oauth.insufficient_scope(PREPARE_SCOPES),
-            });
-        }
-        Ok(Request::from_parts(parts, body))
     }
 }
 
