@@ -502,7 +502,8 @@ pub const SETTINGS: &[Def] = &[
         default: DefaultValue::Derived("none: the website signs in with API tokens only"),
         help: "The website's own client at the identity provider (A-6): visitors then sign in \
                through it (OpenID Connect, authorization code with PKCE). Register the \
-               redirect URI `<--public-url>/sourcegraph/oauth/callback`.",
+               redirect URI `<--public-url>/sourcegraph/oauth/callback`. With its secret it \
+               also introspects opaque access tokens (RFC 7662).",
     },
     Def {
         key: "oauth_client_secret",

@@ -652,8 +652,13 @@ async fn checked(access: Arc<Access>, mut request: Request, next: Next) -> Respo
                     }
                     return response;
                 }
+                // The identity provider's tokens: JWTs, and with a website client to ask
+                // the provider with, opaque ones. Nothing with our tokens' prefix is ever
+                // sent to the provider (a mistyped API token is still a secret of ours).
                 if let Some(oauth) = &access.oauth
-                    && oauth::looks_like_jwt(token)
+                    && (oauth::looks_like_jwt(token)
+                        || (oauth.web_client().is_some()
+                            && !token.starts_with(access::TOKEN_PREFIX)))
                 {
                     match access.provider_caller(oauth, token, client).await {
                         Ok(caller) => caller,

@@ -63,7 +63,13 @@ async fn cluster() -> Cluster {
         .expect("private");
     let a_validator = validator(&provider, &a_url);
     a_validator.discover().await.expect("A fetches the keys");
-    let a_resource = httpserver::OAuthResource::new(a_validator, &a_url);
+    // A asks the provider about opaque tokens as the website's client.
+    let a_resource = httpserver::OAuthResource::new(a_validator, &a_url).with_web_client(
+        oauth::WebClient {
+            id: oauth::testing::CLIENT_ID.to_owned(),
+            secret: Some(oauth::testing::CLIENT_SECRET.to_owned()),
+        },
+    );
     // B's audience is its own URL's: a token for A's would be refused here.
     let b_resource = httpserver::OAuthResource::new(validator(&provider, &b_url), &b_url);
     let owners: std::collections::HashMap<String, Vec<String>> =
@@ -187,6 +193,36 @@ async fn a7_a_client_cannot_send_an_identity_of_its_own() {
         )
         .await;
         assert_eq!(status, 401, "{body}");
+    })
+    .await;
+}
+
+/// Issue 44 point 3 (optional RFC 7662): an opaque token is introspected by the replica that
+/// took it, once, and forwarded as its identity; nothing with our API tokens' prefix is ever
+/// sent to the provider.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a5_an_opaque_token_is_introspected_once_and_ours_never() {
+    bounded(Duration::from_secs(60), async {
+        let cluster = cluster().await;
+        let http = reqwest::Client::new();
+        let audience = format!("{}/sourcegraph/mcp", cluster.a);
+        let opaque = cluster.provider.opaque(
+            &cluster
+                .provider
+                .claims(&audience, "alice", "csg:read", &["eng"]),
+        );
+        for _ in 0..3 {
+            let (status, body) = get(http.get(read_url(&cluster.a)).bearer_auth(&opaque)).await;
+            assert_eq!(status, 200, "{body}");
+            assert!(body.contains("the secret plan"), "{body}");
+        }
+        assert_eq!(cluster.provider.introspections(), 1);
+        let mistyped = format!("csg_{}", "0".repeat(10));
+        let (status, body) = get(http.get(read_url(&cluster.a)).bearer_auth(&mistyped)).await;
+        assert_eq!(status, 401, "{body}");
+        let (status, _) = get(http.get(read_url(&cluster.a)).bearer_auth("made-up")).await;
+        assert_eq!(status, 401);
+        assert_eq!(cluster.provider.introspections(), 2, "the made-up one only");
     })
     .await;
 }

@@ -61,6 +61,9 @@ pub(crate) struct Provider {
     refreshed: tokio::sync::Mutex<Option<Instant>>,
     /// Tokens checked lately.
     pub(crate) checked: crate::token::Checked,
+    /// Opaque tokens the provider said were not active, lately, and the questions asked at
+    /// once.
+    pub(crate) introspection: crate::introspect::Introspection,
 }
 
 impl Provider {
@@ -70,6 +73,7 @@ impl Provider {
             known: RwLock::new(None),
             refreshed: tokio::sync::Mutex::new(None),
             checked: crate::token::Checked::default(),
+            introspection: crate::introspect::Introspection::default(),
         }
     }
 

@@ -12,6 +12,7 @@
 //! [`KEY_REFRESH_INTERVAL`] whoever asks.
 
 mod fetch;
+mod introspect;
 mod keys;
 mod metadata;
 mod signin;
@@ -90,6 +91,10 @@ pub enum TokenError {
          fetched; try again shortly"
     )]
     KeysUnavailable,
+    /// The provider could not be asked about an opaque token now (it failed, or this server
+    /// is asking it about as many tokens as it may at once): nothing is known about it.
+    #[error("the identity provider could not check the access token now ({0}); try again shortly")]
+    ProviderBusy(String),
 }
 
 /// Checks access tokens of one identity provider; cheap to clone (one key cache).
@@ -147,6 +152,20 @@ impl Validator {
     /// cache lacks makes one fetch of the keys (at most one per [`KEY_REFRESH_INTERVAL`]).
     pub async fn validate(&self, token: &str) -> Result<Identity, TokenError> {
         token::validate(&self.inner, token).await
+    }
+
+    /// Checks an opaque `token` by asking the provider (RFC 7662 introspection,
+    /// authenticating as `client`, which needs a secret): active, issued by the issuer for
+    /// this server's audience, not expired. An answer is remembered as a validated JWT is
+    /// (until `exp`, at most 5 minutes; an inactive token for a minute), and at most a few
+    /// questions are asked at once, so a flood of made-up tokens cannot turn into one of
+    /// requests to the provider.
+    pub async fn introspect(
+        &self,
+        token: &str,
+        client: &WebClient,
+    ) -> Result<Identity, TokenError> {
+        introspect::introspect(&self.inner, token, client).await
     }
 }
 

@@ -20,6 +20,9 @@ pub struct ProviderMetadata {
     /// Where a browser is sent to end its session at the provider, if it has one.
     #[serde(default)]
     pub end_session_endpoint: Option<String>,
+    /// Where an opaque access token is introspected (RFC 7662), if the provider offers it.
+    #[serde(default)]
+    pub introspection_endpoint: Option<String>,
 }
 
 /// The metadata URLs of `issuer`, in the order they are tried.

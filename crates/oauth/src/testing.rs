@@ -38,7 +38,15 @@ struct Shared {
     issuer: String,
     keys: Mutex<Keys>,
     key_set_fetches: AtomicU64,
+    /// Opaque tokens it issued, with their introspection answers.
+    opaque: Mutex<std::collections::HashMap<String, Value>>,
+    introspections: AtomicU64,
 }
+
+/// The client id the provider's introspection takes (with [`CLIENT_SECRET`]).
+pub const CLIENT_ID: &str = "csg-website";
+/// The secret of [`CLIENT_ID`].
+pub const CLIENT_SECRET: &str = "test-secret";
 
 /// The provider: its issuer URL, its keys, and how often its key set was fetched.
 pub struct TestProvider {
@@ -70,10 +78,13 @@ impl TestProvider {
                 generation: 0,
             }),
             key_set_fetches: AtomicU64::new(0),
+            opaque: Mutex::new(std::collections::HashMap::new()),
+            introspections: AtomicU64::new(0),
         });
         let app = Router::new()
             .route("/.well-known/oauth-authorization-server", get(metadata))
             .route("/jwks", get(key_set))
+            .route("/introspect", axum::routing::post(introspect))
             .with_state(Arc::clone(&shared));
         let server = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
@@ -89,6 +100,26 @@ impl TestProvider {
     /// How many times its key set was fetched.
     pub fn key_set_fetches(&self) -> u64 {
         self.shared.key_set_fetches.load(Ordering::Relaxed)
+    }
+
+    /// How many times its introspection was asked.
+    pub fn introspections(&self) -> u64 {
+        self.shared.introspections.load(Ordering::Relaxed)
+    }
+
+    /// An opaque access token whose introspection answers `claims` with `"active": true`.
+    pub fn opaque(&self, claims: &Value) -> String {
+        let mut bytes = [0u8; 24];
+        getrandom::fill(&mut bytes).unwrap_or_else(|e| panic!("randomness: {e}"));
+        let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let mut answer = claims.clone();
+        answer["active"] = Value::Bool(true);
+        self.shared
+            .opaque
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(token.clone(), answer);
+        token
     }
 
     /// Replaces the published ES256 key with a new one under a new `kid` (a key rotation).
@@ -154,6 +185,7 @@ async fn metadata(State(shared): State<Arc<Shared>>) -> axum::Json<Value> {
         "jwks_uri": format!("{issuer}/jwks"),
         "authorization_endpoint": format!("{issuer}/authorize"),
         "token_endpoint": format!("{issuer}/token"),
+        "introspection_endpoint": format!("{issuer}/introspect"),
         "response_types_supported": ["code"],
         "code_challenge_methods_supported": ["S256"],
     }))
@@ -174,4 +206,37 @@ async fn key_set(State(shared): State<Arc<Shared>>) -> axum::Json<Value> {
         // A symmetric key is never used, even when a token names it.
         {"kty": "oct", "kid": "shared", "k": URL_SAFE_NO_PAD.encode(b"a published secret")},
     ]}))
+}
+
+/// RFC 7662: the answer for a token it issued, `{"active": false}` for any other; 401 to a
+/// caller without the client's basic credentials.
+async fn introspect(
+    State(shared): State<Arc<Shared>>,
+    headers: axum::http::HeaderMap,
+    axum::Form(form): axum::Form<std::collections::HashMap<String, String>>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    shared.introspections.fetch_add(1, Ordering::Relaxed);
+    let expected = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{CLIENT_ID}:{CLIENT_SECRET}"))
+    );
+    let authorized = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .is_some_and(|value| value.as_bytes() == expected.as_bytes());
+    if !authorized {
+        return axum::http::StatusCode::UNAUTHORIZED.into_response();
+    }
+    let answer = form
+        .get("token")
+        .and_then(|token| {
+            shared
+                .opaque
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(token)
+                .cloned()
+        })
+        .unwrap_or_else(|| json!({"active": false}));
+    axum::Json(answer).into_response()
 }

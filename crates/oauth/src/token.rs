@@ -70,7 +70,7 @@ const CHECKED_FOR: Duration = Duration::from_secs(300);
 const CHECKED_MAX: usize = 4096;
 
 impl Checked {
-    fn key(token: &str) -> [u8; 32] {
+    pub(crate) fn key(token: &str) -> [u8; 32] {
         Sha256::digest(token.as_bytes()).into()
     }
 
@@ -80,7 +80,7 @@ impl Checked {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn get(&self, key: &[u8; 32]) -> Option<Identity> {
+    pub(crate) fn get(&self, key: &[u8; 32]) -> Option<Identity> {
         let mut tokens = self.lock();
         match tokens.get(key) {
             Some((identity, until)) if Instant::now() < *until => Some(identity.clone()),
@@ -92,7 +92,7 @@ impl Checked {
         }
     }
 
-    fn keep(&self, key: [u8; 32], identity: &Identity) {
+    pub(crate) fn keep(&self, key: [u8; 32], identity: &Identity) {
         let left = identity
             .expires
             .saturating_sub(unix_now())
@@ -211,7 +211,7 @@ fn verify(
 }
 
 /// Seconds since the epoch now.
-fn unix_now() -> u64 {
+pub(crate) fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
@@ -219,7 +219,7 @@ fn unix_now() -> u64 {
 
 /// Whether the `aud` claim (a string or an array of them) names `audience`: exactly, or
 /// with a query after it (RFC 8707 discourages one, and some clients send the URL they call).
-fn names_audience(claim: Option<&Value>, audience: &str) -> bool {
+pub(crate) fn names_audience(claim: Option<&Value>, audience: &str) -> bool {
     let names = |value: &str| {
         value == audience
             || value
@@ -234,7 +234,10 @@ fn names_audience(claim: Option<&Value>, audience: &str) -> bool {
 }
 
 /// The identity the verified `claims` name.
-fn identity(groups_claim: &str, claims: Map<String, Value>) -> Result<Identity, TokenError> {
+pub(crate) fn identity(
+    groups_claim: &str,
+    claims: Map<String, Value>,
+) -> Result<Identity, TokenError> {
     let subject = match claims.get("sub") {
         Some(Value::String(sub)) if !sub.is_empty() && sub.len() <= MAX_ITEM_BYTES => sub.clone(),
         _ => {

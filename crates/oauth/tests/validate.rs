@@ -182,3 +182,78 @@ async fn a5_while_the_provider_is_unreachable_tokens_are_unknown_not_invalid() {
     .await
     .expect("within 60 s");
 }
+
+fn web_client(secret: Option<&str>) -> oauth::WebClient {
+    oauth::WebClient {
+        id: oauth::testing::CLIENT_ID.to_owned(),
+        secret: secret.map(str::to_owned),
+    }
+}
+
+/// Optional RFC 7662 (issue 44 point 3): an opaque token is checked by the provider's
+/// introspection, as the website's confidential client; answers are remembered, so repeated
+/// calls and floods of made-up tokens cost the provider little.
+#[tokio::test(flavor = "multi_thread")]
+async fn a5_opaque_tokens_are_introspected_and_the_answers_remembered() {
+    tokio::time::timeout(Duration::from_secs(30), async {
+        let (provider, validator) = started().await;
+        let client = web_client(Some(oauth::testing::CLIENT_SECRET));
+        let claims = provider.claims(AUDIENCE, "alice", "csg:read", &["eng"]);
+        let token = provider.opaque(&claims);
+        for _ in 0..3 {
+            let identity = validator.introspect(&token, &client).await.unwrap();
+            assert_eq!(
+                (identity.subject.as_str(), identity.groups.clone()),
+                ("alice", vec!["eng".to_owned()])
+            );
+        }
+        assert_eq!(provider.introspections(), 1, "asked once, then remembered");
+
+        // Made up: inactive, asked once, then refused without asking.
+        for _ in 0..5 {
+            let why = refused(validator.introspect("not-a-token-it-issued", &client).await);
+            assert!(why.contains("not active"), "{why}");
+        }
+        assert_eq!(provider.introspections(), 2);
+
+        // Active but for another resource, or expired: refused.
+        let mut foreign = claims.clone();
+        foreign["aud"] = json!("https://another-resource.example/mcp");
+        let why = refused(
+            validator
+                .introspect(&provider.opaque(&foreign), &client)
+                .await,
+        );
+        assert!(why.contains("another resource"), "{why}");
+        let mut expired = claims.clone();
+        expired["exp"] = json!(now() - 3600);
+        assert!(
+            refused(
+                validator
+                    .introspect(&provider.opaque(&expired), &client)
+                    .await
+            )
+            .contains("expired")
+        );
+
+        // Without a secret nothing is asked; nor for text that is no token.
+        let before = provider.introspections();
+        assert!(refused(validator.introspect(&token, &web_client(None)).await).contains("secret"));
+        assert!(
+            refused(validator.introspect("two words", &client).await)
+                .contains("not an access token")
+        );
+        assert_eq!(provider.introspections(), before);
+
+        // Wrong client credentials: the provider refuses, nothing is known (not "invalid").
+        let wrong = validator
+            .introspect(&provider.opaque(&claims), &web_client(Some("wrong")))
+            .await;
+        assert!(
+            matches!(wrong, Err(TokenError::ProviderBusy(_))),
+            "{wrong:?}"
+        );
+    })
+    .await
+    .expect("within 30 s");
+}

@@ -111,7 +111,15 @@ impl Access {
         token: &str,
         client: Option<IpAddr>,
     ) -> Result<Caller, Response> {
-        let identity = match oauth.validator().validate(token).await {
+        // A JWT is checked here with the provider's keys; anything else is asked of the
+        // provider (RFC 7662), as the website's client.
+        let checked = match oauth.web_client() {
+            Some(client) if !oauth::looks_like_jwt(token) => {
+                oauth.validator().introspect(token, client).await
+            }
+            _ => oauth.validator().validate(token).await,
+        };
+        let identity = match checked {
             Ok(identity) => identity,
             Err(oauth::TokenError::Invalid(message)) => {
                 COUNTERS.refused.fetch_add(1, Ordering::Relaxed);
@@ -121,7 +129,9 @@ impl Access {
                 }
                 return Err(oauth.invalid_token(&message));
             }
-            Err(error @ oauth::TokenError::KeysUnavailable) => {
+            Err(
+                error @ (oauth::TokenError::KeysUnavailable | oauth::TokenError::ProviderBusy(_)),
+            ) => {
                 let mut response = ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "unavailable",
