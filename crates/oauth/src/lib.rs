@@ -1,8 +1,8 @@
 //! `oauth` owns what Context Source Graph knows of OAuth 2.1 and OpenID Connect (SPEC A-5,
 //! A-6; issue 44): the identity provider's metadata (RFC 8414, OpenID Connect Discovery),
 //! its signing keys (a JWKS, cached), the validation of the access tokens MCP clients present
-//! (JWT profile, RFC 9068; audience per RFC 8707; OAuth 2.1 §5.2) and the scopes this server
-//! defines. It knows neither HTTP servers nor permissions: the transport hands it a bearer
+//! (JWT profile, RFC 9068; audience per RFC 8707; OAuth 2.1 §5.2; opaque ones by RFC 7662
+//! introspection) and the scopes this server defines. It knows neither HTTP servers nor permissions: the transport hands it a bearer
 //! value and gets an [`Identity`] or a [`TokenError`]; the service decides what the identity
 //! may do.
 //!
