@@ -1,6 +1,32 @@
 //! Shared parts of the benchmarks (each benchmark is a binary under `src/bin/`).
 
 pub mod corpus;
+pub mod cpu;
+
+/// The command line (after the program) as `--flag value` pairs; `--help` or `-h` prints
+/// `usage` and exits. A flag without a value is an error that shows `usage`.
+pub fn flag_pairs(usage: &str) -> Result<Vec<(String, String)>> {
+    let mut pairs = Vec::new();
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        if flag == "--help" || flag == "-h" {
+            println!("{usage}");
+            std::process::exit(0);
+        }
+        let value = args
+            .next()
+            .with_context(|| format!("{flag} takes a value\n{usage}"))?;
+        pairs.push((flag, value));
+    }
+    Ok(pairs)
+}
+
+/// `value`, the value of `flag`, as a number.
+pub fn flag_number<T: std::str::FromStr>(flag: &str, value: &str, usage: &str) -> Result<T> {
+    value
+        .parse()
+        .map_err(|_| anyhow::anyhow!("{flag} takes a number\n{usage}"))
+}
 
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};

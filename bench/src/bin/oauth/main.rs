@@ -27,9 +27,10 @@ mod server;
 mod validate;
 
 use anyhow::{Context, Result, bail};
+use bench::cpu::tick_us;
 use client::Caller;
 use oauth::testing::{Signer, TestProvider};
-use server::{Launch, Server, free_port, static_token, tick_us};
+use server::{Launch, Server, free_port, static_token};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -64,20 +65,8 @@ impl Options {
                 .join("csg"),
             logs: None,
         };
-        let mut args = std::env::args().skip(1);
-        while let Some(flag) = args.next() {
-            if flag == "--help" || flag == "-h" {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            let value = args
-                .next()
-                .with_context(|| format!("{flag} takes a value\n{USAGE}"))?;
-            let number = || -> Result<usize> {
-                value
-                    .parse()
-                    .with_context(|| format!("{flag} takes a number\n{USAGE}"))
-            };
+        for (flag, value) in bench::flag_pairs(USAGE)? {
+            let number = || -> Result<usize> { bench::flag_number(&flag, &value, USAGE) };
             match flag.as_str() {
                 "--calls" => options.calls = number()?.max(1),
                 "--rounds" => options.rounds = number()?.max(1),

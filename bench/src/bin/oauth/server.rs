@@ -181,46 +181,10 @@ pub(super) struct Cpu {
 
 impl Cpu {
     fn of(pid: u32) -> Result<Self> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .with_context(|| format!("cannot read /proc/{pid}/stat: is this Linux?"))?;
-        // Field 2 (the command) is in parentheses and may hold spaces: count from the last
-        // ')'; after it, index 0 is field 3, so utime (14) and stime (15) are 11 and 12.
-        let fields: Vec<&str> = stat
-            .rsplit_once(')')
-            .context("malformed /proc stat")?
-            .1
-            .split_whitespace()
-            .collect();
-        let field = |i: usize| -> Result<u64> {
-            fields
-                .get(i)
-                .context("short /proc stat")?
-                .parse()
-                .context("malformed /proc stat field")
-        };
-        let ticks = field(11)? + field(12)?;
-        let mut clock: libc::clockid_t = 0;
-        let mut now = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: both calls only write the out-parameters passed, which live on this stack.
-        let clock_us = unsafe {
-            if libc::clock_getcpuclockid(pid as libc::pid_t, &mut clock) == 0
-                && libc::clock_gettime(clock, &mut now) == 0
-            {
-                now.tv_sec as f64 * 1e6 + now.tv_nsec as f64 / 1e3
-            } else {
-                ticks as f64 * tick_us()
-            }
-        };
-        Ok(Self { ticks, clock_us })
+        let cpu = bench::cpu::proc_cpu(&pid.to_string())?;
+        Ok(Self {
+            ticks: cpu.own,
+            clock_us: cpu.own_us,
+        })
     }
-}
-
-/// Microseconds per clock tick (`sysconf(_SC_CLK_TCK)`, 100 Hz on most Linux systems).
-pub(super) fn tick_us() -> f64 {
-    // SAFETY: sysconf reads a constant of the C library; no pointers are involved.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    1e6 / if ticks > 0 { ticks as f64 } else { 100.0 }
 }

@@ -1,8 +1,8 @@
 //! The floor: `git cat-file --batch` on the same blobs, its input fed from a thread.
 
-use super::cpu::proc_cpu;
 use super::table::Row;
 use anyhow::{Context, Result};
+use bench::cpu::proc_cpu;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{ChildStdin, Command, Stdio};

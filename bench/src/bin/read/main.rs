@@ -30,7 +30,6 @@
 mod cat_file;
 mod continuation;
 mod corpus;
-mod cpu;
 mod in_process;
 mod keepalive;
 mod mcp;
@@ -39,10 +38,10 @@ mod server;
 mod table;
 
 use anyhow::{Context, Result, bail};
+use bench::cpu::tick_us;
 use cat_file::cat_file;
 use continuation::continuation;
 use corpus::{build_corpus, pick_files};
-use cpu::tick_us;
 use in_process::{in_process, prepare};
 use keepalive::{Face, KeepAliveClient, ProtocolEra};
 use mcp::{calls, run_calls};
@@ -135,20 +134,8 @@ impl Options {
             repo: None,
             rounds: 1,
         };
-        let mut args = std::env::args().skip(1);
-        while let Some(flag) = args.next() {
-            if flag == "--help" || flag == "-h" {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            let value = args
-                .next()
-                .with_context(|| format!("{flag} takes a value\n{USAGE}"))?;
-            let number = || -> Result<u64> {
-                value
-                    .parse()
-                    .with_context(|| format!("{flag} takes a number\n{USAGE}"))
-            };
+        for (flag, value) in bench::flag_pairs(USAGE)? {
+            let number = || -> Result<u64> { bench::flag_number(&flag, &value, USAGE) };
             match flag.as_str() {
                 "--reads" => options.reads = number()?.max(1) as usize,
                 "--warmup" => options.warmup = number()? as usize,

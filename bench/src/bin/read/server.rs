@@ -1,8 +1,8 @@
 //! A `csg` child process (`csg mcp` or `csg serve`): started, connected to, stopped.
 
-use super::cpu::proc_cpu;
 use super::{Options, REPO};
 use anyhow::{Context, Result};
+use bench::cpu::proc_cpu;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;

@@ -1,8 +1,8 @@
 //! Rows: one measured between two CPU samples, the median of several rounds, and the table.
 
-use super::cpu::proc_cpu;
 use super::{API_ROW, HTTP_ROW, MCP_NEXT_ROW, MCP_ROW, STDIO_ROW};
 use anyhow::Result;
+use bench::cpu::proc_cpu;
 use std::path::Path;
 use std::time::{Duration, Instant};
 

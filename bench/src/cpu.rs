@@ -4,15 +4,15 @@ use anyhow::{Context, Result};
 
 /// CPU time of one process.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Cpu {
+pub struct Cpu {
     /// utime + stime of the process itself (all its threads, live and exited), in clock
     /// ticks from `/proc/<pid>/stat`: coarse, used to tell whether it is idle.
-    pub(super) own: u64,
+    pub own: u64,
     /// The same in µs from the process's CPU-time clock (`clock_getcpuclockid`, nanosecond
     /// resolution), or from the ticks where that clock is not available.
-    pub(super) own_us: f64,
+    pub own_us: f64,
     /// cutime + cstime: children it has waited for (git subprocesses), in µs.
-    pub(super) children_us: f64,
+    pub children_us: f64,
 }
 
 /// The CPU time of process `pid` (`0`: this one) in µs from its CPU-time clock.
@@ -33,7 +33,7 @@ fn cpu_clock_us(pid: libc::pid_t) -> Option<f64> {
     Some(now.tv_sec as f64 * 1e6 + now.tv_nsec as f64 / 1e3)
 }
 
-pub(super) fn proc_cpu(pid: &str) -> Result<Cpu> {
+pub fn proc_cpu(pid: &str) -> Result<Cpu> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .with_context(|| format!("cannot read /proc/{pid}/stat: is this Linux?"))?;
     // The command name (field 2) is in parentheses and may hold spaces: count from the last ')'.
@@ -69,7 +69,7 @@ pub(super) fn proc_cpu(pid: &str) -> Result<Cpu> {
 }
 
 /// Microseconds per clock tick (`sysconf(_SC_CLK_TCK)`, 100 Hz on most Linux systems).
-pub(super) fn tick_us() -> f64 {
+pub fn tick_us() -> f64 {
     // SAFETY: sysconf reads a constant of the C library; no pointers are involved.
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     1e6 / if ticks > 0 { ticks as f64 } else { 100.0 }
