@@ -64,12 +64,11 @@ async fn cluster() -> Cluster {
     let a_validator = validator(&provider, &a_url);
     a_validator.discover().await.expect("A fetches the keys");
     // A asks the provider about opaque tokens as the website's client.
-    let a_resource = httpserver::OAuthResource::new(a_validator, &a_url).with_web_client(
-        oauth::WebClient {
+    let a_resource =
+        httpserver::OAuthResource::new(a_validator, &a_url).with_web_client(oauth::WebClient {
             id: oauth::testing::CLIENT_ID.to_owned(),
             secret: Some(oauth::testing::CLIENT_SECRET.to_owned()),
-        },
-    );
+        });
     // B's audience is its own URL's: a token for A's would be refused here.
     let b_resource = httpserver::OAuthResource::new(validator(&provider, &b_url), &b_url);
     let owners: std::collections::HashMap<String, Vec<String>> =
@@ -206,11 +205,12 @@ async fn a5_an_opaque_token_is_introspected_once_and_ours_never() {
         let cluster = cluster().await;
         let http = reqwest::Client::new();
         let audience = format!("{}/sourcegraph/mcp", cluster.a);
-        let opaque = cluster.provider.opaque(
-            &cluster
-                .provider
-                .claims(&audience, "alice", "csg:read", &["eng"]),
-        );
+        let opaque = cluster.provider.opaque(&cluster.provider.claims(
+            &audience,
+            "alice",
+            "csg:read",
+            &["eng"],
+        ));
         for _ in 0..3 {
             let (status, body) = get(http.get(read_url(&cluster.a)).bearer_auth(&opaque)).await;
             assert_eq!(status, 200, "{body}");
