@@ -12,6 +12,8 @@
 # defaults, so a test sets those in the environment of `start` (see the top of that file).
 # Nothing here touches the system's own haproxy service or /etc/haproxy.
 set -euo pipefail
+# shellcheck source=process.sh
+. "$(dirname "$0")/process.sh"
 
 die() {
   echo "haproxy.sh: $*" >&2
@@ -96,16 +98,7 @@ stop() {
   fi
   # SIGTERM: a hard stop (SIGUSR1 would wait for every open connection, which in a test can be
   # an idle keep-alive client's for minutes).
-  kill -TERM "$pid" 2>/dev/null || true
-  local i
-  for i in $(seq 1 100); do
-    if ! kill -0 "$pid" 2>/dev/null; then
-      rm -f "$pidfile"
-      return 0
-    fi
-    [ "$i" -eq 100 ] || sleep 0.1
-  done
-  kill -KILL "$pid" 2>/dev/null || true
+  terminate "$pid"
   rm -f "$pidfile"
 }
 

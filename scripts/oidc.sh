@@ -15,6 +15,8 @@
 # one that is not running does nothing. The provider keeps everything but its keys in memory: a
 # restart forgets every client, grant and token.
 set -euo pipefail
+# shellcheck source=process.sh
+. "$(dirname "$0")/process.sh"
 package=$(cd "$(dirname "$0")/../tests/oidc" && pwd -P)
 
 READY_BOUND_S=30
@@ -43,11 +45,6 @@ install() {
 }
 
 # 0 while process $1 runs (a zombie, which `kill -0` still reaches, does not).
-alive() {
-  local state
-  state=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null || true)
-  [ -n "$state" ] && [ "$state" != Z ]
-}
 
 # The process id DIR/pid names, if that process runs and is this provider; empty otherwise (a
 # stale file left by a crash, or an id the system has given to another program since).
@@ -110,16 +107,7 @@ stop() {
     rm -f "$dir/pid" "$dir/issuer"
     return 0
   fi
-  kill -TERM "$pid" 2>/dev/null || true
-  local i
-  for i in $(seq 1 100); do
-    if ! alive "$pid"; then
-      rm -f "$dir/pid" "$dir/issuer"
-      return 0
-    fi
-    [ "$i" -eq 100 ] || sleep 0.1
-  done
-  kill -KILL "$pid" 2>/dev/null || true
+  terminate "$pid"
   rm -f "$dir/pid" "$dir/issuer"
 }
 
