@@ -100,17 +100,7 @@ async fn replica(
     tls: httpserver::ClusterTls,
 ) -> (String, SourceRepo) {
     let base = format!("https://{}", listener.local_addr().expect("addr"));
-    let source = SourceRepo::with_files(&[("a.md", text.as_bytes())]);
-    let store = source.store(repo, "");
-    register_the_others(&store, &source, repo, owners);
-    let service = Service::new(store, ServiceConfig::default());
-    service.set_placement(Arc::new(Fixed::per_repo(
-        &base,
-        owners
-            .iter()
-            .map(|(repo, owners)| (repo.to_string(), owners.clone()))
-            .collect(),
-    )));
+    let (service, source) = common::holding(&base, repo, text.as_bytes(), owners);
     let routing = httpserver::ClusterRouting {
         secret: SECRET.into(),
         attempt_timeout: Duration::from_secs(5),

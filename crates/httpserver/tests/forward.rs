@@ -5,12 +5,9 @@
 
 mod common;
 
-use common::{Fixed, Replica, SECRET, bind, bounded, register_the_others, routing, serve, site};
+use common::{Replica, SECRET, bind, bounded, routing, serve, site};
 use serde_json::Value;
-use service::{Service, ServiceConfig};
-use std::sync::Arc;
 use std::time::Duration;
-use testgit::SourceRepo;
 
 /// A replica holding `repo` with one file `a.md` of `text`, routing by `owners`.
 async fn replica(
@@ -20,17 +17,7 @@ async fn replica(
     owners: &[(&str, Vec<String>)],
 ) -> Replica {
     let base = format!("http://{}", listener.local_addr().expect("addr"));
-    let source = SourceRepo::with_files(&[("a.md", text.as_bytes())]);
-    let store = source.store(repo, "");
-    register_the_others(&store, &source, repo, owners);
-    let service = Service::new(store, ServiceConfig::default());
-    service.set_placement(Arc::new(Fixed::per_repo(
-        &base,
-        owners
-            .iter()
-            .map(|(repo, owners)| (repo.to_string(), owners.clone()))
-            .collect(),
-    )));
+    let (service, source) = common::holding(&base, repo, text.as_bytes(), owners);
     // Echoes the `Host` a request arrived with: a forwarded call must keep the caller's.
     let me = repo.to_owned();
     let echo_host = axum::routing::post(move |headers: axum::http::HeaderMap| async move {

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{Fixed, Framing, Replica, SECRET, bind, bounded, raw_post, routing, site};
+use common::{Framing, Replica, SECRET, bind, bounded, raw_post, routing, site};
 use httpserver::MAX_REQUEST_BODY_BYTES;
 use service::{Service, ServiceConfig};
 use sha2::{Digest, Sha256};
@@ -45,17 +45,7 @@ async fn replica(
     owners: &[(&str, Vec<String>)],
 ) -> Replica {
     let base = format!("http://{}", listener.local_addr().expect("addr"));
-    let source = SourceRepo::with_files(&[("a.md", b"hello\n")]);
-    let store = source.store(repo, "");
-    common::register_the_others(&store, &source, repo, owners);
-    let service = Service::new(store, ServiceConfig::default());
-    service.set_placement(Arc::new(Fixed::per_repo(
-        &base,
-        owners
-            .iter()
-            .map(|(repo, owners)| (repo.to_string(), owners.clone()))
-            .collect(),
-    )));
+    let (service, source) = common::holding(&base, repo, b"hello\n", owners);
     common::serve_until(
         listener,
         &base,

@@ -156,6 +156,29 @@ pub fn serve_with(
     tokio::spawn(httpserver::serve(listener, app, stop));
 }
 
+/// The service of the replica at `base` holding `repo` (one file, `a.md`, of `text`), with
+/// every other repository of `owners` registered, and placed by `owners`. The source is
+/// returned to keep the store's directory alive.
+pub fn holding(
+    base: &str,
+    repo: &str,
+    text: &[u8],
+    owners: &[(&str, Vec<String>)],
+) -> (Service, SourceRepo) {
+    let source = SourceRepo::with_files(&[("a.md", text)]);
+    let store = source.store(repo, "");
+    register_the_others(&store, &source, repo, owners);
+    let service = Service::new(store, service::ServiceConfig::default());
+    service.set_placement(Arc::new(Fixed::per_repo(
+        base,
+        owners
+            .iter()
+            .map(|(repo, owners)| (repo.to_string(), owners.clone()))
+            .collect(),
+    )));
+    (service, source)
+}
+
 /// [`register_elsewhere`] for every repository of `owners` but `own`.
 pub fn register_the_others(
     store: &gitstore::GitStore,
