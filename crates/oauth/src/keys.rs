@@ -11,6 +11,8 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 use tokio::time::Instant;
 
+/// How often the key set is fetched again once known.
+const KEY_SET_REFRESH: Duration = Duration::from_secs(3600);
 /// The longest wait between two attempts while the provider is unreachable.
 const MAX_RETRY: Duration = Duration::from_secs(60);
 /// The most keys kept of one key set: a provider publishes a handful.
@@ -101,14 +103,16 @@ impl Provider {
     }
 
     /// [`Self::discover`] until it succeeds, waiting longer between attempts (up to a
-    /// minute); each failure is a warning.
-    pub(crate) async fn discover_until_known(&self) {
+    /// minute; each failure is a warning), then the keys again every [`KEY_SET_REFRESH`]: a
+    /// key the provider withdraws stops being trusted then, even if no token ever names a
+    /// new one. Runs for the life of the process.
+    pub(crate) async fn keep_known(&self) {
         let mut wait = Duration::from_secs(1);
         loop {
             match self.discover().await {
                 Ok(()) => {
                     tracing::info!(issuer = %self.config.issuer, "the identity provider's keys are loaded");
-                    return;
+                    break;
                 }
                 Err(why) => tracing::warn!(
                     issuer = %self.config.issuer,
@@ -121,28 +125,35 @@ impl Provider {
             tokio::time::sleep(wait).await;
             wait = (wait * 2).min(MAX_RETRY);
         }
+        loop {
+            tokio::time::sleep(KEY_SET_REFRESH).await;
+            self.fetch_keys_again().await;
+        }
     }
 
-    /// Fetches the keys again for a token naming `kid`, unless that was done less than
-    /// [`KEY_REFRESH_INTERVAL`] ago; answers the snapshot to look in.
-    pub(crate) async fn refresh_for_unknown_key(&self) -> Option<Arc<Known>> {
-        let mut refreshed = self.refreshed.lock().await;
-        if refreshed.is_some_and(|at| at.elapsed() < KEY_REFRESH_INTERVAL) {
-            return self.known();
-        }
-        *refreshed = Some(Instant::now());
-        let outcome = match self.metadata() {
-            Some(metadata) => fetch_keys(&metadata.jwks_uri)
-                .await
-                .map(|keys| self.keep(Known { metadata, keys })),
-            None => self.discover().await,
+    /// The key set fetched again and kept; a failure keeps the keys known (a warning).
+    async fn fetch_keys_again(&self) {
+        let Some(metadata) = self.metadata() else {
+            return;
         };
-        if let Err(why) = outcome {
-            tracing::warn!(
+        match fetch_keys(&metadata.jwks_uri).await {
+            Ok(keys) => self.keep(Known { metadata, keys }),
+            Err(why) => tracing::warn!(
                 issuer = %self.config.issuer,
                 error = %why,
-                "the identity provider's keys could not be fetched again"
-            );
+                "the identity provider's keys could not be fetched again; the known ones stay"
+            ),
+        }
+    }
+
+    /// Fetches the keys again for a token naming an unknown key id, unless that was done
+    /// less than [`KEY_REFRESH_INTERVAL`] ago; answers the snapshot to look in. Concurrent
+    /// callers wait for the one fetch (bounded by the fetch's own timeout, 5 s).
+    pub(crate) async fn refresh_for_unknown_key(&self) -> Option<Arc<Known>> {
+        let mut refreshed = self.refreshed.lock().await;
+        if refreshed.is_none_or(|at| at.elapsed() >= KEY_REFRESH_INTERVAL) {
+            *refreshed = Some(Instant::now());
+            self.fetch_keys_again().await;
         }
         self.known()
     }

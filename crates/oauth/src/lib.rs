@@ -7,8 +7,8 @@
 //! may do.
 //!
 //! Validation never waits on the network on the hot path: keys are fetched at start (retried
-//! in the background while the provider is unreachable, which is a warning, not a crash) and
-//! again only when a token names a key id the cache lacks, at most once per
+//! in the background while the provider is unreachable, which is a warning, not a crash), every
+//! hour, and when a token names a key id the cache lacks, at most once per
 //! [`KEY_REFRESH_INTERVAL`] whoever asks.
 
 mod fetch;
@@ -125,10 +125,11 @@ impl Validator {
     }
 
     /// Fetches the provider's metadata and keys in the background, retrying (with a warning
-    /// each time) until both are known; returns at once. Needs a Tokio runtime.
+    /// each time) until both are known, then the keys again every hour; returns at once.
+    /// Needs a Tokio runtime.
     pub fn start(&self) {
         let provider = Arc::clone(&self.inner);
-        tokio::spawn(async move { provider.discover_until_known().await });
+        tokio::spawn(async move { provider.keep_known().await });
     }
 
     /// Fetches the provider's metadata and keys now, once: for a start-up that wants to say
@@ -208,22 +209,31 @@ fn check_audience(value: &str) -> Result<(), ConfigError> {
 
 /// An absolute `https://` URL, or `http://` on a loopback host.
 fn check_url(setting: &'static str, value: &str) -> Result<(), ConfigError> {
-    let refuse = |why: &str| ConfigError::Url {
-        setting,
-        value: value.to_owned(),
-        why: why.to_owned(),
+    match url_problem(value) {
+        None => Ok(()),
+        Some(why) => Err(ConfigError::Url {
+            setting,
+            value: value.to_owned(),
+            why,
+        }),
+    }
+}
+
+/// What makes `value` no absolute `https://` URL (or `http://` on loopback) without a
+/// query or fragment; `None` when nothing does.
+pub(crate) fn url_problem(value: &str) -> Option<String> {
+    let url = match url::Url::parse(value) {
+        Ok(url) => url,
+        Err(error) => return Some(error.to_string()),
     };
-    let url = url::Url::parse(value).map_err(|e| refuse(&e.to_string()))?;
     if url.fragment().is_some() || url.query().is_some() {
-        return Err(refuse("it has a query or a fragment"));
+        return Some("it has a query or a fragment".to_owned());
     }
     match url.scheme() {
-        "https" => Ok(()),
-        "http" if is_loopback(&url) => Ok(()),
-        "http" => Err(refuse(
-            "plain http:// is allowed only on a loopback address",
-        )),
-        other => Err(refuse(&format!("the scheme {other:?} is not http(s)"))),
+        "https" => None,
+        "http" if is_loopback(&url) => None,
+        "http" => Some("plain http:// is allowed only on a loopback address".to_owned()),
+        other => Some(format!("the scheme {other:?} is not http(s)")),
     }
 }
 

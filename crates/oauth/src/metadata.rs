@@ -17,9 +17,6 @@ pub struct ProviderMetadata {
     /// Where an authorization code is exchanged for tokens.
     #[serde(default)]
     pub token_endpoint: Option<String>,
-    /// Where a browser is sent to end its session at the provider, if it has one.
-    #[serde(default)]
-    pub end_session_endpoint: Option<String>,
     /// Where an opaque access token is introspected (RFC 7662), if the provider offers it.
     #[serde(default)]
     pub introspection_endpoint: Option<String>,
@@ -63,6 +60,27 @@ pub(crate) async fn fetch(issuer: &str) -> Result<ProviderMetadata, String> {
                  to the provider's issuer exactly",
                 metadata.issuer
             ));
+        }
+        // The endpoints the secret and the tokens go to: https, as the issuer must be.
+        for (name, endpoint) in [
+            ("jwks_uri", Some(&metadata.jwks_uri)),
+            ("token_endpoint", metadata.token_endpoint.as_ref()),
+            (
+                "introspection_endpoint",
+                metadata.introspection_endpoint.as_ref(),
+            ),
+            (
+                "authorization_endpoint",
+                metadata.authorization_endpoint.as_ref(),
+            ),
+        ] {
+            if let Some(endpoint) = endpoint
+                && let Some(why) = crate::url_problem(endpoint)
+            {
+                return Err(format!(
+                    "{url} names the {name} {endpoint:?}, which is unusable: {why}"
+                ));
+            }
         }
         return Ok(metadata);
     }

@@ -69,7 +69,7 @@ pub enum SignInError {
     /// The provider refused or failed.
     #[error("the identity provider refused the sign-in: {0}")]
     Provider(String),
-    /// A token the provider answered did not check out.
+    /// A token the provider answered did not check out (the detail is in the log).
     #[error("the identity provider's answer was refused: {0}")]
     Invalid(String),
 }
@@ -182,7 +182,9 @@ impl Validator {
             .map_err(|why| {
                 tracing::warn!(error = %why, "the identity provider's token endpoint refused a sign-in");
                 SignInError::Provider(
-                    "the authorization code was not accepted (see the server log)".to_owned(),
+                    "it did not accept this sign-in's code; start again, and if it fails again \
+                     ask the administrator to check the website's client at the provider"
+                        .to_owned(),
                 )
             })?;
         let field = |name: &str| {
@@ -193,8 +195,14 @@ impl Validator {
                 .ok_or_else(|| SignInError::Invalid(format!("it has no {name}")))
         };
         let (id_token, access_token) = (field("id_token")?, field("access_token")?);
-        let refused =
-            |what: &str, error: TokenError| SignInError::Invalid(format!("{what}: {error}"));
+        // The detail is for the operator (a wrong audience, say): the visitor learns which
+        // token did not check out and whom to ask.
+        let refused = |what: &str, error: TokenError| {
+            tracing::warn!(%error, "a sign-in's {what} was refused");
+            SignInError::Invalid(format!(
+                "{what} did not check out; ask the administrator to check the server log"
+            ))
+        };
         let claims = token::verified_claims(&self.inner, &id_token, &client.id)
             .await
             .map_err(|e| refused("the ID token", e))?;

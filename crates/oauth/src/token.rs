@@ -21,8 +21,6 @@ const MAX_ITEM_BYTES: usize = 256;
 pub struct Identity {
     /// The `sub` claim: the user at the provider.
     pub subject: String,
-    /// `preferred_username`, if the token has one (for display).
-    pub preferred_username: Option<String>,
     /// The scopes granted (`scope`, space-separated; or `scp`, as Entra ID and Okta put it).
     pub scopes: Vec<String>,
     /// The groups of the configured claim.
@@ -63,8 +61,9 @@ pub(crate) struct Checked {
     tokens: std::sync::Mutex<HashMap<[u8; 32], (Identity, Instant)>>,
 }
 
-/// The longest a checked token is believed without checking it again: a key the provider
-/// withdrew stops being trusted within this, whatever the token's `exp`.
+/// The longest a checked token is believed without checking it again, whatever its `exp`:
+/// once the hourly fetch of the key set drops a key the provider withdrew, tokens it signed
+/// stop being believed within this.
 const CHECKED_FOR: Duration = Duration::from_secs(300);
 /// The most tokens remembered.
 const CHECKED_MAX: usize = 4096;
@@ -250,11 +249,6 @@ pub(crate) fn identity(
     scopes.extend(names(claims.get("scp")));
     Ok(Identity {
         subject,
-        preferred_username: claims
-            .get("preferred_username")
-            .and_then(Value::as_str)
-            .filter(|name| name.len() <= MAX_ITEM_BYTES)
-            .map(str::to_owned),
         scopes,
         groups: names(claims.get(groups_claim)),
         expires: claims.get("exp").and_then(Value::as_u64).unwrap_or(0),
