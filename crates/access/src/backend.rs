@@ -66,8 +66,8 @@ pub(crate) struct View {
     pub(crate) users: HashMap<String, bool>,
     /// (user, repo) pairs.
     pub(crate) grants: HashSet<(String, String)>,
-    /// (identity-provider group, repo) pairs (issue 44).
-    pub(crate) group_grants: HashSet<(String, String)>,
+    /// The identity-provider groups granted each repository (issue 44), by repository.
+    pub(crate) group_grants: HashMap<String, HashSet<String>>,
 }
 
 /// The users, tokens and grants tables of one metadata database. Times are whole seconds

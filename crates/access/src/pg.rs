@@ -288,7 +288,8 @@ impl AccessBackend for PgAccess {
                 view.grants.insert((row.try_get(0)?, row.try_get(1)?));
             }
             for row in tx.query("SELECT group_name, repo FROM group_grants", &[])? {
-                view.group_grants.insert((row.try_get(0)?, row.try_get(1)?));
+                let (group, repo): (String, String) = (row.try_get(0)?, row.try_get(1)?);
+                view.group_grants.entry(repo).or_default().insert(group);
             }
             for row in tx.query(
                 "SELECT s.hash, s.token_id, t.user_name, s.last_seen, p.subject, p.scopes, p.groups

@@ -290,7 +290,8 @@ impl AccessBackend for SqliteAccess {
             .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
             .map_err(fail())?;
         for row in rows {
-            view.group_grants.insert(row.map_err(fail())?);
+            let (group, repo): (String, String) = row.map_err(fail())?;
+            view.group_grants.entry(repo).or_default().insert(group);
         }
         let mut stmt = conn
             .prepare(

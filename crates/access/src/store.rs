@@ -446,13 +446,10 @@ impl AccessStore {
     /// group grant (`csg grant --group`).
     pub fn granted_to_groups(&self, groups: &[String], repo: &str) -> Result<bool, Error> {
         let view = self.current()?;
-        if view.group_grants.is_empty() {
-            return Ok(false);
-        }
-        Ok(groups.iter().any(|group| {
-            view.group_grants
-                .contains(&(group.clone(), repo.to_owned()))
-        }))
+        Ok(view
+            .group_grants
+            .get(repo)
+            .is_some_and(|granted| groups.iter().any(|group| granted.contains(group))))
     }
 
     /// Whether `user` is known, and then whether it holds `prepare`, as the view has it.
