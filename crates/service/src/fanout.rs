@@ -313,12 +313,12 @@ impl Service {
             let mut held = Vec::new();
             let mut not_indexed = Vec::new();
             let repos: BTreeSet<String> = request.repos.into_iter().collect();
+            // The asking replica waits for this part no longer than its fan-out.
+            let budget = budget::Budget::lasting(FAN_OUT_BUDGET, 1.0);
             for repo in repos {
                 // S-1, G-8 as in the frame: every hit readable at the SHA it names.
                 let lease = indexes.current(&repo).and_then(|info| {
-                    let name = gitstore::RepoName::parse(&repo).ok()?;
-                    let commit = gitstore::CommitId::parse(&info.commit)?;
-                    inner.store.lease(&name, &commit).ok()
+                    crate::frame::lease_indexed(inner, &repo, &info.commit, &budget)
                 });
                 match lease {
                     Some(lease) => {

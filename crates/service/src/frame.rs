@@ -194,6 +194,23 @@ impl Opened {
     }
 }
 
+/// A lease of the commit `commit` (the search index's) of the repository `repo`, its
+/// retention walk stopped at `budget`; `None` when it cannot be had (no longer retained,
+/// out of budget, not a name): the index then counts as not serving the repository.
+pub(crate) fn lease_indexed(
+    inner: &Inner,
+    repo: &str,
+    commit: &str,
+    budget: &Budget,
+) -> Option<Lease> {
+    let name = RepoName::parse(repo).ok()?;
+    CommitId::parse(commit)?;
+    inner
+        .store
+        .lease_revision_within(&name, Some(commit), budget)
+        .ok()
+}
+
 /// `GitStore::lease_revision_within` (a retention walk stops at `budget`), waiting for a
 /// follow on the blocking pool (see [`Opened::lease`]).
 pub(crate) fn lease_revision(
@@ -387,10 +404,7 @@ impl RepoCall<Option<String>> {
                 let Some(info) = indexes.current(repo) else {
                     return true;
                 };
-                let lease = RepoName::parse(repo).ok().and_then(|name| {
-                    let commit = CommitId::parse(&info.commit)?;
-                    inner.store.lease(&name, &commit).ok()
-                });
+                let lease = lease_indexed(inner, repo, &info.commit, &self.budget);
                 match lease {
                     Some(lease) => {
                         leases.push(lease);

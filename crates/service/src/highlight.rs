@@ -20,7 +20,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use gitstore::{CommitId, RepoName, RepoPath};
+use gitstore::{RepoName, RepoPath};
 
 use crate::frame::Op;
 use crate::{CallContext, Service, ServiceError};
@@ -562,8 +562,14 @@ fn linkable_names(lines: &[HighlightedLine]) -> Vec<&str> {
 fn look_up(inner: &crate::Inner, repo: &RepoName, names: &[&str]) -> Option<Known> {
     let indexes = inner.indexes().ok()?;
     let indexed = indexes.indexed_commit(repo.as_str())?;
+    let deadline = Instant::now() + DEFINITIONS_BUDGET;
     // Held while the symbol table is read: the indexed commit stays retained (G-8).
-    let _lease = CommitId::parse(&indexed).and_then(|c| inner.store.lease(repo, &c).ok())?;
+    let _lease = crate::frame::lease_indexed(
+        inner,
+        repo.as_str(),
+        &indexed,
+        &budget::Budget::new(deadline, deadline),
+    )?;
     let key = (repo.to_string(), indexed);
     let mut known = inner.definition_links.known(&key, names);
     let missing: Vec<&str> = names
@@ -571,7 +577,6 @@ fn look_up(inner: &crate::Inner, repo: &RepoName, names: &[&str]) -> Option<Know
         .copied()
         .filter(|n| !known.contains_key(*n))
         .collect();
-    let deadline = Instant::now() + DEFINITIONS_BUDGET;
     let found: Vec<(String, Option<std::sync::Arc<DefinitionLink>>)> = indexes
         .definition_sites(repo.as_str(), &missing, MAX_DEFINITION_TARGETS, deadline)
         // Indexed again meanwhile: its lines belong to another commit; link nothing new.

@@ -238,8 +238,11 @@ impl Service {
             message: "this server does not run in cluster mode (start it with --database)"
                 .to_owned(),
         })?;
+        // Without search nothing is indexed here (routing counts that as served: every
+        // replica answers alike; an operator asks what this one has).
+        let search = self.inner.indexes().is_ok();
         for repo in &mut status.repositories {
-            repo.indexed_here = Some(repo.served_here && self.index_serves(&repo.name));
+            repo.indexed_here = Some(search && repo.served_here && self.index_serves(&repo.name));
         }
         Ok(status)
     }

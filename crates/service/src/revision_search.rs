@@ -362,7 +362,11 @@ fn make_overlay(
     at: &Lease,
     budget_from: Option<(Instant, &budget::Budget)>,
 ) -> Result<search::Overlay, Refused> {
-    let deltas = at.file_deltas_from(base)?;
+    // A caller's overlay stops with its call; the warm-up's (no caller) runs whole.
+    let deltas = match budget_from {
+        Some((_, budget)) => at.file_deltas_from_within(base, budget)?,
+        None => at.file_deltas_from(base)?,
+    };
     let reader = at.blobs()?;
     let hidden: Vec<String> = deltas
         .iter()
