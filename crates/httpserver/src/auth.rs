@@ -582,11 +582,12 @@ fn bearer(headers: &HeaderMap) -> Result<Option<&str>, &'static str> {
 }
 
 async fn check(State(access): State<Arc<Access>>, request: Request, next: Next) -> Response {
-    let Some(oauth) = access.oauth.clone() else {
-        return checked(access, request, next).await;
-    };
-    // Every 401, whoever answered it, names the metadata (the MCP authorization spec).
-    oauth.rechallenged(checked(access, request, next).await)
+    let response = checked(Arc::clone(&access), request, next).await;
+    match &access.oauth {
+        // Every 401, whoever answered it, names the metadata (the MCP authorization spec).
+        Some(oauth) => oauth.rechallenged(response),
+        None => response,
+    }
 }
 
 async fn checked(access: Arc<Access>, mut request: Request, next: Next) -> Response {

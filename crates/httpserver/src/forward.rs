@@ -263,6 +263,14 @@ impl Forwarder {
             .map_or_else(|| parts.uri.path().to_owned(), |pq| pq.as_str().to_owned());
         let mut not_indexed = Vec::new();
         let mut last_own = None;
+        // The same for every owner tried: the caller's headers, and for an identity
+        // provider's caller the identity validated here instead of the access token (issue 44).
+        let mut common = forwarded_headers(&parts.headers);
+        common.insert(FORWARDED_HEADER, self.secret.clone());
+        if let Some(identity) = forwarded_identity(parts) {
+            common.remove(http::header::AUTHORIZATION);
+            common.insert(IDENTITY_HEADER, identity);
+        }
         for owner in owners {
             let timeout = match deadline {
                 Some(deadline) => self
@@ -275,14 +283,7 @@ impl Forwarder {
                 break;
             }
             let url = format!("{}{path}", owner.trim_end_matches('/'));
-            let mut headers = forwarded_headers(&parts.headers);
-            headers.insert(FORWARDED_HEADER, self.secret.clone());
-            // An identity provider's caller goes as the identity validated here, not as the
-            // access token (issue 44 point 7).
-            if let Some(identity) = forwarded_identity(parts) {
-                headers.remove(http::header::AUTHORIZATION);
-                headers.insert(IDENTITY_HEADER, identity);
-            }
+            let mut headers = common.clone();
             if let Some(value) = parts
                 .extensions
                 .get::<crate::ClientAddr>()
@@ -458,11 +459,11 @@ async fn named_call(
 }
 
 /// Whether a request is an operator action (it needs the `prepare` capability, A-3): an MCP
-/// `tools/call` of a prepare tool (as server plugins adapt it: a preset, an `on_tool_call`
-/// hook), the JSON API's `prepare`, registrations, prepare tools and the cluster's status.
+/// `tools/call` of a prepare tool (or of a server plugin's preset of one), the JSON API's
+/// `prepare`, registrations, prepare tools and the cluster's status.
 /// Asked by the access layer for a caller without `prepare` when the server takes the
 /// identity provider's tokens, so the refusal is a challenge a client can step up from.
-pub(crate) async fn prepares(
+pub(crate) fn prepares(
     service: &Service,
     ctx: &CallContext,
     parts: &http::request::Parts,
@@ -473,14 +474,9 @@ pub(crate) async fn prepares(
         let Some((tool, _)) = body.and_then(mcp_tool_call) else {
             return false;
         };
-        if !service.adapts_tool_call(ctx, &tool) {
-            return tool_call(&tool).prepares;
-        }
-        let Some(arguments) = body.and_then(tool_arguments) else {
-            // Arguments the tool will refuse: it runs (and fails) as the tool named.
-            return tool_call(&tool).prepares;
-        };
-        let (tool, _) = service.effective_tool_call(ctx, &tool, arguments).await;
+        // A preset names the tool it runs; `on_tool_call` changes only arguments, so no hook
+        // runs for this question.
+        let tool = service.preset_tool(ctx, &tool).unwrap_or(tool);
         return tool_call(&tool).prepares;
     }
     let Some(route) = path.strip_prefix("/sourcegraph/api/") else {
@@ -525,11 +521,18 @@ async fn adapted_call(
 }
 
 /// The arguments of an MCP `tools/call` body, whole (none: an empty object); `None` when
-/// they are not an object.
+/// they are not an object, or the body holds more JSON values than any request may (this
+/// layer runs before the body limit's count, and a tree of values costs many times its text).
 fn tool_arguments(body: &[u8]) -> Option<serde_json::Map<String, serde_json::Value>> {
-    let message: serde_json::Value = serde_json::from_slice(body).ok()?;
-    match message.pointer("/params/arguments") {
-        Some(serde_json::Value::Object(arguments)) => Some(arguments.clone()),
+    if crate::body::too_many_json_values(body) {
+        return None;
+    }
+    let mut message: serde_json::Value = serde_json::from_slice(body).ok()?;
+    match message
+        .pointer_mut("/params/arguments")
+        .map(serde_json::Value::take)
+    {
+        Some(serde_json::Value::Object(arguments)) => Some(arguments),
         None | Some(serde_json::Value::Null) => Some(serde_json::Map::new()),
         Some(_) => None,
     }

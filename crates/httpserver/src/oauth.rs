@@ -26,15 +26,11 @@ const PENDING_SECONDS: u32 = 600;
 
 /// The `Set-Cookie` value that keeps (`Some`) or drops (`None`) a pending sign-in.
 pub(crate) fn pending_cookie(value: Option<&str>, secure: bool) -> Option<HeaderValue> {
-    let mut text = match value {
-        Some(value) => format!("{PENDING_COOKIE}={value}; Max-Age={PENDING_SECONDS}"),
-        None => format!("{PENDING_COOKIE}=; Max-Age=0"),
+    let rest = match value {
+        Some(_) => format!("SameSite=Lax; Max-Age={PENDING_SECONDS}"),
+        None => "SameSite=Lax".to_owned(),
     };
-    text.push_str("; Path=/sourcegraph/oauth; HttpOnly; SameSite=Lax");
-    if secure {
-        text.push_str("; Secure");
-    }
-    HeaderValue::from_str(&text).ok()
+    crate::session::cookie_with(PENDING_COOKIE, value, "/sourcegraph/oauth", &rest, secure)
 }
 
 /// The name clients show for this resource.

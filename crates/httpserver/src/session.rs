@@ -53,13 +53,26 @@ pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> 
         .map(|(_, v)| v)
 }
 
-/// A `Set-Cookie` value; `None` as `value` deletes the cookie.
+/// A `Set-Cookie` value of the site's (`Path=/sourcegraph`, `SameSite=Strict`, a browser
+/// session's life); `None` as `value` deletes the cookie.
 pub(crate) fn set_cookie(name: &str, value: Option<&str>, secure: bool) -> Option<HeaderValue> {
+    cookie_with(name, value, "/sourcegraph", "SameSite=Strict", secure)
+}
+
+/// A `HttpOnly` `Set-Cookie` value of `name` on `path` with the attributes `rest`
+/// (`SameSite=Lax; Max-Age=600`); `None` as `value` deletes it.
+pub(crate) fn cookie_with(
+    name: &str,
+    value: Option<&str>,
+    path: &str,
+    rest: &str,
+    secure: bool,
+) -> Option<HeaderValue> {
     let mut text = match value {
         Some(value) => format!("{name}={value}"),
         None => format!("{name}=; Max-Age=0"),
     };
-    text.push_str("; Path=/sourcegraph; HttpOnly; SameSite=Strict");
+    text.push_str(&format!("; Path={path}; HttpOnly; {rest}"));
     if secure {
         text.push_str("; Secure");
     }

@@ -172,6 +172,18 @@ impl Service {
             .unwrap_or_default()
     }
 
+    /// The built-in tool an MCP call of `name` runs: the preset's, if `name` is one (no hook
+    /// runs: `on_tool_call` rewrites arguments, never the tool).
+    pub fn preset_tool(&self, ctx: &CallContext, name: &str) -> Option<String> {
+        self.epoch(ctx).and_then(|epoch| {
+            epoch
+                .tables()
+                .tool_presets
+                .get(name)
+                .map(|p| p.tool.clone())
+        })
+    }
+
     /// Whether server plugins adapt an MCP call of the tool `name` before it runs: a
     /// `TOOL_PRESETS` entry of that name fixes some of its arguments (P-22), or an
     /// `on_tool_call` hook may rewrite them (P-20). Cluster routing then reads the repository

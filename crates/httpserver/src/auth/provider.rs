@@ -59,26 +59,37 @@ impl Access {
         headers: &HeaderMap,
         code: &str,
         state: &str,
-    ) -> Result<(String, String), String> {
+    ) -> Result<(String, String), (StatusCode, String)> {
+        let refused = |error: oauth::SignInError| {
+            let status = match error {
+                oauth::SignInError::NotReady => StatusCode::SERVICE_UNAVAILABLE,
+                oauth::SignInError::Mismatch => StatusCode::BAD_REQUEST,
+                _ => StatusCode::UNAUTHORIZED,
+            };
+            (status, error.to_string())
+        };
         let (Some(oauth), Some(store)) = (&self.oauth, &self.sessions) else {
-            return Err(oauth::SignInError::NotReady.to_string());
+            return Err(refused(oauth::SignInError::NotReady));
         };
         let client = oauth
             .web_client()
-            .ok_or(oauth::SignInError::NotReady.to_string())?;
+            .ok_or_else(|| refused(oauth::SignInError::NotReady))?;
         let pending = session::cookie(headers, crate::oauth::PENDING_COOKIE)
             .and_then(oauth::Pending::from_cookie)
             .filter(|pending| session::same_secret(&pending.state, state))
-            .ok_or(oauth::SignInError::Mismatch.to_string())?;
+            .ok_or_else(|| refused(oauth::SignInError::Mismatch))?;
         let identity = oauth
             .validator()
             .finish_sign_in(client, oauth.redirect_uri(), code, &pending)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(refused)?;
         if !identity.has_scope(READ_SCOPE) {
-            return Err(format!(
-                "the identity provider did not grant the {READ_SCOPE} scope this website needs; \
-                 ask its administrator to allow it for your account"
+            return Err((
+                StatusCode::FORBIDDEN,
+                format!(
+                    "the identity provider did not grant the {READ_SCOPE} scope this website \
+                     needs; ask its administrator to allow it for your account"
+                ),
             ));
         }
         let grant = service::ProviderGrant {
@@ -90,13 +101,16 @@ impl Access {
             .service
             .provider_principal(grant.clone())
             .await
-            .map_err(|e| e.message)?;
+            .map_err(|error| {
+                let ApiError(status, _) = ApiError::from(error.clone());
+                (status, error.message)
+            })?;
         let user = principal.user;
         let session = on_store(store, move |store| {
             store.start_provider_session(&user, grant)
         })
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|error| (StatusCode::SERVICE_UNAVAILABLE, error.to_string()))?;
         COUNTERS.authenticated.fetch_add(1, Ordering::Relaxed);
         let csrf = csrf_of(&session.id);
         Ok((session.id, csrf))
@@ -179,12 +193,18 @@ impl Access {
             Caller::Local => false,
         };
         let path = request.uri().path();
-        if !asks || !(path.starts_with("/sourcegraph/api/") || path.starts_with("/sourcegraph/mcp"))
-        {
+        let mcp = path.starts_with("/sourcegraph/mcp");
+        // A forwarded call was asked this on the replica that took it.
+        let forwarded = request
+            .extensions()
+            .get::<crate::wire::Forwarded>()
+            .is_some();
+        if !asks || forwarded || !(mcp || path.starts_with("/sourcegraph/api/")) {
             return Ok(request);
         }
         let (parts, body) = request.into_parts();
-        let (bytes, body) = if parts.method == http::Method::POST {
+        // The API's operator actions are told by their path; only an MCP call by its body.
+        let (bytes, body) = if mcp && parts.method == http::Method::POST {
             match crate::body::read_limited(&parts.headers, body).await {
                 Ok(bytes) => (Some(bytes.clone()), axum::body::Body::from(bytes)),
                 Err(refused) => return Err(refused),
@@ -196,7 +216,7 @@ impl Access {
             caller: caller.clone(),
             ..CallContext::default()
         };
-        if crate::forward::prepares(&self.service, &ctx, &parts, bytes.as_deref()).await {
+        if crate::forward::prepares(&self.service, &ctx, &parts, bytes.as_deref()) {
             return Err(match caller {
                 Caller::Anonymous => oauth.token_needed(OAUTH_TOKEN_NEEDED, PREPARE_SCOPES),
                 _ => oauth.insufficient_scope(PREPARE_SCOPES),

@@ -93,18 +93,26 @@ pub(super) async fn provider_callback(
     };
     let access = &access.0.0;
     let outcome = match (&callback.code, &callback.state, &callback.error) {
-        (_, _, Some(error)) => Err(format!(
-            "the identity provider refused the sign-in: {error}{}",
-            callback
+        (_, _, Some(error)) => {
+            // Anyone can make this link: the page says only what the code means, and the
+            // provider's own words go to the log, cut short.
+            let description: String = callback
                 .error_description
                 .as_deref()
-                .map(|d| format!(" ({d})"))
                 .unwrap_or_default()
-        )),
+                .chars()
+                .take(200)
+                .collect();
+            tracing::info!(error = %error.chars().take(64).collect::<String>(), %description, "the identity provider answered a sign-in with an error");
+            Err((StatusCode::UNAUTHORIZED, provider_refusal(error).to_owned()))
+        }
         (Some(code), Some(state), None) => {
             access.finish_provider_sign_in(&headers, code, state).await
         }
-        _ => Err("the identity provider's answer has no code and state; start again".to_owned()),
+        _ => Err((
+            StatusCode::BAD_REQUEST,
+            "the identity provider's answer has no code and state; start again".to_owned(),
+        )),
     };
     let drop_pending = crate::oauth::pending_cookie(None, access.secure_cookies());
     let mut response = match outcome {
@@ -121,12 +129,9 @@ pub(super) async fn provider_callback(
             }
             response
         }
-        Err(message) => {
+        Err((status, message)) => {
             tracing::info!(%message, "a sign-in through the identity provider failed");
-            html(
-                StatusCode::UNAUTHORIZED,
-                website::sign_in(&page.chrome, Some(&message)),
-            )
+            html(status, website::sign_in(&page.chrome, Some(&message)))
         }
     };
     if let Some(cookie) = drop_pending {
@@ -162,4 +167,24 @@ fn home_with(cookies: Vec<HeaderValue>) -> Response {
         response.headers_mut().append(header::SET_COOKIE, cookie);
     }
     response
+}
+
+/// What an RFC 6749 §4.1.2.1 error code of the provider means, for the visitor.
+fn provider_refusal(code: &str) -> &'static str {
+    match code {
+        "access_denied" => "the sign-in was declined at the identity provider",
+        "login_required"
+        | "interaction_required"
+        | "consent_required"
+        | "account_selection_required" => {
+            "the identity provider needs you to sign in (or consent) there first; start again"
+        }
+        "temporarily_unavailable" | "server_error" => {
+            "the identity provider could not answer the sign-in now; try again shortly"
+        }
+        _ => {
+            "the identity provider refused the sign-in; start again, and if it fails again ask \
+             the administrator (the server log has the provider's reason)"
+        }
+    }
 }
