@@ -9,6 +9,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+/// Idle lease records reclaimed under one hold of the leases' lock.
+const RECLAIM_BATCH: usize = 64;
+
 /// A lease counted but not yet granted: released again unless [`Counted::keep`] is called,
 /// so a refused lease never leaves a count behind.
 struct Counted<'a> {
@@ -156,13 +159,26 @@ impl Inner {
         }
     }
 
-    /// Drops this store's lease records whose count is zero (run by its sweep).
+    /// Drops this store's lease records whose count is zero (run by its sweep). A record's
+    /// file is removed under the lock (else a new lease of the commit could lose its
+    /// record), but in batches of [`RECLAIM_BATCH`], the lock given up between them: a read
+    /// taking or dropping a lease waits for one batch of unlinks at most, however many idle
+    /// leases callers left.
     pub(super) fn reclaim_idle_leases(&self) {
-        lock(&self.leases).retain(|(incarnation, id), lease| {
-            if lease.count == 0 {
-                self.owner.unrecord(*incarnation, id);
+        let idle: Vec<(u64, ObjectId)> = lock(&self.leases)
+            .iter()
+            .filter(|(_, lease)| lease.count == 0)
+            .map(|(key, _)| *key)
+            .collect();
+        for batch in idle.chunks(RECLAIM_BATCH) {
+            let mut leases = lock(&self.leases);
+            for key in batch {
+                // Taken again since it was listed: it stays.
+                if leases.get(key).is_some_and(|lease| lease.count == 0) {
+                    self.owner.unrecord(key.0, &key.1);
+                    leases.remove(key);
+                }
             }
-            lease.count > 0
-        });
+        }
     }
 }
